@@ -1,0 +1,118 @@
+//! Serving the CLI on a `stats socket`: reading command lines and writing answers.
+//!
+//! A connection reads one line at a time, bounded by [`MAX_LINE`] so a client cannot make the
+//! process buffer without limit, and is closed after `stats timeout` of inactivity (10 s by
+//! default, as in HAProxy). Each line runs through [`crate::commands::execute_line`].
+
+use crate::commands::{self, CliMode, CliState, Flow};
+use sluice_config::global::CliLevel;
+use sluice_net::listen::Listener;
+use sluice_runtime::process::{ListenState, Process};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+/// HAProxy's default `stats timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest command line accepted (HAProxy bounds it by `tune.bufsize`).
+pub const MAX_LINE: usize = 16384;
+
+/// Accepts CLI connections on `listener` until the process stops.
+pub async fn serve(process: Arc<Process>, listener: Listener, level: CliLevel, idle_timeout: Duration) {
+    let mut state = process.watch_listen_state();
+    loop {
+        if *state.borrow_and_update() == ListenState::Stopped {
+            return;
+        }
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            changed = state.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        if let Ok((stream, _)) = accepted {
+            let process = Arc::clone(&process);
+            tokio::spawn(async move {
+                // A client that goes away mid-answer is no error of ours.
+                let _ = session(&process, stream, level, idle_timeout).await;
+            });
+        }
+    }
+}
+
+/// Runs one CLI connection over any byte stream.
+pub async fn session<S>(process: &Process, stream: S, level: CliLevel, idle_timeout: Duration) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (reader, mut writer) = tokio::io::split(stream);
+    let mut reader = BufReader::new(reader);
+    let mut state = CliState {
+        mode: CliMode::NonInteractive,
+        level,
+    };
+    let mut line = Vec::new();
+    let mut out = String::new();
+    loop {
+        line.clear();
+        let read = tokio::time::timeout(idle_timeout, read_line(&mut reader, &mut line)).await;
+        let Ok(read) = read else {
+            break;
+        };
+        match read? {
+            LineRead::Eof if line.is_empty() => break,
+            LineRead::TooLong => {
+                writer.write_all(b"Command line too long\n\n").await?;
+                break;
+            }
+            LineRead::Line | LineRead::Eof => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        out.clear();
+        let flow = commands::execute_line(process, &text, &mut state, &mut out);
+        if flow == Flow::Continue && state.mode == CliMode::Prompt {
+            out.push_str("> ");
+        }
+        writer.write_all(out.as_bytes()).await?;
+        writer.flush().await?;
+        if flow == Flow::Close {
+            break;
+        }
+    }
+    writer.shutdown().await
+}
+
+enum LineRead {
+    Line,
+    Eof,
+    TooLong,
+}
+
+/// Reads up to and excluding the next `\n`, refusing lines over [`MAX_LINE`].
+async fn read_line<R: AsyncBufReadExt + Unpin>(reader: &mut R, line: &mut Vec<u8>) -> std::io::Result<LineRead> {
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(LineRead::Eof);
+        }
+        if let Some(pos) = available.iter().position(|&b| b == b'\n') {
+            line.extend_from_slice(&available[..pos]);
+            reader.consume(pos + 1);
+            return Ok(if line.len() > MAX_LINE {
+                LineRead::TooLong
+            } else {
+                LineRead::Line
+            });
+        }
+        let n = available.len();
+        line.extend_from_slice(available);
+        reader.consume(n);
+        if line.len() > MAX_LINE {
+            return Ok(LineRead::TooLong);
+        }
+    }
+}

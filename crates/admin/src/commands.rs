@@ -1,0 +1,294 @@
+//! Parsing and running CLI command lines (management.txt §9.3).
+//!
+//! A line holds one or more commands separated by unescaped `;`; each command is split into
+//! words at spaces, a backslash protecting the next character. Every command's output ends
+//! with an empty line, the delimiter scripts rely on. Commands are matched by their leading
+//! words against [`COMMANDS`], which also gives the `help` text and the least level allowed.
+
+use sluice_config::global::CliLevel;
+use sluice_runtime::process::Process;
+use std::fmt::Write;
+
+/// How the connection behaves after a line (the `prompt` command changes it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CliMode {
+    /// One line, then the connection closes (the default, used by scripts).
+    NonInteractive,
+    /// Lines are read until `quit`, without prompt.
+    Interactive,
+    /// Lines are read until `quit`, with a `> ` prompt.
+    Prompt,
+}
+
+/// The state of one CLI connection.
+#[derive(Clone, Copy, Debug)]
+pub struct CliState {
+    /// Current mode.
+    pub mode: CliMode,
+    /// What the socket allows (`level`).
+    pub level: CliLevel,
+}
+
+/// What the connection does after a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Read the next line (interactive modes).
+    Continue,
+    /// Close the connection.
+    Close,
+}
+
+type Handler = fn(&Process, &[String], &mut CliState, &mut String) -> Flow;
+
+/// One CLI command.
+pub struct Command {
+    /// The words that select it.
+    pub words: &'static [&'static str],
+    /// Its syntax, for `help`.
+    pub usage: &'static str,
+    /// What it does, for `help`.
+    pub summary: &'static str,
+    /// The least level allowed to run it.
+    pub level: CliLevel,
+    run: Handler,
+}
+
+/// Every command Sluice answers, in the order `help` lists them.
+pub const COMMANDS: &[Command] = &[
+    Command {
+        words: &["show", "info"],
+        usage: "show info",
+        summary: "report information about the running process",
+        level: CliLevel::User,
+        run: show_info,
+    },
+    Command {
+        words: &["help"],
+        usage: "help [<command>]",
+        summary: "list matching or all commands",
+        level: CliLevel::User,
+        run: help,
+    },
+    Command {
+        words: &["prompt"],
+        usage: "prompt [n|i|p]",
+        summary: "toggle interactive mode with prompt",
+        level: CliLevel::User,
+        run: prompt,
+    },
+    Command {
+        words: &["quit"],
+        usage: "quit",
+        summary: "disconnect",
+        level: CliLevel::User,
+        run: quit,
+    },
+];
+
+/// Runs every command of `line`, appending their output to `out`.
+pub fn execute_line(process: &Process, line: &str, state: &mut CliState, out: &mut String) -> Flow {
+    for command in split_commands(line) {
+        if command.is_empty() {
+            continue;
+        }
+        let flow = execute(process, &command, state, out);
+        if flow == Flow::Close {
+            return Flow::Close;
+        }
+    }
+    match state.mode {
+        CliMode::NonInteractive => Flow::Close,
+        CliMode::Interactive | CliMode::Prompt => Flow::Continue,
+    }
+}
+
+/// Runs one command given as words.
+pub fn execute(process: &Process, words: &[String], state: &mut CliState, out: &mut String) -> Flow {
+    let Some(command) = COMMANDS
+        .iter()
+        .find(|c| c.words.len() <= words.len() && c.words.iter().zip(words).all(|(a, b)| a == b))
+    else {
+        out.push_str("Unknown command, but maybe one of the following ones is a better match:\n");
+        list_commands(state.level, out);
+        out.push('\n');
+        return Flow::Continue;
+    };
+    if state.level < command.level {
+        out.push_str("Permission denied\n\n");
+        return Flow::Continue;
+    }
+    let flow = (command.run)(process, &words[command.words.len()..], state, out);
+    if flow == Flow::Continue {
+        out.push('\n');
+    }
+    flow
+}
+
+/// Splits a line at unescaped `;` and each command at unescaped spaces; `\x` keeps `x`.
+pub fn split_commands(line: &str) -> Vec<Vec<String>> {
+    let mut commands = Vec::new();
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    word.push(next);
+                    in_word = true;
+                }
+            }
+            ';' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+                commands.push(std::mem::take(&mut words));
+            }
+            ' ' | '\t' | '\r' | '\n' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            _ => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    commands.push(words);
+    commands
+}
+
+fn list_commands(level: CliLevel, out: &mut String) {
+    for c in COMMANDS.iter().filter(|c| c.level <= level) {
+        let _ = writeln!(out, "  {:<39} : {}", c.usage, c.summary);
+    }
+}
+
+fn help(_: &Process, args: &[String], state: &mut CliState, out: &mut String) -> Flow {
+    let filter = args.first().map(String::as_str);
+    out.push_str("The following commands are valid at this level:\n");
+    for c in COMMANDS
+        .iter()
+        .filter(|c| c.level <= state.level && filter.is_none_or(|f| c.words[0] == f))
+    {
+        let _ = writeln!(out, "  {:<39} : {}", c.usage, c.summary);
+    }
+    Flow::Continue
+}
+
+fn prompt(_: &Process, args: &[String], state: &mut CliState, out: &mut String) -> Flow {
+    state.mode = match (args.first().map(String::as_str), state.mode) {
+        (Some("n"), _) => CliMode::NonInteractive,
+        (Some("i"), _) => CliMode::Interactive,
+        (Some("p"), _) => CliMode::Prompt,
+        (None, CliMode::Prompt) => CliMode::NonInteractive,
+        (None, _) => CliMode::Prompt,
+        (Some(other), mode) => {
+            let _ = writeln!(out, "'prompt' expects 'n', 'i' or 'p', not '{other}'");
+            mode
+        }
+    };
+    Flow::Continue
+}
+
+fn quit(_: &Process, _: &[String], _: &mut CliState, _: &mut String) -> Flow {
+    Flow::Close
+}
+
+fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
+    if let Some(format) = args.first() {
+        let _ = writeln!(out, "show info: format '{format}' is not supported by Sluice yet");
+        return Flow::Continue;
+    }
+    let uptime = process.started.elapsed().as_secs();
+    let start = process
+        .started_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let bytes_out: u64 = process.frontends.iter().map(|f| f.traffic.bytes_out.get()).sum();
+    let listeners: usize = process
+        .frontends
+        .iter()
+        .map(|f| f.plan.binds.iter().map(|b| b.addrs.len()).sum::<usize>())
+        .sum();
+    let stopping = matches!(
+        process.listen_state(),
+        sluice_runtime::process::ListenState::Stopped
+    );
+    let fields: [(&str, String); 19] = [
+        ("Name", "Sluice".into()),
+        ("Version", env!("CARGO_PKG_VERSION").into()),
+        ("Release_date", crate_release_date().into()),
+        ("Nbthread", process.nbthread.to_string()),
+        ("Nbproc", "1".into()),
+        ("Process_num", "1".into()),
+        ("Pid", std::process::id().to_string()),
+        ("Uptime", format_uptime(uptime)),
+        ("Uptime_sec", uptime.to_string()),
+        ("Ulimit-n", process.ulimit_n.to_string()),
+        ("Maxconn", process.maxconn.to_string()),
+        ("Hard_maxconn", process.maxconn.to_string()),
+        ("CurrConns", process.traffic.sessions.get().to_string()),
+        ("CumConns", process.traffic.total_sessions.get().to_string()),
+        ("node", process.global.node.clone().unwrap_or_default()),
+        ("Stopping", u8::from(stopping).to_string()),
+        ("Listeners", listeners.to_string()),
+        ("TotalBytesOut", bytes_out.to_string()),
+        ("Start_time_sec", start.to_string()),
+    ];
+    for (name, value) in fields {
+        let _ = writeln!(out, "{name}: {value}");
+    }
+    if let Some(description) = &process.global.description {
+        let _ = writeln!(out, "description: {description}");
+    }
+    Flow::Continue
+}
+
+/// Sluice has no release date separate from its version yet.
+fn crate_release_date() -> &'static str {
+    "unreleased"
+}
+
+/// HAProxy's uptime format: `1d 2h03m04s`.
+pub fn format_uptime(secs: u64) -> String {
+    format!(
+        "{}d {}h{:02}m{:02}s",
+        secs / 86400,
+        secs % 86400 / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_commands_and_words_with_escapes() {
+        assert_eq!(
+            split_commands("show info;help  show ;set x a\\;b\\ c"),
+            vec![
+                vec!["show".to_string(), "info".into()],
+                vec!["help".into(), "show".into()],
+                vec!["set".into(), "x".into(), "a;b c".into()],
+            ]
+        );
+        assert_eq!(split_commands(""), vec![Vec::<String>::new()]);
+    }
+
+    #[test]
+    fn uptime_format_matches_haproxy() {
+        assert_eq!(format_uptime(0), "0d 0h00m00s");
+        assert_eq!(format_uptime(93784), "1d 2h03m04s");
+    }
+}

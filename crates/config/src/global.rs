@@ -1,0 +1,261 @@
+//! The `global` section's keywords (configuration.txt §3), parsed into [`GlobalConf`].
+//!
+//! `global` may appear several times; every occurrence updates the same [`GlobalConf`], later
+//! lines overriding earlier ones as in HAProxy. Keywords Sluice does not implement are
+//! rejected as "not supported" so a green `sluice -c` can be trusted.
+
+use crate::addr::{self, ListenAddr};
+use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::directive::Directive;
+use crate::preprocess::Line;
+use std::time::Duration;
+
+/// Who a process or socket file belongs to: a name to look up or a numeric id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// A user or group name, looked up in the system databases at start-up.
+    Name(String),
+    /// A numeric uid or gid.
+    Id(u32),
+}
+
+/// The access level of a stats socket (management.txt §9.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CliLevel {
+    /// Read-only commands that reveal nothing sensitive.
+    User,
+    /// Read-only commands plus a few harmless changes.
+    Operator,
+    /// Every command.
+    Admin,
+}
+
+/// One `stats socket` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsSocketConf {
+    /// Where it was declared.
+    pub span: Span,
+    /// The address: a unix path, `fd@N` or an inet address.
+    pub addr: ListenAddr,
+    /// Access level (`level`), `operator` unless set.
+    pub level: CliLevel,
+    /// Permissions of a unix socket file (`mode 600`).
+    pub mode: Option<u32>,
+    /// Owner of a unix socket file.
+    pub uid: Option<Owner>,
+    /// Group of a unix socket file.
+    pub gid: Option<Owner>,
+}
+
+/// Everything the `global` sections say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GlobalConf {
+    /// `maxconn`: process-wide concurrent connection limit.
+    pub maxconn: Option<u32>,
+    /// `nbthread`: number of event-loop threads.
+    pub nbthread: Option<u32>,
+    /// `daemon`: detach into the background.
+    pub daemon: bool,
+    /// `pidfile`: where to write the pid.
+    pub pidfile: Option<String>,
+    /// `user`/`uid`: identity to switch to after binding.
+    pub user: Option<Owner>,
+    /// `group`/`gid`: group to switch to after binding.
+    pub group: Option<Owner>,
+    /// `chroot`: directory to jail into after binding.
+    pub chroot: Option<String>,
+    /// `ulimit-n`: file-descriptor limit to set.
+    pub ulimit_n: Option<u64>,
+    /// `stats socket` lines, in order.
+    pub stats_sockets: Vec<StatsSocketConf>,
+    /// `stats timeout`: idle time after which a CLI connection is closed.
+    pub stats_timeout: Option<Duration>,
+    /// `stats maxconn`: concurrent CLI connections allowed.
+    pub stats_maxconn: Option<u32>,
+    /// `hard-stop-after`: how long a soft stop may take at most.
+    pub hard_stop_after: Option<Duration>,
+    /// `quiet`: no start-up messages.
+    pub quiet: bool,
+    /// `zero-warning`: warnings are fatal.
+    pub zero_warning: bool,
+    /// `node`: this process's name in `show info`.
+    pub node: Option<String>,
+    /// `description`: free text shown by `show info`.
+    pub description: Option<String>,
+}
+
+/// Applies one line of a `global` section to `conf`.
+pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnostics) {
+    let Some(first) = line.words.first() else {
+        return;
+    };
+    let d = Directive::new(line, 1);
+    match first.as_str() {
+        "maxconn" => {
+            if let Some(n) = d.integer(1, "a connection count", 1, u32::MAX as u64, diags) {
+                conf.maxconn = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "nbthread" => {
+            if let Some(n) = d.integer(1, "a thread count", 1, 4096, diags) {
+                conf.nbthread = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "daemon" => {
+            conf.daemon = d.no_more_than(1, diags);
+        }
+        "quiet" => {
+            conf.quiet = d.no_more_than(1, diags);
+        }
+        "zero-warning" => {
+            conf.zero_warning = d.no_more_than(1, diags);
+        }
+        "pidfile" => {
+            conf.pidfile = d.word(1, "a file name", diags).map(str::to_owned);
+            d.no_more_than(2, diags);
+        }
+        "chroot" => {
+            conf.chroot = d.word(1, "a directory", diags).map(str::to_owned);
+            d.no_more_than(2, diags);
+        }
+        "user" | "group" | "uid" | "gid" => {
+            let numeric = matches!(first.as_str(), "uid" | "gid");
+            let owner = if numeric {
+                d.integer(1, "a numeric id", 0, u32::MAX as u64, diags)
+                    .map(|n| Owner::Id(n as u32))
+            } else {
+                d.word(1, "a name", diags)
+                    .map(|s| Owner::Name(s.to_owned()))
+            };
+            if owner.is_some() {
+                if matches!(first.as_str(), "user" | "uid") {
+                    conf.user = owner;
+                } else {
+                    conf.group = owner;
+                }
+            }
+            d.no_more_than(2, diags);
+        }
+        "ulimit-n" => {
+            conf.ulimit_n = d.integer(1, "a file descriptor count", 1, u32::MAX as u64, diags);
+            d.no_more_than(2, diags);
+        }
+        "hard-stop-after" => {
+            conf.hard_stop_after = d.timeout(1, diags);
+            d.no_more_than(2, diags);
+        }
+        "node" => {
+            conf.node = d.word(1, "a name", diags).map(str::to_owned);
+            d.no_more_than(2, diags);
+        }
+        "description" => {
+            if line.words.len() < 2 {
+                diags.push(d.alert("expects a text"));
+            } else {
+                conf.description = Some(line.words[1..].join(" "));
+            }
+        }
+        "stats" => parse_stats(conf, line, diags),
+        "nbproc" => diags.push(
+            d.alert("removed from HAProxy in 2.5 and not supported by Sluice; use 'nbthread'"),
+        ),
+        other => diags.push(Diagnostic::not_supported(&line.span, other)),
+    }
+}
+
+fn parse_stats(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnostics) {
+    let d = Directive::new(line, 2);
+    match line.words.get(1).map(String::as_str) {
+        Some("socket") => {
+            if let Some(socket) = parse_stats_socket(&d, diags) {
+                conf.stats_sockets.push(socket);
+            }
+        }
+        Some("timeout") => {
+            conf.stats_timeout = d.timeout(2, diags);
+            d.no_more_than(3, diags);
+        }
+        Some("maxconn") => {
+            if let Some(n) = d.integer(2, "a connection count", 1, u32::MAX as u64, diags) {
+                conf.stats_maxconn = Some(n as u32);
+            }
+            d.no_more_than(3, diags);
+        }
+        Some(_) => diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone())),
+        None => diags.push(d.alert("expects 'socket', 'timeout' or 'maxconn'")),
+    }
+}
+
+fn parse_stats_socket(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<StatsSocketConf> {
+    let text = d.word(2, "an address", diags)?;
+    let addrs = match addr::parse_listen_addrs(text) {
+        Ok(addrs) => addrs,
+        Err(err) => {
+            diags.push(d.alert(format!("invalid address '{text}': {err}")));
+            return None;
+        }
+    };
+    let Ok([addr]) = <[ListenAddr; 1]>::try_from(addrs) else {
+        diags.push(d.alert(format!("expects exactly one address, not '{text}'")));
+        return None;
+    };
+    let mut socket = StatsSocketConf {
+        span: d.span.clone(),
+        addr,
+        level: CliLevel::Operator,
+        mode: None,
+        uid: None,
+        gid: None,
+    };
+    let mut ok = true;
+    let mut i = 3;
+    while i < d.words.len() {
+        let option = d.words[i].as_str();
+        let value = d.words.get(i + 1).map(String::as_str);
+        let Some(value) = value else {
+            diags.push(d.alert(format!("option '{option}' expects a value")));
+            return None;
+        };
+        match option {
+            "level" => match value {
+                "user" => socket.level = CliLevel::User,
+                "operator" => socket.level = CliLevel::Operator,
+                "admin" => socket.level = CliLevel::Admin,
+                _ => {
+                    diags.push(d.alert(format!(
+                        "'level' expects 'user', 'operator' or 'admin', not '{value}'"
+                    )));
+                    ok = false;
+                }
+            },
+            "mode" => match u32::from_str_radix(value, 8) {
+                Ok(mode) if mode <= 0o7777 => socket.mode = Some(mode),
+                _ => {
+                    diags.push(d.alert(format!("'mode' expects an octal mode, not '{value}'")));
+                    ok = false;
+                }
+            },
+            "uid" | "gid" => match value.parse::<u32>() {
+                Ok(id) if option == "uid" => socket.uid = Some(Owner::Id(id)),
+                Ok(id) => socket.gid = Some(Owner::Id(id)),
+                Err(_) => {
+                    diags.push(d.alert(format!("'{option}' expects a number, not '{value}'")));
+                    ok = false;
+                }
+            },
+            "user" => socket.uid = Some(Owner::Name(value.to_owned())),
+            "group" => socket.gid = Some(Owner::Name(value.to_owned())),
+            _ => {
+                diags.push(Diagnostic::not_supported(
+                    d.span,
+                    format!("stats socket {option}"),
+                ));
+                ok = false;
+            }
+        }
+        i += 2;
+    }
+    ok.then_some(socket)
+}

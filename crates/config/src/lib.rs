@@ -1,0 +1,23 @@
+//! The haproxy.cfg reader: text in, diagnostics and an immutable [`plan::Plan`] out.
+//!
+//! This crate is pure (no sockets, no clock, no process environment: the environment comes in
+//! through [`cond::CondContext`]), so `sluice -c` can never bind anything. The stages, in order:
+//! [`reader`] finds the files, [`lexer`] splits each line into words (quotes, escapes,
+//! `"${VAR-default}"`), [`preprocess`] applies `.if/.elif/.else/.endif` blocks, [`sections`]
+//! groups the lines into `global`/`defaults`/`frontend`/... sections, [`global`] and [`proxy`]
+//! turn each section's keywords into typed `*Conf` values, and [`plan`] resolves names and
+//! defaults into the `*Plan` the runtime is built from. Start reading at [`plan::Plan`].
+
+pub mod addr;
+pub mod cond;
+pub mod diag;
+pub mod global;
+pub mod lexer;
+pub mod plan;
+pub mod preprocess;
+pub mod proxy;
+pub mod reader;
+pub mod sections;
+pub mod units;
+
+mod directive;

@@ -1,0 +1,332 @@
+//! The last stage of the reader: sections and their typed `*Conf` values become a validated,
+//! immutable [`Plan`], the only thing the runtime is built from.
+//!
+//! This is where names are resolved (`from DEFAULTS`, `default_backend`), inherited settings
+//! are applied, defaults are filled in, and cross-section rules are checked (unique proxy
+//! names, unique server names, existing backends). [`check`] runs the whole reader: files in,
+//! plan and every diagnostic out.
+
+use crate::cond::CondContext;
+use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::directive::Directive;
+use crate::global::{self, GlobalConf};
+use crate::preprocess::{self, Line};
+use crate::proxy::{self, Balance, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
+use crate::reader::Source;
+use crate::sections::{self, Section, SectionKind};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// HAProxy's default number of connection retries (configuration.txt §4.2 "retries").
+pub const DEFAULT_RETRIES: u32 = 3;
+
+/// A validated configuration: what the runtime builds its live objects from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Process-wide settings.
+    pub global: GlobalConf,
+    /// Proxies that accept connections (`frontend` and `listen`), in declaration order.
+    pub frontends: Vec<FrontendPlan>,
+    /// Proxies that hold servers (`backend` and `listen`), in declaration order.
+    pub backends: Vec<BackendPlan>,
+    /// The configuration files that were read, in order.
+    pub files: Vec<Arc<str>>,
+}
+
+/// A proxy's identity: its name, the keyword that declared it and a unique number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyId {
+    /// The proxy's name.
+    pub name: String,
+    /// `frontend`, `backend` or `listen`.
+    pub kind: SectionKind,
+    /// Declaration order among all proxies, from 1 (HAProxy's `iid` in statistics starts after
+    /// its internal proxies; ours is the plain order).
+    pub uid: u32,
+    /// Where the section starts.
+    pub span: Span,
+}
+
+/// The accepting side of a `frontend` or `listen` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrontendPlan {
+    /// Name and number.
+    pub id: ProxyId,
+    /// Protocol.
+    pub mode: Mode,
+    /// Listening addresses and their options.
+    pub binds: Vec<BindConf>,
+    /// Concurrent connection limit; `None` means the global one.
+    pub maxconn: Option<u32>,
+    /// Index into [`Plan::backends`] of the backend taking this frontend's traffic.
+    pub default_backend: Option<usize>,
+    /// Timeouts (the client-side ones apply here).
+    pub timeouts: Timeouts,
+    /// SO_KEEPALIVE on client connections.
+    pub clitcpka: bool,
+}
+
+/// The server side of a `backend` or `listen` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendPlan {
+    /// Name and number.
+    pub id: ProxyId,
+    /// Protocol.
+    pub mode: Mode,
+    /// Algorithm choosing a server.
+    pub balance: Balance,
+    /// Servers, in declaration order.
+    pub servers: Vec<ServerConf>,
+    /// Extra connection attempts after a failed one.
+    pub retries: u32,
+    /// Timeouts (the server-side ones apply here).
+    pub timeouts: Timeouts,
+    /// SO_KEEPALIVE on server connections.
+    pub srvtcpka: bool,
+}
+
+/// The outcome of reading a configuration: the plan if it is valid, and every diagnostic.
+#[derive(Debug)]
+pub struct Checked {
+    /// `Some` only when no diagnostic is fatal.
+    pub plan: Option<Plan>,
+    /// Everything found, in file order within each stage.
+    pub diagnostics: Diagnostics,
+}
+
+/// Runs the whole reader on `sources` with the environment and capabilities of `ctx`.
+pub fn check(sources: &[Source], ctx: &CondContext<'_>) -> Checked {
+    let mut diags = Vec::new();
+    let mut sections_all = Vec::new();
+    for source in sources {
+        let lines = preprocess::preprocess(&source.name, &source.text, ctx, &mut diags);
+        sections_all.extend(sections::group_sections(lines, &mut diags));
+    }
+    let plan = build(&sections_all, sources, &mut diags);
+    let fatal = diags.iter().any(Diagnostic::is_fatal);
+    Checked {
+        plan: if fatal { None } else { Some(plan) },
+        diagnostics: diags,
+    }
+}
+
+/// A proxy section after its lines were applied over its defaults.
+struct ParsedProxy<'a> {
+    section: &'a Section,
+    name: String,
+    conf: ProxyConf,
+}
+
+fn build(sections: &[Section], sources: &[Source], diags: &mut Diagnostics) -> Plan {
+    let mut global = GlobalConf::default();
+    let mut named_defaults: HashMap<&str, ProxyConf> = HashMap::new();
+    let mut last_defaults = ProxyConf::default();
+    let mut proxies: Vec<ParsedProxy<'_>> = Vec::new();
+
+    for section in sections {
+        match section.kind {
+            SectionKind::Global => {
+                for line in &section.lines {
+                    global::parse_global_line(&mut global, line, diags);
+                }
+            }
+            kind => {
+                let mut conf = match &section.from {
+                    None => last_defaults.clone(),
+                    Some(from) => match named_defaults.get(from.as_str()) {
+                        Some(conf) => conf.clone(),
+                        None => {
+                            diags.push(Diagnostic::alert(
+                                &section.span,
+                                kind.keyword(),
+                                format!("unknown defaults section '{from}' after 'from'"),
+                            ));
+                            ProxyConf::default()
+                        }
+                    },
+                };
+                apply_header_bind(&mut conf, section, diags);
+                for line in &section.lines {
+                    proxy::parse_proxy_line(&mut conf, kind, line, diags);
+                }
+                if kind == SectionKind::Defaults {
+                    if let Some(name) = &section.name {
+                        named_defaults.insert(name, conf.clone());
+                    }
+                    last_defaults = conf;
+                } else if let Some(name) = &section.name {
+                    proxies.push(ParsedProxy {
+                        section,
+                        name: name.clone(),
+                        conf,
+                    });
+                }
+            }
+        }
+    }
+
+    check_unique_names(&proxies, diags);
+    let (frontends, backends) = plan_proxies(&proxies, diags);
+    Plan {
+        global,
+        frontends,
+        backends,
+        files: sources.iter().map(|s| Arc::clone(&s.name)).collect(),
+    }
+}
+
+/// `listen NAME ADDR` is a shorthand for a first `bind ADDR` line.
+fn apply_header_bind(conf: &mut ProxyConf, section: &Section, diags: &mut Diagnostics) {
+    if section.header_args.is_empty() {
+        return;
+    }
+    let mut words = vec!["bind".to_owned()];
+    words.extend(section.header_args.iter().cloned());
+    let line = Line {
+        span: section.span.clone(),
+        words,
+    };
+    if let Some(bind) = proxy::parse_bind(&Directive::new(&line, 1), 1, diags) {
+        conf.binds.push(bind);
+    }
+}
+
+/// Proxy names must be unique whatever their kind (configuration.txt §4).
+fn check_unique_names(proxies: &[ParsedProxy<'_>], diags: &mut Diagnostics) {
+    let mut seen: HashMap<&str, &Span> = HashMap::new();
+    for p in proxies {
+        if let Some(first) = seen.insert(&p.name, &p.section.span) {
+            diags.push(Diagnostic::alert(
+                &p.section.span,
+                p.section.kind.keyword(),
+                format!(
+                    "proxy name '{}' is already used by the proxy declared at {first}",
+                    p.name
+                ),
+            ));
+        }
+    }
+}
+
+fn plan_proxies(
+    proxies: &[ParsedProxy<'_>],
+    diags: &mut Diagnostics,
+) -> (Vec<FrontendPlan>, Vec<BackendPlan>) {
+    let mut backends = Vec::new();
+    let mut backend_index: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in proxies.iter().enumerate() {
+        if !p.section.kind.has_backend() {
+            continue;
+        }
+        check_unique_servers(&p.conf.servers, diags);
+        backend_index.insert(&p.name, backends.len());
+        backends.push(BackendPlan {
+            id: proxy_id(p, i),
+            mode: p.conf.mode.unwrap_or(Mode::Tcp),
+            balance: p.conf.balance.unwrap_or_default(),
+            servers: p.conf.servers.clone(),
+            retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
+            timeouts: p.conf.timeouts,
+            srvtcpka: p.conf.srvtcpka.unwrap_or(false),
+        });
+    }
+
+    let mut frontends = Vec::new();
+    for (i, p) in proxies.iter().enumerate() {
+        if !p.section.kind.has_frontend() {
+            continue;
+        }
+        let default_backend = match &p.conf.default_backend {
+            Some((name, span)) => match backend_index.get(name.as_str()) {
+                Some(&index) => Some(index),
+                None => {
+                    diags.push(Diagnostic::alert(
+                        span,
+                        "default_backend",
+                        format!(
+                            "unable to find backend '{name}' referenced by proxy '{}'",
+                            p.name
+                        ),
+                    ));
+                    None
+                }
+            },
+            // A listen section sends its traffic to its own servers.
+            None => backend_index.get(p.name.as_str()).copied(),
+        };
+        if p.conf.binds.is_empty() && p.section.kind == SectionKind::Frontend {
+            diags.push(Diagnostic::warning(
+                &p.section.span,
+                "frontend",
+                format!(
+                    "proxy '{}' has no 'bind' directive and will accept nothing",
+                    p.name
+                ),
+            ));
+        }
+        frontends.push(FrontendPlan {
+            id: proxy_id(p, i),
+            mode: p.conf.mode.unwrap_or(Mode::Tcp),
+            binds: p.conf.binds.clone(),
+            maxconn: p.conf.maxconn.filter(|&n| n > 0),
+            default_backend,
+            timeouts: p.conf.timeouts,
+            clitcpka: p.conf.clitcpka.unwrap_or(false),
+        });
+    }
+    warn_missing_timeouts(proxies, diags);
+    (frontends, backends)
+}
+
+fn proxy_id(p: &ParsedProxy<'_>, index: usize) -> ProxyId {
+    ProxyId {
+        name: p.name.clone(),
+        kind: p.section.kind,
+        uid: index as u32 + 1,
+        span: p.section.span.clone(),
+    }
+}
+
+fn check_unique_servers(servers: &[ServerConf], diags: &mut Diagnostics) {
+    let mut seen: HashMap<&str, &Span> = HashMap::new();
+    for server in servers {
+        if let Some(first) = seen.insert(&server.name, &server.span) {
+            diags.push(Diagnostic::alert(
+                &server.span,
+                "server",
+                format!("server name '{}' is already used at {first}", server.name),
+            ));
+        }
+    }
+}
+
+/// HAProxy warns when a proxy lacks the timeouts its side needs (configuration.txt §4.2
+/// "timeout client"): without them a stuck peer holds its connection forever.
+fn warn_missing_timeouts(proxies: &[ParsedProxy<'_>], diags: &mut Diagnostics) {
+    for p in proxies {
+        let t = &p.conf.timeouts;
+        let mut missing = Vec::new();
+        if p.section.kind.has_frontend() && t.client.is_none() {
+            missing.push("'client'");
+        }
+        if p.section.kind.has_backend() {
+            if t.connect.is_none() {
+                missing.push("'connect'");
+            }
+            if t.server.is_none() {
+                missing.push("'server'");
+            }
+        }
+        if !missing.is_empty() {
+            diags.push(Diagnostic::warning(
+                &p.section.span,
+                p.section.kind.keyword(),
+                format!(
+                    "missing timeouts for proxy '{}': set {} to avoid connections that never expire",
+                    p.name,
+                    missing.join(", ")
+                ),
+            ));
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! Keywords of `defaults`, `frontend`, `backend` and `listen` sections (configuration.txt §4),
+//! parsed into [`ProxyConf`].
+//!
+//! A `defaults` section and a proxy section share one parser: the defaults' [`ProxyConf`] is the
+//! starting value of every proxy that inherits it, and the proxy's own lines override it.
+//! Each keyword declares the sections it may appear in ([`Allowed`]); a keyword used where it
+//! means nothing is an alert when it would change behaviour (`bind` in a backend) and a warning
+//! when HAProxy merely ignores it (`timeout client` in a backend).
+
+use crate::addr::{self, ListenAddr, ServerAddr};
+use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::directive::Directive;
+use crate::preprocess::Line;
+use crate::sections::SectionKind;
+use std::time::Duration;
+
+/// The protocol a proxy speaks (`mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Bytes are relayed as they are (the default).
+    Tcp,
+    /// Requests are parsed; not implemented yet, so rejected at `-c`.
+    Http,
+}
+
+/// Load-balancing algorithm (`balance`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Balance {
+    /// Weighted round robin, the default.
+    #[default]
+    RoundRobin,
+}
+
+/// One `bind` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindConf {
+    /// Where it was declared.
+    pub span: Span,
+    /// Its addresses (a `bind` line may list several, comma-separated).
+    pub addrs: Vec<ListenAddr>,
+    /// `name`: the listener's name in statistics.
+    pub name: Option<String>,
+    /// `backlog`: the kernel's pending-connection queue length.
+    pub backlog: Option<u32>,
+    /// `maxconn`: concurrent connections accepted through this bind line.
+    pub maxconn: Option<u32>,
+    /// `v4v6`: an IPv6 wildcard also accepts IPv4.
+    pub v4v6: bool,
+    /// `v6only`: an IPv6 wildcard accepts IPv6 only.
+    pub v6only: bool,
+    /// `defer-accept`: wake up only when the client has sent data (TCP_DEFER_ACCEPT).
+    pub defer_accept: bool,
+    /// `mode`: permissions of a unix socket file.
+    pub unix_mode: Option<u32>,
+}
+
+/// One `server` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConf {
+    /// Where it was declared.
+    pub span: Span,
+    /// The server's name, unique in its backend.
+    pub name: String,
+    /// Where to connect.
+    pub addr: ServerAddr,
+    /// `weight`: share of the load, 0 to 256 (default 1).
+    pub weight: u32,
+    /// `disabled`: starts in maintenance.
+    pub disabled: bool,
+    /// `backup`: used only when no active server is usable.
+    pub backup: bool,
+}
+
+/// The `timeout` keywords Sluice implements; `None` means not set (no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `timeout connect`: one attempt to connect to a server.
+    pub connect: Option<Duration>,
+    /// `timeout client`: client-side inactivity.
+    pub client: Option<Duration>,
+    /// `timeout server`: server-side inactivity.
+    pub server: Option<Duration>,
+    /// `timeout tunnel`: inactivity once both sides are connected; overrides client and server.
+    pub tunnel: Option<Duration>,
+    /// `timeout client-fin`: client-side inactivity once the client has half-closed.
+    pub client_fin: Option<Duration>,
+    /// `timeout server-fin`: server-side inactivity once the server has half-closed.
+    pub server_fin: Option<Duration>,
+}
+
+/// What a `defaults`, `frontend`, `backend` or `listen` section says. Every field is optional
+/// so a proxy can tell "inherited" from "set here".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyConf {
+    /// `mode`, and where it was set.
+    pub mode: Option<Mode>,
+    /// `bind` lines.
+    pub binds: Vec<BindConf>,
+    /// `server` lines.
+    pub servers: Vec<ServerConf>,
+    /// `default_backend` and where it was set.
+    pub default_backend: Option<(String, Span)>,
+    /// `balance`.
+    pub balance: Option<Balance>,
+    /// `timeout …`.
+    pub timeouts: Timeouts,
+    /// `retries`.
+    pub retries: Option<u32>,
+    /// `maxconn` (frontend side).
+    pub maxconn: Option<u32>,
+    /// `option clitcpka` (or `option tcpka`): SO_KEEPALIVE on client connections.
+    pub clitcpka: Option<bool>,
+    /// `option srvtcpka` (or `option tcpka`): SO_KEEPALIVE on server connections.
+    pub srvtcpka: Option<bool>,
+}
+
+/// Which sections a keyword is valid in.
+#[derive(Clone, Copy)]
+struct Allowed {
+    defaults: bool,
+    frontend: bool,
+    backend: bool,
+}
+
+const FRONT: Allowed = Allowed {
+    defaults: true,
+    frontend: true,
+    backend: false,
+};
+const BACK: Allowed = Allowed {
+    defaults: true,
+    frontend: false,
+    backend: true,
+};
+
+/// Checks that a keyword with `allowed` sections may be used in `kind`. A keyword of the
+/// other side is ignored with a warning, as HAProxy does; true if it applies here.
+fn applies(
+    d: &Directive<'_>,
+    kind: SectionKind,
+    allowed: Allowed,
+    diags: &mut Diagnostics,
+) -> bool {
+    let ok = match kind {
+        SectionKind::Defaults => allowed.defaults,
+        SectionKind::Frontend => allowed.frontend,
+        SectionKind::Backend => allowed.backend,
+        SectionKind::Listen => allowed.frontend || allowed.backend,
+        SectionKind::Global => false,
+    };
+    if !ok {
+        let side = if allowed.frontend {
+            "frontend"
+        } else {
+            "backend"
+        };
+        diags.push(d.warning(format!(
+            "ignored because a '{}' section has no {side} capability",
+            kind.keyword()
+        )));
+    }
+    ok
+}
+
+/// Rejects a keyword that must only appear in sections of one kind (`bind`, `server`).
+fn only_in(
+    d: &Directive<'_>,
+    kind: SectionKind,
+    ok: bool,
+    where_: &str,
+    diags: &mut Diagnostics,
+) -> bool {
+    if !ok {
+        diags.push(d.alert(format!(
+            "not allowed in a '{}' section (only in {where_})",
+            kind.keyword()
+        )));
+    }
+    ok
+}
+
+/// Applies one line of a `defaults`, `frontend`, `backend` or `listen` section to `conf`.
+pub fn parse_proxy_line(
+    conf: &mut ProxyConf,
+    kind: SectionKind,
+    line: &Line,
+    diags: &mut Diagnostics,
+) {
+    let Some(first) = line.words.first() else {
+        return;
+    };
+    let d = Directive::new(line, 1);
+    match first.as_str() {
+        "mode" => {
+            match d.word(1, "'tcp' or 'http'", diags) {
+                Some("tcp") => conf.mode = Some(Mode::Tcp),
+                Some("http") => diags.push(d.alert(
+                    "mode 'http' is not supported by Sluice yet (only 'tcp')",
+                )),
+                Some(other) => diags.push(d.alert(format!("unknown mode '{other}'"))),
+                None => {}
+            }
+            d.no_more_than(2, diags);
+        }
+        "bind" => {
+            if only_in(&d, kind, kind.has_frontend(), "frontend and listen sections", diags) {
+                if let Some(bind) = parse_bind(&d, 1, diags) {
+                    conf.binds.push(bind);
+                }
+            }
+        }
+        "server" => {
+            if only_in(&d, kind, kind.has_backend(), "backend and listen sections", diags) {
+                if let Some(server) = parse_server(&d, diags) {
+                    conf.servers.push(server);
+                }
+            }
+        }
+        "default_backend" => {
+            if applies(&d, kind, FRONT, diags) {
+                if let Some(name) = d.word(1, "a backend name", diags) {
+                    conf.default_backend = Some((name.to_owned(), line.span.clone()));
+                }
+            }
+            d.no_more_than(2, diags);
+        }
+        "balance" => {
+            if applies(&d, kind, BACK, diags) {
+                match d.word(1, "an algorithm", diags) {
+                    Some("roundrobin") => conf.balance = Some(Balance::RoundRobin),
+                    Some(other) => diags.push(Diagnostic::not_supported(
+                        &line.span,
+                        format!("balance {other}"),
+                    )),
+                    None => {}
+                }
+            }
+            d.no_more_than(2, diags);
+        }
+        "retries" => {
+            if applies(&d, kind, BACK, diags) {
+                conf.retries = d.integer(1, "a retry count", 0, 100, diags).map(|n| n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "maxconn" => {
+            if applies(&d, kind, FRONT, diags) {
+                if let Some(n) = d.integer(1, "a connection count", 0, u32::MAX as u64, diags) {
+                    conf.maxconn = Some(n as u32);
+                }
+            }
+            d.no_more_than(2, diags);
+        }
+        "timeout" => parse_timeout(conf, kind, line, diags),
+        "option" => parse_option(conf, kind, line, 0, true, diags),
+        "no" if line.words.get(1).map(String::as_str) == Some("option") => {
+            parse_option(conf, kind, line, 1, false, diags)
+        }
+        "contimeout" | "clitimeout" | "srvtimeout" => diags.push(d.alert(
+            "removed from HAProxy in 2.1 and not supported by Sluice; use 'timeout connect|client|server'",
+        )),
+        other => diags.push(Diagnostic::not_supported(&line.span, other)),
+    }
+}
+
+fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &mut Diagnostics) {
+    let d = Directive::new(line, 2);
+    let Some(which) = line.words.get(1) else {
+        diags.push(d.alert("expects a timeout name"));
+        return;
+    };
+    let t = &mut conf.timeouts;
+    let (slot, allowed) = match which.as_str() {
+        "connect" => (&mut t.connect, BACK),
+        "client" => (&mut t.client, FRONT),
+        "server" => (&mut t.server, BACK),
+        "tunnel" => (&mut t.tunnel, BACK),
+        "client-fin" => (&mut t.client_fin, FRONT),
+        "server-fin" => (&mut t.server_fin, BACK),
+        _ => {
+            diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
+            return;
+        }
+    };
+    if applies(&d, kind, allowed, diags) {
+        if let Some(value) = d.timeout(2, diags) {
+            *slot = Some(value);
+        }
+    }
+    d.no_more_than(3, diags);
+}
+
+/// `option NAME` (`enable`) or `no option NAME` (`!enable`); `skip` is 1 for the `no` form.
+fn parse_option(
+    conf: &mut ProxyConf,
+    kind: SectionKind,
+    line: &Line,
+    skip: usize,
+    enable: bool,
+    diags: &mut Diagnostics,
+) {
+    let d = Directive::new(line, skip + 2);
+    let Some(name) = line.words.get(skip + 1) else {
+        diags.push(d.alert("expects an option name"));
+        return;
+    };
+    let (front, back) = match name.as_str() {
+        "tcpka" => (true, true),
+        "clitcpka" => (true, false),
+        "srvtcpka" => (false, true),
+        _ => {
+            diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
+            return;
+        }
+    };
+    let allowed = Allowed {
+        defaults: true,
+        frontend: front,
+        backend: back,
+    };
+    if applies(&d, kind, allowed, diags) {
+        if front && kind != SectionKind::Backend {
+            conf.clitcpka = Some(enable);
+        }
+        if back && kind != SectionKind::Frontend {
+            conf.srvtcpka = Some(enable);
+        }
+    }
+    d.no_more_than(skip + 2, diags);
+}
+
+/// Parses `bind ADDR[,ADDR…] [options]` whose address is the word at `addr_index`.
+pub(crate) fn parse_bind(
+    d: &Directive<'_>,
+    addr_index: usize,
+    diags: &mut Diagnostics,
+) -> Option<BindConf> {
+    let text = d.word(addr_index, "an address", diags)?;
+    let addrs = match addr::parse_listen_addrs(text) {
+        Ok(addrs) => addrs,
+        Err(err) => {
+            diags.push(d.alert(format!("invalid address '{text}': {err}")));
+            return None;
+        }
+    };
+    let mut bind = BindConf {
+        span: d.span.clone(),
+        addrs,
+        name: None,
+        backlog: None,
+        maxconn: None,
+        v4v6: false,
+        v6only: false,
+        defer_accept: false,
+        unix_mode: None,
+    };
+    let mut ok = true;
+    let mut i = addr_index + 1;
+    while i < d.words.len() {
+        let option = d.words[i].as_str();
+        let value = d.words.get(i + 1).map(String::as_str);
+        let mut takes_value = true;
+        let mut bad_value = |what: &str| {
+            diags.push(d.alert(format!(
+                "option '{option}' expects {what}, not '{}'",
+                value.unwrap_or("nothing")
+            )));
+        };
+        match option {
+            "name" => match value {
+                Some(v) => bind.name = Some(v.to_owned()),
+                None => {
+                    bad_value("a name");
+                    ok = false;
+                }
+            },
+            "backlog" | "maxconn" => match value.and_then(|v| v.parse::<u32>().ok()) {
+                Some(n) if option == "backlog" && n > 0 => bind.backlog = Some(n),
+                Some(n) if option == "maxconn" => bind.maxconn = Some(n),
+                _ => {
+                    bad_value("a positive number");
+                    ok = false;
+                }
+            },
+            "mode" => match value.and_then(|v| u32::from_str_radix(v, 8).ok()) {
+                Some(m) if m <= 0o7777 => bind.unix_mode = Some(m),
+                _ => {
+                    bad_value("an octal mode");
+                    ok = false;
+                }
+            },
+            "v4v6" | "v6only" | "defer-accept" => {
+                takes_value = false;
+                match option {
+                    "v4v6" => bind.v4v6 = true,
+                    "v6only" => bind.v6only = true,
+                    _ => bind.defer_accept = true,
+                }
+            }
+            _ => {
+                diags.push(Diagnostic::not_supported(d.span, format!("bind {option}")));
+                return None;
+            }
+        }
+        i += if takes_value { 2 } else { 1 };
+    }
+    if bind.v4v6 && bind.v6only {
+        diags.push(d.alert("'v4v6' and 'v6only' are mutually exclusive"));
+        ok = false;
+    }
+    ok.then_some(bind)
+}
+
+fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf> {
+    let name = d.word(1, "a server name and an address", diags)?;
+    let text = d.word(2, "an address", diags)?;
+    let addr = match addr::parse_server_addr(text) {
+        Ok(addr) => addr,
+        Err(err) => {
+            diags.push(d.alert(format!(
+                "invalid address '{text}' for server '{name}': {err}"
+            )));
+            return None;
+        }
+    };
+    let mut server = ServerConf {
+        span: d.span.clone(),
+        name: name.to_owned(),
+        addr,
+        weight: 1,
+        disabled: false,
+        backup: false,
+    };
+    let mut i = 3;
+    while i < d.words.len() {
+        match d.words[i].as_str() {
+            "weight" => {
+                server.weight = d.integer(i + 1, "a weight", 0, 256, diags)? as u32;
+                i += 1;
+            }
+            "disabled" => server.disabled = true,
+            "enabled" => server.disabled = false,
+            "backup" => server.backup = true,
+            other => {
+                diags.push(Diagnostic::not_supported(d.span, format!("server {other}")));
+                return None;
+            }
+        }
+        i += 1;
+    }
+    Some(server)
+}

@@ -1,0 +1,70 @@
+//! Raw file-descriptor operations that need `unsafe`: adopting an inherited listening socket
+//! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over).
+//!
+//! This is the one module of the project allowed to use `unsafe`; each block says why it is
+//! sound. Everything else goes through safe wrappers from std, socket2 and tokio.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// Takes ownership of the inherited descriptor `fd` after checking that it is an open socket
+/// in the listening state.
+///
+/// The descriptor must not be used elsewhere in the process; `fd@N` in the configuration is
+/// the promise that it was inherited for us. Each `fd@N` may be adopted only once per process:
+/// the caller ensures that (a second `bind "fd@N"` of the same N is rejected).
+pub fn adopt_listening_socket(fd: RawFd) -> io::Result<OwnedFd> {
+    if fd < 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "negative file descriptor"));
+    }
+    let mut accepting: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt only writes `len` bytes into `accepting`, a local c_int whose size we
+    // pass; an invalid or non-socket fd makes it fail with EBADF/ENOTSOCK, which we report.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut accepting as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if accepting == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "inherited socket is not listening",
+        ));
+    }
+    // SAFETY: the fd is open (getsockopt succeeded) and is a listening socket; the caller
+    // guarantees nothing else in this process owns it, so taking ownership cannot cause a
+    // double close.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sets TCP_DEFER_ACCEPT on a listening socket: the kernel completes `accept` only once the
+/// client has sent data (or after `seconds`), sparing a wake-up for idle connections.
+pub fn set_defer_accept(socket: std::os::fd::BorrowedFd<'_>, seconds: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::try_from(seconds).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads exactly size_of::<c_int>() bytes from `value`, a local; the fd
+    // is borrowed for the duration of the call, so it is open.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

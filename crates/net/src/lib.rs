@@ -1,0 +1,11 @@
+//! Sockets: binding listeners (inet, unix, inherited `fd@N`), accepted and connected streams.
+//!
+//! This crate turns the addresses of the plan into operating-system sockets and hides the
+//! difference between TCP and unix streams behind [`stream::Stream`]. It knows nothing of
+//! proxies or sessions. Binding happens before the event loops start, with blocking std sockets
+//! ([`listen::BoundListener`]); each event-loop thread then registers its own clone. The only
+//! `unsafe` code of the project lives in [`fd`].
+
+pub mod fd;
+pub mod listen;
+pub mod stream;

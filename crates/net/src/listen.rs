@@ -1,0 +1,315 @@
+//! Binding listening sockets from `bind` and `stats socket` addresses.
+//!
+//! [`bind`] runs at start-up, before any event loop exists, and returns blocking-mode std
+//! sockets wrapped in [`BoundListener`] (one per port of a range). Each event-loop thread then
+//! calls [`BoundListener::try_clone`] and [`BoundListener::into_async`] to get its own
+//! [`Listener`] registered with its own reactor: all threads accept from the same kernel queue.
+
+use crate::fd;
+use crate::stream::Stream;
+use sluice_config::addr::{Family, Host, ListenAddr};
+use socket2::{Domain, Socket, Type};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixListener as StdUnixListener;
+
+/// Socket options of a `bind` line that matter when creating the socket.
+#[derive(Clone, Debug, Default)]
+pub struct BindOptions {
+    /// Length of the kernel's queue of pending connections.
+    pub backlog: u32,
+    /// An IPv6 wildcard also accepts IPv4 (`v4v6`).
+    pub v4v6: bool,
+    /// An IPv6 wildcard accepts only IPv6 (`v6only`).
+    pub v6only: bool,
+    /// TCP_DEFER_ACCEPT (`defer-accept`).
+    pub defer_accept: bool,
+    /// Permissions of a unix socket file (`mode`).
+    pub unix_mode: Option<u32>,
+}
+
+/// A bound, listening socket not yet attached to any event loop.
+#[derive(Debug)]
+pub enum BoundListener {
+    /// A TCP socket (IPv4 or IPv6).
+    Tcp(std::net::TcpListener),
+    /// A unix stream socket.
+    Unix(StdUnixListener),
+}
+
+impl BoundListener {
+    /// A second handle on the same kernel socket, for another thread.
+    pub fn try_clone(&self) -> io::Result<BoundListener> {
+        Ok(match self {
+            BoundListener::Tcp(l) => BoundListener::Tcp(l.try_clone()?),
+            BoundListener::Unix(l) => BoundListener::Unix(l.try_clone()?),
+        })
+    }
+
+    /// Registers the socket with the calling thread's tokio reactor.
+    pub fn into_async(self) -> io::Result<Listener> {
+        Ok(match self {
+            BoundListener::Tcp(l) => {
+                l.set_nonblocking(true)?;
+                Listener::Tcp(tokio::net::TcpListener::from_std(l)?)
+            }
+            BoundListener::Unix(l) => {
+                l.set_nonblocking(true)?;
+                Listener::Unix(tokio::net::UnixListener::from_std(l)?)
+            }
+        })
+    }
+
+    /// The address it listens on, for messages and `show info`.
+    pub fn describe(&self) -> String {
+        match self {
+            BoundListener::Tcp(l) => match l.local_addr() {
+                Ok(addr) => addr.to_string(),
+                Err(_) => "tcp socket".into(),
+            },
+            BoundListener::Unix(l) => match l.local_addr() {
+                Ok(addr) => match addr.as_pathname() {
+                    Some(path) => format!("unix@{}", path.display()),
+                    None => "unix socket".into(),
+                },
+                Err(_) => "unix socket".into(),
+            },
+        }
+    }
+}
+
+/// A listening socket attached to one thread's event loop.
+#[derive(Debug)]
+pub enum Listener {
+    /// TCP.
+    Tcp(tokio::net::TcpListener),
+    /// Unix stream.
+    Unix(tokio::net::UnixListener),
+}
+
+/// Who connected, and to which of our addresses (the `src` and `dst` of HAProxy's fetches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoints {
+    /// The client's address; `None` for unix sockets.
+    pub client: Option<SocketAddr>,
+    /// Our address the client connected to; `None` for unix sockets.
+    pub local: Option<SocketAddr>,
+}
+
+impl Listener {
+    /// Waits for the next connection.
+    pub async fn accept(&self) -> io::Result<(Stream, Endpoints)> {
+        match self {
+            Listener::Tcp(l) => {
+                let (stream, client) = l.accept().await?;
+                let local = stream.local_addr().ok();
+                Ok((
+                    Stream::Tcp(stream),
+                    Endpoints {
+                        client: Some(client),
+                        local,
+                    },
+                ))
+            }
+            Listener::Unix(l) => {
+                let (stream, _) = l.accept().await?;
+                Ok((
+                    Stream::Unix(stream),
+                    Endpoints {
+                        client: None,
+                        local: None,
+                    },
+                ))
+            }
+        }
+    }
+}
+
+/// Binds every socket `addr` stands for (one per port of a range).
+pub fn bind(addr: &ListenAddr, opts: &BindOptions) -> io::Result<Vec<BoundListener>> {
+    match addr {
+        ListenAddr::Inet { family, host, ports } => {
+            let ip = resolve_listen_host(*family, host)?;
+            ports
+                .clone()
+                .map(|port| bind_tcp(SocketAddr::new(ip, port), opts).map(BoundListener::Tcp))
+                .collect()
+        }
+        ListenAddr::Unix(path) => Ok(vec![BoundListener::Unix(bind_unix(path, opts)?)]),
+        ListenAddr::Fd(n) => Ok(vec![adopt(*n)?]),
+    }
+}
+
+fn resolve_listen_host(family: Family, host: &Host) -> io::Result<IpAddr> {
+    match host {
+        Host::Any(Family::V6) => Ok(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+        Host::Any(_) if family == Family::V6 => Ok(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+        Host::Any(_) => Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        Host::Ip(ip) => Ok(*ip),
+        Host::Name(name) => resolve_name(name, family),
+    }
+}
+
+/// Resolves a host name with the system resolver, keeping the first address of `family`.
+pub fn resolve_name(name: &str, family: Family) -> io::Result<IpAddr> {
+    (name, 0)
+        .to_socket_addrs()?
+        .map(|sa| sa.ip())
+        .find(|ip| match family {
+            Family::Unspec => true,
+            Family::V4 => ip.is_ipv4(),
+            Family::V6 => ip.is_ipv6(),
+        })
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no address for '{name}'")))
+}
+
+fn bind_tcp(addr: SocketAddr, opts: &BindOptions) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        if opts.v6only {
+            socket.set_only_v6(true)?;
+        } else if opts.v4v6 {
+            socket.set_only_v6(false)?;
+        }
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog(opts))?;
+    if opts.defer_accept {
+        fd::set_defer_accept(socket.as_fd(), 1)?;
+    }
+    Ok(socket.into())
+}
+
+fn backlog(opts: &BindOptions) -> i32 {
+    i32::try_from(opts.backlog.max(1)).unwrap_or(i32::MAX)
+}
+
+fn bind_unix(path: &str, opts: &BindOptions) -> io::Result<StdUnixListener> {
+    // A socket file left by a previous run would make bind fail; replace it (but never a
+    // regular file, which is more likely a mistake in the configuration).
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_socket() {
+            std::fs::remove_file(path)?;
+        }
+    }
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    socket.bind(&socket2::SockAddr::unix(path)?)?;
+    if let Some(mode) = opts.unix_mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    socket.listen(backlog(opts))?;
+    Ok(StdUnixListener::from(OwnedFd::from(socket)))
+}
+
+fn adopt(fd_number: i32) -> io::Result<BoundListener> {
+    let owned = fd::adopt_listening_socket(fd_number)?;
+    let socket = Socket::from(owned);
+    let is_unix = socket
+        .local_addr()
+        .map(|a| a.domain() == Domain::UNIX)
+        .unwrap_or(false);
+    socket.set_cloexec(true)?;
+    Ok(if is_unix {
+        BoundListener::Unix(StdUnixListener::from(OwnedFd::from(socket)))
+    } else {
+        BoundListener::Tcp(socket.into())
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn opts() -> BindOptions {
+        BindOptions {
+            backlog: 16,
+            ..BindOptions::default()
+        }
+    }
+
+    #[test]
+    fn binds_a_port_range_to_one_socket_per_port() {
+        // Find two free adjacent ports by binding port 0 first.
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = probe.local_addr().unwrap().port();
+        drop(probe);
+        let addr = ListenAddr::Inet {
+            family: Family::Unspec,
+            host: Host::Ip("127.0.0.1".parse().unwrap()),
+            ports: base..=base.saturating_add(1),
+        };
+        match bind(&addr, &opts()) {
+            Ok(listeners) => assert_eq!(listeners.len(), 2),
+            // The second port may be taken by another process: only that error is acceptable.
+            Err(err) => assert_eq!(err.kind(), io::ErrorKind::AddrInUse),
+        }
+    }
+
+    #[test]
+    fn unix_socket_replaces_a_stale_socket_file_and_sets_mode() {
+        let dir = std::env::temp_dir().join(format!("sluice-net-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let path_str = path.to_str().unwrap().to_owned();
+        let mut o = opts();
+        o.unix_mode = Some(0o600);
+        let first = bind(&ListenAddr::Unix(path_str.clone()), &o).unwrap();
+        drop(first);
+        let second = bind(&ListenAddr::Unix(path_str.clone()), &o).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let BoundListener::Unix(listener) = &second[0] else {
+            panic!("expected a unix listener")
+        };
+        let mut client = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        client.write_all(b"ping").unwrap();
+        let mut buf = [0u8; 4];
+        server.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn regular_file_in_the_way_is_not_removed() {
+        let dir = std::env::temp_dir().join(format!("sluice-net-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("not-a-socket");
+        std::fs::write(&path, b"keep me").unwrap();
+        let err = bind(&ListenAddr::Unix(path.to_str().unwrap().to_owned()), &opts()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert_eq!(std::fs::read(&path).unwrap(), b"keep me");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn adopting_a_non_listening_descriptor_fails() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        use std::os::fd::IntoRawFd;
+        let raw = file.into_raw_fd();
+        let err = adopt(raw).unwrap_err();
+        // ENOTSOCK: /dev/null is not a socket. A failed adoption leaves the descriptor with
+        // the caller; this test lets it close when the test process exits.
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTSOCK));
+    }
+
+    #[test]
+    fn adopts_an_inherited_listening_socket() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        use std::os::fd::IntoRawFd;
+        let raw = listener.into_raw_fd();
+        let adopted = adopt(raw).unwrap();
+        assert_eq!(adopted.describe(), addr.to_string());
+        let BoundListener::Tcp(l) = adopted else {
+            panic!("expected tcp")
+        };
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        assert!(l.accept().is_ok());
+    }
+}

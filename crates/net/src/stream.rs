@@ -1,0 +1,154 @@
+//! One byte stream to a client or a server, TCP or unix, behind a single type.
+//!
+//! The data path is written once against [`Stream`], which forwards `AsyncRead`/`AsyncWrite`
+//! to the socket it holds. `poll_shutdown` sends a FIN (a half-close), which is what the TCP
+//! forwarder needs to pass an end of stream from one side to the other.
+
+use sluice_config::addr::ServerAddr;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+/// A connected stream socket.
+#[derive(Debug)]
+pub enum Stream {
+    /// TCP.
+    Tcp(TcpStream),
+    /// Unix stream.
+    Unix(UnixStream),
+}
+
+/// Where to connect a server: an inet address or a unix socket path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A resolved inet address.
+    Inet(SocketAddr),
+    /// A unix socket path.
+    Unix(String),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Inet(addr) => write!(f, "{addr}"),
+            Target::Unix(path) => write!(f, "unix@{path}"),
+        }
+    }
+}
+
+/// Socket options for a new connection.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StreamOptions {
+    /// Enable SO_KEEPALIVE (`option tcpka` and friends).
+    pub keepalive: bool,
+}
+
+impl Stream {
+    /// Connects to `target`, giving up after `timeout` if one is set.
+    pub async fn connect(target: &Target, timeout: Option<Duration>, opts: StreamOptions) -> io::Result<Stream> {
+        let connecting = async {
+            io::Result::Ok(match target {
+                Target::Inet(addr) => Stream::Tcp(TcpStream::connect(addr).await?),
+                Target::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
+            })
+        };
+        let stream = match timeout {
+            Some(limit) => tokio::time::timeout(limit, connecting)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??,
+            None => connecting.await?,
+        };
+        stream.configure(opts)?;
+        Ok(stream)
+    }
+
+    /// Applies per-connection socket options. Small writes are sent at once (TCP_NODELAY):
+    /// the forwarder writes what it read, so coalescing would only add latency.
+    pub fn configure(&self, opts: StreamOptions) -> io::Result<()> {
+        if let Stream::Tcp(tcp) = self {
+            tcp.set_nodelay(true)?;
+            if opts.keepalive {
+                socket2::SockRef::from(tcp).set_keepalive(true)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The port a server is reached on, given the port the client connected to (configuration.txt
+/// §5.2 "server": no port means the same port, `+N`/`-N` an offset from it).
+pub fn server_port(port: &sluice_config::addr::ServerPort, client_dst_port: Option<u16>) -> Option<u16> {
+    use sluice_config::addr::ServerPort;
+    match *port {
+        ServerPort::Fixed(p) => Some(p),
+        ServerPort::SameAsClient => client_dst_port,
+        ServerPort::Offset(delta) => {
+            let p = i32::from(client_dst_port?) + delta;
+            u16::try_from(p).ok().filter(|&p| p != 0)
+        }
+    }
+}
+
+/// Builds the target of a server whose host is already resolved to `ip` (inet) for a client
+/// that connected to `client_dst_port`.
+pub fn server_target(addr: &ServerAddr, ip: Option<std::net::IpAddr>, client_dst_port: Option<u16>) -> Option<Target> {
+    match addr {
+        ServerAddr::Unix(path) => Some(Target::Unix(path.clone())),
+        ServerAddr::Inet { port, .. } => {
+            let port = server_port(port, client_dst_port)?;
+            Some(Target::Inet(SocketAddr::new(ip?, port)))
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_config::addr::ServerPort;
+
+    #[test]
+    fn server_port_follows_the_client_port_when_asked() {
+        assert_eq!(server_port(&ServerPort::Fixed(80), Some(8080)), Some(80));
+        assert_eq!(server_port(&ServerPort::SameAsClient, Some(8080)), Some(8080));
+        assert_eq!(server_port(&ServerPort::SameAsClient, None), None);
+        assert_eq!(server_port(&ServerPort::Offset(1000), Some(80)), Some(1080));
+        assert_eq!(server_port(&ServerPort::Offset(-80), Some(80)), None);
+        assert_eq!(server_port(&ServerPort::Offset(1), Some(65535)), None);
+    }
+}

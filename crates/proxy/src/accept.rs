@@ -1,0 +1,111 @@
+//! Accept loops: one per listening socket per event-loop thread.
+//!
+//! Before accepting, a loop takes one slot from each limit that applies (the bind line's
+//! `maxconn`, the frontend's, the process's), so when a limit is reached it simply stops
+//! accepting and new connections wait in the kernel's queue, as HAProxy's do; nothing is
+//! accepted only to be dropped. The slots travel with the session and are released when it
+//! ends. Every loop follows the process's [`ListenState`]: paused loops stop accepting, stopped
+//! loops return and drop their socket.
+
+use crate::tcp;
+use sluice_net::listen::{Endpoints, Listener};
+use sluice_net::stream::{Stream, StreamOptions};
+use sluice_runtime::counters::SessionMark;
+use sluice_runtime::process::{ListenState, Process};
+use sluice_runtime::proxy::Frontend;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How long to wait before accepting again after the process ran out of descriptors or
+/// memory: long enough to let sessions end, short enough to be invisible to clients.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// The slots a session holds while it lives.
+struct Slots {
+    _bind: Option<OwnedSemaphorePermit>,
+    _frontend: OwnedSemaphorePermit,
+    _process: OwnedSemaphorePermit,
+}
+
+/// Accepts connections on `listener` for `frontend` until the process stops listening.
+pub async fn run_listener(
+    process: Arc<Process>,
+    frontend: Arc<Frontend>,
+    listener: Listener,
+    bind_slots: Option<Arc<Semaphore>>,
+) {
+    let mut state = process.watch_listen_state();
+    loop {
+        let current = *state.borrow_and_update();
+        match current {
+            ListenState::Stopped => return,
+            ListenState::Paused => {
+                if state.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            ListenState::Active => {}
+        }
+        let slots = tokio::select! {
+            slots = take_slots(&process, &frontend, bind_slots.as_ref()) => slots,
+            _ = state.changed() => continue,
+        };
+        let Some(slots) = slots else {
+            return;
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = state.changed() => continue,
+        };
+        match accepted {
+            Ok((stream, endpoints)) => {
+                tokio::spawn(session(Arc::clone(&process), Arc::clone(&frontend), stream, endpoints, slots));
+            }
+            Err(err) if is_resource_exhaustion(&err) => tokio::time::sleep(ACCEPT_ERROR_PAUSE).await,
+            // ECONNABORTED and friends concern one connection only.
+            Err(_) => {}
+        }
+    }
+}
+
+async fn take_slots(process: &Process, frontend: &Frontend, bind: Option<&Arc<Semaphore>>) -> Option<Slots> {
+    let bind = match bind {
+        Some(sem) => Some(Arc::clone(sem).acquire_owned().await.ok()?),
+        None => None,
+    };
+    let frontend = Arc::clone(&frontend.slots).acquire_owned().await.ok()?;
+    let process = Arc::clone(&process.slots).acquire_owned().await.ok()?;
+    Some(Slots {
+        _bind: bind,
+        _frontend: frontend,
+        _process: process,
+    })
+}
+
+fn is_resource_exhaustion(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+async fn session(process: Arc<Process>, frontend: Arc<Frontend>, client: Stream, endpoints: Endpoints, slots: Slots) {
+    let _slots = slots;
+    let _process_session = SessionMark::open(&process.traffic);
+    let _frontend_session = SessionMark::open(&frontend.traffic);
+    if client
+        .configure(StreamOptions {
+            keepalive: frontend.plan.clitcpka,
+        })
+        .is_err()
+    {
+        return;
+    }
+    match &frontend.backend {
+        Some(backend) => tcp::serve(&frontend, backend, client, endpoints).await,
+        None => frontend.failed.incr(),
+    }
+}

@@ -1,0 +1,358 @@
+//! Relaying bytes both ways between a client and a server, with half-close and timeouts.
+//!
+//! Each direction is a [`Pump`]: read into its buffer, write it out, and once the reader has
+//! seen an end of stream, pass it on with a shutdown of the writer (a half-close), so a client
+//! that sends its request and then `shutdown(SHUT_WR)` still gets the whole answer. Both pumps
+//! run in one task, polled together by [`forward`], which also enforces the inactivity timeouts
+//! of configuration.txt §4.2: `timeout client`/`server` (or `tunnel`), and `client-fin`/
+//! `server-fin` once a direction is closed. Buffers are fixed-size (`tune.bufsize`, 16 KiB by
+//! default): a slow reader stops the other side's reads instead of growing memory.
+
+use std::future::{Future, poll_fn};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// HAProxy's default `tune.bufsize`.
+pub const DEFAULT_BUFFER_SIZE: usize = 16384;
+
+/// The inactivity limits of one session; `None` means no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdleTimeouts {
+    /// Client side while both directions are open (`timeout client`, or `tunnel`).
+    pub client: Option<Duration>,
+    /// Server side while both directions are open (`timeout server`, or `tunnel`).
+    pub server: Option<Duration>,
+    /// Client side once a direction is closed (`timeout client-fin`), if set.
+    pub client_fin: Option<Duration>,
+    /// Server side once a direction is closed (`timeout server-fin`), if set.
+    pub server_fin: Option<Duration>,
+}
+
+/// Which end of a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The client's connection.
+    Client,
+    /// The server's connection.
+    Server,
+}
+
+/// Why forwarding stopped.
+#[derive(Debug)]
+pub enum Finish {
+    /// Both directions reached their end of stream and were passed on.
+    Closed,
+    /// No activity on that end for its timeout.
+    Timeout(End),
+    /// A read or write on that end failed (reset, broken pipe...).
+    Error(End, io::Error),
+}
+
+/// What happened during forwarding.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Why it stopped.
+    pub finish: Finish,
+    /// Bytes read from the client and written to the server.
+    pub client_to_server: u64,
+    /// Bytes read from the server and written to the client.
+    pub server_to_client: u64,
+}
+
+/// One direction: a buffer between a reader and a writer.
+struct Pump {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    /// The reader reported end of stream.
+    eof: bool,
+    /// The end of stream was passed on to the writer.
+    shut: bool,
+    copied: u64,
+}
+
+/// Activity seen during one poll of a pump.
+#[derive(Default)]
+struct Activity {
+    read: bool,
+    wrote: bool,
+}
+
+/// A failed pump operation, by the side it failed on.
+enum PumpError {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+impl Pump {
+    fn new(size: usize) -> Self {
+        Pump {
+            buf: vec![0; size].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            eof: false,
+            shut: false,
+            copied: 0,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.shut
+    }
+
+    /// Moves as many bytes as possible without blocking; returns what moved.
+    fn poll_move<R, W>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut reader: Pin<&mut R>,
+        mut writer: Pin<&mut W>,
+    ) -> Result<Activity, PumpError>
+    where
+        R: AsyncRead + ?Sized,
+        W: AsyncWrite + ?Sized,
+    {
+        let mut activity = Activity::default();
+        loop {
+            if self.start < self.end {
+                match writer.as_mut().poll_write(cx, &self.buf[self.start..self.end]) {
+                    Poll::Ready(Ok(0)) => {
+                        return Err(PumpError::Write(io::ErrorKind::WriteZero.into()));
+                    }
+                    Poll::Ready(Ok(n)) => {
+                        self.start += n;
+                        self.copied += n as u64;
+                        activity.wrote = true;
+                        continue;
+                    }
+                    Poll::Ready(Err(err)) => return Err(PumpError::Write(err)),
+                    Poll::Pending => return Ok(activity),
+                }
+            }
+            if !self.eof {
+                let mut rb = ReadBuf::new(&mut self.buf);
+                match reader.as_mut().poll_read(cx, &mut rb) {
+                    Poll::Ready(Ok(())) => {
+                        let n = rb.filled().len();
+                        self.start = 0;
+                        self.end = n;
+                        if n == 0 {
+                            self.eof = true;
+                        } else {
+                            activity.read = true;
+                        }
+                        continue;
+                    }
+                    Poll::Ready(Err(err)) => return Err(PumpError::Read(err)),
+                    Poll::Pending => return Ok(activity),
+                }
+            }
+            if !self.shut {
+                match writer.as_mut().poll_shutdown(cx) {
+                    // The peer may already be gone (ENOTCONN): the end of stream is passed on
+                    // either way.
+                    Poll::Ready(_) => self.shut = true,
+                    Poll::Pending => return Ok(activity),
+                }
+            }
+            return Ok(activity);
+        }
+    }
+}
+
+/// Relays `client` ⇄ `server` until both directions are closed, a timeout fires or an error
+/// occurs, with buffers of `buffer_size` bytes per direction.
+pub async fn forward<C, S>(client: &mut C, server: &mut S, timeouts: IdleTimeouts, buffer_size: usize) -> Outcome
+where
+    C: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let mut up = Pump::new(buffer_size);
+    let mut down = Pump::new(buffer_size);
+    let now = Instant::now();
+    let mut client_seen = now;
+    let mut server_seen = now;
+    let mut timer: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(now));
+    let mut armed_for: Option<Instant> = None;
+
+    let finish = poll_fn(|cx| {
+        loop {
+            match up.poll_move(cx, Pin::new(&mut *client), Pin::new(&mut *server)) {
+                Ok(a) => {
+                    if a.read {
+                        client_seen = Instant::now();
+                    }
+                    if a.wrote {
+                        server_seen = Instant::now();
+                    }
+                }
+                Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
+                Err(PumpError::Write(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
+            }
+            match down.poll_move(cx, Pin::new(&mut *server), Pin::new(&mut *client)) {
+                Ok(a) => {
+                    if a.read {
+                        server_seen = Instant::now();
+                    }
+                    if a.wrote {
+                        client_seen = Instant::now();
+                    }
+                }
+                Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
+                Err(PumpError::Write(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
+            }
+            if up.done() && down.done() {
+                return Poll::Ready(Finish::Closed);
+            }
+
+            let half_closed = up.eof || down.eof;
+            let client_limit = pick_limit(timeouts.client, timeouts.client_fin, half_closed);
+            let server_limit = pick_limit(timeouts.server, timeouts.server_fin, half_closed);
+            let client_deadline = client_limit.map(|d| client_seen + d);
+            let server_deadline = server_limit.map(|d| server_seen + d);
+            let now = Instant::now();
+            if client_deadline.is_some_and(|d| d <= now) {
+                return Poll::Ready(Finish::Timeout(End::Client));
+            }
+            if server_deadline.is_some_and(|d| d <= now) {
+                return Poll::Ready(Finish::Timeout(End::Server));
+            }
+            let next = match (client_deadline, server_deadline) {
+                (Some(c), Some(s)) => Some(c.min(s)),
+                (c, s) => c.or(s),
+            };
+            let Some(next) = next else {
+                return Poll::Pending;
+            };
+            // Re-arming a timer costs a trip through the timer wheel: only do it when the
+            // deadline moved.
+            if armed_for != Some(next) {
+                timer.as_mut().reset(next);
+                armed_for = Some(next);
+            }
+            match timer.as_mut().poll(cx) {
+                // The deadline passed while we were computing: loop to report the timeout.
+                Poll::Ready(()) => continue,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    })
+    .await;
+
+    Outcome {
+        finish,
+        client_to_server: up.copied,
+        server_to_client: down.copied,
+    }
+}
+
+fn pick_limit(normal: Option<Duration>, fin: Option<Duration>, half_closed: bool) -> Option<Duration> {
+    if half_closed { fin.or(normal) } else { normal }
+}
+
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
+
+    #[tokio::test]
+    async fn relays_both_ways_and_passes_half_close_on() {
+        let (mut client_app, mut client_proxy) = duplex(64);
+        let (mut server_proxy, mut server_app) = duplex(64);
+        let relay = tokio::spawn(async move {
+            forward(&mut client_proxy, &mut server_proxy, IdleTimeouts::default(), 8).await
+        });
+        client_app.write_all(b"hello, server").await.unwrap();
+        client_app.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        server_app.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"hello, server");
+        // The client half-closed; the answer still reaches it.
+        server_app.write_all(b"hi back").await.unwrap();
+        server_app.shutdown().await.unwrap();
+        let mut answer = Vec::new();
+        client_app.read_to_end(&mut answer).await.unwrap();
+        assert_eq!(answer, b"hi back");
+        let outcome = relay.await.unwrap();
+        assert!(matches!(outcome.finish, Finish::Closed), "{:?}", outcome.finish);
+        assert_eq!((outcome.client_to_server, outcome.server_to_client), (13, 7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_inactivity_times_out() {
+        let (_client_app, mut client_proxy) = duplex(64);
+        let (mut server_proxy, _server_app) = duplex(64);
+        let timeouts = IdleTimeouts {
+            client: Some(Duration::from_secs(5)),
+            server: Some(Duration::from_secs(30)),
+            ..IdleTimeouts::default()
+        };
+        let start = Instant::now();
+        let outcome = forward(&mut client_proxy, &mut server_proxy, timeouts, 8).await;
+        assert!(matches!(outcome.finish, Finish::Timeout(End::Client)));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn activity_postpones_the_timeout() {
+        let (mut client_app, mut client_proxy) = duplex(64);
+        let (mut server_proxy, mut server_app) = duplex(64);
+        let timeouts = IdleTimeouts {
+            client: Some(Duration::from_secs(5)),
+            server: Some(Duration::from_secs(5)),
+            ..IdleTimeouts::default()
+        };
+        let start = Instant::now();
+        let relay = tokio::spawn(async move {
+            forward(&mut client_proxy, &mut server_proxy, timeouts, 8).await
+        });
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        client_app.write_all(b"x").await.unwrap();
+        let mut one = [0u8; 1];
+        server_app.read_exact(&mut one).await.unwrap();
+        let outcome = relay.await.unwrap();
+        assert!(matches!(outcome.finish, Finish::Timeout(_)));
+        assert_eq!(start.elapsed(), Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fin_timeout_applies_once_a_direction_is_closed() {
+        let (mut client_app, mut client_proxy) = duplex(64);
+        let (mut server_proxy, _server_app) = duplex(64);
+        let timeouts = IdleTimeouts {
+            client: Some(Duration::from_secs(60)),
+            server: Some(Duration::from_secs(60)),
+            client_fin: Some(Duration::from_secs(2)),
+            server_fin: None,
+        };
+        let start = Instant::now();
+        let relay = tokio::spawn(async move {
+            forward(&mut client_proxy, &mut server_proxy, timeouts, 8).await
+        });
+        client_app.shutdown().await.unwrap();
+        let outcome = relay.await.unwrap();
+        assert!(matches!(outcome.finish, Finish::Timeout(End::Client)));
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_reader_is_bounded_by_the_buffer() {
+        // The server side never reads: the relay must stop reading from the client once its
+        // buffer and the pipe are full, instead of buffering without limit.
+        let (mut client_app, mut client_proxy) = duplex(16);
+        let (mut server_proxy, _server_app) = duplex(16);
+        let relay = tokio::spawn(async move {
+            forward(&mut client_proxy, &mut server_proxy, IdleTimeouts::default(), 8).await
+        });
+        let big = vec![7u8; 4096];
+        // With the clock paused, the timeout fires only once every task is blocked.
+        let written = tokio::time::timeout(Duration::from_secs(1), client_app.write_all(&big)).await;
+        assert!(written.is_err(), "the client could write everything: nothing bounded it");
+        relay.abort();
+    }
+}

@@ -1,0 +1,11 @@
+//! Live objects built from the plan: the process, its frontends, backends and servers, with
+//! their counters and limits.
+//!
+//! [`process::Process::build`] turns an immutable [`sluice_config::plan::Plan`] into shared
+//! objects the event-loop threads, the CLI and (later) the health checks all hold through
+//! `Arc`s. Live state (server maintenance, weights, counters) is in atomics so that reading it
+//! never blocks the data path; the plan itself is never changed after start-up.
+
+pub mod counters;
+pub mod process;
+pub mod proxy;

@@ -1,0 +1,168 @@
+//! The process: every live object, the process-wide limits, and the listening state that
+//! signals and the CLI change.
+//!
+//! [`Process::build`] is the "plan → live objects" step of the start-up sequence. Server host
+//! names are resolved here, once, as HAProxy does with `init-addr libc`: a name that does not
+//! resolve is a start-up error (and a `-c` error), never a runtime surprise.
+
+use crate::counters::{Counter, Traffic};
+use crate::proxy::{Backend, Frontend};
+use sluice_config::addr::{Host, ServerAddr};
+use sluice_config::global::GlobalConf;
+use sluice_config::plan::Plan;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+use tokio::sync::{Semaphore, watch};
+
+/// What the listeners should be doing; every accept loop follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenState {
+    /// Accepting connections.
+    Active,
+    /// Not accepting for now (SIGTTOU); new connections wait in the kernel's queue.
+    Paused,
+    /// Closed for good (soft stop): live sessions finish, then the process exits.
+    Stopped,
+}
+
+/// Settings from the command line that override or complete the configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct BuildOptions {
+    /// Process-wide connection limit (from `-n`, `maxconn`, or the file-descriptor limit).
+    pub maxconn: u32,
+    /// Per-frontend limit for frontends without `maxconn` (`-N`); the global one otherwise.
+    pub default_frontend_maxconn: Option<u32>,
+    /// Number of event-loop threads.
+    pub nbthread: usize,
+    /// The file-descriptor limit the process runs with.
+    pub ulimit_n: u64,
+}
+
+/// Everything running in this process.
+#[derive(Debug)]
+pub struct Process {
+    /// The `global` settings.
+    pub global: GlobalConf,
+    /// Frontends (and the frontend side of listen sections), in declaration order.
+    pub frontends: Vec<Arc<Frontend>>,
+    /// Backends (and the backend side of listen sections), in declaration order.
+    pub backends: Vec<Arc<Backend>>,
+    /// The configuration files read.
+    pub files: Vec<Arc<str>>,
+    /// Process-wide connection limit.
+    pub maxconn: u32,
+    /// One permit per allowed concurrent connection, process-wide.
+    pub slots: Arc<Semaphore>,
+    /// Event-loop threads.
+    pub nbthread: usize,
+    /// The file-descriptor limit the process runs with.
+    pub ulimit_n: u64,
+    /// Wall-clock start time, for `show info`.
+    pub started_at: SystemTime,
+    /// Monotonic start time, for uptime.
+    pub started: Instant,
+    /// All client connections of the process.
+    pub traffic: Traffic,
+    /// Connections dropped at once because the listener had nothing to send them to.
+    pub failed: Counter,
+    listen_state: watch::Sender<ListenState>,
+}
+
+impl Process {
+    /// Builds the live objects of `plan`; the errors are start-up alerts (unresolvable names).
+    pub fn build(plan: Plan, opts: BuildOptions) -> Result<Process, Vec<String>> {
+        let mut errors = Vec::new();
+        let backends: Vec<Arc<Backend>> = plan
+            .backends
+            .into_iter()
+            .map(|bp| {
+                let resolved = bp
+                    .servers
+                    .iter()
+                    .map(|s| match resolve_server(&s.addr) {
+                        Ok(ip) => ip,
+                        Err(err) => {
+                            errors.push(format!(
+                                "{}: server '{}/{}': {err}",
+                                s.span, bp.id.name, s.name
+                            ));
+                            None
+                        }
+                    })
+                    .collect();
+                Arc::new(Backend::new(bp, resolved))
+            })
+            .collect();
+        let frontends = plan
+            .frontends
+            .into_iter()
+            .map(|fp| {
+                let backend = fp.default_backend.and_then(|i| backends.get(i)).cloned();
+                let limit = fp
+                    .maxconn
+                    .or(opts.default_frontend_maxconn)
+                    .unwrap_or(opts.maxconn);
+                Arc::new(Frontend::new(fp, backend, limit))
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Process {
+            global: plan.global,
+            frontends,
+            backends,
+            files: plan.files,
+            maxconn: opts.maxconn,
+            slots: Arc::new(Semaphore::new(opts.maxconn as usize)),
+            nbthread: opts.nbthread,
+            ulimit_n: opts.ulimit_n,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            traffic: Traffic::default(),
+            failed: Counter::default(),
+            listen_state: watch::channel(ListenState::Active).0,
+        })
+    }
+
+    /// Finds a backend by name.
+    pub fn backend(&self, name: &str) -> Option<&Arc<Backend>> {
+        self.backends.iter().find(|b| b.name() == name)
+    }
+
+    /// Changes what the listeners do. A stopped process never resumes.
+    pub fn set_listen_state(&self, state: ListenState) {
+        self.listen_state.send_if_modified(|current| {
+            let change = *current != state && *current != ListenState::Stopped;
+            if change {
+                *current = state;
+            }
+            change
+        });
+    }
+
+    /// What the listeners do now.
+    pub fn listen_state(&self) -> ListenState {
+        *self.listen_state.borrow()
+    }
+
+    /// A receiver that sees every change of the listening state.
+    pub fn watch_listen_state(&self) -> watch::Receiver<ListenState> {
+        self.listen_state.subscribe()
+    }
+}
+
+fn resolve_server(addr: &ServerAddr) -> std::io::Result<Option<IpAddr>> {
+    match addr {
+        ServerAddr::Unix(_) => Ok(None),
+        ServerAddr::Inet { family, host, .. } => match host {
+            Host::Ip(ip) => Ok(Some(*ip)),
+            Host::Name(name) => sluice_net::listen::resolve_name(name, *family).map(Some),
+            Host::Any(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a server needs an address to connect to, not a wildcard",
+            )),
+        },
+    }
+}

@@ -1,0 +1,179 @@
+//! The command line, compatible with HAProxy's (management.txt §3).
+//!
+//! [`parse`] turns `argv` into [`Options`] or a usage error. Options that belong to features
+//! not built yet (`-W`, `-sf`, `-st`, `-S`, `-x`) are refused with a message saying so, rather
+//! than accepted and ignored.
+
+use std::path::PathBuf;
+
+/// What the command line asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `-f` files and directories, and files after `--`, in order.
+    pub config_paths: Vec<PathBuf>,
+    /// `-c`: check the configuration and exit.
+    pub check_only: bool,
+    /// `-cc EXPR`: evaluate a condition and exit.
+    pub eval_condition: Option<String>,
+    /// `-d`: foreground, messages on stderr.
+    pub debug: bool,
+    /// `-db`: stay in the foreground.
+    pub foreground: bool,
+    /// `-D`: detach into the background.
+    pub daemon: bool,
+    /// `-p FILE`: write the pid there.
+    pub pidfile: Option<PathBuf>,
+    /// `-q`: no messages but alerts.
+    pub quiet: bool,
+    /// `-V`: verbose (undoes `-q`).
+    pub verbose: bool,
+    /// `-dD`: show `.diag` messages.
+    pub diagnostic: bool,
+    /// `-dW`: refuse to start if there is any warning.
+    pub zero_warning: bool,
+    /// `-v` (1) or `-vv` (2).
+    pub version: u8,
+    /// `-n N`: process-wide maxconn.
+    pub maxconn: Option<u32>,
+    /// `-N N`: default per-frontend maxconn.
+    pub proxy_maxconn: Option<u32>,
+    /// `-L NAME`: local peer name.
+    pub local_peer: Option<String>,
+    /// `-C DIR`: change directory before reading files.
+    pub chdir: Option<PathBuf>,
+}
+
+/// A command line Sluice cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+/// Options of the reload and master-worker features, not implemented yet.
+const RELOAD_OPTIONS: &[&str] = &["-W", "-Ws", "-sf", "-st", "-S", "-x"];
+
+/// Parses the arguments after the program name.
+pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageError> {
+    let mut opts = Options::default();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| UsageError(format!("option '{name}' expects a value")))
+        };
+        match arg.as_str() {
+            "--" => {
+                opts.config_paths.extend(args.by_ref().map(PathBuf::from));
+                break;
+            }
+            "-f" => opts.config_paths.push(PathBuf::from(value("-f")?)),
+            "-c" => opts.check_only = true,
+            "-cc" => opts.eval_condition = Some(value("-cc")?),
+            "-d" => opts.debug = true,
+            "-db" => opts.foreground = true,
+            "-D" => opts.daemon = true,
+            "-p" => opts.pidfile = Some(PathBuf::from(value("-p")?)),
+            "-q" => {
+                opts.quiet = true;
+                opts.verbose = false;
+            }
+            "-V" => {
+                opts.verbose = true;
+                opts.quiet = false;
+            }
+            "-dD" => opts.diagnostic = true,
+            "-dW" => opts.zero_warning = true,
+            "-v" => opts.version = opts.version.max(1),
+            "-vv" => opts.version = 2,
+            "-n" => opts.maxconn = Some(number("-n", &value("-n")?)?),
+            "-N" => opts.proxy_maxconn = Some(number("-N", &value("-N")?)?),
+            "-L" => opts.local_peer = Some(value("-L")?),
+            "-C" => opts.chdir = Some(PathBuf::from(value("-C")?)),
+            other if RELOAD_OPTIONS.contains(&other) => {
+                return Err(UsageError(format!(
+                    "option '{other}' (reload and master-worker mode) is not supported by Sluice yet"
+                )));
+            }
+            other if other.starts_with('-') => {
+                return Err(UsageError(format!("unknown option '{other}'")));
+            }
+            // HAProxy takes a bare word as a configuration file too (old syntax).
+            _ => opts.config_paths.push(PathBuf::from(arg)),
+        }
+    }
+    if opts.eval_condition.is_none() && opts.version == 0 && opts.config_paths.is_empty() {
+        return Err(UsageError("no configuration file given (use -f)".into()));
+    }
+    Ok(opts)
+}
+
+fn number(option: &str, text: &str) -> Result<u32, UsageError> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| UsageError(format!("option '{option}' expects a positive number, not '{text}'")))
+}
+
+/// The usage text printed after a usage error.
+pub const USAGE: &str = "\
+Usage : sluice [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn> ]
+        [ -p <pidfile> ] [ -C <dir> ] [ -c ] [ -cc <condition> ] [ -- <cfgfile>* ]
+        -v displays version ; -vv shows known build options.
+        -d enters debug mode ; -db only disables background mode.
+        -dD diagnostic mode : shows .diag messages ; -dW refuses warnings.
+        -V enters verbose mode (disables quiet mode)
+        -D goes daemon ; -C changes to <dir> before loading files.
+        -q quiet mode : don't display messages
+        -c check mode : only check config files and exit
+        -cc check condition : evaluate a condition and exit
+        -n sets the maximum total # of connections
+        -N sets the default, per-proxy maximum # of connections
+        -L set local peer name
+        -p writes pids of all children to this file
+";
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Options, UsageError> {
+        parse(list.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn files_from_f_and_double_dash_keep_their_order() {
+        let o = args(&["-f", "a.cfg", "-c", "-f", "dir", "--", "b.cfg", "-x"]).unwrap();
+        assert_eq!(o.config_paths, ["a.cfg", "dir", "b.cfg", "-x"].map(PathBuf::from));
+        assert!(o.check_only);
+    }
+
+    #[test]
+    fn values_are_parsed() {
+        let o = args(&["-f", "x", "-n", "100", "-N", "10", "-p", "/run/s.pid", "-D", "-q", "-L", "me"]).unwrap();
+        assert_eq!(o.maxconn, Some(100));
+        assert_eq!(o.proxy_maxconn, Some(10));
+        assert_eq!(o.pidfile, Some(PathBuf::from("/run/s.pid")));
+        assert!(o.daemon && o.quiet);
+        assert_eq!(o.local_peer.as_deref(), Some("me"));
+    }
+
+    #[test]
+    fn condition_and_version_need_no_file() {
+        assert_eq!(args(&["-cc", "1"]).unwrap().eval_condition.as_deref(), Some("1"));
+        assert_eq!(args(&["-vv"]).unwrap().version, 2);
+    }
+
+    #[test]
+    fn errors_are_explained() {
+        assert_eq!(args(&[]).unwrap_err().0, "no configuration file given (use -f)");
+        assert_eq!(args(&["-f"]).unwrap_err().0, "option '-f' expects a value");
+        assert_eq!(args(&["-f", "x", "-n", "zero"]).unwrap_err().0, "option '-n' expects a positive number, not 'zero'");
+        assert_eq!(args(&["-f", "x", "-Z"]).unwrap_err().0, "unknown option '-Z'");
+        assert!(args(&["-f", "x", "-sf", "12"]).unwrap_err().0.contains("not supported by Sluice yet"));
+    }
+
+    #[test]
+    fn quiet_and_verbose_undo_each_other() {
+        let o = args(&["-f", "x", "-q", "-V"]).unwrap();
+        assert!(o.verbose && !o.quiet);
+    }
+}

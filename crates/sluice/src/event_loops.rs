@@ -1,0 +1,137 @@
+//! The threads of a running process: `nbthread` event loops that accept and serve
+//! connections, and the control loop on the main thread that handles signals and the CLI.
+//!
+//! Each event-loop thread runs its own single-threaded tokio runtime and its own clone of every
+//! listening socket, so a connection lives and dies on the thread that accepted it (no
+//! cross-thread hand-off on the data path, as in HAProxy's one-loop-per-thread design,
+//! DESIGN.md §4). Signals follow management.txt §4: SIGINT/SIGTERM stop at once, SIGUSR1 stops
+//! softly (listeners close, sessions finish, `hard-stop-after` bounds the wait), SIGTTOU pauses
+//! the listeners and SIGTTIN resumes them.
+
+use crate::listeners::{CliSocket, FrontendSocket};
+use sluice_runtime::process::{ListenState, Process};
+use std::io;
+use std::sync::Arc;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Starts `process.nbthread` event-loop threads serving `sockets`.
+pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -> io::Result<()> {
+    // Every thread gets its own handle on every socket; the originals are dropped at the end,
+    // leaving the threads as the only owners.
+    let mut per_thread: Vec<Vec<FrontendSocket>> = Vec::new();
+    for _ in 0..process.nbthread {
+        let mut mine = Vec::new();
+        for s in &sockets {
+            mine.push(FrontendSocket {
+                frontend: Arc::clone(&s.frontend),
+                socket: s.socket.try_clone()?,
+                bind_slots: s.bind_slots.clone(),
+            });
+        }
+        per_thread.push(mine);
+    }
+    drop(sockets);
+    for (index, mine) in per_thread.into_iter().enumerate() {
+        let process = Arc::clone(process);
+        std::thread::Builder::new()
+            .name(format!("sluice-loop-{index}"))
+            .spawn(move || run_event_loop(process, mine))?;
+    }
+    Ok(())
+}
+
+fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("[ALERT] cannot start an event loop: {err}");
+            std::process::exit(1);
+        }
+    };
+    runtime.block_on(async move {
+        for spec in sockets {
+            match spec.socket.into_async() {
+                Ok(listener) => {
+                    tokio::spawn(sluice_proxy::accept::run_listener(
+                        Arc::clone(&process),
+                        spec.frontend,
+                        listener,
+                        spec.bind_slots,
+                    ));
+                }
+                Err(err) => {
+                    eprintln!("[ALERT] cannot register a listener: {err}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        // Sessions outlive their listeners during a soft stop; the control loop decides when
+        // the process exits.
+        std::future::pending::<()>().await
+    });
+}
+
+/// Runs the control loop on the calling thread until the process must exit; returns the exit
+/// status.
+pub fn run_control(process: Arc<Process>, cli_sockets: Vec<CliSocket>, debug: bool) -> io::Result<i32> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(control(process, cli_sockets, debug))
+}
+
+async fn control(process: Arc<Process>, cli_sockets: Vec<CliSocket>, debug: bool) -> io::Result<i32> {
+    for cli in cli_sockets {
+        let listener = cli.socket.into_async()?;
+        tokio::spawn(sluice_admin::cli::serve(Arc::clone(&process), listener, cli.level, cli.timeout));
+    }
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut soft_stop = signal(SignalKind::user_defined1())?;
+    let mut pause = signal(SignalKind::from_raw(nix::libc::SIGTTOU))?;
+    let mut resume = signal(SignalKind::from_raw(nix::libc::SIGTTIN))?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let say = |msg: &str| {
+        if debug {
+            eprintln!("[NOTICE] {msg}");
+        }
+    };
+    let mut drain: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>> = None;
+    loop {
+        tokio::select! {
+            _ = interrupt.recv() => return Ok(0),
+            _ = terminate.recv() => return Ok(0),
+            _ = soft_stop.recv(), if drain.is_none() => {
+                say("SIGUSR1 received: stopping listeners, waiting for sessions to finish");
+                process.set_listen_state(ListenState::Stopped);
+                drain = Some(Box::pin(wait_for_sessions(Arc::clone(&process))));
+            }
+            _ = pause.recv() => {
+                say("SIGTTOU received: pausing listeners");
+                process.set_listen_state(ListenState::Paused);
+            }
+            _ = resume.recv() => {
+                say("SIGTTIN received: resuming listeners");
+                process.set_listen_state(ListenState::Active);
+            }
+            _ = hangup.recv() => say("SIGHUP received"),
+            _ = async { if let Some(d) = drain.as_mut() { d.await } else { std::future::pending().await } } => {
+                say("all sessions finished: exiting");
+                return Ok(0);
+            }
+        }
+    }
+}
+
+/// Completes when every session has ended, or when `hard-stop-after` has passed.
+async fn wait_for_sessions(process: Arc<Process>) {
+    // Every session holds one of the process's `maxconn` slots: holding them all means no
+    // session is left.
+    let all = process.slots.acquire_many(process.maxconn);
+    match process.global.hard_stop_after {
+        Some(limit) => {
+            let _ = tokio::time::timeout(limit, all).await;
+        }
+        None => {
+            let _ = all.await;
+        }
+    }
+}

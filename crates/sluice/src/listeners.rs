@@ -1,0 +1,149 @@
+//! Binding every listening socket of the process before the event loops start.
+//!
+//! All sockets are bound while the process still has its start-up privileges (low ports,
+//! socket directories), and a failure stops the start-up with an alert naming the
+//! configuration line: a configuration error never leaves a half-started proxy.
+
+use sluice_admin::cli;
+use sluice_config::addr::ListenAddr;
+use sluice_config::global::{CliLevel, Owner, StatsSocketConf};
+use sluice_config::proxy::BindConf;
+use sluice_net::listen::{self, BindOptions, BoundListener};
+use sluice_runtime::process::Process;
+use sluice_runtime::proxy::Frontend;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// The kernel's pending-connection queue when neither `backlog` nor `maxconn` says otherwise.
+const DEFAULT_BACKLOG: u32 = 1024;
+
+/// One bound socket of a frontend, with its bind line's connection limit.
+pub struct FrontendSocket {
+    /// The frontend it accepts for.
+    pub frontend: Arc<Frontend>,
+    /// The socket.
+    pub socket: BoundListener,
+    /// Shared by every socket of one `bind` line that has `maxconn`.
+    pub bind_slots: Option<Arc<Semaphore>>,
+}
+
+/// One bound `stats socket`.
+pub struct CliSocket {
+    /// The socket.
+    pub socket: BoundListener,
+    /// Its access level.
+    pub level: CliLevel,
+    /// Its inactivity timeout.
+    pub timeout: Duration,
+}
+
+/// Binds every frontend socket and stats socket, or returns every failure.
+pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket>), Vec<String>> {
+    let mut errors = Vec::new();
+    let mut frontend_sockets = Vec::new();
+    for frontend in &process.frontends {
+        for bind in &frontend.plan.binds {
+            let opts = bind_options(bind, frontend.maxconn);
+            let slots = bind.maxconn.filter(|&n| n > 0).map(|n| Arc::new(Semaphore::new(n as usize)));
+            for addr in &bind.addrs {
+                match listen::bind(addr, &opts) {
+                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|socket| FrontendSocket {
+                        frontend: Arc::clone(frontend),
+                        socket,
+                        bind_slots: slots.clone(),
+                    })),
+                    Err(err) => errors.push(bind_error(&bind.span, frontend.name(), addr, &err)),
+                }
+            }
+        }
+    }
+    let timeout = process.global.stats_timeout.unwrap_or(cli::DEFAULT_TIMEOUT);
+    let mut cli_sockets = Vec::new();
+    for conf in &process.global.stats_sockets {
+        match bind_stats_socket(conf) {
+            Ok(sockets) => cli_sockets.extend(sockets.into_iter().map(|socket| CliSocket {
+                socket,
+                level: conf.level,
+                timeout,
+            })),
+            Err(err) => errors.push(bind_error(&conf.span, "stats socket", &conf.addr, &err)),
+        }
+    }
+    if errors.is_empty() {
+        Ok((frontend_sockets, cli_sockets))
+    } else {
+        Err(errors)
+    }
+}
+
+fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
+    BindOptions {
+        // HAProxy sizes the queue from the frontend's maxconn when no backlog is given.
+        backlog: bind.backlog.unwrap_or_else(|| frontend_maxconn.clamp(1, DEFAULT_BACKLOG)),
+        v4v6: bind.v4v6,
+        v6only: bind.v6only,
+        defer_accept: bind.defer_accept,
+        unix_mode: bind.unix_mode,
+    }
+}
+
+fn bind_stats_socket(conf: &StatsSocketConf) -> std::io::Result<Vec<BoundListener>> {
+    let opts = BindOptions {
+        backlog: 10,
+        unix_mode: conf.mode,
+        ..BindOptions::default()
+    };
+    let sockets = listen::bind(&conf.addr, &opts)?;
+    if let ListenAddr::Unix(path) = &conf.addr {
+        if conf.uid.is_some() || conf.gid.is_some() {
+            let uid = conf.uid.as_ref().map(owner_uid).transpose()?;
+            let gid = conf.gid.as_ref().map(owner_gid).transpose()?;
+            std::os::unix::fs::chown(path, uid, gid)?;
+        }
+    }
+    Ok(sockets)
+}
+
+fn owner_uid(owner: &Owner) -> std::io::Result<u32> {
+    match owner {
+        Owner::Id(id) => Ok(*id),
+        Owner::Name(name) => nix::unistd::User::from_name(name)
+            .map_err(std::io::Error::from)?
+            .map(|u| u.uid.as_raw())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("unknown user '{name}'"))),
+    }
+}
+
+fn owner_gid(owner: &Owner) -> std::io::Result<u32> {
+    match owner {
+        Owner::Id(id) => Ok(*id),
+        Owner::Name(name) => nix::unistd::Group::from_name(name)
+            .map_err(std::io::Error::from)?
+            .map(|g| g.gid.as_raw())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("unknown group '{name}'"))),
+    }
+}
+
+fn bind_error(span: &sluice_config::diag::Span, what: &str, addr: &ListenAddr, err: &std::io::Error) -> String {
+    format!("[ALERT] {span}: Starting {what}: cannot bind socket {}: {err}", describe(addr))
+}
+
+fn describe(addr: &ListenAddr) -> String {
+    match addr {
+        ListenAddr::Inet { host, ports, .. } => {
+            let host = match host {
+                sluice_config::addr::Host::Any(_) => "*".to_owned(),
+                sluice_config::addr::Host::Ip(ip) => ip.to_string(),
+                sluice_config::addr::Host::Name(name) => name.clone(),
+            };
+            if ports.start() == ports.end() {
+                format!("[{host}:{}]", ports.start())
+            } else {
+                format!("[{host}:{}-{}]", ports.start(), ports.end())
+            }
+        }
+        ListenAddr::Unix(path) => format!("[unix@{path}]"),
+        ListenAddr::Fd(n) => format!("[fd@{n}]"),
+    }
+}

@@ -1,0 +1,170 @@
+//! `sluice`: the command-line entry point. Reads haproxy.cfg, then starts the proxy.
+//!
+//! The start-up sequence, in order: parse the command line ([`args`]); answer `-v`, `-vv` and
+//! `-cc` at once; read and check the configuration (every diagnostic printed, exit 1 on any
+//! alert); build the live objects; stop there for `-c`; raise limits and bind every socket
+//! ([`listeners`]); detach, write the pid file and drop privileges ([`system`]); start the event
+//! loops and run the control loop ([`event_loops`]) until a signal ends the process.
+
+mod args;
+mod capabilities;
+mod event_loops;
+mod listeners;
+mod system;
+
+use sluice_config::diag::Severity;
+use sluice_config::{cond, plan, reader};
+use sluice_runtime::process::{BuildOptions, Process};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+fn main() -> ExitCode {
+    let opts = match args::parse(std::env::args().skip(1)) {
+        Ok(opts) => opts,
+        Err(err) => {
+            eprintln!("[ALERT] {}\n{}", err.0, args::USAGE);
+            return ExitCode::from(1);
+        }
+    };
+    if opts.version == 1 {
+        println!("{}", capabilities::version_line());
+        return ExitCode::SUCCESS;
+    }
+    if opts.version >= 2 {
+        print!("{}", capabilities::build_report());
+        return ExitCode::SUCCESS;
+    }
+    let local_peer = opts.local_peer.clone().unwrap_or_else(hostname);
+    let env = capabilities::ConfigEnv::new(local_peer);
+    let lookup = |name: &str| env.lookup(name);
+    let ctx = capabilities::cond_context(&lookup);
+    if let Some(expr) = &opts.eval_condition {
+        // management.txt §3: 0 if true, 1 if false, 2 on error.
+        return match cond::eval(expr, &ctx) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(err) => {
+                eprintln!("[ALERT] failed to evaluate condition '{expr}': {err}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    match start(&opts, &ctx) {
+        Ok(code) => ExitCode::from(code),
+        Err(messages) => {
+            for m in messages {
+                eprintln!("{m}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Everything after the command line; `Err` carries the alerts that stopped the start-up.
+fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<String>> {
+    if let Some(dir) = &opts.chdir {
+        std::env::set_current_dir(dir)
+            .map_err(|e| vec![format!("[ALERT] cannot change directory to '{}': {e}", dir.display())])?;
+    }
+    let mut diags = Vec::new();
+    let sources = reader::read_sources(&opts.config_paths, &mut diags);
+    let checked = plan::check(&sources, ctx);
+    diags.extend(checked.diagnostics);
+    let zero_warning = opts.zero_warning || checked.plan.as_ref().is_some_and(|p| p.global.zero_warning);
+    let quiet = opts.quiet || checked.plan.as_ref().is_some_and(|p| p.global.quiet) && !opts.verbose;
+    for d in &diags {
+        let show = match d.severity {
+            Severity::Alert => true,
+            Severity::Warning => !quiet || zero_warning,
+            Severity::Notice => !quiet,
+            Severity::Diag => opts.diagnostic,
+        };
+        if show {
+            eprintln!("{d}");
+        }
+    }
+    let has_warnings = diags.iter().any(|d| d.severity == Severity::Warning);
+    let Some(plan) = checked.plan else {
+        return Err(vec!["[ALERT] Fatal errors found in configuration.".into()]);
+    };
+    if zero_warning && has_warnings {
+        return Err(vec!["[ALERT] Warnings found in configuration while zero-warning is set.".into()]);
+    }
+
+    let nbthread = plan
+        .global
+        .nbthread
+        .map(|n| n as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let maxconn_wanted = opts.maxconn.or(plan.global.maxconn);
+    let ulimit_wanted = plan.global.ulimit_n;
+    let (maxconn, ulimit_n) = if opts.check_only {
+        (maxconn_wanted.unwrap_or(1), ulimit_wanted.unwrap_or(0))
+    } else {
+        system::apply_limits(maxconn_wanted, ulimit_wanted)
+            .map_err(|e| vec![format!("[ALERT] cannot set the file descriptor limit: {e}")])?
+    };
+    let process = Process::build(
+        plan,
+        BuildOptions {
+            maxconn,
+            default_frontend_maxconn: opts.proxy_maxconn,
+            nbthread,
+            ulimit_n,
+        },
+    )
+    .map_err(|errs| {
+        let mut out: Vec<String> = errs.into_iter().map(|e| format!("[ALERT] {e}")).collect();
+        out.push("[ALERT] Fatal errors found in configuration.".into());
+        out
+    })?;
+    if opts.check_only {
+        if opts.verbose {
+            println!("Configuration file is valid");
+        }
+        return Ok(0);
+    }
+
+    let (frontend_sockets, cli_sockets) = listeners::bind_all(&process)?;
+    let debug = opts.debug;
+    let daemon = (opts.daemon || process.global.daemon) && !debug && !opts.foreground;
+    if daemon {
+        system::daemonize().map_err(|e| vec![format!("[ALERT] cannot go to the background: {e}")])?;
+    }
+    let pidfile = opts
+        .pidfile
+        .clone()
+        .or_else(|| process.global.pidfile.as_ref().map(Into::into));
+    if let Some(path) = &pidfile {
+        system::write_pidfile(path)
+            .map_err(|e| vec![format!("[ALERT] cannot write pid file '{}': {e}", path.display())])?;
+    }
+    system::drop_privileges(
+        process.global.chroot.as_deref(),
+        process.global.user.as_ref(),
+        process.global.group.as_ref(),
+    )
+    .map_err(|e| vec![format!("[ALERT] cannot drop privileges: {e}")])?;
+
+    let process = Arc::new(process);
+    event_loops::start_event_loops(&process, frontend_sockets)
+        .map_err(|e| vec![format!("[ALERT] cannot start the event loops: {e}")])?;
+    if debug {
+        eprintln!(
+            "[NOTICE] Sluice {} started: {} thread(s), maxconn {}",
+            env!("CARGO_PKG_VERSION"),
+            process.nbthread,
+            process.maxconn
+        );
+    }
+    let code = event_loops::run_control(process, cli_sockets, debug)
+        .map_err(|e| vec![format!("[ALERT] control loop failed: {e}")])?;
+    Ok(u8::try_from(code).unwrap_or(1))
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default()
+}

@@ -1,0 +1,103 @@
+//! Process-level operating-system steps of start-up: file-descriptor limits, detaching into
+//! the background, the pid file, and dropping privileges (chroot, group, user).
+//!
+//! They run in the order HAProxy uses (management.txt §3, configuration.txt §3.1): limits and
+//! sockets first, while still privileged; then daemon; then the pid file (before the chroot,
+//! so its path is the real one); then chroot, group and user.
+
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
+use nix::unistd::{Gid, Group, Uid, User};
+use sluice_config::global::Owner;
+use std::io;
+use std::path::Path;
+
+/// File descriptors kept aside for listeners, the CLI, logs and resolvers.
+const RESERVED_FDS: u64 = 64;
+
+/// HAProxy caps the automatic descriptor limit (`fd-hard-limit`, configuration.txt §3.2).
+const FD_HARD_LIMIT: u64 = 1_048_576;
+
+/// Raises the descriptor limit and works out the process-wide connection limit.
+///
+/// Each forwarded connection needs two descriptors (client and server). With `ulimit-n` set,
+/// that limit is applied; otherwise the soft limit is raised to the hard one (capped). Without
+/// an explicit `maxconn`, it is derived from the limit. Returns (maxconn, ulimit_n).
+pub fn apply_limits(maxconn: Option<u32>, ulimit_n: Option<u64>) -> io::Result<(u32, u64)> {
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+    let wanted = match (ulimit_n, maxconn) {
+        (Some(n), _) => n,
+        (None, Some(conns)) => (u64::from(conns) * 2 + RESERVED_FDS).max(soft),
+        (None, None) => hard.min(FD_HARD_LIMIT).max(soft),
+    };
+    let limit = if wanted != soft {
+        let new_hard = hard.max(wanted);
+        match setrlimit(Resource::RLIMIT_NOFILE, wanted, new_hard) {
+            Ok(()) => wanted,
+            // Not allowed to raise the hard limit: keep what we have.
+            Err(_) => match setrlimit(Resource::RLIMIT_NOFILE, wanted.min(hard), hard) {
+                Ok(()) => wanted.min(hard),
+                Err(_) => soft,
+            },
+        }
+    } else {
+        soft
+    };
+    let derived = (limit.saturating_sub(RESERVED_FDS) / 2).clamp(1, u64::from(u32::MAX)) as u32;
+    Ok((maxconn.unwrap_or(derived), limit))
+}
+
+/// Detaches from the terminal: fork, new session, standard streams to /dev/null.
+pub fn daemonize() -> io::Result<()> {
+    nix::unistd::daemon(true, false).map_err(io::Error::from)
+}
+
+/// Writes this process's pid followed by a newline.
+pub fn write_pidfile(path: &Path) -> io::Result<()> {
+    std::fs::write(path, format!("{}\n", std::process::id()))
+}
+
+/// Enters `chroot` (if any), then switches group and user (if any), in that order: the
+/// lookups of names happen before the chroot hides /etc.
+pub fn drop_privileges(chroot: Option<&str>, user: Option<&Owner>, group: Option<&Owner>) -> io::Result<()> {
+    let uid = user.map(resolve_user).transpose()?;
+    let gid = match group {
+        Some(g) => Some(resolve_group(g)?),
+        // Switching user without a group keeps the user's primary group, not root's.
+        None => match user {
+            Some(Owner::Name(name)) => User::from_name(name).map_err(io::Error::from)?.map(|u| u.gid),
+            _ => None,
+        },
+    };
+    if let Some(dir) = chroot {
+        nix::unistd::chroot(dir).map_err(io::Error::from)?;
+        nix::unistd::chdir("/").map_err(io::Error::from)?;
+    }
+    if let Some(gid) = gid {
+        nix::unistd::setgroups(&[gid]).map_err(io::Error::from)?;
+        nix::unistd::setgid(gid).map_err(io::Error::from)?;
+    }
+    if let Some(uid) = uid {
+        nix::unistd::setuid(uid).map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+fn resolve_user(owner: &Owner) -> io::Result<Uid> {
+    match owner {
+        Owner::Id(id) => Ok(Uid::from_raw(*id)),
+        Owner::Name(name) => User::from_name(name)
+            .map_err(io::Error::from)?
+            .map(|u| u.uid)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("unknown user '{name}'"))),
+    }
+}
+
+fn resolve_group(owner: &Owner) -> io::Result<Gid> {
+    match owner {
+        Owner::Id(id) => Ok(Gid::from_raw(*id)),
+        Owner::Name(name) => Group::from_name(name)
+            .map_err(io::Error::from)?
+            .map(|g| g.gid)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("unknown group '{name}'"))),
+    }
+}
