@@ -19,7 +19,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_LINE: usize = 16384;
 
 /// Accepts CLI connections on `listener` until the process stops.
-pub async fn serve(process: Arc<Process>, listener: Listener, level: CliLevel, idle_timeout: Duration) {
+pub async fn serve(
+    process: Arc<Process>,
+    listener: Listener,
+    level: CliLevel,
+    idle_timeout: Duration,
+) {
     let mut state = process.watch_listen_state();
     loop {
         if *state.borrow_and_update() == ListenState::Stopped {
@@ -45,7 +50,12 @@ pub async fn serve(process: Arc<Process>, listener: Listener, level: CliLevel, i
 }
 
 /// Runs one CLI connection over any byte stream.
-pub async fn session<S>(process: &Process, stream: S, level: CliLevel, idle_timeout: Duration) -> std::io::Result<()>
+pub async fn session<S>(
+    process: &Process,
+    stream: S,
+    level: CliLevel,
+    idle_timeout: Duration,
+) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -93,7 +103,10 @@ enum LineRead {
 }
 
 /// Reads up to and excluding the next `\n`, refusing lines over [`MAX_LINE`].
-async fn read_line<R: AsyncBufReadExt + Unpin>(reader: &mut R, line: &mut Vec<u8>) -> std::io::Result<LineRead> {
+async fn read_line<R: AsyncBufReadExt + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+) -> std::io::Result<LineRead> {
     loop {
         let available = reader.fill_buf().await?;
         if available.is_empty() {

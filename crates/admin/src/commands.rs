@@ -103,7 +103,12 @@ pub fn execute_line(process: &Process, line: &str, state: &mut CliState, out: &m
 }
 
 /// Runs one command given as words.
-pub fn execute(process: &Process, words: &[String], state: &mut CliState, out: &mut String) -> Flow {
+pub fn execute(
+    process: &Process,
+    words: &[String],
+    state: &mut CliState,
+    out: &mut String,
+) -> Flow {
     let Some(command) = COMMANDS
         .iter()
         .find(|c| c.words.len() <= words.len() && c.words.iter().zip(words).all(|(a, b)| a == b))
@@ -204,7 +209,10 @@ fn quit(_: &Process, _: &[String], _: &mut CliState, _: &mut String) -> Flow {
 
 fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
     if let Some(format) = args.first() {
-        let _ = writeln!(out, "show info: format '{format}' is not supported by Sluice yet");
+        let _ = writeln!(
+            out,
+            "show info: format '{format}' is not supported by Sluice yet"
+        );
         return Flow::Continue;
     }
     let uptime = process.started.elapsed().as_secs();
@@ -213,7 +221,11 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let bytes_out: u64 = process.frontends.iter().map(|f| f.traffic.bytes_out.get()).sum();
+    let bytes_out: u64 = process
+        .frontends
+        .iter()
+        .map(|f| f.traffic.bytes_out.get())
+        .sum();
     let listeners: usize = process
         .frontends
         .iter()

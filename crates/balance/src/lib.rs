@@ -53,7 +53,11 @@ impl RoundRobin {
         }
     }
 
-    fn pick_among(&mut self, candidates: &[Candidate], take: impl Fn(&Candidate) -> bool) -> Option<usize> {
+    fn pick_among(
+        &mut self,
+        candidates: &[Candidate],
+        take: impl Fn(&Candidate) -> bool,
+    ) -> Option<usize> {
         let mut total = 0i64;
         let mut best: Option<usize> = None;
         for (i, c) in candidates.iter().enumerate() {
@@ -107,7 +111,18 @@ mod tests {
         assert_eq!(got.iter().filter(|p| **p == Some(0)).count(), 5);
         assert_eq!(got.iter().filter(|p| **p == Some(1)).count(), 1);
         // The heavy server is never picked more than 3 times in a row.
-        assert_eq!(got, [Some(0), Some(0), Some(1), Some(0), Some(2), Some(0), Some(0)]);
+        assert_eq!(
+            got,
+            [
+                Some(0),
+                Some(0),
+                Some(1),
+                Some(0),
+                Some(2),
+                Some(0),
+                Some(0)
+            ]
+        );
     }
 
     #[test]

@@ -203,24 +203,24 @@ pub fn parse_proxy_line(
             d.no_more_than(2, diags);
         }
         "bind" => {
-            if only_in(&d, kind, kind.has_frontend(), "frontend and listen sections", diags) {
-                if let Some(bind) = parse_bind(&d, 1, diags) {
-                    conf.binds.push(bind);
-                }
+            if only_in(&d, kind, kind.has_frontend(), "frontend and listen sections", diags)
+                && let Some(bind) = parse_bind(&d, 1, diags)
+            {
+                conf.binds.push(bind);
             }
         }
         "server" => {
-            if only_in(&d, kind, kind.has_backend(), "backend and listen sections", diags) {
-                if let Some(server) = parse_server(&d, diags) {
-                    conf.servers.push(server);
-                }
+            if only_in(&d, kind, kind.has_backend(), "backend and listen sections", diags)
+                && let Some(server) = parse_server(&d, diags)
+            {
+                conf.servers.push(server);
             }
         }
         "default_backend" => {
-            if applies(&d, kind, FRONT, diags) {
-                if let Some(name) = d.word(1, "a backend name", diags) {
-                    conf.default_backend = Some((name.to_owned(), line.span.clone()));
-                }
+            if applies(&d, kind, FRONT, diags)
+                && let Some(name) = d.word(1, "a backend name", diags)
+            {
+                conf.default_backend = Some((name.to_owned(), line.span.clone()));
             }
             d.no_more_than(2, diags);
         }
@@ -244,10 +244,10 @@ pub fn parse_proxy_line(
             d.no_more_than(2, diags);
         }
         "maxconn" => {
-            if applies(&d, kind, FRONT, diags) {
-                if let Some(n) = d.integer(1, "a connection count", 0, u32::MAX as u64, diags) {
-                    conf.maxconn = Some(n as u32);
-                }
+            if applies(&d, kind, FRONT, diags)
+                && let Some(n) = d.integer(1, "a connection count", 0, u32::MAX as u64, diags)
+            {
+                conf.maxconn = Some(n as u32);
             }
             d.no_more_than(2, diags);
         }
@@ -282,10 +282,10 @@ fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &m
             return;
         }
     };
-    if applies(&d, kind, allowed, diags) {
-        if let Some(value) = d.timeout(2, diags) {
-            *slot = Some(value);
-        }
+    if applies(&d, kind, allowed, diags)
+        && let Some(value) = d.timeout(2, diags)
+    {
+        *slot = Some(value);
     }
     d.no_more_than(3, diags);
 }

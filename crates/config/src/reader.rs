@@ -97,7 +97,7 @@ mod tests {
         std::fs::write(dir.join("a.cfg"), "global\n").unwrap();
         std::fs::write(dir.join("notes.txt"), "ignored").unwrap();
         let mut diags = Vec::new();
-        let sources = read_sources(&[dir.clone()], &mut diags);
+        let sources = read_sources(std::slice::from_ref(&dir), &mut diags);
         assert!(diags.is_empty());
         let texts: Vec<&str> = sources.iter().map(|s| s.text.as_str()).collect();
         assert_eq!(texts, ["global\n", "backend b\n"]);

@@ -16,7 +16,10 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 /// the caller ensures that (a second `bind "fd@N"` of the same N is rejected).
 pub fn adopt_listening_socket(fd: RawFd) -> io::Result<OwnedFd> {
     if fd < 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "negative file descriptor"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "negative file descriptor",
+        ));
     }
     let mut accepting: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;

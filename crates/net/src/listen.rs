@@ -130,7 +130,11 @@ impl Listener {
 /// Binds every socket `addr` stands for (one per port of a range).
 pub fn bind(addr: &ListenAddr, opts: &BindOptions) -> io::Result<Vec<BoundListener>> {
     match addr {
-        ListenAddr::Inet { family, host, ports } => {
+        ListenAddr::Inet {
+            family,
+            host,
+            ports,
+        } => {
             let ip = resolve_listen_host(*family, host)?;
             ports
                 .clone()
@@ -190,10 +194,10 @@ fn backlog(opts: &BindOptions) -> i32 {
 fn bind_unix(path: &str, opts: &BindOptions) -> io::Result<StdUnixListener> {
     // A socket file left by a previous run would make bind fail; replace it (but never a
     // regular file, which is more likely a mistake in the configuration).
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if meta.file_type().is_socket() {
-            std::fs::remove_file(path)?;
-        }
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && meta.file_type().is_socket()
+    {
+        std::fs::remove_file(path)?;
     }
     let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
     socket.bind(&socket2::SockAddr::unix(path)?)?;
@@ -281,7 +285,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("not-a-socket");
         std::fs::write(&path, b"keep me").unwrap();
-        let err = bind(&ListenAddr::Unix(path.to_str().unwrap().to_owned()), &opts()).unwrap_err();
+        let err = bind(
+            &ListenAddr::Unix(path.to_str().unwrap().to_owned()),
+            &opts(),
+        )
+        .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         assert_eq!(std::fs::read(&path).unwrap(), b"keep me");
         std::fs::remove_dir_all(dir).unwrap();

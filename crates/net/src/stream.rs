@@ -49,7 +49,11 @@ pub struct StreamOptions {
 
 impl Stream {
     /// Connects to `target`, giving up after `timeout` if one is set.
-    pub async fn connect(target: &Target, timeout: Option<Duration>, opts: StreamOptions) -> io::Result<Stream> {
+    pub async fn connect(
+        target: &Target,
+        timeout: Option<Duration>,
+        opts: StreamOptions,
+    ) -> io::Result<Stream> {
         let connecting = async {
             io::Result::Ok(match target {
                 Target::Inet(addr) => Stream::Tcp(TcpStream::connect(addr).await?),
@@ -81,7 +85,10 @@ impl Stream {
 
 /// The port a server is reached on, given the port the client connected to (configuration.txt
 /// §5.2 "server": no port means the same port, `+N`/`-N` an offset from it).
-pub fn server_port(port: &sluice_config::addr::ServerPort, client_dst_port: Option<u16>) -> Option<u16> {
+pub fn server_port(
+    port: &sluice_config::addr::ServerPort,
+    client_dst_port: Option<u16>,
+) -> Option<u16> {
     use sluice_config::addr::ServerPort;
     match *port {
         ServerPort::Fixed(p) => Some(p),
@@ -95,7 +102,11 @@ pub fn server_port(port: &sluice_config::addr::ServerPort, client_dst_port: Opti
 
 /// Builds the target of a server whose host is already resolved to `ip` (inet) for a client
 /// that connected to `client_dst_port`.
-pub fn server_target(addr: &ServerAddr, ip: Option<std::net::IpAddr>, client_dst_port: Option<u16>) -> Option<Target> {
+pub fn server_target(
+    addr: &ServerAddr,
+    ip: Option<std::net::IpAddr>,
+    client_dst_port: Option<u16>,
+) -> Option<Target> {
     match addr {
         ServerAddr::Unix(path) => Some(Target::Unix(path.clone())),
         ServerAddr::Inet { port, .. } => {
@@ -106,7 +117,11 @@ pub fn server_target(addr: &ServerAddr, ip: Option<std::net::IpAddr>, client_dst
 }
 
 impl AsyncRead for Stream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
@@ -115,7 +130,11 @@ impl AsyncRead for Stream {
 }
 
 impl AsyncWrite for Stream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
@@ -145,7 +164,10 @@ mod tests {
     #[test]
     fn server_port_follows_the_client_port_when_asked() {
         assert_eq!(server_port(&ServerPort::Fixed(80), Some(8080)), Some(80));
-        assert_eq!(server_port(&ServerPort::SameAsClient, Some(8080)), Some(8080));
+        assert_eq!(
+            server_port(&ServerPort::SameAsClient, Some(8080)),
+            Some(8080)
+        );
         assert_eq!(server_port(&ServerPort::SameAsClient, None), None);
         assert_eq!(server_port(&ServerPort::Offset(1000), Some(80)), Some(1080));
         assert_eq!(server_port(&ServerPort::Offset(-80), Some(80)), None);

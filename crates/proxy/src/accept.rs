@@ -62,16 +62,28 @@ pub async fn run_listener(
         };
         match accepted {
             Ok((stream, endpoints)) => {
-                tokio::spawn(session(Arc::clone(&process), Arc::clone(&frontend), stream, endpoints, slots));
+                tokio::spawn(session(
+                    Arc::clone(&process),
+                    Arc::clone(&frontend),
+                    stream,
+                    endpoints,
+                    slots,
+                ));
             }
-            Err(err) if is_resource_exhaustion(&err) => tokio::time::sleep(ACCEPT_ERROR_PAUSE).await,
+            Err(err) if is_resource_exhaustion(&err) => {
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await
+            }
             // ECONNABORTED and friends concern one connection only.
             Err(_) => {}
         }
     }
 }
 
-async fn take_slots(process: &Process, frontend: &Frontend, bind: Option<&Arc<Semaphore>>) -> Option<Slots> {
+async fn take_slots(
+    process: &Process,
+    frontend: &Frontend,
+    bind: Option<&Arc<Semaphore>>,
+) -> Option<Slots> {
     let bind = match bind {
         Some(sem) => Some(Arc::clone(sem).acquire_owned().await.ok()?),
         None => None,
@@ -92,7 +104,13 @@ fn is_resource_exhaustion(err: &io::Error) -> bool {
     )
 }
 
-async fn session(process: Arc<Process>, frontend: Arc<Frontend>, client: Stream, endpoints: Endpoints, slots: Slots) {
+async fn session(
+    process: Arc<Process>,
+    frontend: Arc<Frontend>,
+    client: Stream,
+    endpoints: Endpoints,
+    slots: Slots,
+) {
     let _slots = slots;
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);

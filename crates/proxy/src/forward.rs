@@ -118,7 +118,10 @@ impl Pump {
         let mut activity = Activity::default();
         loop {
             if self.start < self.end {
-                match writer.as_mut().poll_write(cx, &self.buf[self.start..self.end]) {
+                match writer
+                    .as_mut()
+                    .poll_write(cx, &self.buf[self.start..self.end])
+                {
                     Poll::Ready(Ok(0)) => {
                         return Err(PumpError::Write(io::ErrorKind::WriteZero.into()));
                     }
@@ -165,7 +168,12 @@ impl Pump {
 
 /// Relays `client` ⇄ `server` until both directions are closed, a timeout fires or an error
 /// occurs, with buffers of `buffer_size` bytes per direction.
-pub async fn forward<C, S>(client: &mut C, server: &mut S, timeouts: IdleTimeouts, buffer_size: usize) -> Outcome
+pub async fn forward<C, S>(
+    client: &mut C,
+    server: &mut S,
+    timeouts: IdleTimeouts,
+    buffer_size: usize,
+) -> Outcome
 where
     C: AsyncRead + AsyncWrite + Unpin + ?Sized,
     S: AsyncRead + AsyncWrite + Unpin + ?Sized,
@@ -249,10 +257,13 @@ where
     }
 }
 
-fn pick_limit(normal: Option<Duration>, fin: Option<Duration>, half_closed: bool) -> Option<Duration> {
+fn pick_limit(
+    normal: Option<Duration>,
+    fin: Option<Duration>,
+    half_closed: bool,
+) -> Option<Duration> {
     if half_closed { fin.or(normal) } else { normal }
 }
-
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -265,7 +276,13 @@ mod tests {
         let (mut client_app, mut client_proxy) = duplex(64);
         let (mut server_proxy, mut server_app) = duplex(64);
         let relay = tokio::spawn(async move {
-            forward(&mut client_proxy, &mut server_proxy, IdleTimeouts::default(), 8).await
+            forward(
+                &mut client_proxy,
+                &mut server_proxy,
+                IdleTimeouts::default(),
+                8,
+            )
+            .await
         });
         client_app.write_all(b"hello, server").await.unwrap();
         client_app.shutdown().await.unwrap();
@@ -279,8 +296,15 @@ mod tests {
         client_app.read_to_end(&mut answer).await.unwrap();
         assert_eq!(answer, b"hi back");
         let outcome = relay.await.unwrap();
-        assert!(matches!(outcome.finish, Finish::Closed), "{:?}", outcome.finish);
-        assert_eq!((outcome.client_to_server, outcome.server_to_client), (13, 7));
+        assert!(
+            matches!(outcome.finish, Finish::Closed),
+            "{:?}",
+            outcome.finish
+        );
+        assert_eq!(
+            (outcome.client_to_server, outcome.server_to_client),
+            (13, 7)
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -347,12 +371,22 @@ mod tests {
         let (mut client_app, mut client_proxy) = duplex(16);
         let (mut server_proxy, _server_app) = duplex(16);
         let relay = tokio::spawn(async move {
-            forward(&mut client_proxy, &mut server_proxy, IdleTimeouts::default(), 8).await
+            forward(
+                &mut client_proxy,
+                &mut server_proxy,
+                IdleTimeouts::default(),
+                8,
+            )
+            .await
         });
         let big = vec![7u8; 4096];
         // With the clock paused, the timeout fires only once every task is blocked.
-        let written = tokio::time::timeout(Duration::from_secs(1), client_app.write_all(&big)).await;
-        assert!(written.is_err(), "the client could write everything: nothing bounded it");
+        let written =
+            tokio::time::timeout(Duration::from_secs(1), client_app.write_all(&big)).await;
+        assert!(
+            written.is_err(),
+            "the client could write everything: nothing bounded it"
+        );
         relay.abort();
     }
 }

@@ -16,7 +16,12 @@ use std::time::Duration;
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`.
-pub async fn serve(frontend: &Frontend, backend: &Backend, mut client: Stream, endpoints: Endpoints) {
+pub async fn serve(
+    frontend: &Frontend,
+    backend: &Backend,
+    mut client: Stream,
+    endpoints: Endpoints,
+) {
     let _backend_session = SessionMark::open(&backend.traffic);
     let Some(server) = backend.pick_server() else {
         backend.failed_connections.incr();
@@ -30,7 +35,13 @@ pub async fn serve(frontend: &Frontend, backend: &Backend, mut client: Stream, e
         return;
     };
     let timeouts = idle_timeouts(frontend, backend);
-    let outcome = forward::forward(&mut client, &mut upstream, timeouts, forward::DEFAULT_BUFFER_SIZE).await;
+    let outcome = forward::forward(
+        &mut client,
+        &mut upstream,
+        timeouts,
+        forward::DEFAULT_BUFFER_SIZE,
+    )
+    .await;
     for traffic in [&frontend.traffic, &backend.traffic, &server.traffic] {
         traffic.bytes_in.add(outcome.client_to_server);
         traffic.bytes_out.add(outcome.server_to_client);
@@ -51,7 +62,11 @@ fn idle_timeouts(frontend: &Frontend, backend: &Backend) -> IdleTimeouts {
     }
 }
 
-async fn connect_with_retries(backend: &Backend, server: &Server, dst_port: Option<u16>) -> Option<Stream> {
+async fn connect_with_retries(
+    backend: &Backend,
+    server: &Server,
+    dst_port: Option<u16>,
+) -> Option<Stream> {
     let target = server.target(dst_port)?;
     let connect_timeout = backend.plan.timeouts.connect;
     let opts = StreamOptions {

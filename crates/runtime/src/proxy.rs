@@ -108,7 +108,11 @@ impl Backend {
             }
             &small[..self.servers.len()]
         } else {
-            heap = self.servers.iter().map(Server::candidate).collect::<Vec<_>>();
+            heap = self
+                .servers
+                .iter()
+                .map(Server::candidate)
+                .collect::<Vec<_>>();
             &heap
         };
         let index = match self.balancer.lock() {

@@ -106,10 +106,11 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
 }
 
 fn number(option: &str, text: &str) -> Result<u32, UsageError> {
-    text.parse::<u32>()
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| UsageError(format!("option '{option}' expects a positive number, not '{text}'")))
+    text.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
+        UsageError(format!(
+            "option '{option}' expects a positive number, not '{text}'"
+        ))
+    })
 }
 
 /// The usage text printed after a usage error.
@@ -142,13 +143,30 @@ mod tests {
     #[test]
     fn files_from_f_and_double_dash_keep_their_order() {
         let o = args(&["-f", "a.cfg", "-c", "-f", "dir", "--", "b.cfg", "-x"]).unwrap();
-        assert_eq!(o.config_paths, ["a.cfg", "dir", "b.cfg", "-x"].map(PathBuf::from));
+        assert_eq!(
+            o.config_paths,
+            ["a.cfg", "dir", "b.cfg", "-x"].map(PathBuf::from)
+        );
         assert!(o.check_only);
     }
 
     #[test]
     fn values_are_parsed() {
-        let o = args(&["-f", "x", "-n", "100", "-N", "10", "-p", "/run/s.pid", "-D", "-q", "-L", "me"]).unwrap();
+        let o = args(&[
+            "-f",
+            "x",
+            "-n",
+            "100",
+            "-N",
+            "10",
+            "-p",
+            "/run/s.pid",
+            "-D",
+            "-q",
+            "-L",
+            "me",
+        ])
+        .unwrap();
         assert_eq!(o.maxconn, Some(100));
         assert_eq!(o.proxy_maxconn, Some(10));
         assert_eq!(o.pidfile, Some(PathBuf::from("/run/s.pid")));
@@ -158,17 +176,34 @@ mod tests {
 
     #[test]
     fn condition_and_version_need_no_file() {
-        assert_eq!(args(&["-cc", "1"]).unwrap().eval_condition.as_deref(), Some("1"));
+        assert_eq!(
+            args(&["-cc", "1"]).unwrap().eval_condition.as_deref(),
+            Some("1")
+        );
         assert_eq!(args(&["-vv"]).unwrap().version, 2);
     }
 
     #[test]
     fn errors_are_explained() {
-        assert_eq!(args(&[]).unwrap_err().0, "no configuration file given (use -f)");
+        assert_eq!(
+            args(&[]).unwrap_err().0,
+            "no configuration file given (use -f)"
+        );
         assert_eq!(args(&["-f"]).unwrap_err().0, "option '-f' expects a value");
-        assert_eq!(args(&["-f", "x", "-n", "zero"]).unwrap_err().0, "option '-n' expects a positive number, not 'zero'");
-        assert_eq!(args(&["-f", "x", "-Z"]).unwrap_err().0, "unknown option '-Z'");
-        assert!(args(&["-f", "x", "-sf", "12"]).unwrap_err().0.contains("not supported by Sluice yet"));
+        assert_eq!(
+            args(&["-f", "x", "-n", "zero"]).unwrap_err().0,
+            "option '-n' expects a positive number, not 'zero'"
+        );
+        assert_eq!(
+            args(&["-f", "x", "-Z"]).unwrap_err().0,
+            "unknown option '-Z'"
+        );
+        assert!(
+            args(&["-f", "x", "-sf", "12"])
+                .unwrap_err()
+                .0
+                .contains("not supported by Sluice yet")
+        );
     }
 
     #[test]

@@ -44,7 +44,6 @@ impl ConfigEnv {
             .cloned()
             .or_else(|| std::env::var(name).ok())
     }
-
 }
 
 /// The context `.if` conditions and `-cc` are evaluated in, with `lookup` for variables.

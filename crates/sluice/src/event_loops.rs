@@ -41,7 +41,10 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
 }
 
 fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("[ALERT] cannot start an event loop: {err}");
@@ -73,15 +76,30 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
 
 /// Runs the control loop on the calling thread until the process must exit; returns the exit
 /// status.
-pub fn run_control(process: Arc<Process>, cli_sockets: Vec<CliSocket>, debug: bool) -> io::Result<i32> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+pub fn run_control(
+    process: Arc<Process>,
+    cli_sockets: Vec<CliSocket>,
+    debug: bool,
+) -> io::Result<i32> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(control(process, cli_sockets, debug))
 }
 
-async fn control(process: Arc<Process>, cli_sockets: Vec<CliSocket>, debug: bool) -> io::Result<i32> {
+async fn control(
+    process: Arc<Process>,
+    cli_sockets: Vec<CliSocket>,
+    debug: bool,
+) -> io::Result<i32> {
     for cli in cli_sockets {
         let listener = cli.socket.into_async()?;
-        tokio::spawn(sluice_admin::cli::serve(Arc::clone(&process), listener, cli.level, cli.timeout));
+        tokio::spawn(sluice_admin::cli::serve(
+            Arc::clone(&process),
+            listener,
+            cli.level,
+            cli.timeout,
+        ));
     }
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;

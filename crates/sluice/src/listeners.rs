@@ -45,14 +45,19 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
     for frontend in &process.frontends {
         for bind in &frontend.plan.binds {
             let opts = bind_options(bind, frontend.maxconn);
-            let slots = bind.maxconn.filter(|&n| n > 0).map(|n| Arc::new(Semaphore::new(n as usize)));
+            let slots = bind
+                .maxconn
+                .filter(|&n| n > 0)
+                .map(|n| Arc::new(Semaphore::new(n as usize)));
             for addr in &bind.addrs {
                 match listen::bind(addr, &opts) {
-                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|socket| FrontendSocket {
-                        frontend: Arc::clone(frontend),
-                        socket,
-                        bind_slots: slots.clone(),
-                    })),
+                    Ok(sockets) => {
+                        frontend_sockets.extend(sockets.into_iter().map(|socket| FrontendSocket {
+                            frontend: Arc::clone(frontend),
+                            socket,
+                            bind_slots: slots.clone(),
+                        }))
+                    }
                     Err(err) => errors.push(bind_error(&bind.span, frontend.name(), addr, &err)),
                 }
             }
@@ -80,7 +85,9 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
 fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
     BindOptions {
         // HAProxy sizes the queue from the frontend's maxconn when no backlog is given.
-        backlog: bind.backlog.unwrap_or_else(|| frontend_maxconn.clamp(1, DEFAULT_BACKLOG)),
+        backlog: bind
+            .backlog
+            .unwrap_or_else(|| frontend_maxconn.clamp(1, DEFAULT_BACKLOG)),
         v4v6: bind.v4v6,
         v6only: bind.v6only,
         defer_accept: bind.defer_accept,
@@ -95,12 +102,12 @@ fn bind_stats_socket(conf: &StatsSocketConf) -> std::io::Result<Vec<BoundListene
         ..BindOptions::default()
     };
     let sockets = listen::bind(&conf.addr, &opts)?;
-    if let ListenAddr::Unix(path) = &conf.addr {
-        if conf.uid.is_some() || conf.gid.is_some() {
-            let uid = conf.uid.as_ref().map(owner_uid).transpose()?;
-            let gid = conf.gid.as_ref().map(owner_gid).transpose()?;
-            std::os::unix::fs::chown(path, uid, gid)?;
-        }
+    if let ListenAddr::Unix(path) = &conf.addr
+        && (conf.uid.is_some() || conf.gid.is_some())
+    {
+        let uid = conf.uid.as_ref().map(owner_uid).transpose()?;
+        let gid = conf.gid.as_ref().map(owner_gid).transpose()?;
+        std::os::unix::fs::chown(path, uid, gid)?;
     }
     Ok(sockets)
 }
@@ -111,7 +118,12 @@ fn owner_uid(owner: &Owner) -> std::io::Result<u32> {
         Owner::Name(name) => nix::unistd::User::from_name(name)
             .map_err(std::io::Error::from)?
             .map(|u| u.uid.as_raw())
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("unknown user '{name}'"))),
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("unknown user '{name}'"),
+                )
+            }),
     }
 }
 
@@ -121,12 +133,25 @@ fn owner_gid(owner: &Owner) -> std::io::Result<u32> {
         Owner::Name(name) => nix::unistd::Group::from_name(name)
             .map_err(std::io::Error::from)?
             .map(|g| g.gid.as_raw())
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("unknown group '{name}'"))),
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("unknown group '{name}'"),
+                )
+            }),
     }
 }
 
-fn bind_error(span: &sluice_config::diag::Span, what: &str, addr: &ListenAddr, err: &std::io::Error) -> String {
-    format!("[ALERT] {span}: Starting {what}: cannot bind socket {}: {err}", describe(addr))
+fn bind_error(
+    span: &sluice_config::diag::Span,
+    what: &str,
+    addr: &ListenAddr,
+    err: &std::io::Error,
+) -> String {
+    format!(
+        "[ALERT] {span}: Starting {what}: cannot bind socket {}: {err}",
+        describe(addr)
+    )
 }
 
 fn describe(addr: &ListenAddr) -> String {

@@ -63,15 +63,21 @@ fn main() -> ExitCode {
 /// Everything after the command line; `Err` carries the alerts that stopped the start-up.
 fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<String>> {
     if let Some(dir) = &opts.chdir {
-        std::env::set_current_dir(dir)
-            .map_err(|e| vec![format!("[ALERT] cannot change directory to '{}': {e}", dir.display())])?;
+        std::env::set_current_dir(dir).map_err(|e| {
+            vec![format!(
+                "[ALERT] cannot change directory to '{}': {e}",
+                dir.display()
+            )]
+        })?;
     }
     let mut diags = Vec::new();
     let sources = reader::read_sources(&opts.config_paths, &mut diags);
     let checked = plan::check(&sources, ctx);
     diags.extend(checked.diagnostics);
-    let zero_warning = opts.zero_warning || checked.plan.as_ref().is_some_and(|p| p.global.zero_warning);
-    let quiet = opts.quiet || checked.plan.as_ref().is_some_and(|p| p.global.quiet) && !opts.verbose;
+    let zero_warning =
+        opts.zero_warning || checked.plan.as_ref().is_some_and(|p| p.global.zero_warning);
+    let quiet =
+        opts.quiet || checked.plan.as_ref().is_some_and(|p| p.global.quiet) && !opts.verbose;
     for d in &diags {
         let show = match d.severity {
             Severity::Alert => true,
@@ -88,7 +94,9 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         return Err(vec!["[ALERT] Fatal errors found in configuration.".into()]);
     };
     if zero_warning && has_warnings {
-        return Err(vec!["[ALERT] Warnings found in configuration while zero-warning is set.".into()]);
+        return Err(vec![
+            "[ALERT] Warnings found in configuration while zero-warning is set.".into(),
+        ]);
     }
 
     let nbthread = plan
@@ -129,15 +137,20 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     let debug = opts.debug;
     let daemon = (opts.daemon || process.global.daemon) && !debug && !opts.foreground;
     if daemon {
-        system::daemonize().map_err(|e| vec![format!("[ALERT] cannot go to the background: {e}")])?;
+        system::daemonize()
+            .map_err(|e| vec![format!("[ALERT] cannot go to the background: {e}")])?;
     }
     let pidfile = opts
         .pidfile
         .clone()
         .or_else(|| process.global.pidfile.as_ref().map(Into::into));
     if let Some(path) = &pidfile {
-        system::write_pidfile(path)
-            .map_err(|e| vec![format!("[ALERT] cannot write pid file '{}': {e}", path.display())])?;
+        system::write_pidfile(path).map_err(|e| {
+            vec![format!(
+                "[ALERT] cannot write pid file '{}': {e}",
+                path.display()
+            )]
+        })?;
     }
     system::drop_privileges(
         process.global.chroot.as_deref(),

@@ -58,13 +58,19 @@ pub fn write_pidfile(path: &Path) -> io::Result<()> {
 
 /// Enters `chroot` (if any), then switches group and user (if any), in that order: the
 /// lookups of names happen before the chroot hides /etc.
-pub fn drop_privileges(chroot: Option<&str>, user: Option<&Owner>, group: Option<&Owner>) -> io::Result<()> {
+pub fn drop_privileges(
+    chroot: Option<&str>,
+    user: Option<&Owner>,
+    group: Option<&Owner>,
+) -> io::Result<()> {
     let uid = user.map(resolve_user).transpose()?;
     let gid = match group {
         Some(g) => Some(resolve_group(g)?),
         // Switching user without a group keeps the user's primary group, not root's.
         None => match user {
-            Some(Owner::Name(name)) => User::from_name(name).map_err(io::Error::from)?.map(|u| u.gid),
+            Some(Owner::Name(name)) => User::from_name(name)
+                .map_err(io::Error::from)?
+                .map(|u| u.gid),
             _ => None,
         },
     };
@@ -88,7 +94,9 @@ fn resolve_user(owner: &Owner) -> io::Result<Uid> {
         Owner::Name(name) => User::from_name(name)
             .map_err(io::Error::from)?
             .map(|u| u.uid)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("unknown user '{name}'"))),
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("unknown user '{name}'"))
+            }),
     }
 }
 
@@ -98,6 +106,8 @@ fn resolve_group(owner: &Owner) -> io::Result<Gid> {
         Owner::Name(name) => Group::from_name(name)
             .map_err(io::Error::from)?
             .map(|g| g.gid)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("unknown group '{name}'"))),
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("unknown group '{name}'"))
+            }),
     }
 }
