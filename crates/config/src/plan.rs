@@ -6,11 +6,11 @@
 //! names, unique server names, existing backends). [`check`] runs the whole reader: files in,
 //! plan and every diagnostic out.
 
+use crate::addr::ListenAddr;
 use crate::cond::CondContext;
 use crate::diag::{Diagnostic, Diagnostics, Span};
-use crate::directive::Directive;
 use crate::global::{self, GlobalConf};
-use crate::preprocess::{self, Line};
+use crate::preprocess;
 use crate::proxy::{self, Balance, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
 use crate::reader::Source;
 use crate::sections::{self, Section, SectionKind};
@@ -132,6 +132,9 @@ fn build(sections: &[Section], sources: &[Source], diags: &mut Diagnostics) -> P
             }
             kind => {
                 let mut conf = match &section.from {
+                    // A defaults section starts from the documented defaults, unless it names
+                    // another one with `from` (configuration.txt §4).
+                    None if kind == SectionKind::Defaults => ProxyConf::default(),
                     None => last_defaults.clone(),
                     Some(from) => match named_defaults.get(from.as_str()) {
                         Some(conf) => conf.clone(),
@@ -145,7 +148,6 @@ fn build(sections: &[Section], sources: &[Source], diags: &mut Diagnostics) -> P
                         }
                     },
                 };
-                apply_header_bind(&mut conf, section, diags);
                 for line in &section.lines {
                     proxy::parse_proxy_line(&mut conf, kind, line, diags);
                 }
@@ -166,28 +168,13 @@ fn build(sections: &[Section], sources: &[Source], diags: &mut Diagnostics) -> P
     }
 
     check_unique_names(&proxies, diags);
+    check_inherited_fds(&global, &proxies, diags);
     let (frontends, backends) = plan_proxies(&proxies, diags);
     Plan {
         global,
         frontends,
         backends,
         files: sources.iter().map(|s| Arc::clone(&s.name)).collect(),
-    }
-}
-
-/// `listen NAME ADDR` is a shorthand for a first `bind ADDR` line.
-fn apply_header_bind(conf: &mut ProxyConf, section: &Section, diags: &mut Diagnostics) {
-    if section.header_args.is_empty() {
-        return;
-    }
-    let mut words = vec!["bind".to_owned()];
-    words.extend(section.header_args.iter().cloned());
-    let line = Line {
-        span: section.span.clone(),
-        words,
-    };
-    if let Some(bind) = proxy::parse_bind(&Directive::new(&line, 1), 1, diags) {
-        conf.binds.push(bind);
     }
 }
 
@@ -204,6 +191,34 @@ fn check_unique_names(proxies: &[ParsedProxy<'_>], diags: &mut Diagnostics) {
                     p.name
                 ),
             ));
+        }
+    }
+}
+
+/// An inherited socket (`fd@N`) can be adopted once: two owners would close it twice.
+fn check_inherited_fds(global: &GlobalConf, proxies: &[ParsedProxy<'_>], diags: &mut Diagnostics) {
+    let stats = global
+        .stats_sockets
+        .iter()
+        .map(|s| (&s.span, "stats socket", std::slice::from_ref(&s.addr)));
+    let binds = proxies.iter().flat_map(|p| {
+        p.conf
+            .binds
+            .iter()
+            .map(|b| (&b.span, "bind", b.addrs.as_slice()))
+    });
+    let mut seen: HashMap<i32, &Span> = HashMap::new();
+    for (span, keyword, addrs) in stats.chain(binds) {
+        for addr in addrs {
+            if let ListenAddr::Fd(fd) = addr
+                && let Some(first) = seen.insert(*fd, span)
+            {
+                diags.push(Diagnostic::alert(
+                    span,
+                    keyword,
+                    format!("fd@{fd} is already used at {first}"),
+                ));
+            }
         }
     }
 }
@@ -328,5 +343,96 @@ fn warn_missing_timeouts(proxies: &[ParsedProxy<'_>], diags: &mut Diagnostics) {
                 ),
             ));
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn plan_of(text: &str) -> Plan {
+        let no_env = |_: &str| None;
+        let ctx = CondContext {
+            lookup: &no_env,
+            features: &[],
+            enabled: &[],
+            version: "2.6",
+        };
+        let source = Source {
+            name: Arc::from("t.cfg"),
+            text: text.to_owned(),
+        };
+        let checked = check(&[source], &ctx);
+        let alerts: Vec<String> = checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_fatal())
+            .map(|d| d.to_string())
+            .collect();
+        assert!(alerts.is_empty(), "{alerts:?}");
+        checked.plan.unwrap()
+    }
+
+    #[test]
+    fn proxies_inherit_the_last_defaults_or_the_named_one() {
+        let plan = plan_of(
+            "defaults a\n timeout connect 1s\n retries 5\n\
+             defaults b\n timeout connect 2s\n\
+             backend x\n\
+             backend y from a\n timeout server 3s\n",
+        );
+        let x = &plan.backends[0];
+        let y = &plan.backends[1];
+        assert_eq!(x.timeouts.connect, Some(Duration::from_secs(2)));
+        assert_eq!(x.retries, DEFAULT_RETRIES);
+        assert_eq!(y.timeouts.connect, Some(Duration::from_secs(1)));
+        assert_eq!(y.retries, 5);
+        assert_eq!(y.timeouts.server, Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn defaults_chain_through_from() {
+        let plan =
+            plan_of("defaults a\n option tcpka\ndefaults b from a\n retries 1\nbackend x from b\n");
+        assert!(plan.backends[0].srvtcpka);
+        assert_eq!(plan.backends[0].retries, 1);
+    }
+
+    #[test]
+    fn listen_sends_traffic_to_itself_unless_told_otherwise() {
+        let plan = plan_of(
+            "listen l\n bind :1\n server s 127.0.0.1:2\n\
+             listen m\n bind :3\n default_backend b\n\
+             backend b\n",
+        );
+        assert_eq!(plan.frontends[0].default_backend, Some(0));
+        assert_eq!(
+            plan.backends[plan.frontends[1].default_backend.unwrap()]
+                .id
+                .name,
+            "b"
+        );
+    }
+
+    #[test]
+    fn several_global_sections_merge() {
+        let plan = plan_of("global\n maxconn 10\nglobal\n nbthread 2\n maxconn 20\n");
+        assert_eq!(plan.global.maxconn, Some(20));
+        assert_eq!(plan.global.nbthread, Some(2));
+    }
+
+    #[test]
+    fn proxy_ids_follow_declaration_order() {
+        let plan = plan_of("frontend f\n bind :1\nbackend b\nlisten l\n bind :2\n");
+        let ids: Vec<(String, u32)> = plan
+            .frontends
+            .iter()
+            .map(|f| (f.id.name.clone(), f.id.uid))
+            .collect();
+        assert_eq!(ids, [("f".to_owned(), 1), ("l".to_owned(), 3)]);
+        let backend_ids: Vec<u32> = plan.backends.iter().map(|b| b.id.uid).collect();
+        assert_eq!(backend_ids, [2, 3]);
     }
 }

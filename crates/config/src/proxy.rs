@@ -204,7 +204,7 @@ pub fn parse_proxy_line(
         }
         "bind" => {
             if only_in(&d, kind, kind.has_frontend(), "frontend and listen sections", diags)
-                && let Some(bind) = parse_bind(&d, 1, diags)
+                && let Some(bind) = parse_bind(&d, diags)
             {
                 conf.binds.push(bind);
             }
@@ -329,13 +329,9 @@ fn parse_option(
     d.no_more_than(skip + 2, diags);
 }
 
-/// Parses `bind ADDR[,ADDR…] [options]` whose address is the word at `addr_index`.
-pub(crate) fn parse_bind(
-    d: &Directive<'_>,
-    addr_index: usize,
-    diags: &mut Diagnostics,
-) -> Option<BindConf> {
-    let text = d.word(addr_index, "an address", diags)?;
+/// Parses `bind ADDR[,ADDR…] [options]`.
+fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
+    let text = d.word(1, "an address", diags)?;
     let addrs = match addr::parse_listen_addrs(text) {
         Ok(addrs) => addrs,
         Err(err) => {
@@ -355,7 +351,7 @@ pub(crate) fn parse_bind(
         unix_mode: None,
     };
     let mut ok = true;
-    let mut i = addr_index + 1;
+    let mut i = 2;
     while i < d.words.len() {
         let option = d.words[i].as_str();
         let value = d.words.get(i + 1).map(String::as_str);

@@ -74,8 +74,6 @@ pub struct Section {
     pub from: Option<String>,
     /// Where the header is.
     pub span: Span,
-    /// Extra words after the name on the header (`listen NAME ADDR` binds `ADDR`).
-    pub header_args: Vec<String>,
     /// The section's lines, header excluded.
     pub lines: Vec<Line>,
 }
@@ -139,9 +137,9 @@ fn open_section(kind: SectionKind, line: Line, diags: &mut Diagnostics) -> Optio
     let mut args = line.words.into_iter().skip(1);
     let mut name = None;
     let mut from = None;
-    let mut header_args = Vec::new();
+    let mut extra: Vec<String> = Vec::new();
     match kind {
-        SectionKind::Global => header_args.extend(args),
+        SectionKind::Global => extra.extend(args),
         _ => {
             let first = args.next();
             match first.as_deref() {
@@ -179,23 +177,25 @@ fn open_section(kind: SectionKind, line: Line, diags: &mut Diagnostics) -> Optio
                     ));
                 }
             }
-            header_args.extend(rest);
+            extra.extend(rest);
         }
     }
-    if !header_args.is_empty() && kind != SectionKind::Listen {
-        diags.push(Diagnostic::alert(
-            &line.span,
-            keyword,
-            format!("unexpected argument '{}'", header_args[0]),
-        ));
-        header_args.clear();
+    if let Some(first) = extra.first() {
+        // HAProxy 1.x accepted `listen NAME ADDR`; 2.x requires a `bind` line.
+        let message = if kind.has_frontend() && first.contains(':') {
+            format!(
+                "unexpected argument '{first}': please use the 'bind' keyword for listening addresses"
+            )
+        } else {
+            format!("unexpected argument '{first}'")
+        };
+        diags.push(Diagnostic::alert(&line.span, keyword, message));
     }
     Some(Section {
         kind,
         name,
         from,
         span: line.span,
-        header_args,
         lines: Vec::new(),
     })
 }
@@ -305,10 +305,13 @@ mod tests {
     }
 
     #[test]
-    fn listen_keeps_its_header_address() {
+    fn listen_header_address_is_refused_as_in_haproxy_2() {
         let mut diags = Vec::new();
         let s = group_sections(lines(&[&["listen", "l", ":8080"]]), &mut diags);
-        assert!(diags.is_empty());
-        assert_eq!(s[0].header_args, [":8080"]);
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            diags[0].to_string(),
+            "[ALERT] t.cfg:1: listen: unexpected argument ':8080': please use the 'bind' keyword for listening addresses"
+        );
     }
 }

@@ -5,7 +5,7 @@
 //! names are resolved here, once, as HAProxy does with `init-addr libc`: a name that does not
 //! resolve is a start-up error (and a `-c` error), never a runtime surprise.
 
-use crate::counters::{Counter, Traffic};
+use crate::counters::Traffic;
 use crate::proxy::{Backend, Frontend};
 use sluice_config::addr::{Host, ServerAddr};
 use sluice_config::global::GlobalConf;
@@ -48,8 +48,6 @@ pub struct Process {
     pub frontends: Vec<Arc<Frontend>>,
     /// Backends (and the backend side of listen sections), in declaration order.
     pub backends: Vec<Arc<Backend>>,
-    /// The configuration files read.
-    pub files: Vec<Arc<str>>,
     /// Process-wide connection limit.
     pub maxconn: u32,
     /// One permit per allowed concurrent connection, process-wide.
@@ -64,8 +62,6 @@ pub struct Process {
     pub started: Instant,
     /// All client connections of the process.
     pub traffic: Traffic,
-    /// Connections dropped at once because the listener had nothing to send them to.
-    pub failed: Counter,
     listen_state: watch::Sender<ListenState>,
 }
 
@@ -113,7 +109,6 @@ impl Process {
             global: plan.global,
             frontends,
             backends,
-            files: plan.files,
             maxconn: opts.maxconn,
             slots: Arc::new(Semaphore::new(opts.maxconn as usize)),
             nbthread: opts.nbthread,
@@ -121,14 +116,8 @@ impl Process {
             started_at: SystemTime::now(),
             started: Instant::now(),
             traffic: Traffic::default(),
-            failed: Counter::default(),
             listen_state: watch::channel(ListenState::Active).0,
         })
-    }
-
-    /// Finds a backend by name.
-    pub fn backend(&self, name: &str) -> Option<&Arc<Backend>> {
-        self.backends.iter().find(|b| b.name() == name)
     }
 
     /// Changes what the listeners do. A stopped process never resumes.

@@ -99,6 +99,29 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         ]);
     }
 
+    let listeners: usize = plan
+        .frontends
+        .iter()
+        .flat_map(|f| &f.binds)
+        .map(|b| b.addrs.len())
+        .sum::<usize>()
+        + plan.global.stats_sockets.len();
+    if listeners == 0 {
+        // HAProxy's answer to a valid configuration that would accept nothing.
+        if opts.check_only {
+            println!(
+                "Configuration file has no error but will not start (no listener) => exit(2)."
+            );
+            return Ok(2);
+        }
+        return Err(vec![
+            "[ALERT] No enabled listener found (check for 'bind' directives)! Exiting.".into(),
+        ]);
+    }
+    let mut plan = plan;
+    if plan.global.node.is_none() {
+        plan.global.node = Some(hostname());
+    }
     let nbthread = plan
         .global
         .nbthread
