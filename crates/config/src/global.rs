@@ -82,6 +82,29 @@ pub struct GlobalConf {
     pub node: Option<String>,
     /// `description`: free text shown by `show info`.
     pub description: Option<String>,
+    /// `tune.bufsize`: size of each I/O buffer.
+    pub bufsize: Option<u32>,
+    /// `tune.maxrewrite`: part of a buffer kept free for header rewrites.
+    pub maxrewrite: Option<u32>,
+}
+
+/// HAProxy's default `tune.bufsize`.
+pub const DEFAULT_BUFSIZE: u32 = 16384;
+/// HAProxy's default `tune.maxrewrite`.
+pub const DEFAULT_MAXREWRITE: u32 = 1024;
+
+impl GlobalConf {
+    /// The buffer size in force.
+    pub fn bufsize(&self) -> u32 {
+        self.bufsize.unwrap_or(DEFAULT_BUFSIZE)
+    }
+
+    /// The rewrite reserve in force (never more than half a buffer, as HAProxy enforces).
+    pub fn maxrewrite(&self) -> u32 {
+        self.maxrewrite
+            .unwrap_or(DEFAULT_MAXREWRITE)
+            .min(self.bufsize() / 2)
+    }
 }
 
 /// Applies one line of a `global` section to `conf`.
@@ -158,6 +181,19 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             }
         }
         "stats" => parse_stats(conf, line, diags),
+        "tune.bufsize" => {
+            // Below 1 KiB no request head fits; above 1 GiB is a typo.
+            if let Some(n) = d.integer(1, "a buffer size in bytes", 1024, 1 << 30, diags) {
+                conf.bufsize = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "tune.maxrewrite" => {
+            if let Some(n) = d.integer(1, "a size in bytes", 0, 1 << 29, diags) {
+                conf.maxrewrite = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
         "nbproc" => diags.push(
             d.alert("removed from HAProxy in 2.5 and not supported by Sluice; use 'nbthread'"),
         ),

@@ -12,6 +12,7 @@ pub mod addr;
 pub mod cond;
 pub mod diag;
 pub mod global;
+pub mod http_options;
 pub mod lexer;
 pub mod plan;
 pub mod preprocess;

@@ -10,6 +10,7 @@ use crate::addr::ListenAddr;
 use crate::cond::CondContext;
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::global::{self, GlobalConf};
+use crate::http_options::HttpConf;
 use crate::preprocess;
 use crate::proxy::{self, Balance, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
 use crate::reader::Source;
@@ -64,6 +65,8 @@ pub struct FrontendPlan {
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on client connections.
     pub clitcpka: bool,
+    /// HTTP options (used in `mode http`).
+    pub http: HttpConf,
 }
 
 /// The server side of a `backend` or `listen` section.
@@ -83,6 +86,8 @@ pub struct BackendPlan {
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on server connections.
     pub srvtcpka: bool,
+    /// HTTP options (used in `mode http`).
+    pub http: HttpConf,
 }
 
 /// The outcome of reading a configuration: the plan if it is valid, and every diagnostic.
@@ -243,6 +248,7 @@ fn plan_proxies(
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
             timeouts: p.conf.timeouts,
             srvtcpka: p.conf.srvtcpka.unwrap_or(false),
+            http: p.conf.http.clone(),
         });
     }
 
@@ -269,6 +275,9 @@ fn plan_proxies(
             // A listen section sends its traffic to its own servers.
             None => backend_index.get(p.name.as_str()).copied(),
         };
+        if let Some(index) = default_backend {
+            check_modes(p, &backends[index], diags);
+        }
         if p.conf.binds.is_empty() && p.section.kind == SectionKind::Frontend {
             diags.push(Diagnostic::warning(
                 &p.section.span,
@@ -287,10 +296,37 @@ fn plan_proxies(
             default_backend,
             timeouts: p.conf.timeouts,
             clitcpka: p.conf.clitcpka.unwrap_or(false),
+            http: p.conf.http.clone(),
         });
     }
     warn_missing_timeouts(proxies, diags);
     (frontends, backends)
+}
+
+/// A frontend and the backend it uses must speak the same protocol: an HTTP frontend cannot
+/// hand its parsed requests to a TCP backend, and HAProxy's TCP-to-HTTP upgrade is not
+/// implemented.
+fn check_modes(frontend: &ParsedProxy<'_>, backend: &BackendPlan, diags: &mut Diagnostics) {
+    let front_mode = frontend.conf.mode.unwrap_or(Mode::Tcp);
+    if front_mode == backend.mode {
+        return;
+    }
+    let span = frontend
+        .conf
+        .default_backend
+        .as_ref()
+        .map_or(&frontend.section.span, |(_, span)| span);
+    let message = match front_mode {
+        Mode::Http => format!(
+            "frontend '{}' in mode http cannot use backend '{}' in mode tcp",
+            frontend.name, backend.id.name
+        ),
+        Mode::Tcp => format!(
+            "frontend '{}' in mode tcp cannot use backend '{}' in mode http: the TCP to HTTP upgrade is not supported by Sluice yet",
+            frontend.name, backend.id.name
+        ),
+    };
+    diags.push(Diagnostic::alert(span, "default_backend", message));
 }
 
 fn proxy_id(p: &ParsedProxy<'_>, index: usize) -> ProxyId {

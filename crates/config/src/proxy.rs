@@ -10,6 +10,7 @@
 use crate::addr::{self, ListenAddr, ServerAddr};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
+use crate::http_options::{self, HttpConf};
 use crate::preprocess::Line;
 use crate::sections::SectionKind;
 use std::time::Duration;
@@ -69,7 +70,14 @@ pub struct ServerConf {
     pub disabled: bool,
     /// `backup`: used only when no active server is usable.
     pub backup: bool,
+    /// `pool-max-conn`: idle connections kept for reuse; `None` means no limit (HAProxy's -1).
+    pub pool_max_conn: Option<u32>,
+    /// `pool-purge-delay`: how often idle connections are trimmed (5 s by default).
+    pub pool_purge_delay: Duration,
 }
+
+/// HAProxy's default `pool-purge-delay`.
+pub const DEFAULT_POOL_PURGE_DELAY: Duration = Duration::from_secs(5);
 
 /// The `timeout` keywords Sluice implements; `None` means not set (no limit).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,6 +94,10 @@ pub struct Timeouts {
     pub client_fin: Option<Duration>,
     /// `timeout server-fin`: server-side inactivity once the server has half-closed.
     pub server_fin: Option<Duration>,
+    /// `timeout http-request`: the whole request head must arrive within this time.
+    pub http_request: Option<Duration>,
+    /// `timeout http-keep-alive`: wait for the next request on a kept-alive connection.
+    pub http_keep_alive: Option<Duration>,
 }
 
 /// What a `defaults`, `frontend`, `backend` or `listen` section says. Every field is optional
@@ -112,6 +124,8 @@ pub struct ProxyConf {
     pub clitcpka: Option<bool>,
     /// `option srvtcpka` (or `option tcpka`): SO_KEEPALIVE on server connections.
     pub srvtcpka: Option<bool>,
+    /// HTTP options.
+    pub http: HttpConf,
 }
 
 /// Which sections a keyword is valid in.
@@ -252,6 +266,16 @@ pub fn parse_proxy_line(
             d.no_more_than(2, diags);
         }
         "timeout" => parse_timeout(conf, kind, line, diags),
+        "http-reuse" => {
+            if applies(&d, kind, BACK, diags) {
+                http_options::parse_http_reuse(&mut conf.http, &d, diags);
+            }
+        }
+        "http-send-name-header" => {
+            if applies(&d, kind, BACK, diags) {
+                http_options::parse_send_name_header(&mut conf.http, &d, diags);
+            }
+        }
         "option" => parse_option(conf, kind, line, 0, true, diags),
         "no" if line.words.get(1).map(String::as_str) == Some("option") => {
             parse_option(conf, kind, line, 1, false, diags)
@@ -277,6 +301,8 @@ fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &m
         "tunnel" => (&mut t.tunnel, BACK),
         "client-fin" => (&mut t.client_fin, FRONT),
         "server-fin" => (&mut t.server_fin, BACK),
+        "http-request" => (&mut t.http_request, FRONT),
+        "http-keep-alive" => (&mut t.http_keep_alive, FRONT),
         _ => {
             diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
             return;
@@ -304,6 +330,26 @@ fn parse_option(
         diags.push(d.alert("expects an option name"));
         return;
     };
+    if http_options::is_http_option(name) {
+        let (frontend, backend) = match name.as_str() {
+            "accept-unsafe-violations-in-http-request" | "accept-invalid-http-request" => {
+                (true, false)
+            }
+            "accept-unsafe-violations-in-http-response" | "accept-invalid-http-response" => {
+                (false, true)
+            }
+            _ => (true, true),
+        };
+        let allowed = Allowed {
+            defaults: true,
+            frontend,
+            backend,
+        };
+        if applies(&d, kind, allowed, diags) {
+            http_options::apply_http_option(&mut conf.http, &d, name, skip + 2, enable, diags);
+        }
+        return;
+    }
     let (front, back) = match name.as_str() {
         "tcpka" => (true, true),
         "clitcpka" => (true, false),
@@ -426,12 +472,32 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
         weight: 1,
         disabled: false,
         backup: false,
+        pool_max_conn: None,
+        pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
     };
     let mut i = 3;
     while i < d.words.len() {
         match d.words[i].as_str() {
             "weight" => {
                 server.weight = d.integer(i + 1, "a weight", 0, 256, diags)? as u32;
+                i += 1;
+            }
+            "pool-max-conn" => {
+                let word = d.word(i + 1, "a connection count", diags)?;
+                server.pool_max_conn = match word.parse::<i64>() {
+                    Ok(-1) => None,
+                    Ok(n) if (0..=i64::from(u32::MAX)).contains(&n) => Some(n as u32),
+                    _ => {
+                        diags.push(d.alert(format!(
+                            "'pool-max-conn' expects -1 or a connection count, not '{word}'"
+                        )));
+                        return None;
+                    }
+                };
+                i += 1;
+            }
+            "pool-purge-delay" => {
+                server.pool_purge_delay = d.timeout(i + 1, diags)?;
                 i += 1;
             }
             "disabled" => server.disabled = true,

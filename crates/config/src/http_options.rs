@@ -1,0 +1,244 @@
+//! The HTTP keywords of proxy sections (configuration.txt §4.2): connection modes
+//! (`option http-keep-alive|http-server-close|httpclose`), added headers (`option forwardfor`,
+//! `option originalto`, `http-send-name-header`), server connection sharing (`http-reuse`) and
+//! the parser's tolerance (`option accept-unsafe-violations-in-http-request|response`).
+//!
+//! They are collected in [`HttpConf`], part of every [`crate::proxy::ProxyConf`], and inherited
+//! from `defaults` like every other setting.
+
+use crate::diag::Diagnostics;
+use crate::directive::Directive;
+use ipnet::IpNet;
+
+/// How HTTP connections are kept between requests (configuration.txt §4 "KAL/SCL/CLO").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HttpConnMode {
+    /// `option http-keep-alive` (the default): both sides stay open between requests.
+    #[default]
+    KeepAlive,
+    /// `option http-server-close`: the server side closes after each response.
+    ServerClose,
+    /// `option httpclose`: both sides close after each response.
+    Close,
+}
+
+/// `option forwardfor` or `option originalto`: a header carrying an address to the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddressHeader {
+    /// The header's name (`X-Forwarded-For` / `X-Original-To` unless `header NAME`).
+    pub header: String,
+    /// Clients in this network get no header (`except NET`).
+    pub except: Option<IpNet>,
+    /// Only add the header when the request has none (`if-none`, forwardfor only).
+    pub if_none: bool,
+}
+
+/// How idle server connections may be shared between requests (`http-reuse`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpReuse {
+    /// Never shared between client connections.
+    Never,
+    /// The default: a client's first request uses its own connection, later ones may share.
+    #[default]
+    Safe,
+    /// First requests may use connections that were already reused once.
+    Aggressive,
+    /// Any idle connection may carry any request.
+    Always,
+}
+
+/// Everything HTTP a proxy section says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpConf {
+    /// Connection mode, if set.
+    pub conn_mode: Option<HttpConnMode>,
+    /// `option forwardfor`.
+    pub forwardfor: Option<AddressHeader>,
+    /// `option originalto`.
+    pub originalto: Option<AddressHeader>,
+    /// `http-send-name-header`: header carrying the chosen server's name.
+    pub send_name_header: Option<String>,
+    /// `http-reuse`.
+    pub reuse: Option<HttpReuse>,
+    /// `option accept-unsafe-violations-in-http-request` (or the older
+    /// `accept-invalid-http-request`).
+    pub accept_unsafe_request: bool,
+    /// `option accept-unsafe-violations-in-http-response` (or `accept-invalid-http-response`).
+    pub accept_unsafe_response: bool,
+}
+
+/// Names of `option` keywords handled here.
+pub(crate) fn is_http_option(name: &str) -> bool {
+    matches!(
+        name,
+        "http-keep-alive"
+            | "http-server-close"
+            | "httpclose"
+            | "forwardfor"
+            | "originalto"
+            | "accept-unsafe-violations-in-http-request"
+            | "accept-invalid-http-request"
+            | "accept-unsafe-violations-in-http-response"
+            | "accept-invalid-http-response"
+    )
+}
+
+/// Applies `option NAME …` (`enable`) or `no option NAME` to `conf`; `first_arg` is the index
+/// of the first word after the option's name.
+pub(crate) fn apply_http_option(
+    conf: &mut HttpConf,
+    d: &Directive<'_>,
+    name: &str,
+    first_arg: usize,
+    enable: bool,
+    diags: &mut Diagnostics,
+) {
+    match name {
+        "http-keep-alive" | "http-server-close" | "httpclose" => {
+            conf.conn_mode = Some(match (name, enable) {
+                (_, false) | ("http-keep-alive", true) => HttpConnMode::KeepAlive,
+                ("http-server-close", true) => HttpConnMode::ServerClose,
+                _ => HttpConnMode::Close,
+            });
+            d.no_more_than(first_arg, diags);
+        }
+        "forwardfor" | "originalto" => {
+            let slot = if name == "forwardfor" {
+                &mut conf.forwardfor
+            } else {
+                &mut conf.originalto
+            };
+            if !enable {
+                *slot = None;
+                d.no_more_than(first_arg, diags);
+            } else {
+                let default_header = if name == "forwardfor" {
+                    "X-Forwarded-For"
+                } else {
+                    "X-Original-To"
+                };
+                *slot =
+                    parse_address_header(d, first_arg, default_header, name == "forwardfor", diags);
+            }
+        }
+        "accept-unsafe-violations-in-http-request" | "accept-invalid-http-request" => {
+            conf.accept_unsafe_request = enable;
+            d.no_more_than(first_arg, diags);
+        }
+        _ => {
+            conf.accept_unsafe_response = enable;
+            d.no_more_than(first_arg, diags);
+        }
+    }
+}
+
+fn parse_address_header(
+    d: &Directive<'_>,
+    first_arg: usize,
+    default_header: &str,
+    allow_if_none: bool,
+    diags: &mut Diagnostics,
+) -> Option<AddressHeader> {
+    let mut option = AddressHeader {
+        header: default_header.to_owned(),
+        except: None,
+        if_none: false,
+    };
+    let mut i = first_arg;
+    while let Some(word) = d.words.get(i) {
+        match word.as_str() {
+            "except" => {
+                let net = d.word(i + 1, "a network after 'except'", diags)?;
+                option.except = Some(parse_network(net).or_else(|| {
+                    diags.push(d.alert(format!("invalid network '{net}' after 'except'")));
+                    None
+                })?);
+                i += 2;
+            }
+            "header" => {
+                let name = d.word(i + 1, "a header name after 'header'", diags)?;
+                if name.is_empty() || !name.bytes().all(is_token_byte) {
+                    diags.push(d.alert(format!("invalid header name '{name}'")));
+                    return None;
+                }
+                option.header = name.to_owned();
+                i += 2;
+            }
+            "if-none" if allow_if_none => {
+                option.if_none = true;
+                i += 1;
+            }
+            other => {
+                diags.push(d.alert(format!("unexpected argument '{other}'")));
+                return None;
+            }
+        }
+    }
+    Some(option)
+}
+
+/// An address or a network: `10.0.0.0/8`, `127.0.0.1` (a /32), `::1`.
+fn parse_network(text: &str) -> Option<IpNet> {
+    text.parse::<IpNet>()
+        .ok()
+        .or_else(|| text.parse::<std::net::IpAddr>().ok().map(IpNet::from))
+}
+
+/// RFC 9110 §5.6.2 token characters, the only ones allowed in a header name.
+pub(crate) fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Applies `http-reuse MODE`.
+pub(crate) fn parse_http_reuse(conf: &mut HttpConf, d: &Directive<'_>, diags: &mut Diagnostics) {
+    conf.reuse = match d.word(1, "'never', 'safe', 'aggressive' or 'always'", diags) {
+        Some("never") => Some(HttpReuse::Never),
+        Some("safe") => Some(HttpReuse::Safe),
+        Some("aggressive") => Some(HttpReuse::Aggressive),
+        Some("always") => Some(HttpReuse::Always),
+        Some(other) => {
+            diags.push(d.alert(format!(
+                "expects 'never', 'safe', 'aggressive' or 'always', not '{other}'"
+            )));
+            conf.reuse
+        }
+        None => conf.reuse,
+    };
+    d.no_more_than(2, diags);
+}
+
+/// Applies `http-send-name-header [NAME]`.
+pub(crate) fn parse_send_name_header(
+    conf: &mut HttpConf,
+    d: &Directive<'_>,
+    diags: &mut Diagnostics,
+) {
+    let name = d.words.get(1).map_or("X-Server", String::as_str);
+    if name.is_empty() || !name.bytes().all(is_token_byte) {
+        diags.push(d.alert(format!("invalid header name '{name}'")));
+        return;
+    }
+    conf.send_name_header = Some(name.to_owned());
+    d.no_more_than(2, diags);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn networks_accept_addresses_and_prefixes() {
+        assert_eq!(parse_network("127.0.0.1").map(|n| n.prefix_len()), Some(32));
+        assert_eq!(parse_network("10.0.0.0/8").map(|n| n.prefix_len()), Some(8));
+        assert_eq!(parse_network("::1").map(|n| n.prefix_len()), Some(128));
+        assert_eq!(parse_network("10.0.0.0/33"), None);
+        assert_eq!(parse_network("host"), None);
+    }
+
+    #[test]
+    fn token_bytes() {
+        assert!(b"X-Forwarded-For".iter().all(|&b| is_token_byte(b)));
+        assert!(!is_token_byte(b' '));
+        assert!(!is_token_byte(b':'));
+    }
+}
