@@ -20,7 +20,7 @@ use std::time::Duration;
 pub enum Mode {
     /// Bytes are relayed as they are (the default).
     Tcp,
-    /// Requests are parsed; not implemented yet, so rejected at `-c`.
+    /// Requests are parsed, checked and forwarded one by one (HTTP/1.x).
     Http,
 }
 
@@ -208,9 +208,7 @@ pub fn parse_proxy_line(
         "mode" => {
             match d.word(1, "'tcp' or 'http'", diags) {
                 Some("tcp") => conf.mode = Some(Mode::Tcp),
-                Some("http") => diags.push(d.alert(
-                    "mode 'http' is not supported by Sluice yet (only 'tcp')",
-                )),
+                Some("http") => conf.mode = Some(Mode::Http),
                 Some(other) => diags.push(d.alert(format!("unknown mode '{other}'"))),
                 None => {}
             }

@@ -83,6 +83,94 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// True if an idle connection can still carry a request: the peer has neither closed it
+    /// nor sent anything unasked (either would mean the connection's state is unknown).
+    pub fn is_idle_usable(&self) -> bool {
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let result = match self {
+            Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut probe),
+            Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut probe),
+        };
+        // The socket is non-blocking: "would block" means open and silent.
+        matches!(result, Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// Borrows the read and write sides separately, so one task can read a request body from
+    /// the client while it reads the response head from the server (no lock: the halves are
+    /// plain borrows of the socket).
+    pub fn split(&mut self) -> (ReadSide<'_>, WriteSide<'_>) {
+        match self {
+            Stream::Tcp(s) => {
+                let (r, w) = s.split();
+                (ReadSide::Tcp(r), WriteSide::Tcp(w))
+            }
+            Stream::Unix(s) => {
+                let (r, w) = s.split();
+                (ReadSide::Unix(r), WriteSide::Unix(w))
+            }
+        }
+    }
+}
+
+/// The read side of a borrowed [`Stream`].
+#[derive(Debug)]
+pub enum ReadSide<'a> {
+    /// TCP.
+    Tcp(tokio::net::tcp::ReadHalf<'a>),
+    /// Unix stream.
+    Unix(tokio::net::unix::ReadHalf<'a>),
+}
+
+/// The write side of a borrowed [`Stream`].
+#[derive(Debug)]
+pub enum WriteSide<'a> {
+    /// TCP.
+    Tcp(tokio::net::tcp::WriteHalf<'a>),
+    /// Unix stream.
+    Unix(tokio::net::unix::WriteHalf<'a>),
+}
+
+impl AsyncRead for ReadSide<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ReadSide::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            ReadSide::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for WriteSide<'_> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            WriteSide::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            WriteSide::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WriteSide::Tcp(s) => Pin::new(s).poll_flush(cx),
+            WriteSide::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WriteSide::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            WriteSide::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
 /// The port a server is reached on, given the port the client connected to (configuration.txt
 /// §5.2 "server": no port means the same port, `+N`/`-N` an offset from it).
 pub fn server_port(

@@ -7,7 +7,8 @@
 //! ends. Every loop follows the process's [`ListenState`]: paused loops stop accepting, stopped
 //! loops return and drop their socket.
 
-use crate::tcp;
+use crate::{http, tcp};
+use sluice_config::proxy::Mode;
 use sluice_net::listen::{Endpoints, Listener};
 use sluice_net::stream::{Stream, StreamOptions};
 use sluice_runtime::counters::SessionMark;
@@ -62,7 +63,8 @@ pub async fn run_listener(
         };
         match accepted {
             Ok((stream, endpoints)) => {
-                tokio::spawn(session(
+                // Sessions stay on this thread (its LocalSet): no Send bound, no migration.
+                tokio::task::spawn_local(session(
                     Arc::clone(&process),
                     Arc::clone(&frontend),
                     stream,
@@ -122,8 +124,18 @@ async fn session(
     {
         return;
     }
-    match &frontend.backend {
-        Some(backend) => tcp::serve(&frontend, backend, client, endpoints).await,
-        None => frontend.failed.incr(),
+    match frontend.plan.mode {
+        Mode::Tcp => match &frontend.backend {
+            Some(backend) => tcp::serve(&frontend, backend, client, endpoints).await,
+            None => frontend.failed.incr(),
+        },
+        Mode::Http => {
+            let global = &process.global;
+            let buffers = http::settings::BufferSizes {
+                bufsize: global.bufsize(),
+                maxrewrite: global.maxrewrite(),
+            };
+            http::session::serve(&frontend, client, endpoints, buffers).await
+        }
     }
 }

@@ -1,19 +1,13 @@
-//! A `mode tcp` session: choose a server, connect (with retries), relay until done.
-//!
-//! Connection failures follow configuration.txt §4.2 "retries": up to `retries` more attempts
-//! on the same server, each after a pause of min(`timeout connect`, 1 s) so a restarting server
-//! is not hammered. When no server is usable or every attempt failed, the client connection is
+//! A `mode tcp` session: choose a server, connect (with retries, [`crate::connect`]), relay
+//! until done. When no server is usable or every attempt failed, the client connection is
 //! closed at once and the failure counted on the backend (`econ`).
 
+use crate::connect::connect_with_retries;
 use crate::forward::{self, IdleTimeouts};
 use sluice_net::listen::Endpoints;
-use sluice_net::stream::{Stream, StreamOptions};
+use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
-use sluice_runtime::proxy::{Backend, Frontend, Server};
-use std::time::Duration;
-
-/// The longest pause between two connection attempts.
-const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
+use sluice_runtime::proxy::{Backend, Frontend};
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`.
 pub async fn serve(
@@ -60,28 +54,4 @@ fn idle_timeouts(frontend: &Frontend, backend: &Backend) -> IdleTimeouts {
         client_fin: f.client_fin,
         server_fin: b.server_fin,
     }
-}
-
-async fn connect_with_retries(
-    backend: &Backend,
-    server: &Server,
-    dst_port: Option<u16>,
-) -> Option<Stream> {
-    let target = server.target(dst_port)?;
-    let connect_timeout = backend.plan.timeouts.connect;
-    let opts = StreamOptions {
-        keepalive: backend.plan.srvtcpka,
-    };
-    for attempt in 0..=backend.plan.retries {
-        if attempt > 0 {
-            backend.retries.incr();
-            server.retries.incr();
-            let pause = connect_timeout.map_or(MAX_RETRY_PAUSE, |t| t.min(MAX_RETRY_PAUSE));
-            tokio::time::sleep(pause).await;
-        }
-        if let Ok(stream) = Stream::connect(&target, connect_timeout, opts).await {
-            return Some(stream);
-        }
-    }
-    None
 }

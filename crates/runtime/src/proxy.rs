@@ -29,6 +29,8 @@ pub struct Frontend {
     pub traffic: Traffic,
     /// Connections closed without being forwarded (no backend, no server).
     pub failed: Counter,
+    /// Invalid or timed-out requests (`ereq` in `show stat`).
+    pub request_errors: Counter,
 }
 
 impl Frontend {
@@ -41,6 +43,7 @@ impl Frontend {
             maxconn,
             traffic: Traffic::default(),
             failed: Counter::default(),
+            request_errors: Counter::default(),
         }
     }
 
@@ -65,6 +68,8 @@ pub struct Backend {
     pub failed_connections: Counter,
     /// Extra connection attempts made after failures (`wretr`).
     pub retries: Counter,
+    /// Invalid, missing or timed-out responses (`eresp`).
+    pub response_errors: Counter,
 }
 
 impl Backend {
@@ -84,6 +89,7 @@ impl Backend {
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
             retries: Counter::default(),
+            response_errors: Counter::default(),
         }
     }
 

@@ -51,11 +51,14 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
             std::process::exit(1);
         }
     };
-    runtime.block_on(async move {
+    // A LocalSet lets sessions be thread-local tasks: a connection never leaves the thread that
+    // accepted it, so its state needs no Send or Sync.
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
         for spec in sockets {
             match spec.socket.into_async() {
                 Ok(listener) => {
-                    tokio::spawn(sluice_proxy::accept::run_listener(
+                    tokio::task::spawn_local(sluice_proxy::accept::run_listener(
                         Arc::clone(&process),
                         spec.frontend,
                         listener,

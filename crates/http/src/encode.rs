@@ -1,0 +1,203 @@
+//! Re-encoding heads for the next hop, and the Connection header (RFC 9112 §9, RFC 9110 §7.6).
+//!
+//! The last step of the head's trip through the proxy: after rules have run, the proxy
+//! writes the head it forwards with [`encode_request`] / [`encode_response`], from the
+//! offsets `head` produced and a [`HeadEdits`] (fields to drop, fields to add, version).
+//! Re-encoding rather than copying means the next hop only ever sees canonical syntax: CRLF
+//! line ends, `name: value` with one space, no obs-fold, no leading empty lines, whatever
+//! the sender's spelling was. Field names keep their case and order (some applications
+//! depend on them). [`connection_tokens`] reads the Connection options that decide
+//! keep-alive and close, and [`hop_by_hop_names`] lists the fields that belong to one
+//! connection and must not be forwarded. Read [`encode_request`] first.
+
+use crate::field::{self, is_token, list_elements};
+use crate::head::{MessageHead, RequestHead, ResponseHead, Version, header_name, header_value};
+
+/// Changes applied while re-encoding a head.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeadEdits<'a> {
+    /// Names of fields to leave out, compared ignoring ASCII case (e.g. the hop-by-hop ones).
+    pub remove: &'a [&'a str],
+    /// Fields appended after the kept ones, in order. A pair that is not a valid field (name
+    /// not a token, value with CR, LF, NUL or another control character) is skipped, so no
+    /// value can inject a line; check with [`is_valid_field`] beforehand to report it.
+    pub add: &'a [(&'a str, &'a [u8])],
+    /// Version to write on the start line instead of the received one.
+    pub version: Option<Version>,
+}
+
+/// True if `name: value` can be written as one field line: a token name and a value of
+/// HTAB, SP, visible characters and obs-text only (RFC 9110 §5.1, §5.5).
+pub fn is_valid_field(name: &str, value: &[u8]) -> bool {
+    is_token(name.as_bytes()) && value.iter().all(|&b| field::is_field_value_byte(b))
+}
+
+/// Writes the kept fields of `head`, the added ones and the closing empty line.
+fn write_fields(buf: &[u8], head: &impl MessageHead, edits: &HeadEdits<'_>, out: &mut Vec<u8>) {
+    for h in head.headers() {
+        let name = header_name(buf, h);
+        if edits
+            .remove
+            .iter()
+            .any(|r| name.eq_ignore_ascii_case(r.as_bytes()))
+        {
+            continue;
+        }
+        write_field(name, header_value(buf, h), out);
+    }
+    for (name, value) in edits.add {
+        if is_valid_field(name, value) {
+            write_field(name.as_bytes(), value, out);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn write_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the re-encoded request head to `out`: `method SP target SP version CRLF`, the
+/// fields of `head` not named in `edits.remove` (case and order kept), `edits.add`, CRLF.
+/// `buf` must be the buffer `head` was parsed from; the target is written as received.
+pub fn encode_request(buf: &[u8], head: &RequestHead, edits: &HeadEdits<'_>, out: &mut Vec<u8>) {
+    out.reserve(head.head_len.saturating_add(64));
+    out.extend_from_slice(head.method_bytes(buf));
+    out.push(b' ');
+    out.extend_from_slice(head.target_bytes(buf));
+    out.push(b' ');
+    out.extend_from_slice(edits.version.unwrap_or(head.version).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    write_fields(buf, head, edits, out);
+}
+
+/// Appends the re-encoded response head to `out`: `version SP status SP reason CRLF` (the
+/// space before an empty reason is kept, as RFC 9112 §4 requires it), the fields not
+/// removed, `edits.add`, CRLF. `buf` must be the buffer `head` was parsed from.
+pub fn encode_response(buf: &[u8], head: &ResponseHead, edits: &HeadEdits<'_>, out: &mut Vec<u8>) {
+    out.reserve(head.head_len.saturating_add(64));
+    out.extend_from_slice(edits.version.unwrap_or(head.version).as_bytes());
+    out.push(b' ');
+    write_decimal(head.status, out);
+    out.push(b' ');
+    out.extend_from_slice(head.reason_bytes(buf));
+    out.extend_from_slice(b"\r\n");
+    write_fields(buf, head, edits, out);
+}
+
+fn write_decimal(n: u16, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 5];
+    let mut len = 0;
+    let mut n = n;
+    for slot in digits.iter_mut() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+        len += 1;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits.iter().take(len).rev());
+}
+
+/// The options of the Connection fields that matter to the proxy (RFC 9110 §7.6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ConnectionOptions {
+    /// `close`: the sender closes after this message.
+    pub close: bool,
+    /// `keep-alive`: an HTTP/1.0 sender asks for a persistent connection.
+    pub keep_alive: bool,
+    /// `upgrade`: the message asks to switch protocols (RFC 9110 §7.8).
+    pub upgrade: bool,
+}
+
+impl ConnectionOptions {
+    /// Whether the connection stays open after this message (RFC 9112 §9.3): `close` always
+    /// ends it; otherwise HTTP/1.1 persists and HTTP/1.0 persists only with `keep-alive`.
+    pub fn persistent(&self, version: Version) -> bool {
+        !self.close && (version == Version::Http11 || self.keep_alive)
+    }
+}
+
+/// Reads every Connection field of `head` as one comma list, options compared ignoring case.
+/// Unknown options are ignored here (they name fields; see [`hop_by_hop_names`]).
+pub fn connection_tokens(buf: &[u8], head: &impl MessageHead) -> ConnectionOptions {
+    let mut options = ConnectionOptions::default();
+    for value in head.header_values(buf, "connection") {
+        for option in list_elements(value) {
+            if option.eq_ignore_ascii_case(b"close") {
+                options.close = true;
+            } else if option.eq_ignore_ascii_case(b"keep-alive") {
+                options.keep_alive = true;
+            } else if option.eq_ignore_ascii_case(b"upgrade") {
+                options.upgrade = true;
+            }
+        }
+    }
+    options
+}
+
+/// The fields that are hop-by-hop whatever the Connection field says. `connection` itself
+/// (the proxy writes its own), `keep-alive` (RFC 2068's parameters for one connection),
+/// `proxy-connection` (a non-standard Connection sent by old clients to proxies), `te` (what
+/// the *sender's* hop accepts, RFC 9110 §10.1.4 makes it hop-by-hop) and `upgrade` (a
+/// protocol switch is negotiated per connection, RFC 9110 §7.8).
+///
+/// Not in the list: `transfer-encoding` and `content-length`, which are framing: the proxy
+/// decides them itself from `framing` (see its module documentation) rather than by
+/// removal here; `trailer`, which RFC 9110 §6.6.2 does not make hop-by-hop, and since
+/// trailers are forwarded the announcement stays true; `proxy-authenticate` and
+/// `proxy-authorization`, which HAProxy forwards to the server.
+pub const HOP_BY_HOP: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "upgrade",
+];
+
+/// Fields a Connection option can never remove: framing and routing fields. A client
+/// sending `Connection: content-length` or `Connection: host` would otherwise have the proxy
+/// strip the very fields the server needs to frame or route the message.
+const PROTECTED: [&str; 3] = ["content-length", "transfer-encoding", "host"];
+
+/// The names of the fields to remove before forwarding `head` (RFC 9110 §7.6.1): the
+/// [`HOP_BY_HOP`] set, plus every field name listed as an option of a Connection field,
+/// except `close` (an option, not a field) and the protected framing and routing names
+/// (`content-length`, `transfer-encoding`, `host`). With `keep_upgrade` (the proxy forwards
+/// a protocol switch, e.g. WebSocket), `upgrade` is left out so the Upgrade field is kept;
+/// the caller then writes `connection: upgrade` itself. Names are lowercase for the fixed
+/// set and as received for Connection options, each at most once.
+pub fn hop_by_hop_names<'a>(
+    buf: &'a [u8],
+    head: &'a impl MessageHead,
+    keep_upgrade: bool,
+) -> Vec<&'a str> {
+    let mut names: Vec<&'a str> = HOP_BY_HOP
+        .iter()
+        .copied()
+        .filter(|n| !(keep_upgrade && *n == "upgrade"))
+        .collect();
+    for value in head.header_values(buf, "connection") {
+        for option in list_elements(value) {
+            let Ok(name) = std::str::from_utf8(option) else {
+                continue;
+            };
+            let skip = !is_token(option)
+                || name.eq_ignore_ascii_case("close")
+                || (keep_upgrade && name.eq_ignore_ascii_case("upgrade"))
+                || PROTECTED.iter().any(|p| name.eq_ignore_ascii_case(p))
+                || names.iter().any(|n| n.eq_ignore_ascii_case(name));
+            if !skip {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,262 @@
+//! Streaming a message body from one side to the other without holding it whole.
+//!
+//! The input side is described by the framing the parser derived from the head
+//! ([`BodyFraming`]); the output side by [`OutFraming`]. A chunked body is decoded and
+//! re-encoded as canonical chunks (no extensions): what we send is framed exactly as we
+//! understood it, so a peer cannot read a different message boundary than ours (RFC 9112 §6,
+//! request smuggling). Bytes past the end of the body stay in the input buffer; they belong to
+//! the next message.
+
+use super::buffer::{InBuf, ReadError};
+use sluice_http::chunked::{self, ChunkedDecoder};
+use sluice_http::error::{HttpError, HttpErrorKind, Side};
+use sluice_http::framing::BodyFraming;
+use sluice_http::head::Limits;
+use std::io;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+/// How the body is framed on the way out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutFraming {
+    /// As many bytes as a `Content-Length` announced, or a body delimited by closing.
+    Raw,
+    /// Re-encoded as chunks, ended by a last chunk.
+    Chunked,
+}
+
+/// Why a body could not be passed on.
+#[derive(Debug)]
+pub enum BodyError {
+    /// The sender closed before the end of the body.
+    Truncated,
+    /// The sender was silent for longer than its timeout.
+    ReadTimeout,
+    /// The receiver did not accept data within its timeout.
+    WriteTimeout,
+    /// The body is malformed (bad chunk size, ...).
+    Invalid(HttpError),
+    /// Reading failed.
+    ReadIo(io::Error),
+    /// Writing failed.
+    WriteIo(io::Error),
+}
+
+/// Time limits for one body transfer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BodyTimeouts {
+    /// Inactivity of the sender.
+    pub read: Option<Duration>,
+    /// Inactivity of the receiver.
+    pub write: Option<Duration>,
+}
+
+/// What to transfer and how: the body's framing in and out, its time limits, and the side
+/// that sends it (which names the status of its errors).
+#[derive(Clone, Copy, Debug)]
+pub struct BodySpec<'a> {
+    /// Framing of the incoming body.
+    pub framing: BodyFraming,
+    /// Framing on the way out.
+    pub out: OutFraming,
+    /// Inactivity limits.
+    pub timeouts: BodyTimeouts,
+    /// Limits of the trailer section of a chunked body.
+    pub limits: &'a Limits,
+    /// Who sends the body.
+    pub side: Side,
+}
+
+/// Copies the body described by `spec` from `input` (bytes already in `buf` first) to
+/// `output`. Returns the number of payload bytes passed on.
+pub async fn forward_body<R, W>(
+    buf: &mut InBuf,
+    input: &mut R,
+    output: &mut W,
+    spec: BodySpec<'_>,
+) -> Result<u64, BodyError>
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let BodySpec {
+        framing,
+        out,
+        timeouts,
+        limits,
+        side,
+    } = spec;
+    match framing {
+        BodyFraming::None => Ok(0),
+        BodyFraming::ContentLength(len) => copy_length(buf, input, output, len, timeouts).await,
+        BodyFraming::Chunked => {
+            // Errors name the side that sent the body: a bad request body is a 400, a bad
+            // response body a 502.
+            let decoder = ChunkedDecoder::with_limits(limits).on_side(side);
+            copy_chunked(buf, input, output, out, timeouts, decoder, side).await
+        }
+        BodyFraming::UntilClose => copy_until_close(buf, input, output, out, timeouts).await,
+    }
+}
+
+async fn copy_length<R, W>(
+    buf: &mut InBuf,
+    input: &mut R,
+    output: &mut W,
+    len: u64,
+    timeouts: BodyTimeouts,
+) -> Result<u64, BodyError>
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let mut remaining = len;
+    while remaining > 0 {
+        if buf.is_empty() {
+            fill(buf, input, timeouts.read).await?;
+        }
+        let take = buf
+            .len()
+            .min(usize::try_from(remaining).unwrap_or(usize::MAX));
+        write(output, &buf.filled()[..take], timeouts.write).await?;
+        buf.consume(take);
+        remaining -= take as u64;
+    }
+    Ok(len)
+}
+
+async fn copy_chunked<R, W>(
+    buf: &mut InBuf,
+    input: &mut R,
+    output: &mut W,
+    out: OutFraming,
+    timeouts: BodyTimeouts,
+    mut decoder: ChunkedDecoder,
+    side: Side,
+) -> Result<u64, BodyError>
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let mut header = Vec::with_capacity(20);
+    let mut total = 0u64;
+    loop {
+        let step = decoder.decode(buf.filled()).map_err(BodyError::Invalid)?;
+        if !step.data.is_empty() {
+            let data = &buf.filled()[step.data.clone()];
+            if out == OutFraming::Chunked {
+                header.clear();
+                chunked::write_chunk_header(data.len(), &mut header);
+                write(output, &header, timeouts.write).await?;
+                write(output, data, timeouts.write).await?;
+                write(output, b"\r\n", timeouts.write).await?;
+            } else {
+                write(output, data, timeouts.write).await?;
+            }
+            total += data.len() as u64;
+        }
+        if step.done {
+            if out == OutFraming::Chunked {
+                // Trailers were validated like header fields; they pass on with the last chunk.
+                header.clear();
+                match step.trailers.clone() {
+                    Some(range) => {
+                        chunked::write_last_chunk_with_trailers(&buf.filled()[range], &mut header)
+                    }
+                    None => chunked::write_last_chunk(&mut header),
+                }
+                write(output, &header, timeouts.write).await?;
+            }
+            buf.consume(step.consumed);
+            return Ok(total);
+        }
+        buf.consume(step.consumed);
+        if step.consumed == 0 || buf.is_empty() {
+            fill(buf, input, timeouts.read).await.map_err(|e| match e {
+                // Only a trailer section is kept whole in the buffer: filling it means the
+                // trailers are larger than a head may be.
+                BodyError::Invalid(_) => {
+                    BodyError::Invalid(HttpError::new(side, HttpErrorKind::TrailersTooLarge))
+                }
+                other => other,
+            })?;
+        }
+    }
+}
+
+async fn copy_until_close<R, W>(
+    buf: &mut InBuf,
+    input: &mut R,
+    output: &mut W,
+    out: OutFraming,
+    timeouts: BodyTimeouts,
+) -> Result<u64, BodyError>
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let mut total = 0u64;
+    let mut header = Vec::with_capacity(20);
+    loop {
+        if !buf.is_empty() {
+            let data = buf.filled();
+            if out == OutFraming::Chunked {
+                header.clear();
+                chunked::write_chunk_header(data.len(), &mut header);
+                write(output, &header, timeouts.write).await?;
+                write(output, data, timeouts.write).await?;
+                write(output, b"\r\n", timeouts.write).await?;
+            } else {
+                write(output, data, timeouts.write).await?;
+            }
+            total += data.len() as u64;
+            let n = data.len();
+            buf.consume(n);
+        }
+        match fill(buf, input, timeouts.read).await {
+            Ok(()) => {}
+            Err(BodyError::Truncated) => {
+                if out == OutFraming::Chunked {
+                    header.clear();
+                    chunked::write_last_chunk(&mut header);
+                    write(output, &header, timeouts.write).await?;
+                }
+                return Ok(total);
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+async fn fill<R: AsyncRead + Unpin + ?Sized>(
+    buf: &mut InBuf,
+    input: &mut R,
+    limit: Option<Duration>,
+) -> Result<(), BodyError> {
+    match buf.read_more(input, limit).await {
+        Ok(_) => Ok(()),
+        Err(ReadError::Closed) => Err(BodyError::Truncated),
+        Err(ReadError::Timeout) => Err(BodyError::ReadTimeout),
+        Err(ReadError::Io(e)) => Err(BodyError::ReadIo(e)),
+        // Only chunked bodies keep unconsumed bytes; see `copy_chunked` for the side.
+        Err(ReadError::Full) => Err(BodyError::Invalid(HttpError::request(
+            HttpErrorKind::TrailersTooLarge,
+        ))),
+    }
+}
+
+/// Writes all of `data`, giving up if that takes longer than `limit`.
+pub async fn write<W: AsyncWrite + Unpin + ?Sized>(
+    output: &mut W,
+    data: &[u8],
+    limit: Option<Duration>,
+) -> Result<(), BodyError> {
+    let writing = output.write_all(data);
+    match limit {
+        Some(limit) => match tokio::time::timeout(limit, writing).await {
+            Ok(result) => result.map_err(BodyError::WriteIo),
+            Err(_) => Err(BodyError::WriteTimeout),
+        },
+        None => writing.await.map_err(BodyError::WriteIo),
+    }
+}

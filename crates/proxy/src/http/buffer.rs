@@ -1,0 +1,134 @@
+//! A fixed-capacity input buffer: the bytes read from one side that are not consumed yet.
+//!
+//! Heads are parsed in place (the parser returns offsets into [`InBuf::filled`]), bodies pass
+//! through it in pieces, and bytes past the end of a message (a pipelined request) stay in it
+//! for the next one. Its capacity is `tune.bufsize` and never grows: a head that does not fit
+//! is an error answered with 414/431, never a reason to allocate more.
+
+use std::io;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Unconsumed input bytes, `data[start..end]`, in a buffer of fixed capacity.
+#[derive(Debug)]
+pub struct InBuf {
+    data: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+/// Why reading more input failed.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The peer closed its side (end of stream).
+    Closed,
+    /// Nothing arrived within the allowed time.
+    Timeout,
+    /// The socket failed.
+    Io(io::Error),
+    /// The buffer is full of unconsumed bytes.
+    Full,
+}
+
+impl InBuf {
+    /// An empty buffer of `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        InBuf {
+            data: vec![0; capacity].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The unconsumed bytes.
+    pub fn filled(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    /// Number of unconsumed bytes.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// True when nothing is left to consume.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Marks `n` bytes as consumed (at most what is there).
+    pub fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Reads more bytes from `reader`, waiting at most `limit` if one is given. Returns the
+    /// number of bytes added (never 0: end of stream is [`ReadError::Closed`]).
+    pub async fn read_more<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        reader: &mut R,
+        limit: Option<Duration>,
+    ) -> Result<usize, ReadError> {
+        if self.end == self.data.len() {
+            if self.start == 0 {
+                return Err(ReadError::Full);
+            }
+            // Slide the unconsumed bytes to the front to make room.
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let read = reader.read(&mut self.data[self.end..]);
+        let n = match limit {
+            Some(limit) => match tokio::time::timeout(limit, read).await {
+                Ok(result) => result,
+                Err(_) => return Err(ReadError::Timeout),
+            },
+            None => read.await,
+        }
+        .map_err(ReadError::Io)?;
+        if n == 0 {
+            return Err(ReadError::Closed);
+        }
+        self.end += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_consumes_and_slides() {
+        let mut buf = InBuf::new(8);
+        let mut input: &[u8] = b"abcdefgh";
+        buf.read_more(&mut input, None).await.unwrap();
+        assert_eq!(buf.filled(), b"abcdefgh");
+        buf.consume(6);
+        let mut more: &[u8] = b"XYZ";
+        assert_eq!(buf.read_more(&mut more, None).await.unwrap(), 3);
+        assert_eq!(buf.filled(), b"ghXYZ");
+    }
+
+    #[tokio::test]
+    async fn full_and_closed_are_reported() {
+        let mut buf = InBuf::new(4);
+        let mut input: &[u8] = b"abcd";
+        buf.read_more(&mut input, None).await.unwrap();
+        assert!(matches!(
+            buf.read_more(&mut input, None).await,
+            Err(ReadError::Full)
+        ));
+        buf.consume(4);
+        assert!(buf.is_empty());
+        let mut empty: &[u8] = b"";
+        assert!(matches!(
+            buf.read_more(&mut empty, None).await,
+            Err(ReadError::Closed)
+        ));
+    }
+}

@@ -1,0 +1,626 @@
+//! One request and its response: choose a server, get a connection, send the re-encoded head,
+//! stream both bodies, and decide whether each connection may carry another message.
+//!
+//! The request body and the response run concurrently in one task, so a server may answer
+//! before it has read the whole body (an early 413, a `100 Continue`), and a client waiting for
+//! `100 Continue` is not deadlocked. Framing is always our own: we re-encode heads with exactly
+//! one `Content-Length` or `Transfer-Encoding: chunked` matching what we parsed, and drop
+//! hop-by-hop headers (RFC 9110 §7.6.1). Failures become the statuses HAProxy sends: 503 when
+//! no server can be reached, 502 for an invalid or missing response, 504 when the server does
+//! not answer within `timeout server`.
+
+use super::body::{self, BodyError, BodySpec, BodyTimeouts, OutFraming};
+use super::buffer::{InBuf, ReadError};
+use super::pool::{self, ServerKey};
+use super::session::answer;
+use super::settings::HttpSettings;
+use crate::connect::connect_with_retries;
+use crate::forward::{self, IdleTimeouts};
+use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
+use sluice_http::encode::{self, HeadEdits};
+use sluice_http::error::Side;
+use sluice_http::framing::{
+    BodyFraming, request_framing, response_framing, transfer_encoding_value,
+};
+use sluice_http::head::{MessageHead, Parse, RequestHead, ResponseHead, Version, parse_response};
+use sluice_net::listen::Endpoints;
+use sluice_net::stream::Stream;
+use sluice_runtime::counters::SessionMark;
+use sluice_runtime::proxy::{Backend, Frontend, Server};
+use std::cell::Cell;
+use std::net::IpAddr;
+
+/// What the session does after an exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Read the next request on the same client connection.
+    KeepAlive,
+    /// Close the client connection.
+    Close,
+}
+
+/// A server connection kept by a session between its requests.
+#[derive(Debug)]
+pub struct Attached {
+    key: ServerKey,
+    stream: Stream,
+    reused: bool,
+    pool_max: Option<u32>,
+}
+
+/// Everything an exchange needs besides the connections.
+pub struct Context<'a> {
+    /// The accepting proxy.
+    pub frontend: &'a Frontend,
+    /// The proxy holding the servers.
+    pub backend: &'a Backend,
+    /// Combined HTTP settings.
+    pub settings: &'a HttpSettings<'a>,
+    /// The client's addresses.
+    pub endpoints: Endpoints,
+    /// True for the first request of the client connection.
+    pub first: bool,
+}
+
+/// Hands a session's server connection to the thread's idle pool when the session ends.
+pub fn release(settings: &HttpSettings<'_>, conn: Attached) {
+    if settings.reuse != HttpReuse::Never && settings.conn_mode == HttpConnMode::KeepAlive {
+        pool::put(conn.key, conn.stream, conn.reused, conn.pool_max);
+    }
+}
+
+/// How the response side ended.
+struct ResponseDone {
+    /// The client connection must close after this response.
+    close_client: bool,
+    /// The server connection may carry another request.
+    server_reusable: bool,
+    /// A `101 Switching Protocols` or a successful CONNECT: relay raw bytes from now on.
+    tunnel: bool,
+    /// Request body bytes sent to the server.
+    body_up: u64,
+    /// Response body bytes sent to the client.
+    body_down: u64,
+}
+
+/// Why the response side failed.
+enum ResponseFailure {
+    /// Nothing usable came back: answer this status if nothing was sent yet.
+    Status(u16),
+    /// The server closed a reused connection before answering: the request may be retried.
+    ClosedBeforeAnswer,
+    /// The transfer broke after the head was sent: just close.
+    Broken,
+}
+
+/// Runs one exchange for the request whose head starts `input`.
+pub async fn run(
+    ctx: &Context<'_>,
+    client: &mut Stream,
+    input: &mut InBuf,
+    head: RequestHead,
+    attached: &mut Option<Attached>,
+) -> Next {
+    let s = ctx.settings;
+    let buf = input.filled();
+    let framing = match request_framing(buf, &head) {
+        Ok(framing) => framing,
+        Err(err) => {
+            ctx.frontend.request_errors.incr();
+            answer(client, err.status(), s.client).await;
+            return Next::Close;
+        }
+    };
+    let conn = encode::connection_tokens(buf, &head);
+    let client_wants_keepalive = conn.persistent(head.version);
+    let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
+    let is_head = head.is_method(buf, "HEAD");
+    let is_connect = head.is_method(buf, "CONNECT");
+    let client_version = head.version;
+
+    let Some(server) = ctx.backend.pick_server() else {
+        ctx.backend.failed_connections.incr();
+        answer(client, 503, s.client).await;
+        return Next::Close;
+    };
+    let _backend_session = SessionMark::open(&ctx.backend.traffic);
+    let _server_session = SessionMark::open(&server.traffic);
+    let key = ServerKey {
+        backend: ctx.backend.plan.id.uid,
+        server: server.id,
+    };
+
+    let request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
+    input.consume(head.head_len);
+
+    // A request without a body can be replayed if a reused connection turns out to be dead.
+    let mut attempts = if framing == BodyFraming::None { 2 } else { 1 };
+    loop {
+        attempts -= 1;
+        let force_new = attempts == 0 && framing == BodyFraming::None;
+        let (mut server_stream, was_reused) =
+            match server_connection(ctx, server, key, attached, force_new).await {
+                Some(c) => c,
+                None => {
+                    ctx.backend.failed_connections.incr();
+                    server.failed_connections.incr();
+                    answer(client, 503, s.client).await;
+                    return Next::Close;
+                }
+            };
+        let outcome = transfer(
+            ctx,
+            client,
+            input,
+            &mut server_stream,
+            &request_head,
+            framing,
+            TransferShape {
+                client_version,
+                client_wants_keepalive,
+                is_head,
+                is_connect,
+                upgrade,
+            },
+        )
+        .await;
+        match outcome {
+            Ok(done) if done.tunnel => {
+                count_bytes(ctx, server, done.body_up, done.body_down);
+                let timeouts = IdleTimeouts {
+                    client: s.tunnel.or(s.client),
+                    server: s.tunnel.or(s.server),
+                    client_fin: s.client_fin,
+                    server_fin: s.server_fin,
+                };
+                let moved = forward::forward(client, &mut server_stream, timeouts, s.bufsize).await;
+                count_bytes(ctx, server, moved.client_to_server, moved.server_to_client);
+                return Next::Close;
+            }
+            Ok(done) => {
+                count_bytes(ctx, server, done.body_up, done.body_down);
+                if done.server_reusable {
+                    *attached = Some(Attached {
+                        key,
+                        stream: server_stream,
+                        reused: was_reused,
+                        pool_max: server.conf.pool_max_conn,
+                    });
+                }
+                return if done.close_client {
+                    Next::Close
+                } else {
+                    Next::KeepAlive
+                };
+            }
+            Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
+            Err(ResponseFailure::ClosedBeforeAnswer) => {
+                ctx.backend.response_errors.incr();
+                answer(client, 502, s.client).await;
+                return Next::Close;
+            }
+            Err(ResponseFailure::Status(status)) => {
+                ctx.backend.response_errors.incr();
+                answer(client, status, s.client).await;
+                return Next::Close;
+            }
+            Err(ResponseFailure::Broken) => return Next::Close,
+        }
+    }
+}
+
+/// Picks the connection for this request: the session's own if it goes to the same server,
+/// then an idle one from the thread's pool when `http-reuse` allows, else a new one.
+async fn server_connection(
+    ctx: &Context<'_>,
+    server: &Server,
+    key: ServerKey,
+    attached: &mut Option<Attached>,
+    force_new: bool,
+) -> Option<(Stream, bool)> {
+    if !force_new {
+        if let Some(conn) = attached.take() {
+            if conn.key == key && conn.stream.is_idle_usable() {
+                return Some((conn.stream, true));
+            }
+            release(ctx.settings, conn);
+        }
+        // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a
+        // shared connection, `aggressive` only over one that already proved reusable.
+        let from_pool = match ctx.settings.reuse {
+            HttpReuse::Never => None,
+            HttpReuse::Safe if ctx.first => None,
+            HttpReuse::Aggressive if ctx.first => Some(true),
+            _ => Some(false),
+        };
+        if let Some(only_reused) = from_pool
+            && let Some(idle) = pool::take(key, server.conf.pool_purge_delay, only_reused)
+        {
+            return Some((idle.stream, true));
+        }
+    }
+    let dst_port = ctx.endpoints.local.map(|a| a.port());
+    connect_with_retries(ctx.backend, server, dst_port)
+        .await
+        .map(|stream| (stream, false))
+}
+
+/// The request head as the server will see it.
+fn encode_request(
+    ctx: &Context<'_>,
+    buf: &[u8],
+    head: &RequestHead,
+    framing: BodyFraming,
+    upgrade: bool,
+    server: &Server,
+) -> Vec<u8> {
+    let s = ctx.settings;
+    let mut remove: Vec<&str> = encode::hop_by_hop_names(buf, head, upgrade);
+    remove.extend(["content-length", "transfer-encoding"]);
+    if let Some(name) = s.send_name_header {
+        remove.push(name);
+    }
+    let length;
+    // Codings before `chunked` (gzip...) stay announced: we re-chunk, we do not decode them.
+    let coding = transfer_encoding_value(buf, head);
+    let client_ip = ctx.endpoints.client.map(|a| a.ip());
+    let local_ip = ctx.endpoints.local.map(|a| a.ip());
+    let forwarded_for = client_ip.map(|ip| ip.to_string());
+    let original_to = local_ip.map(|ip| ip.to_string());
+    let mut add: Vec<(&str, &[u8])> = Vec::with_capacity(6);
+    match framing {
+        BodyFraming::ContentLength(n) => {
+            length = n.to_string();
+            add.push(("Content-Length", length.as_bytes()));
+        }
+        BodyFraming::Chunked => {
+            add.push(("Transfer-Encoding", coding.as_deref().unwrap_or(b"chunked")))
+        }
+        BodyFraming::None | BodyFraming::UntilClose => {}
+    }
+    if upgrade {
+        add.push(("Connection", b"upgrade"));
+    } else if s.conn_mode != HttpConnMode::KeepAlive {
+        add.push(("Connection", b"close"));
+    }
+    if let (Some(option), Some(ip), Some(value)) = (s.forwardfor, client_ip, &forwarded_for)
+        && wants_address_header(option, ip, buf, head)
+    {
+        add.push((option.header.as_str(), value.as_bytes()));
+    }
+    if let (Some(option), Some(ip), Some(value)) = (s.originalto, client_ip, &original_to)
+        && wants_address_header(option, ip, buf, head)
+    {
+        add.push((option.header.as_str(), value.as_bytes()));
+    }
+    if let Some(name) = s.send_name_header {
+        add.push((name, server.name().as_bytes()));
+    }
+    let mut out = Vec::with_capacity(head.head_len + 128);
+    encode::encode_request(
+        buf,
+        head,
+        &HeadEdits {
+            remove: &remove,
+            add: &add,
+            version: None,
+        },
+        &mut out,
+    );
+    out
+}
+
+/// `except NET` skips clients of that network; `if-none` skips requests that already carry
+/// the header.
+fn wants_address_header(
+    option: &AddressHeader,
+    client_ip: IpAddr,
+    buf: &[u8],
+    head: &RequestHead,
+) -> bool {
+    if option.except.is_some_and(|net| net.contains(&client_ip)) {
+        return false;
+    }
+    !(option.if_none && head.header_values(buf, &option.header).next().is_some())
+}
+
+/// The facts about the request that shape the response handling.
+#[derive(Clone, Copy)]
+struct TransferShape {
+    client_version: Version,
+    client_wants_keepalive: bool,
+    is_head: bool,
+    is_connect: bool,
+    upgrade: bool,
+}
+
+/// Sends the request and relays the response, concurrently.
+async fn transfer(
+    ctx: &Context<'_>,
+    client: &mut Stream,
+    input: &mut InBuf,
+    server: &mut Stream,
+    request_head: &[u8],
+    framing: BodyFraming,
+    shape: TransferShape,
+) -> Result<ResponseDone, ResponseFailure> {
+    let s = ctx.settings;
+    let (mut client_read, mut client_write) = client.split();
+    let (mut server_read, mut server_write) = server.split();
+    let response_started = Cell::new(false);
+    let request_out = match framing {
+        BodyFraming::Chunked => OutFraming::Chunked,
+        _ => OutFraming::Raw,
+    };
+
+    let upload = async {
+        body::write(&mut server_write, request_head, s.server)
+            .await
+            .map_err(|_| UploadFailure::Server)?;
+        body::forward_body(
+            input,
+            &mut client_read,
+            &mut server_write,
+            BodySpec {
+                framing,
+                out: request_out,
+                timeouts: BodyTimeouts {
+                    read: s.client,
+                    write: s.server,
+                },
+                limits: &s.request_limits,
+                side: Side::Request,
+            },
+        )
+        .await
+        .map_err(|e| match e {
+            BodyError::Invalid(err) => UploadFailure::Invalid(err.status()),
+            BodyError::WriteIo(_) | BodyError::WriteTimeout => UploadFailure::Server,
+            _ => UploadFailure::Client,
+        })
+    };
+    let download = relay_response(
+        ctx,
+        &mut server_read,
+        &mut client_write,
+        shape,
+        &response_started,
+    );
+
+    tokio::pin!(upload, download);
+    let mut uploaded: Option<Result<u64, UploadFailure>> = None;
+    let response = loop {
+        tokio::select! {
+            up = &mut upload, if uploaded.is_none() => {
+                match up {
+                    Ok(n) => uploaded = Some(Ok(n)),
+                    // The client went away or sent a broken body: nothing more to do here.
+                    Err(UploadFailure::Client) => return Err(ResponseFailure::Broken),
+                    Err(UploadFailure::Invalid(status)) => {
+                        return Err(if response_started.get() {
+                            ResponseFailure::Broken
+                        } else {
+                            ResponseFailure::Status(status)
+                        });
+                    }
+                    // The server stopped reading; its response (maybe an early error) may
+                    // still come, so keep relaying it.
+                    Err(UploadFailure::Server) => uploaded = Some(Err(UploadFailure::Server)),
+                }
+            }
+            down = &mut download => break down,
+        }
+    };
+    let mut done = response?;
+    match uploaded {
+        Some(Ok(sent)) => done.body_up = sent,
+        // The response ended before the request body did: the rest of the body is still on
+        // the client connection, so neither connection can be reused.
+        _ => {
+            done.close_client = true;
+            done.server_reusable = false;
+        }
+    }
+    Ok(done)
+}
+
+/// Why the request side failed.
+enum UploadFailure {
+    Client,
+    Server,
+    Invalid(u16),
+}
+
+/// Reads the response head (passing `1xx` interim responses on), sends it to the client, and
+/// relays the body.
+async fn relay_response<R, W>(
+    ctx: &Context<'_>,
+    server: &mut R,
+    client: &mut W,
+    shape: TransferShape,
+    started: &Cell<bool>,
+) -> Result<ResponseDone, ResponseFailure>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let s = ctx.settings;
+    let mut input = InBuf::new(s.bufsize);
+    let mut out = Vec::with_capacity(512);
+    let mut got_anything = false;
+    loop {
+        let head = read_response_head(server, &mut input, s, &mut got_anything).await?;
+        let buf = input.filled();
+        let interim = (100..200).contains(&head.status) && head.status != 101;
+        if interim {
+            // HTTP/1.0 clients do not know interim responses (RFC 9110 §15.2).
+            if shape.client_version == Version::Http11 {
+                out.clear();
+                let remove = encode::hop_by_hop_names(buf, &head, false);
+                let edits = HeadEdits {
+                    remove: &remove,
+                    add: &[],
+                    version: Some(Version::Http11),
+                };
+                encode::encode_response(buf, &head, &edits, &mut out);
+                body::write(client, &out, s.client)
+                    .await
+                    .map_err(|_| ResponseFailure::Broken)?;
+                started.set(true);
+            }
+            let len = head.head_len;
+            input.consume(len);
+            continue;
+        }
+        let framing = response_framing(buf, &head, shape.is_head, shape.is_connect)
+            .map_err(|e| ResponseFailure::Status(e.status()))?;
+        let tunnel = (head.status == 101 && shape.upgrade)
+            || (shape.is_connect && (200..300).contains(&head.status));
+        let server_keepalive = encode::connection_tokens(buf, &head).persistent(head.version);
+        // A body delimited by the server's close cannot be passed on as such to a client we
+        // keep: HTTP/1.1 clients get it re-chunked, HTTP/1.0 clients get the close.
+        let chunk_to_client = matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose)
+            && shape.client_version == Version::Http11;
+        let out_framing = if chunk_to_client {
+            OutFraming::Chunked
+        } else {
+            OutFraming::Raw
+        };
+        let framing_header = chunk_to_client.then(|| response_coding(buf, &head, framing));
+        let length_only = matches!(framing, BodyFraming::ContentLength(_) | BodyFraming::None);
+        let close_client = tunnel
+            || !shape.client_wants_keepalive
+            || s.conn_mode == HttpConnMode::Close
+            || (shape.client_version == Version::Http10 && !length_only);
+        let upgrading = tunnel && head.status == 101;
+        let mut remove = encode::hop_by_hop_names(buf, &head, upgrading);
+        let length;
+        let mut add: Vec<(&str, &[u8])> = Vec::with_capacity(3);
+        if framing != BodyFraming::None {
+            // Bodiless responses (HEAD, 304) keep their Content-Length: it describes the
+            // resource, not this message.
+            remove.extend(["content-length", "transfer-encoding"]);
+            if let BodyFraming::ContentLength(n) = framing {
+                length = n.to_string();
+                add.push(("Content-Length", length.as_bytes()));
+            } else if let Some(te) = &framing_header {
+                add.push(("Transfer-Encoding", te));
+            }
+        }
+        if upgrading {
+            add.push(("Connection", b"upgrade"));
+        } else if close_client {
+            add.push(("Connection", b"close"));
+        } else if shape.client_version == Version::Http10 {
+            add.push(("Connection", b"keep-alive"));
+        }
+        out.clear();
+        // Clients always get HTTP/1.1 status lines: the version names what we speak on this
+        // connection, not what the server spoke on its own.
+        let edits = HeadEdits {
+            remove: &remove,
+            add: &add,
+            version: Some(Version::Http11),
+        };
+        encode::encode_response(buf, &head, &edits, &mut out);
+        let head_len = head.head_len;
+        input.consume(head_len);
+        body::write(client, &out, s.client)
+            .await
+            .map_err(|_| ResponseFailure::Broken)?;
+        started.set(true);
+        if tunnel {
+            // Bytes the server sent after its head already belong to the tunnel.
+            if !input.is_empty() {
+                body::write(client, input.filled(), s.client)
+                    .await
+                    .map_err(|_| ResponseFailure::Broken)?;
+            }
+            return Ok(ResponseDone {
+                close_client: true,
+                server_reusable: false,
+                tunnel: true,
+                body_up: 0,
+                body_down: 0,
+            });
+        }
+        let sent = body::forward_body(
+            &mut input,
+            server,
+            client,
+            BodySpec {
+                framing,
+                out: out_framing,
+                timeouts: BodyTimeouts {
+                    read: s.server,
+                    write: s.client,
+                },
+                limits: &s.response_limits,
+                side: Side::Response,
+            },
+        )
+        .await
+        .map_err(|_| ResponseFailure::Broken)?;
+        let exact = matches!(
+            framing,
+            BodyFraming::ContentLength(_) | BodyFraming::Chunked | BodyFraming::None
+        );
+        return Ok(ResponseDone {
+            close_client,
+            server_reusable: exact
+                && server_keepalive
+                && input.is_empty()
+                && s.conn_mode == HttpConnMode::KeepAlive,
+            tunnel: false,
+            body_up: 0,
+            body_down: sent,
+        });
+    }
+}
+
+/// The Transfer-Encoding announced to a client that gets the body re-chunked: the server's
+/// codings (ending in `chunked`), or its codings followed by `chunked` for a body the server
+/// delimited by closing.
+fn response_coding(buf: &[u8], head: &ResponseHead, framing: BodyFraming) -> Vec<u8> {
+    match (transfer_encoding_value(buf, head), framing) {
+        (Some(value), BodyFraming::Chunked) => value,
+        (Some(mut value), _) if !value.is_empty() => {
+            value.extend_from_slice(b", chunked");
+            value
+        }
+        _ => b"chunked".to_vec(),
+    }
+}
+
+async fn read_response_head<R: tokio::io::AsyncRead + Unpin>(
+    server: &mut R,
+    input: &mut InBuf,
+    s: &HttpSettings<'_>,
+    got_anything: &mut bool,
+) -> Result<ResponseHead, ResponseFailure> {
+    loop {
+        if !input.is_empty() {
+            match parse_response(input.filled(), &s.response_limits) {
+                Ok(Parse::Complete(head)) => return Ok(head),
+                Ok(Parse::Partial) => {}
+                Err(_) => return Err(ResponseFailure::Status(502)),
+            }
+        }
+        match input.read_more(server, s.server).await {
+            Ok(_) => *got_anything = true,
+            Err(ReadError::Timeout) => return Err(ResponseFailure::Status(504)),
+            Err(ReadError::Closed | ReadError::Io(_)) if !*got_anything => {
+                return Err(ResponseFailure::ClosedBeforeAnswer);
+            }
+            Err(_) => return Err(ResponseFailure::Status(502)),
+        }
+    }
+}
+
+/// Counts body bytes on every level that reports them (`bin`/`bout` in `show stat`).
+fn count_bytes(ctx: &Context<'_>, server: &Server, up: u64, down: u64) {
+    for traffic in [&ctx.frontend.traffic, &ctx.backend.traffic, &server.traffic] {
+        traffic.bytes_in.add(up);
+        traffic.bytes_out.add(down);
+    }
+}

@@ -1,0 +1,123 @@
+//! Idle server connections kept for reuse, one pool per event-loop thread.
+//!
+//! A connection lives on the thread that created it (each thread has its own reactor), so the
+//! pool is thread-local: taking and returning a connection is a plain map operation, with no
+//! lock and no cross-thread traffic. Each server's list is bounded by its `pool-max-conn`
+//! (applied per thread), and connections idle for longer than `pool-purge-delay` are dropped
+//! when met. A connection the server closed or wrote to while idle is never reused.
+
+use sluice_net::stream::Stream;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Identifies a server across the process: its backend's uid and its id in the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ServerKey {
+    /// The backend's uid.
+    pub backend: u32,
+    /// The server's id in its backend.
+    pub server: u32,
+}
+
+/// A connection waiting in the pool.
+#[derive(Debug)]
+pub struct IdleConn {
+    /// The connection.
+    pub stream: Stream,
+    /// Whether it already carried requests of more than one client connection
+    /// (`http-reuse aggressive` only takes those for first requests).
+    pub reused: bool,
+    since: Instant,
+}
+
+thread_local! {
+    static POOLS: RefCell<HashMap<ServerKey, Vec<IdleConn>>> = RefCell::new(HashMap::new());
+}
+
+/// Takes a usable idle connection to `key`, the most recently used first (its TCP state is
+/// the freshest). Connections older than `purge_after` or no longer usable are dropped on the
+/// way. With `only_reused`, only connections already shared are taken.
+pub fn take(key: ServerKey, purge_after: Duration, only_reused: bool) -> Option<IdleConn> {
+    POOLS.with(|pools| {
+        let mut pools = pools.borrow_mut();
+        let list = pools.get_mut(&key)?;
+        let now = Instant::now();
+        list.retain(|c| now.duration_since(c.since) < purge_after && c.stream.is_idle_usable());
+        let index = list.iter().rposition(|c| !only_reused || c.reused)?;
+        Some(list.remove(index))
+    })
+}
+
+/// Returns a connection to the pool, unless the server's list already holds `max` of them.
+pub fn put(key: ServerKey, stream: Stream, reused: bool, max: Option<u32>) {
+    POOLS.with(|pools| {
+        let mut pools = pools.borrow_mut();
+        let list = pools.entry(key).or_default();
+        if max.is_some_and(|m| list.len() >= m as usize) {
+            return;
+        }
+        list.push(IdleConn {
+            stream,
+            reused,
+            since: Instant::now(),
+        });
+    });
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    async fn connected_pair() -> (Stream, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (Stream::Tcp(client), server)
+    }
+
+    const KEY: ServerKey = ServerKey {
+        backend: 1,
+        server: 1,
+    };
+
+    #[tokio::test]
+    async fn returns_live_connections_and_respects_the_limit() {
+        let (a, _peer_a) = connected_pair().await;
+        let (b, _peer_b) = connected_pair().await;
+        put(KEY, a, false, Some(1));
+        put(KEY, b, false, Some(1));
+        assert!(take(KEY, Duration::from_secs(5), false).is_some());
+        assert!(take(KEY, Duration::from_secs(5), false).is_none());
+    }
+
+    #[tokio::test]
+    async fn closed_connections_are_not_reused() {
+        let (a, peer) = connected_pair().await;
+        drop(peer);
+        // Wait until the FIN has arrived: the connection reads as closed.
+        let Stream::Tcp(tcp) = &a else { unreachable!() };
+        tcp.readable().await.unwrap();
+        put(KEY, a, false, None);
+        assert!(take(KEY, Duration::from_secs(5), false).is_none());
+    }
+
+    #[tokio::test]
+    async fn aggressive_takes_only_reused_connections() {
+        let (a, _peer) = connected_pair().await;
+        put(KEY, a, false, None);
+        assert!(take(KEY, Duration::from_secs(5), true).is_none());
+        assert!(take(KEY, Duration::from_secs(5), false).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn old_connections_are_purged() {
+        let (a, _peer) = connected_pair().await;
+        put(KEY, a, false, None);
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert!(take(KEY, Duration::from_secs(5), false).is_none());
+    }
+}

@@ -1,0 +1,157 @@
+//! The client side of an HTTP session: read a request head, check it, hand it to
+//! [`super::exchange`], and go on while both ends keep the connection alive.
+//!
+//! Waiting for a head is bounded by the timeouts of configuration.txt §4.2: `timeout
+//! http-request` for the whole head once it has started (and for the first request from the
+//! accept), `timeout http-keep-alive` for the next request on an idle kept-alive connection,
+//! and `timeout client` between bytes when those are not set. A head that does not arrive in
+//! time is answered with 408 (except on an idle keep-alive connection, which is just closed);
+//! a malformed one with the status its error names (400, 414, 431, 501, 505), and the
+//! connection is then closed: after a bad message, the framing of the rest is unknown.
+
+use super::buffer::{InBuf, ReadError};
+use super::exchange::{self, Attached, Next};
+use super::settings::{BufferSizes, HttpSettings};
+use sluice_http::error::error_response;
+use sluice_http::head::{Parse, RequestHead, parse_request};
+use sluice_net::listen::Endpoints;
+use sluice_net::stream::Stream;
+use sluice_runtime::proxy::Frontend;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+
+/// How long an error answer may take to write when `timeout client` is not set.
+const ANSWER_WRITE_LIMIT: Duration = Duration::from_secs(5);
+
+/// How long, and how many bytes, to drain from a client after an error answer.
+const LINGER_LIMIT: Duration = Duration::from_secs(1);
+const LINGER_MAX_BYTES: usize = 64 * 1024;
+
+/// Why no request will be read.
+enum HeadEnd {
+    /// Close without a word (the client left, or an idle keep-alive connection expired).
+    Quiet,
+    /// Answer with this status, then close.
+    Answer(u16),
+}
+
+/// Serves one client connection of an HTTP frontend.
+pub async fn serve(
+    frontend: &Frontend,
+    mut client: Stream,
+    endpoints: Endpoints,
+    buffers: BufferSizes,
+) {
+    let settings = HttpSettings::new(frontend, buffers);
+    let mut input = InBuf::new(settings.bufsize);
+    let mut attached: Option<Attached> = None;
+    let mut first = true;
+    loop {
+        let head = match read_head(&mut client, &mut input, &settings, first).await {
+            Ok(head) => head,
+            Err(HeadEnd::Quiet) => break,
+            Err(HeadEnd::Answer(status)) => {
+                frontend.request_errors.incr();
+                answer(&mut client, status, settings.client).await;
+                break;
+            }
+        };
+        let Some(backend) = frontend.backend.as_deref() else {
+            // Nowhere to send requests (no default_backend): HAProxy answers 503.
+            frontend.failed.incr();
+            answer(&mut client, 503, settings.client).await;
+            break;
+        };
+        let ctx = exchange::Context {
+            frontend,
+            backend,
+            settings: &settings,
+            endpoints,
+            first,
+        };
+        match exchange::run(&ctx, &mut client, &mut input, head, &mut attached).await {
+            Next::KeepAlive => first = false,
+            Next::Close => break,
+        }
+    }
+    if let Some(conn) = attached {
+        exchange::release(&settings, conn);
+    }
+}
+
+/// Reads until `input` starts with a complete request head.
+async fn read_head(
+    client: &mut Stream,
+    input: &mut InBuf,
+    settings: &HttpSettings<'_>,
+    first: bool,
+) -> Result<RequestHead, HeadEnd> {
+    // The whole head must arrive within `timeout http-request`, counted from the accept for a
+    // first request and from its first byte for the next ones.
+    let mut deadline = if first || !input.is_empty() {
+        settings.http_request.map(|t| Instant::now() + t)
+    } else {
+        None
+    };
+    loop {
+        if !input.is_empty() {
+            match parse_request(input.filled(), &settings.request_limits) {
+                Ok(Parse::Complete(head)) => return Ok(head),
+                Ok(Parse::Partial) => {}
+                Err(err) => return Err(HeadEnd::Answer(err.status())),
+            }
+        }
+        let idle_keepalive = !first && input.is_empty() && deadline.is_none();
+        let limit = if idle_keepalive {
+            settings
+                .http_keep_alive
+                .or(settings.http_request)
+                .or(settings.client)
+        } else {
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match (remaining, settings.client) {
+                (Some(r), Some(c)) => Some(r.min(c)),
+                (r, c) => r.or(c),
+            }
+        };
+        match input.read_more(client, limit).await {
+            Ok(_) => {
+                if deadline.is_none() {
+                    deadline = settings.http_request.map(|t| Instant::now() + t);
+                }
+            }
+            Err(ReadError::Timeout) if idle_keepalive => return Err(HeadEnd::Quiet),
+            Err(ReadError::Timeout) => return Err(HeadEnd::Answer(408)),
+            // The parser refuses heads larger than its limit before the buffer fills; a full
+            // buffer can only mean an oversized head.
+            Err(ReadError::Full) => return Err(HeadEnd::Answer(431)),
+            Err(ReadError::Closed | ReadError::Io(_)) => return Err(HeadEnd::Quiet),
+        }
+    }
+}
+
+/// Sends one of the canned error responses, then closes our side and drains what the client
+/// still sends for a moment: closing a socket with unread input makes the kernel send a reset,
+/// which can destroy the answer before the client has read it.
+pub async fn answer(client: &mut Stream, status: u16, limit: Option<Duration>) {
+    let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
+    let sent = tokio::time::timeout(limit, async {
+        client.write_all(error_response(status)).await?;
+        client.shutdown().await
+    })
+    .await;
+    if matches!(sent, Ok(Ok(()))) {
+        let mut scratch = [0u8; 1024];
+        let mut drained = 0usize;
+        let _ = tokio::time::timeout(LINGER_LIMIT, async {
+            while drained < LINGER_MAX_BYTES {
+                match client.read(&mut scratch).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => drained += n,
+                }
+            }
+        })
+        .await;
+    }
+}

@@ -1,0 +1,122 @@
+//! The HTTP settings of one frontend/backend pair, combined once per session.
+//!
+//! HAProxy combines a frontend's and a backend's options with fixed rules (configuration.txt §4
+//! and §4.2): the connection mode is the stronger of the two (close > server-close >
+//! keep-alive), `option forwardfor` applies if either side sets it (the backend's header name
+//! winning), and each timeout comes from the side that owns it.
+
+use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
+use sluice_http::head::Limits;
+use sluice_runtime::proxy::{Backend, Frontend};
+use std::time::Duration;
+
+/// Buffer sizes from the global section (`tune.bufsize`, `tune.maxrewrite`).
+#[derive(Clone, Copy, Debug)]
+pub struct BufferSizes {
+    /// Size of each I/O buffer.
+    pub bufsize: u32,
+    /// Part of a buffer kept free for header rewrites.
+    pub maxrewrite: u32,
+}
+
+/// What one HTTP session needs to know about its proxies.
+#[derive(Clone, Debug)]
+pub struct HttpSettings<'a> {
+    /// Effective connection mode.
+    pub conn_mode: HttpConnMode,
+    /// `option forwardfor`, after combining both sides.
+    pub forwardfor: Option<&'a AddressHeader>,
+    /// `option originalto`, after combining both sides.
+    pub originalto: Option<&'a AddressHeader>,
+    /// `http-send-name-header` of the backend.
+    pub send_name_header: Option<&'a str>,
+    /// `http-reuse` of the backend.
+    pub reuse: HttpReuse,
+    /// Limits and tolerance of the request parser.
+    pub request_limits: Limits,
+    /// Limits and tolerance of the response parser.
+    pub response_limits: Limits,
+    /// Size of each I/O buffer (`tune.bufsize`).
+    pub bufsize: usize,
+    /// `timeout client`.
+    pub client: Option<Duration>,
+    /// `timeout server`.
+    pub server: Option<Duration>,
+    /// `timeout http-request`.
+    pub http_request: Option<Duration>,
+    /// `timeout http-keep-alive`.
+    pub http_keep_alive: Option<Duration>,
+    /// `timeout tunnel` (WebSocket and CONNECT tunnels).
+    pub tunnel: Option<Duration>,
+    /// `timeout client-fin`.
+    pub client_fin: Option<Duration>,
+    /// `timeout server-fin`.
+    pub server_fin: Option<Duration>,
+}
+
+impl<'a> HttpSettings<'a> {
+    /// Combines `frontend`'s and its backend's settings (the frontend's own when it has no
+    /// backend, which then only answers 503).
+    pub fn new(frontend: &'a Frontend, buffers: BufferSizes) -> Self {
+        let backend: Option<&'a Backend> = frontend.backend.as_deref();
+        let f = &frontend.plan.http;
+        let b = backend.map_or(f, |b| &b.plan.http);
+        let back_timeouts = backend.map_or(&frontend.plan.timeouts, |b| &b.plan.timeouts);
+        let (bufsize, maxrewrite) = (buffers.bufsize, buffers.maxrewrite);
+        let conn_mode = f
+            .conn_mode
+            .unwrap_or_default()
+            .max(b.conn_mode.unwrap_or_default());
+        let forwardfor = combine_address_header(f.forwardfor.as_ref(), b.forwardfor.as_ref());
+        let originalto = b.originalto.as_ref().or(f.originalto.as_ref());
+        // Room kept free for rewrites: a head must fit in the buffer minus that reserve.
+        let max_head = (bufsize - maxrewrite) as usize;
+        HttpSettings {
+            conn_mode,
+            forwardfor,
+            originalto,
+            send_name_header: b.send_name_header.as_deref(),
+            reuse: b.reuse.unwrap_or_default(),
+            request_limits: Limits {
+                max_head,
+                accept_unsafe: f.accept_unsafe_request,
+                ..Limits::default()
+            },
+            response_limits: Limits {
+                max_head,
+                accept_unsafe: b.accept_unsafe_response,
+                ..Limits::default()
+            },
+            bufsize: bufsize as usize,
+            client: frontend.plan.timeouts.client,
+            server: back_timeouts.server,
+            http_request: frontend
+                .plan
+                .timeouts
+                .http_request
+                .or(back_timeouts.http_request),
+            http_keep_alive: frontend
+                .plan
+                .timeouts
+                .http_keep_alive
+                .or(back_timeouts.http_keep_alive),
+            tunnel: back_timeouts.tunnel,
+            client_fin: frontend.plan.timeouts.client_fin,
+            server_fin: back_timeouts.server_fin,
+        }
+    }
+}
+
+/// `option forwardfor` applies when either side sets it; the backend's header name wins, and
+/// `if-none` holds only if every side that set the option asked for it.
+fn combine_address_header<'a>(
+    front: Option<&'a AddressHeader>,
+    back: Option<&'a AddressHeader>,
+) -> Option<&'a AddressHeader> {
+    match (front, back) {
+        (Some(f), Some(b)) if f.if_none && !b.if_none => Some(b),
+        (Some(f), Some(b)) if !f.if_none && b.if_none && f.header == b.header => Some(f),
+        (_, Some(b)) => Some(b),
+        (f, None) => f,
+    }
+}
