@@ -114,6 +114,11 @@ pub async fn run(
     let conn = encode::connection_tokens(buf, &head);
     let client_wants_keepalive = conn.persistent(head.version);
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
+    if upgrade && is_websocket_without_key(buf, &head) {
+        ctx.frontend.request_errors.incr();
+        answer(client, 400, s.client).await;
+        return Next::Close;
+    }
     let is_head = head.is_method(buf, "HEAD");
     let is_connect = head.is_method(buf, "CONNECT");
     let client_version = head.version;
@@ -308,6 +313,20 @@ fn encode_request(
         &mut out,
     );
     out
+}
+
+/// A WebSocket handshake needs its `Sec-WebSocket-Key` (RFC 6455 §4.1); HAProxy refuses an
+/// upgrade without one with 400 rather than open a tunnel the server cannot validate.
+fn is_websocket_without_key(buf: &[u8], head: &RequestHead) -> bool {
+    let websocket = head.header_values(buf, "upgrade").any(|v| {
+        v.split(|&b| b == b',')
+            .any(|p| p.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+    });
+    websocket
+        && head
+            .header_values(buf, "sec-websocket-key")
+            .next()
+            .is_none()
 }
 
 /// `except NET` skips clients of that network; `if-none` skips requests that already carry
