@@ -216,9 +216,11 @@ where
                 return Poll::Ready(Finish::Closed);
             }
 
-            let half_closed = up.eof || down.eof;
-            let client_limit = pick_limit(timeouts.client, timeouts.client_fin, half_closed);
-            let server_limit = pick_limit(timeouts.server, timeouts.server_fin, half_closed);
+            // `client-fin` applies once the server's end of stream was passed on to the client
+            // (only the client's close is awaited there), `server-fin` once the client's was
+            // passed on to the server, as HAProxy arms them.
+            let client_limit = pick_limit(timeouts.client, timeouts.client_fin, down.shut);
+            let server_limit = pick_limit(timeouts.server, timeouts.server_fin, up.shut);
             let client_deadline = client_limit.map(|d| client_seen + d);
             let server_deadline = server_limit.map(|d| server_seen + d);
             let now = Instant::now();
@@ -345,9 +347,9 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn fin_timeout_applies_once_a_direction_is_closed() {
-        let (mut client_app, mut client_proxy) = duplex(64);
-        let (mut server_proxy, _server_app) = duplex(64);
+    async fn client_fin_applies_once_the_server_end_reached_the_client() {
+        let (_client_app, mut client_proxy) = duplex(64);
+        let (mut server_proxy, mut server_app) = duplex(64);
         let timeouts = IdleTimeouts {
             client: Some(Duration::from_secs(60)),
             server: Some(Duration::from_secs(60)),
@@ -358,10 +360,31 @@ mod tests {
         let relay = tokio::spawn(async move {
             forward(&mut client_proxy, &mut server_proxy, timeouts, 8).await
         });
-        client_app.shutdown().await.unwrap();
+        server_app.shutdown().await.unwrap();
         let outcome = relay.await.unwrap();
         assert!(matches!(outcome.finish, Finish::Timeout(End::Client)));
         assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_fin_does_not_apply_when_the_client_half_closed() {
+        let (mut client_app, mut client_proxy) = duplex(64);
+        let (mut server_proxy, _server_app) = duplex(64);
+        let timeouts = IdleTimeouts {
+            client: Some(Duration::from_secs(60)),
+            server: Some(Duration::from_secs(30)),
+            client_fin: Some(Duration::from_secs(2)),
+            server_fin: None,
+        };
+        let start = Instant::now();
+        let relay = tokio::spawn(async move {
+            forward(&mut client_proxy, &mut server_proxy, timeouts, 8).await
+        });
+        client_app.shutdown().await.unwrap();
+        let outcome = relay.await.unwrap();
+        // Only the server is awaited now, under its own timeout.
+        assert!(matches!(outcome.finish, Finish::Timeout(End::Server)));
+        assert_eq!(start.elapsed(), Duration::from_secs(30));
     }
 
     #[tokio::test(start_paused = true)]

@@ -13,7 +13,7 @@ mod listeners;
 mod system;
 
 use sluice_config::diag::Severity;
-use sluice_config::{cond, plan, reader};
+use sluice_config::{cond, lexer, plan, reader};
 use sluice_runtime::process::{BuildOptions, Process};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -39,8 +39,16 @@ fn main() -> ExitCode {
     let lookup = |name: &str| env.lookup(name);
     let ctx = capabilities::cond_context(&lookup);
     if let Some(expr) = &opts.eval_condition {
-        // management.txt §3: 0 if true, 1 if false, 2 on error.
-        return match cond::eval(expr, &ctx) {
+        // management.txt §3: 0 if true, 1 if false, 2 on error. The expression is read like a
+        // `.if` line: split into words (quotes, `$VAR`), then joined with single spaces.
+        let expr = match lexer::split_line(expr, &lookup) {
+            Ok(words) => words.join(" "),
+            Err(err) => {
+                eprintln!("[ALERT] failed to parse condition '{expr}': {err}");
+                return ExitCode::from(2);
+            }
+        };
+        return match cond::eval(&expr, &ctx) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
             Err(err) => {
@@ -90,7 +98,10 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         }
     }
     let has_warnings = diags.iter().any(|d| d.severity == Severity::Warning);
-    let Some(plan) = checked.plan else {
+    // Any alert is fatal, including one about a file that could not be read: starting with
+    // part of a configuration is worse than not starting.
+    let fatal = diags.iter().any(|d| d.is_fatal());
+    let Some(plan) = checked.plan.filter(|_| !fatal) else {
         return Err(vec!["[ALERT] Fatal errors found in configuration.".into()]);
     };
     if zero_warning && has_warnings {

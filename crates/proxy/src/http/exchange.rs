@@ -28,6 +28,7 @@ use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use std::cell::Cell;
+use std::future::Future;
 use std::net::IpAddr;
 
 /// What the session does after an exchange.
@@ -172,6 +173,17 @@ pub async fn run(
         match outcome {
             Ok(done) if done.tunnel => {
                 count_bytes(ctx, server, done.body_up, done.body_down);
+                // Bytes the client sent after its head already belong to the tunnel.
+                if !input.is_empty() {
+                    if body::write(&mut server_stream, input.filled(), s.server)
+                        .await
+                        .is_err()
+                    {
+                        return Next::Close;
+                    }
+                    let n = input.len();
+                    input.consume(n);
+                }
                 let timeouts = IdleTimeouts {
                     client: s.tunnel.or(s.client),
                     server: s.tunnel.or(s.server),
@@ -430,6 +442,18 @@ async fn transfer(
             down = &mut download => break down,
         }
     };
+    if response.is_err() && uploaded.is_none() {
+        // The server gave up, perhaps because of what we were sending: if the rest of the
+        // request is already here and broken, the client's error is the true cause (400, not
+        // 502). One poll decides it without waiting for any I/O.
+        let pending =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(upload.as_mut().poll(cx))).await;
+        if let std::task::Poll::Ready(Err(UploadFailure::Invalid(status))) = pending
+            && !response_started.get()
+        {
+            return Err(ResponseFailure::Status(status));
+        }
+    }
     let mut done = response?;
     match uploaded {
         Some(Ok(sent)) => done.body_up = sent,

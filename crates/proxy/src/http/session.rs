@@ -72,7 +72,10 @@ pub async fn serve(
         };
         match exchange::run(&ctx, &mut client, &mut input, head, &mut attached).await {
             Next::KeepAlive => first = false,
-            Next::Close => break,
+            Next::Close => {
+                close_gracefully(&mut client, settings.client).await;
+                break;
+            }
         }
     }
     if let Some(conn) = attached {
@@ -131,27 +134,34 @@ async fn read_head(
     }
 }
 
-/// Sends one of the canned error responses, then closes our side and drains what the client
-/// still sends for a moment: closing a socket with unread input makes the kernel send a reset,
-/// which can destroy the answer before the client has read it.
+/// Sends one of the canned error responses, then closes gracefully.
 pub async fn answer(client: &mut Stream, status: u16, limit: Option<Duration>) {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
-    let sent = tokio::time::timeout(limit, async {
-        client.write_all(error_response(status)).await?;
-        client.shutdown().await
+    let sent = tokio::time::timeout(limit, client.write_all(error_response(status))).await;
+    if matches!(sent, Ok(Ok(()))) {
+        close_gracefully(client, Some(limit)).await;
+    }
+}
+
+/// Closes our side, then drains what the client still sends for a moment, so the kernel does
+/// not answer unread input with a reset that could destroy our last response in flight.
+pub async fn close_gracefully(client: &mut Stream, limit: Option<Duration>) {
+    let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
+    if !matches!(
+        tokio::time::timeout(limit, client.shutdown()).await,
+        Ok(Ok(()))
+    ) {
+        return;
+    }
+    let mut scratch = [0u8; 1024];
+    let mut drained = 0usize;
+    let _ = tokio::time::timeout(LINGER_LIMIT, async {
+        while drained < LINGER_MAX_BYTES {
+            match client.read(&mut scratch).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
+            }
+        }
     })
     .await;
-    if matches!(sent, Ok(Ok(()))) {
-        let mut scratch = [0u8; 1024];
-        let mut drained = 0usize;
-        let _ = tokio::time::timeout(LINGER_LIMIT, async {
-            while drained < LINGER_MAX_BYTES {
-                match client.read(&mut scratch).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => drained += n,
-                }
-            }
-        })
-        .await;
-    }
 }

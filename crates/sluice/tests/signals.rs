@@ -1,0 +1,189 @@
+//! Signals (management.txt §4): SIGINT and SIGTERM stop the process at once with status 0,
+//! live sessions included; SIGUSR1 is a soft stop (listeners close so new connections are
+//! refused, live sessions keep relaying, the process exits 0 once the last one ends, and
+//! `hard-stop-after` bounds the wait); SIGTTOU pauses the listeners (new connections are not
+//! served, live sessions go on) and SIGTTIN resumes them.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{
+    Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_n, read_to_close,
+};
+use nix::sys::signal::Signal;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+fn echo_proxy(backend: &Backend, global: &str) -> (common::Sluice, SocketAddr) {
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{global}{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {}\n",
+        fd_bind(&fe),
+        backend.addr()
+    );
+    (common::sluice(&cfg).inherit(fe).start(), addr)
+}
+
+/// A client with one round trip done, so its session is established.
+fn live_session(addr: SocketAddr) -> TcpStream {
+    let mut c = connect(addr);
+    c.write_all(b"ping").unwrap();
+    assert_eq!(read_n(&mut c, 4), b"ping");
+    c
+}
+
+/// True if a new connection to `addr` is served (an echo comes back) within `window`.
+fn new_connection_served(addr: SocketAddr, window: Duration) -> bool {
+    let Ok(mut c) = TcpStream::connect(addr) else {
+        return false;
+    };
+    if c.write_all(b"?").is_err() {
+        return false;
+    }
+    c.set_read_timeout(Some(window)).unwrap();
+    let mut b = [0u8; 1];
+    matches!(c.read(&mut b), Ok(1))
+}
+
+fn assert_exit_zero(proxy: &mut common::Sluice) {
+    let status = proxy.expect_exit();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "exit status {status}\nstderr:\n{}",
+        proxy.stderr()
+    );
+}
+
+#[test]
+fn sigint_exits_zero_at_once_even_with_a_live_session() {
+    let backend = Backend::echo();
+    let (mut proxy, addr) = echo_proxy(&backend, "");
+    let mut c = live_session(addr);
+    let sent = Instant::now();
+    proxy.signal(Signal::SIGINT);
+    assert_exit_zero(&mut proxy);
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        sent.elapsed()
+    );
+    // The session died with the process.
+    assert!(read_to_close(&mut c, GENEROUS).is_closed());
+}
+
+#[test]
+fn sigterm_exits_zero_at_once_even_with_a_live_session() {
+    let backend = Backend::echo();
+    let (mut proxy, addr) = echo_proxy(&backend, "");
+    let mut c = live_session(addr);
+    let sent = Instant::now();
+    proxy.signal(Signal::SIGTERM);
+    assert_exit_zero(&mut proxy);
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        sent.elapsed()
+    );
+    assert!(read_to_close(&mut c, GENEROUS).is_closed());
+}
+
+#[test]
+fn sigusr1_soft_stop_lets_the_live_session_finish() {
+    let backend = Backend::echo();
+    let (mut proxy, addr) = echo_proxy(&backend, "");
+    let mut c = live_session(addr);
+    proxy.signal(Signal::SIGUSR1);
+    // The listener closes: new connections are refused.
+    assert!(
+        common::wait_until(GENEROUS, || TcpStream::connect(addr).is_err()),
+        "the listener still accepts connections after SIGUSR1"
+    );
+    // The process waits for the live session, which still relays both ways.
+    assert!(
+        proxy.wait_exit(Duration::from_millis(300)).is_none(),
+        "exited with a session still open"
+    );
+    c.write_all(b"still here").unwrap();
+    assert_eq!(read_n(&mut c, 10), b"still here");
+    // Once it ends, the process exits 0.
+    c.shutdown(Shutdown::Write).unwrap();
+    assert!(matches!(read_to_close(&mut c, GENEROUS), Closed::Eof(_)));
+    drop(c);
+    assert_exit_zero(&mut proxy);
+}
+
+#[test]
+fn sigusr1_without_sessions_exits_zero_at_once() {
+    let backend = Backend::echo();
+    let (mut proxy, _addr) = echo_proxy(&backend, "");
+    proxy.signal(Signal::SIGUSR1);
+    assert_exit_zero(&mut proxy);
+}
+
+#[test]
+fn hard_stop_after_bounds_the_soft_stop() {
+    let backend = Backend::echo();
+    let (mut proxy, addr) = echo_proxy(&backend, "global\n    hard-stop-after 500ms\n");
+    let mut c = live_session(addr);
+    let sent = Instant::now();
+    proxy.signal(Signal::SIGUSR1);
+    // The session stays idle (timeouts are 30s): only hard-stop-after can end the process.
+    let status = proxy.expect_exit();
+    let elapsed = sent.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(480),
+        "exited after {elapsed:?}, before hard-stop-after"
+    );
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(
+        read_to_close(&mut c, GENEROUS).is_closed(),
+        "the session outlived the process"
+    );
+}
+
+#[test]
+fn sigttou_pauses_and_sigttin_resumes_the_listeners() {
+    let backend = Backend::echo();
+    let (mut proxy, addr) = echo_proxy(&backend, "");
+    let mut established = live_session(addr);
+    proxy.signal(Signal::SIGTTOU);
+    // The pause takes effect asynchronously: once a new connection goes unserved, the
+    // listeners are paused (a connection served before that raced the signal).
+    assert!(
+        common::wait_until(GENEROUS, || !new_connection_served(
+            addr,
+            Duration::from_millis(300)
+        )),
+        "new connections are still served after SIGTTOU"
+    );
+    assert!(
+        !new_connection_served(addr, Duration::from_millis(500)),
+        "a new connection was served during the pause"
+    );
+    // Sessions established before the pause are not affected, and the process lives on.
+    established.write_all(b"paused?").unwrap();
+    assert_eq!(read_n(&mut established, 7), b"paused?");
+    proxy.assert_alive();
+
+    proxy.signal(Signal::SIGTTIN);
+    assert!(
+        common::wait_until(GENEROUS, || new_connection_served(
+            addr,
+            Duration::from_millis(500)
+        )),
+        "new connections are not served after SIGTTIN"
+    );
+    proxy.assert_alive();
+}
+
+#[test]
+fn sighup_does_not_stop_the_process() {
+    let backend = Backend::echo();
+    let (mut proxy, addr) = echo_proxy(&backend, "");
+    proxy.signal(Signal::SIGHUP);
+    // A round trip on a new connection after the signal proves the process still serves.
+    let _c = live_session(addr);
+    proxy.assert_alive();
+}

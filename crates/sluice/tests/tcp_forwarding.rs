@@ -1,0 +1,261 @@
+//! TCP forwarding end to end: bytes relayed both ways through a `mode tcp` proxy, half-closes
+//! passed on in each direction (a client that shuts down its write side still gets the whole
+//! answer; a server's end of stream reaches the client while the client can still send), a
+//! multi-megabyte payload arriving intact, and the three kinds of `bind` address a test can
+//! use hermetically: an inherited listening socket (`fd@N`), a unix socket path, and a unix
+//! socket server address.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{
+    Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_n, read_to_close,
+};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::{Duration, Instant};
+
+/// A `listen` section forwarding the inherited `fe` to `server`.
+fn listen(bind: &str, server: &str) -> String {
+    format!("{TCP_DEFAULTS}\nlisten app\n    bind {bind}\n    server s1 {server}\n")
+}
+
+#[test]
+fn echo_round_trips_through_the_proxy() {
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let _proxy = common::sluice(&listen(&fd_bind(&fe), &backend.addr().to_string()))
+        .inherit(fe)
+        .start();
+    let mut c = connect(addr);
+    for round in 0..3 {
+        let msg = format!("hello number {round}\n");
+        c.write_all(msg.as_bytes()).unwrap();
+        assert_eq!(read_n(&mut c, msg.len()), msg.as_bytes());
+    }
+    assert_eq!(
+        backend.accepted(),
+        1,
+        "one client connection, one server connection"
+    );
+}
+
+#[test]
+fn client_half_close_still_gets_the_whole_answer() {
+    // The server answers only once it has seen the client's end of stream, then closes.
+    let backend = Backend::start(|mut s| {
+        let mut request = Vec::new();
+        s.read_to_end(&mut request).unwrap();
+        let answer = format!(
+            "got {} bytes: {}",
+            request.len(),
+            String::from_utf8_lossy(&request)
+        );
+        s.write_all(answer.as_bytes()).unwrap();
+        s.shutdown(Shutdown::Both).unwrap();
+    });
+    let (fe, addr) = frontend();
+    let _proxy = common::sluice(&listen(&fd_bind(&fe), &backend.addr().to_string()))
+        .inherit(fe)
+        .start();
+    let mut c = connect(addr);
+    c.write_all(b"question").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    match read_to_close(&mut c, GENEROUS) {
+        Closed::Eof(data) => assert_eq!(data, b"got 8 bytes: question"),
+        other => panic!("expected the answer then a clean end of stream, got {other:?}"),
+    }
+}
+
+#[test]
+fn server_half_close_reaches_the_client_which_can_still_send() {
+    // The server greets, closes its sending side, then reads what the client still sends and
+    // reports it out of band through a channel.
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let tx = std::sync::Mutex::new(tx);
+    let backend = Backend::start(move |mut s| {
+        s.write_all(b"bye from server").unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        tx.lock().unwrap().send(rest).unwrap();
+    });
+    let (fe, addr) = frontend();
+    let _proxy = common::sluice(&listen(&fd_bind(&fe), &backend.addr().to_string()))
+        .inherit(fe)
+        .start();
+    let mut c = connect(addr);
+    let mut greeting = Vec::new();
+    // The server's end of stream arrives as an end of stream on the client side.
+    c.read_to_end(&mut greeting).unwrap();
+    assert_eq!(greeting, b"bye from server");
+    // The other direction is still open.
+    c.write_all(b"late data").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let received = rx
+        .recv_timeout(GENEROUS)
+        .expect("the server got the client's late data");
+    assert_eq!(received, b"late data");
+}
+
+#[test]
+fn large_payload_arrives_intact_both_ways() {
+    const SIZE: usize = 4 * 1024 * 1024 + 123;
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let _proxy = common::sluice(&listen(&fd_bind(&fe), &backend.addr().to_string()))
+        .inherit(fe)
+        .start();
+    let payload: Vec<u8> = (0..SIZE).map(|i| (i * 7 % 251) as u8).collect();
+    let c = connect(addr);
+    let mut writer = c.try_clone().unwrap();
+    let sent = payload.clone();
+    let sender = std::thread::spawn(move || {
+        for chunk in sent.chunks(100_000) {
+            writer.write_all(chunk).unwrap();
+        }
+        writer.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut reader = c;
+    let started = Instant::now();
+    let got = match read_to_close(&mut reader, Duration::from_secs(60)) {
+        Closed::Eof(data) => data,
+        other => panic!(
+            "echo of {SIZE} bytes did not end cleanly after {:?}: {} bytes",
+            started.elapsed(),
+            other.data().len()
+        ),
+    };
+    sender.join().unwrap();
+    assert_eq!(got.len(), SIZE);
+    assert!(got == payload, "the echoed bytes differ from the sent ones");
+}
+
+#[test]
+fn inherited_fd_listener_serves_and_keeps_its_address() {
+    // `bind "fd@N"`: the proxy accepts on the very socket the test bound, so the address the
+    // client connects to is the test's, and no other listener exists.
+    let backend = Backend::named("via-fd");
+    let (fe, addr) = frontend();
+    let bind = fd_bind(&fe);
+    assert!(bind.starts_with("\"fd@"), "{bind}");
+    let _proxy = common::sluice(&listen(&bind, &backend.addr().to_string()))
+        .inherit(fe)
+        .start();
+    let mut c = connect(addr);
+    match read_to_close(&mut c, GENEROUS) {
+        Closed::Eof(data) => assert_eq!(data, b"via-fd"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn unix_socket_bind_serves() {
+    let backend = Backend::echo();
+    let dir = common::TempDir::new();
+    let path = dir.join("front.sock");
+    let cfg = listen(
+        &format!("\"{}\"", path.display()),
+        &backend.addr().to_string(),
+    );
+    let _proxy = common::sluice(&cfg).start();
+    // The proxy created the socket itself: readiness is a successful connect.
+    assert!(
+        common::wait_until(GENEROUS, || UnixStream::connect(&path).is_ok()),
+        "unix listener {} never accepted connections",
+        path.display()
+    );
+    let mut c = UnixStream::connect(&path).unwrap();
+    c.set_read_timeout(Some(GENEROUS)).unwrap();
+    c.write_all(b"over unix").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"over unix");
+}
+
+#[test]
+fn unix_prefixed_bind_serves() {
+    let backend = Backend::named("unix-prefix");
+    let dir = common::TempDir::new();
+    let path = dir.join("front.sock");
+    let cfg = listen(
+        &format!("\"unix@{}\"", path.display()),
+        &backend.addr().to_string(),
+    );
+    let _proxy = common::sluice(&cfg).start();
+    assert!(common::wait_until(GENEROUS, || UnixStream::connect(&path).is_ok()));
+    let mut c = UnixStream::connect(&path).unwrap();
+    c.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"unix-prefix");
+}
+
+#[test]
+fn unix_socket_server_address_is_reached() {
+    let dir = common::TempDir::new();
+    let server_path = dir.join("server.sock");
+    let server = UnixListener::bind(&server_path).unwrap();
+    let handle = std::thread::spawn(move || {
+        let (mut s, _) = server.accept().unwrap();
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping");
+        s.write_all(b"pong from unix server").unwrap();
+    });
+    let (fe, addr) = frontend();
+    let cfg = listen(&fd_bind(&fe), &format!("\"{}\"", server_path.display()));
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut c = connect(addr);
+    c.write_all(b"ping").unwrap();
+    match read_to_close(&mut c, GENEROUS) {
+        Closed::Eof(data) => assert_eq!(data, b"pong from unix server"),
+        other => panic!("{other:?}"),
+    }
+    handle.join().unwrap();
+}
+
+#[test]
+fn frontend_and_backend_sections_forward_like_listen() {
+    let backend = Backend::named("from-backend-section");
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nfrontend fe\n    bind {}\n    default_backend be\n\nbackend be\n    server s1 {}\n",
+        fd_bind(&fe),
+        backend.addr()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut c = connect(addr);
+    match read_to_close(&mut c, GENEROUS) {
+        Closed::Eof(data) => assert_eq!(data, b"from-backend-section"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn many_concurrent_clients_are_all_served() {
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let _proxy = common::sluice(&listen(&fd_bind(&fe), &backend.addr().to_string()))
+        .inherit(fe)
+        .start();
+    let clients: Vec<_> = (0..20)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c: TcpStream = connect(addr);
+                let msg = format!("client {i} says hi");
+                c.write_all(msg.as_bytes()).unwrap();
+                c.shutdown(Shutdown::Write).unwrap();
+                let mut got = Vec::new();
+                c.read_to_end(&mut got).unwrap();
+                assert_eq!(got, msg.as_bytes());
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    assert_eq!(backend.accepted(), 20);
+}
