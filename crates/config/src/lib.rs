@@ -11,6 +11,7 @@
 pub mod addr;
 pub mod cond;
 pub mod diag;
+pub mod errors;
 pub mod global;
 pub mod http_options;
 pub mod lexer;

@@ -9,6 +9,7 @@
 use crate::addr::ListenAddr;
 use crate::cond::CondContext;
 use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::errors::{self, ErrorPages, HttpErrorSections};
 use crate::global::{self, GlobalConf};
 use crate::http_options::HttpConf;
 use crate::preprocess;
@@ -67,6 +68,8 @@ pub struct FrontendPlan {
     pub clitcpka: bool,
     /// HTTP options (used in `mode http`).
     pub http: HttpConf,
+    /// Custom pages replacing the built-in error answers.
+    pub error_pages: ErrorPages,
 }
 
 /// The server side of a `backend` or `listen` section.
@@ -88,6 +91,8 @@ pub struct BackendPlan {
     pub srvtcpka: bool,
     /// HTTP options (used in `mode http`).
     pub http: HttpConf,
+    /// Custom pages replacing the built-in error answers.
+    pub error_pages: ErrorPages,
 }
 
 /// The outcome of reading a configuration: the plan if it is valid, and every diagnostic.
@@ -127,9 +132,27 @@ fn build(sections: &[Section], sources: &[Source], diags: &mut Diagnostics) -> P
     let mut named_defaults: HashMap<&str, ProxyConf> = HashMap::new();
     let mut last_defaults = ProxyConf::default();
     let mut proxies: Vec<ParsedProxy<'_>> = Vec::new();
+    // `errorfiles` may name a section declared later: read them all first.
+    let mut http_errors = HttpErrorSections::new();
+    for section in sections
+        .iter()
+        .filter(|s| s.kind == SectionKind::HttpErrors)
+    {
+        let pages = errors::parse_http_errors_section(&section.lines, diags);
+        if let Some(name) = &section.name
+            && http_errors.insert(name.clone(), pages).is_some()
+        {
+            diags.push(Diagnostic::alert(
+                &section.span,
+                "http-errors",
+                format!("http-errors section '{name}' is declared twice"),
+            ));
+        }
+    }
 
     for section in sections {
         match section.kind {
+            SectionKind::HttpErrors => {}
             SectionKind::Global => {
                 for line in &section.lines {
                     global::parse_global_line(&mut global, line, diags);
@@ -174,7 +197,7 @@ fn build(sections: &[Section], sources: &[Source], diags: &mut Diagnostics) -> P
 
     check_unique_names(&proxies, diags);
     check_inherited_fds(&global, &proxies, diags);
-    let (frontends, backends) = plan_proxies(&proxies, diags);
+    let (frontends, backends) = plan_proxies(&proxies, &http_errors, diags);
     Plan {
         global,
         frontends,
@@ -230,8 +253,13 @@ fn check_inherited_fds(global: &GlobalConf, proxies: &[ParsedProxy<'_>], diags: 
 
 fn plan_proxies(
     proxies: &[ParsedProxy<'_>],
+    http_errors: &HttpErrorSections,
     diags: &mut Diagnostics,
 ) -> (Vec<FrontendPlan>, Vec<BackendPlan>) {
+    let pages: Vec<ErrorPages> = proxies
+        .iter()
+        .map(|p| errors::resolve(&p.conf.error_directives, http_errors, diags))
+        .collect();
     let mut backends = Vec::new();
     let mut backend_index: HashMap<&str, usize> = HashMap::new();
     for (i, p) in proxies.iter().enumerate() {
@@ -249,6 +277,7 @@ fn plan_proxies(
             timeouts: p.conf.timeouts,
             srvtcpka: p.conf.srvtcpka.unwrap_or(false),
             http: p.conf.http.clone(),
+            error_pages: pages[i].clone(),
         });
     }
 
@@ -297,6 +326,7 @@ fn plan_proxies(
             timeouts: p.conf.timeouts,
             clitcpka: p.conf.clitcpka.unwrap_or(false),
             http: p.conf.http.clone(),
+            error_pages: pages[i].clone(),
         });
     }
     warn_missing_timeouts(proxies, diags);

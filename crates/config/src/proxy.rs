@@ -10,6 +10,7 @@
 use crate::addr::{self, ListenAddr, ServerAddr};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
+use crate::errors::{self, ErrorDirective};
 use crate::http_options::{self, HttpConf};
 use crate::preprocess::Line;
 use crate::sections::SectionKind;
@@ -126,6 +127,8 @@ pub struct ProxyConf {
     pub srvtcpka: Option<bool>,
     /// HTTP options.
     pub http: HttpConf,
+    /// `errorfile`, `errorloc*` and `errorfiles`, in order.
+    pub error_directives: Vec<ErrorDirective>,
 }
 
 /// Which sections a keyword is valid in.
@@ -160,7 +163,7 @@ fn applies(
         SectionKind::Frontend => allowed.frontend,
         SectionKind::Backend => allowed.backend,
         SectionKind::Listen => allowed.frontend || allowed.backend,
-        SectionKind::Global => false,
+        SectionKind::Global | SectionKind::HttpErrors => false,
     };
     if !ok {
         let side = if allowed.frontend {
@@ -203,6 +206,10 @@ pub fn parse_proxy_line(
     let Some(first) = line.words.first() else {
         return;
     };
+    if let Some(directive) = errors::parse_error_directive(line, diags) {
+        conf.error_directives.extend(directive);
+        return;
+    }
     let d = Directive::new(line, 1);
     match first.as_str() {
         "mode" => {

@@ -21,6 +21,8 @@ pub enum SectionKind {
     Backend,
     /// `listen NAME`: a frontend and a backend of the same name in one.
     Listen,
+    /// `http-errors NAME`: error pages that proxies import with `errorfiles`.
+    HttpErrors,
 }
 
 impl SectionKind {
@@ -32,6 +34,7 @@ impl SectionKind {
             SectionKind::Frontend => "frontend",
             SectionKind::Backend => "backend",
             SectionKind::Listen => "listen",
+            SectionKind::HttpErrors => "http-errors",
         }
     }
 
@@ -53,7 +56,6 @@ const UNSUPPORTED_SECTIONS: &[&str] = &[
     "resolvers",
     "mailers",
     "program",
-    "http-errors",
     "ring",
     "cache",
     "log-forward",
@@ -90,6 +92,7 @@ fn section_kind(word: &str) -> Option<SectionKind> {
         "frontend" => SectionKind::Frontend,
         "backend" => SectionKind::Backend,
         "listen" => SectionKind::Listen,
+        "http-errors" => SectionKind::HttpErrors,
         _ => return None,
     })
 }

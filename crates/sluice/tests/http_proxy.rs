@@ -658,3 +658,35 @@ fn no_server_gives_503() {
     let got = one_shot(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(status_of(got.data()), 503);
 }
+
+#[test]
+fn errorfile_replaces_request_errors_and_dev_null_closes_silently() {
+    let (backend, _log) = ok_backend();
+    let (listener, addr) = frontend();
+    let pages = common::TempDir::new();
+    let page = pages.write(
+        "400.http",
+        "HTTP/1.1 400 Bad Request\r\nContent-Length: 4\r\nX-Page: mine\r\nConnection: close\r\n\r\nnope",
+    );
+    let config = format!(
+        "{HTTP_DEFAULTS}\nlisten px\n    bind {}\n    timeout http-request 300ms\n    errorfile 400 {}\n    errorfile 408 /dev/null\n    server s1 {}\n",
+        fd_bind(&listener),
+        page.display(),
+        backend.addr()
+    );
+    let _p = sluice(&config).inherit(listener).start();
+    let bad = one_shot(addr, b"GET / HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n");
+    let text = String::from_utf8_lossy(bad.data()).into_owned();
+    assert!(
+        text.contains("X-Page: mine") && text.ends_with("nope"),
+        "{text}"
+    );
+    // A request that never completes: the 408 page is empty, so the connection just closes.
+    let silent = one_shot(addr, b"GET / HTTP/1.1\r\n");
+    assert!(silent.is_closed());
+    assert!(
+        silent.data().is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(silent.data())
+    );
+}

@@ -108,7 +108,7 @@ pub async fn run(
         Ok(framing) => framing,
         Err(err) => {
             ctx.frontend.request_errors.incr();
-            answer(client, err.status(), s.client).await;
+            answer(client, s.request_error(err.status()), s.client).await;
             return Next::Close;
         }
     };
@@ -117,7 +117,7 @@ pub async fn run(
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
     if upgrade && is_websocket_without_key(buf, &head) {
         ctx.frontend.request_errors.incr();
-        answer(client, 400, s.client).await;
+        answer(client, s.request_error(400), s.client).await;
         return Next::Close;
     }
     let is_head = head.is_method(buf, "HEAD");
@@ -126,7 +126,7 @@ pub async fn run(
 
     let Some(server) = ctx.backend.pick_server() else {
         ctx.backend.failed_connections.incr();
-        answer(client, 503, s.client).await;
+        answer(client, s.server_error(503), s.client).await;
         return Next::Close;
     };
     let _backend_session = SessionMark::open(&ctx.backend.traffic);
@@ -150,7 +150,7 @@ pub async fn run(
                 None => {
                     ctx.backend.failed_connections.incr();
                     server.failed_connections.incr();
-                    answer(client, 503, s.client).await;
+                    answer(client, s.server_error(503), s.client).await;
                     return Next::Close;
                 }
             };
@@ -213,12 +213,12 @@ pub async fn run(
             Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
             Err(ResponseFailure::ClosedBeforeAnswer) => {
                 ctx.backend.response_errors.incr();
-                answer(client, 502, s.client).await;
+                answer(client, s.server_error(502), s.client).await;
                 return Next::Close;
             }
             Err(ResponseFailure::Status(status)) => {
                 ctx.backend.response_errors.incr();
-                answer(client, status, s.client).await;
+                answer(client, s.server_error(status), s.client).await;
                 return Next::Close;
             }
             Err(ResponseFailure::Broken) => return Next::Close,

@@ -12,7 +12,6 @@
 use super::buffer::{InBuf, ReadError};
 use super::exchange::{self, Attached, Next};
 use super::settings::{BufferSizes, HttpSettings};
-use sluice_http::error::error_response;
 use sluice_http::head::{Parse, RequestHead, parse_request};
 use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
@@ -53,14 +52,14 @@ pub async fn serve(
             Err(HeadEnd::Quiet) => break,
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
-                answer(&mut client, status, settings.client).await;
+                answer(&mut client, settings.request_error(status), settings.client).await;
                 break;
             }
         };
         let Some(backend) = frontend.backend.as_deref() else {
             // Nowhere to send requests (no default_backend): HAProxy answers 503.
             frontend.failed.incr();
-            answer(&mut client, 503, settings.client).await;
+            answer(&mut client, settings.server_error(503), settings.client).await;
             break;
         };
         let ctx = exchange::Context {
@@ -134,10 +133,11 @@ async fn read_head(
     }
 }
 
-/// Sends one of the canned error responses, then closes gracefully.
-pub async fn answer(client: &mut Stream, status: u16, limit: Option<Duration>) {
+/// Sends an error answer (built-in or from `errorfile`; an empty page sends nothing), then
+/// closes gracefully.
+pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
-    let sent = tokio::time::timeout(limit, client.write_all(error_response(status))).await;
+    let sent = tokio::time::timeout(limit, client.write_all(page)).await;
     if matches!(sent, Ok(Ok(()))) {
         close_gracefully(client, Some(limit)).await;
     }

@@ -5,7 +5,9 @@
 //! keep-alive), `option forwardfor` applies if either side sets it (the backend's header name
 //! winning), and each timeout comes from the side that owns it.
 
+use sluice_config::errors::ErrorPages;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
+use sluice_http::error::error_response;
 use sluice_http::head::Limits;
 use sluice_runtime::proxy::{Backend, Frontend};
 use std::time::Duration;
@@ -52,6 +54,10 @@ pub struct HttpSettings<'a> {
     pub client_fin: Option<Duration>,
     /// `timeout server-fin`.
     pub server_fin: Option<Duration>,
+    /// The frontend's custom error pages.
+    pub front_pages: &'a ErrorPages,
+    /// The backend's custom error pages (the frontend's when it has no backend).
+    pub back_pages: &'a ErrorPages,
 }
 
 impl<'a> HttpSettings<'a> {
@@ -103,7 +109,26 @@ impl<'a> HttpSettings<'a> {
             tunnel: back_timeouts.tunnel,
             client_fin: frontend.plan.timeouts.client_fin,
             server_fin: back_timeouts.server_fin,
+            front_pages: &frontend.plan.error_pages,
+            back_pages: backend.map_or(&frontend.plan.error_pages, |b| &b.plan.error_pages),
         }
+    }
+
+    /// The answer to a request refused before any backend was involved: the frontend's
+    /// `errorfile` for `status`, or the built-in page.
+    pub fn request_error(&self, status: u16) -> &'a [u8] {
+        self.front_pages
+            .get(&status)
+            .map_or_else(|| error_response(status), |page| &page[..])
+    }
+
+    /// The answer to a failure on the server side: the backend's page, then the frontend's,
+    /// then the built-in one (the order HAProxy looks them up).
+    pub fn server_error(&self, status: u16) -> &'a [u8] {
+        self.back_pages
+            .get(&status)
+            .or_else(|| self.front_pages.get(&status))
+            .map_or_else(|| error_response(status), |page| &page[..])
     }
 }
 

@@ -1,0 +1,273 @@
+//! Custom error answers: `errorfile`, `errorloc`/`errorloc302`/`errorloc303`, `errorfiles`
+//! and `http-errors` sections (configuration.txt §4.2 and §12.4).
+//!
+//! Files are read with the configuration, checked, and kept in memory (HAProxy reads them
+//! before any chroot, and so do we). Directives apply in order, later ones overriding earlier
+//! ones for the same status, so each proxy keeps an ordered list of [`ErrorDirective`]s that
+//! [`crate::plan`] resolves (an `errorfiles` import needs every `http-errors` section parsed
+//! first) into the final [`ErrorPages`].
+
+use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::directive::Directive;
+use crate::preprocess::Line;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// The statuses HAProxy can produce itself, the only ones an error page may replace.
+pub const CUSTOMIZABLE_STATUSES: [u16; 19] = [
+    200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 414, 425, 429, 431, 500, 501, 502, 503, 504,
+];
+
+/// A complete raw HTTP response sent instead of a built-in error; empty means "close without
+/// answering" (`errorfile 408 /dev/null`).
+pub type ErrorPage = Arc<[u8]>;
+
+/// Error pages by status.
+pub type ErrorPages = BTreeMap<u16, ErrorPage>;
+
+/// One error-page directive of a proxy, in declaration order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ErrorDirective {
+    /// `errorfile` or `errorloc*`: one status, one page.
+    Page(u16, ErrorPage),
+    /// `errorfiles NAME [CODE…]`: the pages of an `http-errors` section (all, or the listed
+    /// statuses).
+    Import {
+        /// Where it was declared.
+        span: Span,
+        /// The `http-errors` section's name.
+        section: String,
+        /// The statuses to import; empty means all.
+        codes: Vec<u16>,
+    },
+}
+
+/// The largest error page: it must fit a buffer minus the rewrite reserve (configuration.txt
+/// §4.2 "errorfile"), 15360 bytes with the default tune settings.
+pub const MAX_PAGE: usize = 15360;
+
+/// Parses `errorfile`, `errorloc`, `errorloc302`, `errorloc303` or `errorfiles`; `None` if the
+/// line is not one of them.
+pub(crate) fn parse_error_directive(
+    line: &Line,
+    diags: &mut Diagnostics,
+) -> Option<Option<ErrorDirective>> {
+    let d = Directive::new(line, 1);
+    let keyword = line.words.first()?.as_str();
+    Some(match keyword {
+        "errorfile" => parse_errorfile(&d, diags),
+        "errorloc" | "errorloc302" | "errorloc303" => {
+            let code = status(&d, diags)?;
+            let url = d.word(2, "a URL", diags)?;
+            d.no_more_than(3, diags);
+            if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+                diags.push(d.alert(format!("invalid URL '{url}'")));
+                return Some(None);
+            }
+            let (redirect, reason) = if keyword == "errorloc303" {
+                (303, "See Other")
+            } else {
+                (302, "Found")
+            };
+            let page = format!(
+                "HTTP/1.1 {redirect} {reason}\r\ncontent-length: 0\r\nlocation: {url}\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+            );
+            Some(ErrorDirective::Page(code, Arc::from(page.into_bytes())))
+        }
+        "errorfiles" => {
+            let section = d
+                .word(1, "the name of an http-errors section", diags)?
+                .to_owned();
+            let mut codes = Vec::new();
+            for (i, word) in line.words.iter().enumerate().skip(2) {
+                match word.parse::<u16>() {
+                    Ok(code) if CUSTOMIZABLE_STATUSES.contains(&code) => codes.push(code),
+                    _ => {
+                        diags.push(
+                            d.alert(format!("status {word} (argument {i}) cannot be customized")),
+                        );
+                        return Some(None);
+                    }
+                }
+            }
+            Some(ErrorDirective::Import {
+                span: line.span.clone(),
+                section,
+                codes,
+            })
+        }
+        _ => return None,
+    })
+}
+
+fn status(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<u16> {
+    let word = d.word(1, "a status code", diags)?;
+    match word.parse::<u16>() {
+        Ok(code) if CUSTOMIZABLE_STATUSES.contains(&code) => Some(code),
+        _ => {
+            diags.push(d.alert(format!(
+                "status '{word}' cannot be customized (HAProxy produces only 200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 414, 425, 429, 431, 500, 501, 502, 503 and 504)"
+            )));
+            None
+        }
+    }
+}
+
+fn parse_errorfile(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ErrorDirective> {
+    let code = status(d, diags)?;
+    let path = d.word(2, "a file name", diags)?;
+    d.no_more_than(3, diags);
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            diags.push(d.alert(format!("cannot read error file '{path}': {err}")));
+            return None;
+        }
+    };
+    if let Err(problem) = check_page(&bytes) {
+        diags.push(d.alert(format!("error file '{path}': {problem}")));
+        return None;
+    }
+    Some(ErrorDirective::Page(code, Arc::from(bytes)))
+}
+
+/// An error page must be empty or a complete HTTP/1.x response head (body optional) that fits
+/// in [`MAX_PAGE`].
+pub fn check_page(bytes: &[u8]) -> Result<(), String> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    if bytes.len() > MAX_PAGE {
+        return Err(format!(
+            "{} bytes, more than the {MAX_PAGE} a response may have",
+            bytes.len()
+        ));
+    }
+    let status_line_ok = bytes.len() > 12
+        && (bytes.starts_with(b"HTTP/1.0 ") || bytes.starts_with(b"HTTP/1.1 "))
+        && bytes[9..12].iter().all(u8::is_ascii_digit)
+        && matches!(bytes.get(12), Some(b' ' | b'\r' | b'\n'));
+    if !status_line_ok {
+        return Err("does not start with an HTTP/1.x status line".into());
+    }
+    let has_end_of_head =
+        bytes.windows(4).any(|w| w == b"\r\n\r\n") || bytes.windows(2).any(|w| w == b"\n\n");
+    if !has_end_of_head {
+        return Err("the response head does not end with an empty line".into());
+    }
+    Ok(())
+}
+
+/// The pages of every `http-errors` section, by name.
+pub type HttpErrorSections = HashMap<String, ErrorPages>;
+
+/// Parses the lines of an `http-errors` section: only `errorfile` lines.
+pub fn parse_http_errors_section(lines: &[Line], diags: &mut Diagnostics) -> ErrorPages {
+    let mut pages = ErrorPages::new();
+    for line in lines {
+        let Some(first) = line.words.first() else {
+            continue;
+        };
+        if first != "errorfile" {
+            diags.push(Diagnostic::alert(
+                &line.span,
+                first.clone(),
+                "only 'errorfile' is allowed in an 'http-errors' section",
+            ));
+            continue;
+        }
+        if let Some(ErrorDirective::Page(code, page)) =
+            parse_errorfile(&Directive::new(line, 1), diags)
+        {
+            pages.insert(code, page);
+        }
+    }
+    pages
+}
+
+/// Applies a proxy's directives in order over an empty set of pages.
+pub fn resolve(
+    directives: &[ErrorDirective],
+    sections: &HttpErrorSections,
+    diags: &mut Diagnostics,
+) -> ErrorPages {
+    let mut pages = ErrorPages::new();
+    for directive in directives {
+        match directive {
+            ErrorDirective::Page(code, page) => {
+                pages.insert(*code, Arc::clone(page));
+            }
+            ErrorDirective::Import {
+                span,
+                section,
+                codes,
+            } => match sections.get(section) {
+                None => diags.push(Diagnostic::alert(
+                    span,
+                    "errorfiles",
+                    format!("unknown http-errors section '{section}'"),
+                )),
+                Some(found) => {
+                    for (code, page) in found {
+                        if codes.is_empty() || codes.contains(code) {
+                            pages.insert(*code, Arc::clone(page));
+                        }
+                    }
+                }
+            },
+        }
+    }
+    pages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_must_be_responses() {
+        assert!(check_page(b"").is_ok());
+        assert!(check_page(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n").is_ok());
+        assert!(check_page(b"HTTP/1.0 503\r\n\r\nbody").is_ok());
+        assert!(check_page(b"<html>oops</html>").is_err());
+        assert!(check_page(b"HTTP/1.1 503 Busy\r\nno end").is_err());
+        assert!(check_page(b"HTTP/1.1 5x3 Busy\r\n\r\n").is_err());
+        assert!(check_page(&vec![b'a'; MAX_PAGE + 1]).is_err());
+    }
+
+    #[test]
+    fn later_directives_override_earlier_ones() {
+        let page = |s: &str| -> ErrorPage { Arc::from(s.as_bytes()) };
+        let span = Span::new(&Arc::from("t.cfg"), 1);
+        let mut sections = HttpErrorSections::new();
+        sections.insert(
+            "site".into(),
+            ErrorPages::from([(503, page("imported 503")), (404, page("imported 404"))]),
+        );
+        let directives = [
+            ErrorDirective::Page(503, page("first")),
+            ErrorDirective::Import {
+                span: span.clone(),
+                section: "site".into(),
+                codes: vec![503],
+            },
+            ErrorDirective::Page(400, page("own 400")),
+        ];
+        let mut diags = Vec::new();
+        let pages = resolve(&directives, &sections, &mut diags);
+        assert!(diags.is_empty());
+        assert_eq!(&*pages[&503], b"imported 503");
+        assert_eq!(&*pages[&400], b"own 400");
+        assert!(
+            !pages.contains_key(&404),
+            "only the listed status is imported"
+        );
+        let unknown = [ErrorDirective::Import {
+            span,
+            section: "nope".into(),
+            codes: vec![],
+        }];
+        resolve(&unknown, &sections, &mut diags);
+        assert_eq!(diags.len(), 1);
+    }
+}
