@@ -126,7 +126,7 @@ async fn session(
     }
     match frontend.plan.mode {
         Mode::Tcp => match &frontend.backend {
-            Some(backend) => tcp::serve(&frontend, backend, client, endpoints).await,
+            Some(backend) => tcp::serve(&process, &frontend, backend, client, endpoints).await,
             None => frontend.failed.incr(),
         },
         Mode::Http => {
@@ -135,7 +135,7 @@ async fn session(
                 bufsize: global.bufsize(),
                 maxrewrite: global.maxrewrite(),
             };
-            http::session::serve(&frontend, client, endpoints, buffers).await
+            http::session::serve(&process, &frontend, client, endpoints, buffers).await
         }
     }
 }

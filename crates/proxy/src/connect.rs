@@ -10,14 +10,29 @@ use std::time::Duration;
 /// The longest pause between two connection attempts.
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
-/// Connects to `server` for a client that connected to port `dst_port`; `None` once every
-/// attempt failed (the retries are counted on the backend and the server).
+/// The result of connecting: the stream if an attempt succeeded, and how many retries it took
+/// (the `%rc` of the log line).
+#[derive(Debug)]
+pub struct Connection {
+    /// The connected stream, `None` once every attempt failed.
+    pub stream: Option<Stream>,
+    /// Attempts made after the first one.
+    pub retries: u32,
+}
+
+/// Connects to `server` for a client that connected to port `dst_port` (the retries are
+/// counted on the backend and the server too).
 pub async fn connect_with_retries(
     backend: &Backend,
     server: &Server,
     dst_port: Option<u16>,
-) -> Option<Stream> {
-    let target = server.target(dst_port)?;
+) -> Connection {
+    let Some(target) = server.target(dst_port) else {
+        return Connection {
+            stream: None,
+            retries: 0,
+        };
+    };
     let connect_timeout = backend.plan.timeouts.connect;
     let opts = StreamOptions {
         keepalive: backend.plan.srvtcpka,
@@ -30,8 +45,14 @@ pub async fn connect_with_retries(
             tokio::time::sleep(pause).await;
         }
         if let Ok(stream) = Stream::connect(&target, connect_timeout, opts).await {
-            return Some(stream);
+            return Connection {
+                stream: Some(stream),
+                retries: attempt,
+            };
         }
     }
-    None
+    Connection {
+        stream: None,
+        retries: backend.plan.retries,
+    }
 }

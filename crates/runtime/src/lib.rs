@@ -9,3 +9,4 @@
 pub mod counters;
 pub mod process;
 pub mod proxy;
+pub mod record;

@@ -7,6 +7,7 @@
 
 use crate::counters::Traffic;
 use crate::proxy::{Backend, Frontend};
+use crate::record::StreamLog;
 use sluice_config::addr::{Host, ServerAddr};
 use sluice_config::global::GlobalConf;
 use sluice_config::plan::Plan;
@@ -62,12 +63,19 @@ pub struct Process {
     pub started: Instant,
     /// All client connections of the process.
     pub traffic: Traffic,
+    /// Where finished streams are reported (the `-d` debug output for now).
+    pub stream_log: Option<Box<dyn StreamLog>>,
     listen_state: watch::Sender<ListenState>,
 }
 
 impl Process {
-    /// Builds the live objects of `plan`; the errors are start-up alerts (unresolvable names).
-    pub fn build(plan: Plan, opts: BuildOptions) -> Result<Process, Vec<String>> {
+    /// Builds the live objects of `plan`, reporting finished streams to `stream_log`; the
+    /// errors are start-up alerts (unresolvable names).
+    pub fn build(
+        plan: Plan,
+        opts: BuildOptions,
+        stream_log: Option<Box<dyn StreamLog>>,
+    ) -> Result<Process, Vec<String>> {
         let mut errors = Vec::new();
         let backends: Vec<Arc<Backend>> = plan
             .backends
@@ -116,6 +124,7 @@ impl Process {
             started_at: SystemTime::now(),
             started: Instant::now(),
             traffic: Traffic::default(),
+            stream_log,
             listen_state: watch::channel(ListenState::Active).0,
         })
     }

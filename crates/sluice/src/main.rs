@@ -15,6 +15,7 @@ mod system;
 use sluice_config::diag::Severity;
 use sluice_config::{cond, lexer, plan, reader};
 use sluice_runtime::process::{BuildOptions, Process};
+use sluice_runtime::record::{StderrLog, StreamLog};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -154,6 +155,9 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
             nbthread,
             ulimit_n,
         },
+        // `-d` shows one log line per finished stream on stderr.
+        opts.debug
+            .then(|| Box::new(StderrLog) as Box<dyn StreamLog>),
     )
     .map_err(|errs| {
         let mut out: Vec<String> = errs.into_iter().map(|e| format!("[ALERT] {e}")).collect();

@@ -26,10 +26,13 @@ use sluice_http::head::{MessageHead, Parse, RequestHead, ResponseHead, Version, 
 use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
+use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
+use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
 use std::cell::Cell;
 use std::future::Future;
 use std::net::IpAddr;
+use std::time::{Duration, Instant, SystemTime};
 
 /// What the session does after an exchange.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +54,14 @@ pub struct Attached {
 
 /// Everything an exchange needs besides the connections.
 pub struct Context<'a> {
+    /// The process (for its stream log).
+    pub process: &'a Process,
+    /// When the session started waiting for this request.
+    pub request_start: Instant,
+    /// The same moment on the wall clock, for the log's date.
+    pub request_start_at: SystemTime,
+    /// When the request head was complete.
+    pub head_at: Instant,
     /// The accepting proxy.
     pub frontend: &'a Frontend,
     /// The proxy holding the servers.
@@ -78,10 +89,10 @@ struct ResponseDone {
     server_reusable: bool,
     /// A `101 Switching Protocols` or a successful CONNECT: relay raw bytes from now on.
     tunnel: bool,
-    /// Request body bytes sent to the server.
-    body_up: u64,
-    /// Response body bytes sent to the client.
-    body_down: u64,
+    /// Request bytes (head and body) sent to the server.
+    bytes_up: u64,
+    /// Response bytes (heads and body) sent to the client.
+    bytes_down: u64,
 }
 
 /// Why the response side failed.
@@ -90,11 +101,40 @@ enum ResponseFailure {
     Status(u16),
     /// The server closed a reused connection before answering: the request may be retried.
     ClosedBeforeAnswer,
-    /// The transfer broke after the head was sent: just close.
-    Broken,
+    /// The transfer broke after the head was sent: just close. Names who broke it.
+    Broken(Cause),
 }
 
-/// Runs one exchange for the request whose head starts `input`.
+/// What an exchange ends with: what the session does next, and what the log reports.
+struct Ending {
+    next: Next,
+    status: Option<u16>,
+    termination: Termination,
+}
+
+impl Ending {
+    fn close(status: Option<u16>, cause: Cause, phase: Phase) -> Self {
+        Ending {
+            next: Next::Close,
+            status,
+            termination: Termination { cause, phase },
+        }
+    }
+}
+
+/// Facts gathered along an exchange for its log record.
+#[derive(Default)]
+struct Facts<'a> {
+    server: Option<&'a str>,
+    connect: Option<Duration>,
+    request_sent: Option<Instant>,
+    response_head: Option<Instant>,
+    bytes_up: u64,
+    bytes_down: u64,
+    retries: u32,
+}
+
+/// Runs one exchange for the request whose head starts `input`, then reports it.
 pub async fn run(
     ctx: &Context<'_>,
     client: &mut Stream,
@@ -102,6 +142,54 @@ pub async fn run(
     head: RequestHead,
     attached: &mut Option<Attached>,
 ) -> Next {
+    // The request line is copied only when a log wants it: no allocation otherwise.
+    let request_line = ctx.process.stream_log.as_ref().map(|_| {
+        let buf = input.filled();
+        let end = buf
+            .iter()
+            .position(|&b| b == b'\r' || b == b'\n')
+            .unwrap_or(buf.len());
+        buf[..end].to_vec()
+    });
+    let mut facts = Facts::default();
+    let ending = exchange(ctx, client, input, head, attached, &mut facts).await;
+    if let Some(log) = &ctx.process.stream_log {
+        let timers = Timers {
+            request: Some(ctx.head_at.duration_since(ctx.request_start)),
+            queue: facts.server.map(|_| Duration::ZERO),
+            connect: facts.connect,
+            response: facts
+                .request_sent
+                .zip(facts.response_head)
+                .map(|(sent, head)| head.saturating_duration_since(sent)),
+            total: ctx.request_start.elapsed(),
+        };
+        log.http(&StreamRecord {
+            start: ctx.request_start_at,
+            client: ctx.endpoints.client,
+            frontend: ctx.frontend.name(),
+            backend: Some(ctx.backend.name()),
+            server: facts.server,
+            timers,
+            status: ending.status,
+            bytes_to_client: facts.bytes_down,
+            bytes_from_client: facts.bytes_up,
+            termination: ending.termination,
+            retries: facts.retries,
+            request_line: request_line.as_deref(),
+        });
+    }
+    ending.next
+}
+
+async fn exchange<'a>(
+    ctx: &Context<'a>,
+    client: &mut Stream,
+    input: &mut InBuf,
+    head: RequestHead,
+    attached: &mut Option<Attached>,
+    facts: &mut Facts<'a>,
+) -> Ending {
     let s = ctx.settings;
     let buf = input.filled();
     let framing = match request_framing(buf, &head) {
@@ -109,7 +197,7 @@ pub async fn run(
         Err(err) => {
             ctx.frontend.request_errors.incr();
             answer(client, s.request_error(err.status()), s.client).await;
-            return Next::Close;
+            return Ending::close(Some(err.status()), Cause::Proxy, Phase::Request);
         }
     };
     let conn = encode::connection_tokens(buf, &head);
@@ -118,7 +206,7 @@ pub async fn run(
     if upgrade && is_websocket_without_key(buf, &head) {
         ctx.frontend.request_errors.incr();
         answer(client, s.request_error(400), s.client).await;
-        return Next::Close;
+        return Ending::close(Some(400), Cause::Proxy, Phase::Request);
     }
     let is_head = head.is_method(buf, "HEAD");
     let is_connect = head.is_method(buf, "CONNECT");
@@ -127,8 +215,9 @@ pub async fn run(
     let Some(server) = ctx.backend.pick_server() else {
         ctx.backend.failed_connections.incr();
         answer(client, s.server_error(503), s.client).await;
-        return Next::Close;
+        return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
     };
+    facts.server = Some(server.name());
     let _backend_session = SessionMark::open(&ctx.backend.traffic);
     let _server_session = SessionMark::open(&server.traffic);
     let key = ServerKey {
@@ -144,42 +233,55 @@ pub async fn run(
     loop {
         attempts -= 1;
         let force_new = attempts == 0 && framing == BodyFraming::None;
+        let connecting = Instant::now();
         let (mut server_stream, was_reused) =
-            match server_connection(ctx, server, key, attached, force_new).await {
+            match server_connection(ctx, server, key, attached, force_new, facts).await {
                 Some(c) => c,
                 None => {
                     ctx.backend.failed_connections.incr();
                     server.failed_connections.incr();
                     answer(client, s.server_error(503), s.client).await;
-                    return Next::Close;
+                    return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
                 }
             };
+        // A reused connection costs no connect time (HAProxy logs Tc = 0 for it).
+        facts.connect = Some(if was_reused {
+            Duration::ZERO
+        } else {
+            connecting.elapsed()
+        });
+        facts.request_sent = Some(Instant::now());
+        let response_head = Cell::new(None);
         let outcome = transfer(
             ctx,
             client,
             input,
             &mut server_stream,
             &request_head,
-            framing,
             TransferShape {
+                framing,
                 client_version,
                 client_wants_keepalive,
                 is_head,
                 is_connect,
                 upgrade,
             },
+            &response_head,
         )
         .await;
+        let answered = response_head.get();
+        facts.response_head = answered.map(|(at, _)| at);
+        let status = answered.map(|(_, status)| status);
         match outcome {
             Ok(done) if done.tunnel => {
-                count_bytes(ctx, server, done.body_up, done.body_down);
+                count_bytes(ctx, server, facts, done.bytes_up, done.bytes_down);
                 // Bytes the client sent after its head already belong to the tunnel.
                 if !input.is_empty() {
                     if body::write(&mut server_stream, input.filled(), s.server)
                         .await
                         .is_err()
                     {
-                        return Next::Close;
+                        return Ending::close(status, Cause::ServerAbort, Phase::Data);
                     }
                     let n = input.len();
                     input.consume(n);
@@ -191,11 +293,21 @@ pub async fn run(
                     server_fin: s.server_fin,
                 };
                 let moved = forward::forward(client, &mut server_stream, timeouts, s.bufsize).await;
-                count_bytes(ctx, server, moved.client_to_server, moved.server_to_client);
-                return Next::Close;
+                count_bytes(
+                    ctx,
+                    server,
+                    facts,
+                    moved.client_to_server,
+                    moved.server_to_client,
+                );
+                return Ending {
+                    next: Next::Close,
+                    status,
+                    termination: Termination::NORMAL,
+                };
             }
             Ok(done) => {
-                count_bytes(ctx, server, done.body_up, done.body_down);
+                count_bytes(ctx, server, facts, done.bytes_up, done.bytes_down);
                 if done.server_reusable {
                     *attached = Some(Attached {
                         key,
@@ -204,24 +316,41 @@ pub async fn run(
                         pool_max: server.conf.pool_max_conn,
                     });
                 }
-                return if done.close_client {
+                let next = if done.close_client {
                     Next::Close
                 } else {
                     Next::KeepAlive
+                };
+                return Ending {
+                    next,
+                    status,
+                    termination: Termination::NORMAL,
                 };
             }
             Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
             Err(ResponseFailure::ClosedBeforeAnswer) => {
                 ctx.backend.response_errors.incr();
                 answer(client, s.server_error(502), s.client).await;
-                return Next::Close;
+                return Ending::close(Some(502), Cause::ServerAbort, Phase::Headers);
             }
             Err(ResponseFailure::Status(status)) => {
                 ctx.backend.response_errors.incr();
                 answer(client, s.server_error(status), s.client).await;
-                return Next::Close;
+                let cause = match status {
+                    504 => Cause::ServerTimeout,
+                    502 => Cause::Proxy,
+                    _ => Cause::ClientAbort,
+                };
+                let phase = if status >= 500 {
+                    Phase::Headers
+                } else {
+                    Phase::Data
+                };
+                return Ending::close(Some(status), cause, phase);
             }
-            Err(ResponseFailure::Broken) => return Next::Close,
+            Err(ResponseFailure::Broken(cause)) => {
+                return Ending::close(status, cause, Phase::Data);
+            }
         }
     }
 }
@@ -234,6 +363,7 @@ async fn server_connection(
     key: ServerKey,
     attached: &mut Option<Attached>,
     force_new: bool,
+    facts: &mut Facts<'_>,
 ) -> Option<(Stream, bool)> {
     if !force_new {
         if let Some(conn) = attached.take() {
@@ -257,9 +387,9 @@ async fn server_connection(
         }
     }
     let dst_port = ctx.endpoints.local.map(|a| a.port());
-    connect_with_retries(ctx.backend, server, dst_port)
-        .await
-        .map(|stream| (stream, false))
+    let connection = connect_with_retries(ctx.backend, server, dst_port).await;
+    facts.retries = connection.retries;
+    connection.stream.map(|stream| (stream, false))
 }
 
 /// The request head as the server will see it.
@@ -358,6 +488,7 @@ fn wants_address_header(
 /// The facts about the request that shape the response handling.
 #[derive(Clone, Copy)]
 struct TransferShape {
+    framing: BodyFraming,
     client_version: Version,
     client_wants_keepalive: bool,
     is_head: bool,
@@ -372,13 +503,13 @@ async fn transfer(
     input: &mut InBuf,
     server: &mut Stream,
     request_head: &[u8],
-    framing: BodyFraming,
     shape: TransferShape,
+    response_head: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure> {
     let s = ctx.settings;
+    let framing = shape.framing;
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
-    let response_started = Cell::new(false);
     let request_out = match framing {
         BodyFraming::Chunked => OutFraming::Chunked,
         _ => OutFraming::Raw,
@@ -388,7 +519,7 @@ async fn transfer(
         body::write(&mut server_write, request_head, s.server)
             .await
             .map_err(|_| UploadFailure::Server)?;
-        body::forward_body(
+        let body = body::forward_body(
             input,
             &mut client_read,
             &mut server_write,
@@ -408,14 +539,15 @@ async fn transfer(
             BodyError::Invalid(err) => UploadFailure::Invalid(err.status()),
             BodyError::WriteIo(_) | BodyError::WriteTimeout => UploadFailure::Server,
             _ => UploadFailure::Client,
-        })
+        })?;
+        Ok(request_head.len() as u64 + body)
     };
     let download = relay_response(
         ctx,
         &mut server_read,
         &mut client_write,
         shape,
-        &response_started,
+        response_head,
     );
 
     tokio::pin!(upload, download);
@@ -426,10 +558,10 @@ async fn transfer(
                 match up {
                     Ok(n) => uploaded = Some(Ok(n)),
                     // The client went away or sent a broken body: nothing more to do here.
-                    Err(UploadFailure::Client) => return Err(ResponseFailure::Broken),
+                    Err(UploadFailure::Client) => return Err(ResponseFailure::Broken(Cause::ClientAbort)),
                     Err(UploadFailure::Invalid(status)) => {
-                        return Err(if response_started.get() {
-                            ResponseFailure::Broken
+                        return Err(if response_head.get().is_some() {
+                            ResponseFailure::Broken(Cause::ClientAbort)
                         } else {
                             ResponseFailure::Status(status)
                         });
@@ -449,14 +581,14 @@ async fn transfer(
         let pending =
             std::future::poll_fn(|cx| std::task::Poll::Ready(upload.as_mut().poll(cx))).await;
         if let std::task::Poll::Ready(Err(UploadFailure::Invalid(status))) = pending
-            && !response_started.get()
+            && response_head.get().is_none()
         {
             return Err(ResponseFailure::Status(status));
         }
     }
     let mut done = response?;
     match uploaded {
-        Some(Ok(sent)) => done.body_up = sent,
+        Some(Ok(sent)) => done.bytes_up = sent,
         // The response ended before the request body did: the rest of the body is still on
         // the client connection, so neither connection can be reused.
         _ => {
@@ -481,7 +613,7 @@ async fn relay_response<R, W>(
     server: &mut R,
     client: &mut W,
     shape: TransferShape,
-    started: &Cell<bool>,
+    started: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure>
 where
     R: tokio::io::AsyncRead + Unpin,
@@ -491,6 +623,7 @@ where
     let mut input = InBuf::new(s.bufsize);
     let mut out = Vec::with_capacity(512);
     let mut got_anything = false;
+    let mut sent_heads = 0u64;
     loop {
         let head = read_response_head(server, &mut input, s, &mut got_anything).await?;
         let buf = input.filled();
@@ -508,8 +641,9 @@ where
                 encode::encode_response(buf, &head, &edits, &mut out);
                 body::write(client, &out, s.client)
                     .await
-                    .map_err(|_| ResponseFailure::Broken)?;
-                started.set(true);
+                    .map_err(client_write_failure)?;
+                started.set(Some((Instant::now(), head.status)));
+                sent_heads += out.len() as u64;
             }
             let len = head.head_len;
             input.consume(len);
@@ -568,23 +702,25 @@ where
         encode::encode_response(buf, &head, &edits, &mut out);
         let head_len = head.head_len;
         input.consume(head_len);
+        started.set(Some((Instant::now(), head.status)));
         body::write(client, &out, s.client)
             .await
-            .map_err(|_| ResponseFailure::Broken)?;
-        started.set(true);
+            .map_err(client_write_failure)?;
+        sent_heads += out.len() as u64;
         if tunnel {
             // Bytes the server sent after its head already belong to the tunnel.
             if !input.is_empty() {
                 body::write(client, input.filled(), s.client)
                     .await
-                    .map_err(|_| ResponseFailure::Broken)?;
+                    .map_err(client_write_failure)?;
+                sent_heads += input.len() as u64;
             }
             return Ok(ResponseDone {
                 close_client: true,
                 server_reusable: false,
                 tunnel: true,
-                body_up: 0,
-                body_down: 0,
+                bytes_up: 0,
+                bytes_down: sent_heads,
             });
         }
         let sent = body::forward_body(
@@ -603,7 +739,14 @@ where
             },
         )
         .await
-        .map_err(|_| ResponseFailure::Broken)?;
+        .map_err(|e| {
+            ResponseFailure::Broken(match e {
+                BodyError::ReadTimeout => Cause::ServerTimeout,
+                BodyError::WriteTimeout => Cause::ClientTimeout,
+                BodyError::WriteIo(_) => Cause::ClientAbort,
+                _ => Cause::ServerAbort,
+            })
+        })?;
         let exact = matches!(
             framing,
             BodyFraming::ContentLength(_) | BodyFraming::Chunked | BodyFraming::None
@@ -615,8 +758,8 @@ where
                 && input.is_empty()
                 && s.conn_mode == HttpConnMode::KeepAlive,
             tunnel: false,
-            body_up: 0,
-            body_down: sent,
+            bytes_up: 0,
+            bytes_down: sent_heads + sent,
         });
     }
 }
@@ -660,10 +803,21 @@ async fn read_response_head<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-/// Counts body bytes on every level that reports them (`bin`/`bout` in `show stat`).
-fn count_bytes(ctx: &Context<'_>, server: &Server, up: u64, down: u64) {
+/// Counts bytes on every level that reports them (`bin`/`bout` in `show stat`) and in the
+/// stream's log record.
+fn count_bytes(ctx: &Context<'_>, server: &Server, facts: &mut Facts<'_>, up: u64, down: u64) {
     for traffic in [&ctx.frontend.traffic, &ctx.backend.traffic, &server.traffic] {
         traffic.bytes_in.add(up);
         traffic.bytes_out.add(down);
     }
+    facts.bytes_up += up;
+    facts.bytes_down += down;
+}
+
+/// A failed write to the client ends the stream on the client's side.
+fn client_write_failure(err: BodyError) -> ResponseFailure {
+    ResponseFailure::Broken(match err {
+        BodyError::WriteTimeout => Cause::ClientTimeout,
+        _ => Cause::ClientAbort,
+    })
 }

@@ -15,8 +15,10 @@ use super::settings::{BufferSizes, HttpSettings};
 use sluice_http::head::{Parse, RequestHead, parse_request};
 use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
+use sluice_runtime::process::Process;
 use sluice_runtime::proxy::Frontend;
-use std::time::Duration;
+use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
+use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -37,6 +39,7 @@ enum HeadEnd {
 
 /// Serves one client connection of an HTTP frontend.
 pub async fn serve(
+    process: &Process,
     frontend: &Frontend,
     mut client: Stream,
     endpoints: Endpoints,
@@ -47,12 +50,43 @@ pub async fn serve(
     let mut attached: Option<Attached> = None;
     let mut first = true;
     loop {
+        let request_start = std::time::Instant::now();
+        let request_start_at = SystemTime::now();
         let head = match read_head(&mut client, &mut input, &settings, first).await {
             Ok(head) => head,
             Err(HeadEnd::Quiet) => break,
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
                 answer(&mut client, settings.request_error(status), settings.client).await;
+                if let Some(log) = &process.stream_log {
+                    // configuration.txt §8.5: a refused request is "PR", a request that did
+                    // not arrive in time "cR".
+                    let cause = if status == 408 {
+                        Cause::ClientTimeout
+                    } else {
+                        Cause::Proxy
+                    };
+                    log.http(&StreamRecord {
+                        start: request_start_at,
+                        client: endpoints.client,
+                        frontend: frontend.name(),
+                        backend: None,
+                        server: None,
+                        timers: Timers {
+                            total: request_start.elapsed(),
+                            ..Timers::default()
+                        },
+                        status: Some(status),
+                        bytes_to_client: settings.request_error(status).len() as u64,
+                        bytes_from_client: 0,
+                        termination: Termination {
+                            cause,
+                            phase: Phase::Request,
+                        },
+                        retries: 0,
+                        request_line: None,
+                    });
+                }
                 break;
             }
         };
@@ -63,6 +97,10 @@ pub async fn serve(
             break;
         };
         let ctx = exchange::Context {
+            process,
+            request_start,
+            request_start_at,
+            head_at: std::time::Instant::now(),
             frontend,
             backend,
             settings: &settings,
