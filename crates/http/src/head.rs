@@ -310,22 +310,33 @@ fn has_obs_fold(head: &[u8]) -> bool {
 /// Room for the field lines httparse may find: `tune.http.maxhdr` counts the start line, and
 /// a head cannot hold more fields than it has line ends, so a large configured limit costs
 /// nothing on small heads.
-fn header_slots(window: &[u8], limits: &Limits) -> Vec<httparse::Header<'static>> {
-    let lines = window.iter().filter(|&&b| b == b'\n').count();
-    vec![httparse::EMPTY_HEADER; limits.max_headers.saturating_sub(1).min(lines)]
+/// Header slots kept on the stack: enough for HAProxy's default `tune.http.maxhdr` (101
+/// lines, the start line included), so parsing a head allocates nothing but its span list.
+const STACK_SLOTS: usize = 128;
+
+/// How many field lines httparse may fill: one per allowed line but the start line, and no
+/// more than the window has lines (a larger limit than [`STACK_SLOTS`] then costs a heap list
+/// sized by the head, not by the limit).
+fn slot_count(window: &[u8], limits: &Limits) -> usize {
+    let allowed = limits.max_headers.saturating_sub(1);
+    if allowed <= STACK_SLOTS {
+        allowed
+    } else {
+        allowed.min(window.iter().filter(|&&b| b == b'\n').count())
+    }
 }
 
 /// Field spans of httparse's headers.
 fn spans(window: &[u8], headers: &[httparse::Header<'_>]) -> Option<Vec<HeaderSpan>> {
-    headers
-        .iter()
-        .map(|h| {
-            Some(HeaderSpan {
-                name: span(window, h.name.as_bytes())?,
-                value: span(window, h.value)?,
-            })
-        })
-        .collect()
+    // Sized up front: one allocation per head, never one per field.
+    let mut out = Vec::with_capacity(headers.len());
+    for h in headers {
+        out.push(HeaderSpan {
+            name: span(window, h.name.as_bytes())?,
+            value: span(window, h.value)?,
+        });
+    }
+    Some(out)
 }
 
 fn version_of(v: Option<u8>) -> Option<Version> {
@@ -350,8 +361,16 @@ fn version_of(v: Option<u8>) -> Option<Version> {
 pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parse<RequestHead>, HttpError> {
     let side = Side::Request;
     let (window, full) = window(buf, limits);
-    let mut slots = header_slots(window, limits);
-    let mut req = httparse::Request::new(&mut slots);
+    let count = slot_count(window, limits);
+    let mut stack = [httparse::EMPTY_HEADER; STACK_SLOTS];
+    let mut heap = Vec::new();
+    let slots = if count <= STACK_SLOTS {
+        &mut stack[..count]
+    } else {
+        heap.resize(count, httparse::EMPTY_HEADER);
+        &mut heap[..]
+    };
+    let mut req = httparse::Request::new(slots);
     let mut config = httparse::ParserConfig::default();
     config.ignore_invalid_headers_in_requests(limits.accept_unsafe);
     let head_len = match config.parse_request(&mut req, window) {
@@ -378,8 +397,8 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parse<RequestHead>, 
         Ok(form) => form,
         Err(kind) => return fail(kind),
     };
-    let hosts: Vec<&[u8]> = header_values(window, &headers, "host").collect();
-    if let Err(kind) = target::check_host(&hosts, version, form, target_bytes, limits.accept_unsafe)
+    let hosts = header_values(window, &headers, "host");
+    if let Err(kind) = target::check_host(hosts, version, form, target_bytes, limits.accept_unsafe)
     {
         return fail(kind);
     }
@@ -417,8 +436,16 @@ fn reason_span(head: &[u8]) -> Option<Range<u32>> {
 pub fn parse_response(buf: &[u8], limits: &Limits) -> Result<Parse<ResponseHead>, HttpError> {
     let side = Side::Response;
     let (window, full) = window(buf, limits);
-    let mut slots = header_slots(window, limits);
-    let mut resp = httparse::Response::new(&mut slots);
+    let count = slot_count(window, limits);
+    let mut stack = [httparse::EMPTY_HEADER; STACK_SLOTS];
+    let mut heap = Vec::new();
+    let slots = if count <= STACK_SLOTS {
+        &mut stack[..count]
+    } else {
+        heap.resize(count, httparse::EMPTY_HEADER);
+        &mut heap[..]
+    };
+    let mut resp = httparse::Response::new(slots);
     let mut config = httparse::ParserConfig::default();
     config.ignore_invalid_headers_in_responses(limits.accept_unsafe);
     let head_len = match config.parse_response(&mut resp, window) {
