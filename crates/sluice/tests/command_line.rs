@@ -500,3 +500,14 @@ fn daemon_option_detaches_and_writes_the_pidfile() {
 fn daemon_and_pidfile_keywords_do_the_same() {
     daemon_runs_and_writes_its_pid("    daemon\n    pidfile \"PIDFILE\"\n", &[]);
 }
+
+#[test]
+fn bundled_demo_configuration_is_valid() {
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo.cfg");
+    let out = common::run(&["-c", "-f", demo], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
