@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of Sluice, HAProxy and nginx on this machine (see BENCHMARKS.md).
+
+Every proxy runs pinned to CPU 0 with one thread/worker; the load generator and the origin
+server (an nginx instance serving static files) share CPU 1. Runs are interleaved
+(A B C A B C ...) and each figure is reported as median [min-max] with its ratio to HAProxy.
+Work per proxy CPU-second is reported beside raw rates, since on a 2-core machine the load
+generator is often the ceiling. Everything stays on 127.0.0.1 and every run is bounded in
+time.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORIGIN_PORT = 18800
+PROXY_PORT = 18801
+PROXY_CPU = "0"
+LOAD_CPU = "1"
+
+
+def need(tool, package):
+    if shutil.which(tool) is None:
+        sys.exit(f"bench: '{tool}' is missing (apt-get install {package})")
+
+
+def wait_port(port, limit=10.0):
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def process_tree(pid):
+    """`pid` and its child processes (nginx serves from a worker, not its master)."""
+    pids = [pid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+def cpu_seconds(pid):
+    """User+system CPU time of a process tree (all threads), from /proc."""
+    total = 0
+    for p in process_tree(pid):
+        with open(f"/proc/{p}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid):
+    """Resident memory of a process tree."""
+    total = 0
+    for p in process_tree(pid):
+        with open(f"/proc/{p}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
+
+
+class Origin:
+    """nginx serving the test objects on ORIGIN_PORT, on the load generator's CPU."""
+
+    def __init__(self, work):
+        self.dir = os.path.join(work, "origin")
+        os.makedirs(os.path.join(self.dir, "www"), exist_ok=True)
+        with open(os.path.join(self.dir, "www", "small"), "wb") as f:
+            f.write(b"x" * 64)
+        with open(os.path.join(self.dir, "www", "big"), "wb") as f:
+            f.write(os.urandom(10 * 1024 * 1024))
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""
+worker_processes 1;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log;
+daemon off;
+events {{ worker_connections 20000; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    server {{
+        listen 127.0.0.1:{ORIGIN_PORT} reuseport backlog=4096;
+        root {self.dir}/www;
+    }}
+}}
+""")
+        self.proc = subprocess.Popen(["taskset", "-c", LOAD_CPU, "nginx", "-c", conf, "-p", self.dir],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(ORIGIN_PORT)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def proxy_config(kind, mode, work):
+    """The same scenario for each proxy: one thread, keep-alive both sides."""
+    if kind in ("sluice", "haproxy"):
+        path = os.path.join(work, f"{kind}-{mode}.cfg")
+        with open(path, "w") as f:
+            f.write(f"""global
+    nbthread 1
+    maxconn 9000
+defaults
+    mode {mode}
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+    http-reuse always
+listen bench
+    bind 127.0.0.1:{PROXY_PORT}
+    server origin 127.0.0.1:{ORIGIN_PORT}
+""")
+        return path
+    path = os.path.join(work, f"nginx-{mode}.conf")
+    body = (f"""stream {{
+    server {{ listen 127.0.0.1:{PROXY_PORT}; proxy_pass 127.0.0.1:{ORIGIN_PORT}; }}
+}}""" if mode == "tcp" else f"""http {{
+    access_log off;
+    keepalive_requests 1000000;
+    upstream origin {{ server 127.0.0.1:{ORIGIN_PORT}; keepalive 128; }}
+    server {{
+        listen 127.0.0.1:{PROXY_PORT} backlog=4096;
+        location / {{ proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; }}
+    }}
+}}""")
+    # Debian ships nginx's stream (TCP) proxy as a dynamic module (libnginx-mod-stream).
+    load = "load_module /usr/lib/nginx/modules/ngx_stream_module.so;" if mode == "tcp" else ""
+    with open(path, "w") as f:
+        f.write(f"""{load}
+worker_processes 1;
+pid {work}/nginx-proxy.pid;
+error_log {work}/nginx-proxy.log;
+daemon off;
+events {{ worker_connections 20000; }}
+{body}
+""")
+    return path
+
+
+def start_proxy(kind, mode, work, binary):
+    cfg = proxy_config(kind, mode, work)
+    if kind == "sluice":
+        cmd = [binary, "-db", "-f", cfg]
+    elif kind == "haproxy":
+        cmd = ["haproxy", "-db", "-f", cfg]
+    else:
+        cmd = ["nginx", "-c", cfg, "-p", work]
+    proc = subprocess.Popen(["taskset", "-c", PROXY_CPU] + cmd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(PROXY_PORT)
+    return proc
+
+
+def stop_proxy(proc):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    time.sleep(0.2)  # let the port be released before the next proxy binds it
+
+
+def wrk(path, seconds, connections, extra=()):
+    out = subprocess.run(["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s",
+                          "--latency", *extra, f"http://127.0.0.1:{PROXY_PORT}{path}"],
+                         capture_output=True, text=True, timeout=seconds + 30).stdout
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise RuntimeError(f"load run had failures:\n{out}")
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    transfer = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", out)
+    scale = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9}[transfer.group(2)]
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    return rate, float(transfer.group(1)) * scale * 8 / 1e9, requests
+
+
+def idle_memory(pid, count):
+    """RSS growth of the proxy while `count` keep-alive connections sit idle through it."""
+    before = rss_kib(pid)
+    socks = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", PROXY_PORT))
+        s.sendall(b"GET /small HTTP/1.1\r\nHost: bench\r\n\r\n")
+        socks.append(s)
+    for s in socks:
+        s.recv(4096)
+    time.sleep(1)
+    after = rss_kib(pid)
+    for s in socks:
+        s.close()
+    return (after - before) / 1024.0
+
+
+SCENARIOS = {
+    # name: (mode, what it measures)
+    "http-keepalive": ("http", "req/s"),
+    "http-close": ("http", "conn/s"),
+    "tcp-throughput": ("tcp", "Gbit/s"),
+    "idle-memory": ("http", "MiB for N idle connections"),
+}
+
+
+def run_once(scenario, kind, work, binary, seconds, idle):
+    mode = SCENARIOS[scenario][0]
+    proc = start_proxy(kind, mode, work, binary)
+    try:
+        cpu0 = cpu_seconds(proc.pid)
+        if scenario == "http-keepalive":
+            rate, _, requests = wrk("/small", seconds, 50)
+            value = rate
+        elif scenario == "http-close":
+            rate, _, requests = wrk("/small", seconds, 50, ("-H", "Connection: close"))
+            value = rate
+        elif scenario == "tcp-throughput":
+            _, gbits, requests = wrk("/big", seconds, 4)
+            value = gbits
+        else:
+            requests = 0
+            value = idle_memory(proc.pid, idle)
+        cpu = cpu_seconds(proc.pid) - cpu0
+        per_cpu = requests / cpu if cpu > 0 and requests else None
+        return value, per_cpu
+    finally:
+        stop_proxy(proc)
+
+
+def fmt(values):
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):.4g} [{min(values):.4g}-{max(values):.4g}]"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", default=os.path.join(ROOT, "target/release/sluice"))
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per scenario")
+    parser.add_argument("--seconds", type=int, default=5, help="duration of each load run")
+    parser.add_argument("--idle", type=int, default=2000, help="idle connections for idle-memory")
+    parser.add_argument("--proxies", default="sluice,haproxy,nginx")
+    parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS))
+    args = parser.parse_args()
+    for tool, package in (("wrk", "wrk"), ("nginx", "nginx libnginx-mod-stream"), ("haproxy", "haproxy"),
+                          ("taskset", "util-linux")):
+        need(tool, package)
+    if not os.access(args.binary, os.X_OK):
+        sys.exit(f"bench: build Sluice first (cargo build --release): {args.binary} missing")
+    proxies = args.proxies.split(",")
+    work = tempfile.mkdtemp(prefix="sluice-bench-")
+    # nginx workers run as an unprivileged user: the origin's files must be readable by it.
+    os.chmod(work, 0o755)
+    origin = Origin(work)
+    try:
+        print(f"{'scenario':<16} {'proxy':<8} {'value (median [min-max])':<34} {'per proxy CPU-s':<26} ratio")
+        for scenario in args.scenarios:
+            results = {p: ([], []) for p in proxies}
+            for _ in range(args.rounds):
+                for kind in proxies:
+                    value, per_cpu = run_once(scenario, kind, work, args.binary, args.seconds, args.idle)
+                    results[kind][0].append(value)
+                    if per_cpu is not None:
+                        results[kind][1].append(per_cpu)
+            reference = statistics.median(results["haproxy"][0]) if "haproxy" in results else None
+            for kind in proxies:
+                values, per_cpu = results[kind]
+                ratio = f"{statistics.median(values) / reference:.2f}" if reference else "-"
+                print(f"{scenario:<16} {kind:<8} {fmt(values):<34} {fmt(per_cpu):<26} {ratio}")
+            print(f"{'':<16} unit: {SCENARIOS[scenario][1]}")
+    finally:
+        origin.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
