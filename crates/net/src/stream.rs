@@ -96,6 +96,15 @@ impl Stream {
         matches!(result, Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
+    /// Waits until the socket has something to read (or is closed), without reading: lets an
+    /// idle connection wait without holding a buffer.
+    pub async fn readable(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.readable().await,
+            Stream::Unix(s) => s.readable().await,
+        }
+    }
+
     /// Borrows the read and write sides separately, so one task can read a request body from
     /// the client while it reads the response head from the server (no lock: the halves are
     /// plain borrows of the socket).

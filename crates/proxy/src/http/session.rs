@@ -155,6 +155,21 @@ async fn read_head(
                 (r, c) => r.or(c),
             }
         };
+        if input.is_empty() {
+            // Wait for the client's first byte without holding a buffer (HAProxy keeps no
+            // buffer on an idle connection either).
+            input.release_if_empty();
+            let waited = match limit {
+                Some(limit) => tokio::time::timeout(limit, client.readable()).await.ok(),
+                None => Some(client.readable().await),
+            };
+            match waited {
+                Some(Ok(())) => {}
+                Some(Err(_)) => return Err(HeadEnd::Quiet),
+                None if idle_keepalive => return Err(HeadEnd::Quiet),
+                None => return Err(HeadEnd::Answer(408)),
+            }
+        }
         match input.read_more(client, limit).await {
             Ok(_) => {
                 if deadline.is_none() {
