@@ -25,28 +25,6 @@ pub struct Line {
     pub words: Vec<String>,
 }
 
-/// The keywords that open a section; `.SECTION` follows them (§2.3, §3 onwards).
-pub const SECTION_KEYWORDS: &[&str] = &[
-    "global",
-    "defaults",
-    "frontend",
-    "backend",
-    "listen",
-    "userlist",
-    "peers",
-    "resolvers",
-    "mailers",
-    "program",
-    "http-errors",
-    "ring",
-    "cache",
-    "log-forward",
-    "crt-store",
-    "traces",
-    "acme",
-    "fcgi-app",
-];
-
 /// Lexes `text` (the contents of `file`) and applies the conditional blocks (§2.4).
 ///
 /// Returns the lines of live branches that have at least one word. Every problem is pushed to
@@ -156,7 +134,8 @@ impl State<'_, '_> {
         if !self.live() {
             return;
         }
-        if SECTION_KEYWORDS.contains(&first.as_str()) {
+        // `.SECTION` follows the section keywords, implemented or not (§2.3).
+        if crate::sections::is_section_keyword(first) {
             self.section = words.get(1).unwrap_or(first).clone();
         }
         self.lines.push(Line {

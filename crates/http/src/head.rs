@@ -314,6 +314,30 @@ fn has_obs_fold(head: &[u8]) -> bool {
 /// lines, the start line included), so parsing a head allocates nothing but its span list.
 const STACK_SLOTS: usize = 128;
 
+/// httparse's field slots: on the stack up to [`STACK_SLOTS`], on the heap beyond.
+struct Slots<'b> {
+    stack: [httparse::Header<'b>; STACK_SLOTS],
+    heap: Vec<httparse::Header<'b>>,
+}
+
+impl<'b> Slots<'b> {
+    fn new() -> Self {
+        Slots {
+            stack: [httparse::EMPTY_HEADER; STACK_SLOTS],
+            heap: Vec::new(),
+        }
+    }
+
+    fn take(&mut self, count: usize) -> &mut [httparse::Header<'b>] {
+        if count <= STACK_SLOTS {
+            &mut self.stack[..count]
+        } else {
+            self.heap.resize(count, httparse::EMPTY_HEADER);
+            &mut self.heap[..]
+        }
+    }
+}
+
 /// How many field lines httparse may fill: one per allowed line but the start line, and no
 /// more than the window has lines (a larger limit than [`STACK_SLOTS`] then costs a heap list
 /// sized by the head, not by the limit).
@@ -361,15 +385,8 @@ fn version_of(v: Option<u8>) -> Option<Version> {
 pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parse<RequestHead>, HttpError> {
     let side = Side::Request;
     let (window, full) = window(buf, limits);
-    let count = slot_count(window, limits);
-    let mut stack = [httparse::EMPTY_HEADER; STACK_SLOTS];
-    let mut heap = Vec::new();
-    let slots = if count <= STACK_SLOTS {
-        &mut stack[..count]
-    } else {
-        heap.resize(count, httparse::EMPTY_HEADER);
-        &mut heap[..]
-    };
+    let mut storage = Slots::new();
+    let slots = storage.take(slot_count(window, limits));
     let mut req = httparse::Request::new(slots);
     let mut config = httparse::ParserConfig::default();
     config.ignore_invalid_headers_in_requests(limits.accept_unsafe);
@@ -436,15 +453,8 @@ fn reason_span(head: &[u8]) -> Option<Range<u32>> {
 pub fn parse_response(buf: &[u8], limits: &Limits) -> Result<Parse<ResponseHead>, HttpError> {
     let side = Side::Response;
     let (window, full) = window(buf, limits);
-    let count = slot_count(window, limits);
-    let mut stack = [httparse::EMPTY_HEADER; STACK_SLOTS];
-    let mut heap = Vec::new();
-    let slots = if count <= STACK_SLOTS {
-        &mut stack[..count]
-    } else {
-        heap.resize(count, httparse::EMPTY_HEADER);
-        &mut heap[..]
-    };
+    let mut storage = Slots::new();
+    let slots = storage.take(slot_count(window, limits));
     let mut resp = httparse::Response::new(slots);
     let mut config = httparse::ParserConfig::default();
     config.ignore_invalid_headers_in_responses(limits.accept_unsafe);

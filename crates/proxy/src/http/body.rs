@@ -144,15 +144,7 @@ where
         let step = decoder.decode(buf.filled()).map_err(BodyError::Invalid)?;
         if !step.data.is_empty() {
             let data = &buf.filled()[step.data.clone()];
-            if out == OutFraming::Chunked {
-                header.clear();
-                chunked::write_chunk_header(data.len(), &mut header);
-                write(output, &header, timeouts.write).await?;
-                write(output, data, timeouts.write).await?;
-                write(output, b"\r\n", timeouts.write).await?;
-            } else {
-                write(output, data, timeouts.write).await?;
-            }
+            write_piece(output, data, out, &mut header, timeouts.write).await?;
             total += data.len() as u64;
         }
         if step.done {
@@ -200,15 +192,7 @@ where
     loop {
         if !buf.is_empty() {
             let data = buf.filled();
-            if out == OutFraming::Chunked {
-                header.clear();
-                chunked::write_chunk_header(data.len(), &mut header);
-                write(output, &header, timeouts.write).await?;
-                write(output, data, timeouts.write).await?;
-                write(output, b"\r\n", timeouts.write).await?;
-            } else {
-                write(output, data, timeouts.write).await?;
-            }
+            write_piece(output, data, out, &mut header, timeouts.write).await?;
             total += data.len() as u64;
             let n = data.len();
             buf.consume(n);
@@ -242,6 +226,26 @@ async fn fill<R: AsyncRead + Unpin + ?Sized>(
         Err(ReadError::Full) => Err(BodyError::Invalid(HttpError::request(
             HttpErrorKind::TrailersTooLarge,
         ))),
+    }
+}
+
+/// Writes one piece of payload, as a chunk when the output is chunked (`header` is scratch
+/// space for the chunk-size line).
+async fn write_piece<W: AsyncWrite + Unpin + ?Sized>(
+    output: &mut W,
+    data: &[u8],
+    out: OutFraming,
+    header: &mut Vec<u8>,
+    limit: Option<Duration>,
+) -> Result<(), BodyError> {
+    if out == OutFraming::Chunked {
+        header.clear();
+        chunked::write_chunk_header(data.len(), header);
+        write(output, header, limit).await?;
+        write(output, data, limit).await?;
+        write(output, b"\r\n", limit).await
+    } else {
+        write(output, data, limit).await
     }
 }
 
