@@ -1,160 +1,44 @@
-//! Server selection for a backend: which server gets the next connection.
+//! Server selection for a backend: which server gets the next connection or request
+//! (configuration.txt §4.2 "balance", "hash-type", "hash-balance-factor", "option allbackups";
+//! §5.2 "weight", "backup", "maxconn", "id"). Start with [`Balancer`].
 //!
-//! Pure code (no I/O, no clock): the runtime passes a view of its servers ([`Candidate`]) and
-//! gets an index back. Only `balance roundrobin` exists so far ([`RoundRobin`]); the other
-//! algorithms of configuration.txt §4.2 "balance" come with the backends issue. Backup servers
-//! are chosen only when no active server is usable, and then the first usable backup in
-//! declaration order takes the load (HAProxy's behaviour without `option allbackups`).
+//! Pure code: no I/O, no clock, no randomness source. Time-dependent inputs (slowstart's growing
+//! weight) arrive as [`ServerState`] updates, and `balance random` takes its randomness in
+//! [`PickInput::random`]. The flow is:
+//!
+//! 1. configuration: [`parse_balance`] and [`parse_hash_type`] turn the `balance` and `hash-type`
+//!    words into an [`Algorithm`] and a [`HashType`];
+//! 2. start-up: [`Balancer::new`] builds the selection structure from them and the servers'
+//!    states;
+//! 3. server events (checks, CLI, slowstart steps): [`Balancer::update`];
+//! 4. per request: the data path extracts the key of a hash-based algorithm ([`source_key`],
+//!    [`uri_key`], [`url_param_key`]/[`form_param_key`], [`hdr_key`], or the `balance hash`
+//!    expression), calls [`Balancer::pick`], then [`Balancer::connection_started`] and, when the
+//!    connection or request ends, [`Balancer::connection_ended`].
+//!
+//! The hash functions and the static-map and consistent-ring layouts reproduce HAProxy's, so a
+//! hash-balanced farm maps every key to the same server as under HAProxy 2.6 (`tests/compat.rs`).
+//! `roundrobin` is a smooth earliest-deadline-first rotation rather than HAProxy's tree, with the
+//! same proportions. [`RoundRobin`] and [`Candidate`] are the earlier selector, kept until the
+//! runtime moves to [`Balancer`].
 
-/// What the selector needs to know about one server right now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Candidate {
-    /// Current weight, 0 to 256; a weight of 0 takes no new traffic.
-    pub weight: u32,
-    /// False while the server is in maintenance (or, later, down).
-    pub usable: bool,
-    /// True for `backup` servers.
-    pub backup: bool,
-}
+mod balancer;
+mod chash;
+mod config;
+mod first;
+pub mod hash;
+mod heap;
+mod key;
+mod leastconn;
+mod legacy;
+mod map;
+mod rr;
 
-impl Candidate {
-    fn eligible(&self) -> bool {
-        self.usable && self.weight > 0
-    }
-}
-
-/// Smooth weighted round robin: over any window of `sum(weights)` picks, each server is
-/// chosen `weight` times, and picks of a heavy server are spread out rather than bunched
-/// (each pick raises every eligible server's credit by its weight and lowers the winner's by
-/// the total).
-#[derive(Clone, Debug, Default)]
-pub struct RoundRobin {
-    credit: Vec<i64>,
-}
-
-impl RoundRobin {
-    /// A selector for a backend of `servers` servers.
-    pub fn new(servers: usize) -> Self {
-        RoundRobin {
-            credit: vec![0; servers],
-        }
-    }
-
-    /// Picks a server among `candidates` (indexed like the backend's servers), or `None` if
-    /// none is usable.
-    pub fn pick(&mut self, candidates: &[Candidate]) -> Option<usize> {
-        if self.credit.len() != candidates.len() {
-            self.credit.resize(candidates.len(), 0);
-        }
-        if candidates.iter().any(|c| !c.backup && c.eligible()) {
-            self.pick_among(candidates, |c| !c.backup && c.eligible())
-        } else {
-            candidates.iter().position(|c| c.backup && c.eligible())
-        }
-    }
-
-    fn pick_among(
-        &mut self,
-        candidates: &[Candidate],
-        take: impl Fn(&Candidate) -> bool,
-    ) -> Option<usize> {
-        let mut total = 0i64;
-        let mut best: Option<usize> = None;
-        for (i, c) in candidates.iter().enumerate() {
-            if !take(c) {
-                continue;
-            }
-            let weight = i64::from(c.weight);
-            self.credit[i] += weight;
-            total += weight;
-            if best.is_none_or(|b| self.credit[i] > self.credit[b]) {
-                best = Some(i);
-            }
-        }
-        let chosen = best?;
-        self.credit[chosen] -= total;
-        Some(chosen)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn active(weight: u32) -> Candidate {
-        Candidate {
-            weight,
-            usable: true,
-            backup: false,
-        }
-    }
-
-    fn picks(rr: &mut RoundRobin, c: &[Candidate], n: usize) -> Vec<Option<usize>> {
-        (0..n).map(|_| rr.pick(c)).collect()
-    }
-
-    #[test]
-    fn equal_weights_alternate() {
-        let c = [active(1), active(1), active(1)];
-        let mut rr = RoundRobin::new(3);
-        assert_eq!(
-            picks(&mut rr, &c, 6),
-            [Some(0), Some(1), Some(2), Some(0), Some(1), Some(2)]
-        );
-    }
-
-    #[test]
-    fn weights_are_honoured_and_spread() {
-        let c = [active(5), active(1), active(1)];
-        let mut rr = RoundRobin::new(3);
-        let got = picks(&mut rr, &c, 7);
-        assert_eq!(got.iter().filter(|p| **p == Some(0)).count(), 5);
-        assert_eq!(got.iter().filter(|p| **p == Some(1)).count(), 1);
-        // The heavy server is never picked more than 3 times in a row.
-        assert_eq!(
-            got,
-            [
-                Some(0),
-                Some(0),
-                Some(1),
-                Some(0),
-                Some(2),
-                Some(0),
-                Some(0)
-            ]
-        );
-    }
-
-    #[test]
-    fn unusable_and_zero_weight_servers_are_skipped() {
-        let mut down = active(1);
-        down.usable = false;
-        let c = [down, active(0), active(1)];
-        let mut rr = RoundRobin::new(3);
-        assert_eq!(picks(&mut rr, &c, 3), [Some(2), Some(2), Some(2)]);
-    }
-
-    #[test]
-    fn first_backup_takes_over_only_when_no_active_is_usable() {
-        let backup = Candidate {
-            weight: 1,
-            usable: true,
-            backup: true,
-        };
-        let mut rr = RoundRobin::new(3);
-        assert_eq!(rr.pick(&[active(1), backup, backup]), Some(0));
-        let mut maint = active(1);
-        maint.usable = false;
-        assert_eq!(rr.pick(&[maint, backup, backup]), Some(1));
-        assert_eq!(rr.pick(&[maint, backup, backup]), Some(1));
-    }
-
-    #[test]
-    fn nothing_usable_gives_none() {
-        let mut rr = RoundRobin::new(0);
-        assert_eq!(rr.pick(&[]), None);
-        let mut maint = active(1);
-        maint.usable = false;
-        assert_eq!(rr.pick(&[maint]), None);
-    }
-}
+pub use balancer::{Balancer, MAX_WEIGHT, PickInput, ServerState};
+pub use config::{
+    Algorithm, DEFAULT_RANDOM_DRAWS, HashFunction, HashMethod, HashType, UriOptions, parse_balance,
+    parse_hash_type,
+};
+pub use hash::{hash, integer_key};
+pub use key::{SourceKey, form_param_key, hdr_key, source_key, uri_key, url_param_key};
+pub use legacy::{Candidate, RoundRobin};

@@ -1,0 +1,96 @@
+//! The interface between the sample engine and the stream it looks at.
+//!
+//! The proxy implements [`Context`] for a stream at one point of its life (a request being
+//! checked by `http-request` rules, a response by `http-response` rules, a finished stream
+//! being logged) and passes it to [`Expr::eval`](crate::Expr::eval) or
+//! [`Condition::eval`](crate::Condition::eval). Every fetch reads the outside world through
+//! these methods only, which keeps this crate pure: time and randomness come from the
+//! context, live counters are answered by the proxy, and tests implement the trait over a
+//! parsed request. A method answering `None` makes the fetch that needs it produce no
+//! sample (the ACL using it does not match). Read [`Context`] first.
+
+use std::net::SocketAddr;
+use std::time::SystemTime;
+
+use sluice_http::{RequestHead, ResponseHead};
+
+use crate::value::Sample;
+
+/// A counter of a backend, for `nbsrv`, `be_conn`, `queue` and `connslots`
+/// (configuration.txt §7.3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendStat {
+    /// `nbsrv`: servers currently usable.
+    UsableServers,
+    /// `be_conn`: connections currently established on the backend.
+    Connections,
+    /// `queue`: streams queued in the backend and its servers.
+    Queued,
+    /// `connslots`: free connection and queue slots (-1 when a limit is unset).
+    FreeSlots,
+}
+
+/// A counter or state of a server, for `srv_conn`, `srv_queue` and `srv_is_up`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ServerStat {
+    /// `srv_conn`: connections currently established on the server.
+    Connections,
+    /// `srv_queue`: streams waiting in the server's queue.
+    Queued,
+    /// `srv_is_up`: 1 if the server is up, 0 otherwise.
+    Up,
+}
+
+/// What fetches may read about the stream being evaluated.
+///
+/// The required methods are what every stream has; the provided ones default to "not
+/// available" so that a context only implements what its stage can answer.
+pub trait Context {
+    /// The client's address, `None` for a unix-socket client.
+    fn src(&self) -> Option<SocketAddr>;
+    /// The address the client connected to.
+    fn dst(&self) -> Option<SocketAddr>;
+    /// The frontend's name.
+    fn frontend_name(&self) -> &str;
+    /// The backend's name once one is chosen.
+    fn backend_name(&self) -> Option<&str>;
+    /// The server's name once one is chosen.
+    fn server_name(&self) -> Option<&str>;
+    /// The request buffer and the head parsed from it, when the stream carries HTTP.
+    fn request(&self) -> Option<(&[u8], &RequestHead)>;
+    /// The response buffer and the head parsed from it, once the response head is in.
+    fn response(&self) -> Option<(&[u8], &ResponseHead)>;
+    /// The process environment variable `name` (`env()` fetch).
+    fn env(&self, name: &str) -> Option<String>;
+    /// The current time (`date` fetch).
+    fn now(&self) -> SystemTime;
+    /// A random number (`rand` fetch); only the low 32 bits are used.
+    fn random(&self) -> u64;
+
+    /// The variable `scope.name` (`var()` fetch, and converters taking a variable), `None`
+    /// when it is not set or variables are not supported.
+    fn var(&self, _name: &str) -> Option<Sample<'_>> {
+        None
+    }
+
+    /// A counter of backend `backend`, or of the stream's backend when `None`.
+    fn backend_stat(&self, _backend: Option<&str>, _stat: BackendStat) -> Option<i64> {
+        None
+    }
+
+    /// A counter of server `server` in backend `backend` (the stream's backend when `None`).
+    fn server_stat(&self, _backend: Option<&str>, _server: &str, _stat: ServerStat) -> Option<i64> {
+        None
+    }
+
+    /// Bytes waiting in the request buffer (`req.len`, the `REQ_CONTENT` ACL).
+    fn request_buffered(&self) -> Option<usize> {
+        None
+    }
+
+    /// Whether the content inspection period is over (`wait_end`, the `WAIT_END` ACL). The
+    /// default is true: in HTTP rules the head is complete.
+    fn inspection_ended(&self) -> bool {
+        true
+    }
+}

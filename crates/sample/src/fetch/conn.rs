@@ -1,0 +1,88 @@
+//! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports,
+//! and the names of the frontend, backend and server handling the stream.
+//!
+//! Addresses exist from the first `tcp-request connection` rule on; the backend's name
+//! from the backend's own rules on, the server's once one is chosen ([`Source`]).
+
+use std::net::SocketAddr;
+
+use super::{Fetch, FetchDef, Sink, emit};
+use crate::context::Context;
+use crate::stages::Source;
+use crate::value::{Sample, SampleType};
+
+/// A compiled connection fetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Conn {
+    /// `src`.
+    Src,
+    /// `src_port`.
+    SrcPort,
+    /// `dst`.
+    Dst,
+    /// `dst_port`.
+    DstPort,
+    /// `fe_name`.
+    FrontendName,
+    /// `be_name`.
+    BackendName,
+    /// `srv_name`.
+    ServerName,
+}
+
+impl Conn {
+    pub fn run<'a>(&self, ctx: &'a dyn Context, out: Sink<'_, 'a>) -> bool {
+        let ip = |a: Option<SocketAddr>| a.map(|a| Sample::Ip(a.ip()));
+        let port = |a: Option<SocketAddr>| a.map(|a| Sample::Int(i64::from(a.port())));
+        let name = |n: &'a str| Sample::str(n.as_bytes());
+        let value = match *self {
+            Conn::Src => ip(ctx.src()),
+            Conn::SrcPort => port(ctx.src()),
+            Conn::Dst => ip(ctx.dst()),
+            Conn::DstPort => port(ctx.dst()),
+            Conn::FrontendName => Some(name(ctx.frontend_name())),
+            // Until a backend is chosen, the stream's backend is its frontend (§7.3.3
+            // "be_name").
+            Conn::BackendName => Some(name(ctx.backend_name().unwrap_or(ctx.frontend_name()))),
+            Conn::ServerName => ctx.server_name().map(name),
+        };
+        emit(value, out)
+    }
+}
+
+fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
+    let conn = match def.name {
+        "src" => Conn::Src,
+        "src_port" => Conn::SrcPort,
+        "dst" => Conn::Dst,
+        "dst_port" => Conn::DstPort,
+        "fe_name" => Conn::FrontendName,
+        "be_name" => Conn::BackendName,
+        _ => Conn::ServerName,
+    };
+    Ok(Fetch::Conn(conn))
+}
+
+macro_rules! def {
+    ($name:literal, $out:ident, $source:ident) => {
+        FetchDef {
+            name: $name,
+            min_args: 0,
+            max_args: 0,
+            out: SampleType::$out,
+            source: Source::$source,
+            build,
+        }
+    };
+}
+
+/// The connection fetches.
+pub(super) static FETCHES: &[FetchDef] = &[
+    def!("src", Ip, ClientAddress),
+    def!("src_port", Int, ClientAddress),
+    def!("dst", Ip, ClientAddress),
+    def!("dst_port", Int, ClientAddress),
+    def!("fe_name", Str, ClientAddress),
+    def!("be_name", Str, Backend),
+    def!("srv_name", Str, Server),
+];

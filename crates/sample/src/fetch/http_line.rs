@@ -1,0 +1,275 @@
+//! HTTP fetches reading the start lines (configuration.txt §7.3.6): method, URL parts, URL
+//! parameters, versions, status, and the request buffer's state.
+//!
+//! Everything is sliced out of the buffer the [`Context`] lends, so these fetches return
+//! borrowed strings; only `base` and `baseq`, which glue the Host field to the path, build a
+//! new one. The URL forms are those `sluice_http` classified: origin (`/p?q`), absolute
+//! (`http://h/p?q`), authority (CONNECT) and asterisk (`*`); the last two have no path.
+
+use std::borrow::Cow;
+
+use sluice_http::{TargetForm, Version, header_values};
+
+use super::{Fetch, FetchDef, Sink, delim_arg, emit};
+use crate::args::str_arg;
+use crate::context::Context;
+use crate::stages::Source;
+use crate::value::{Sample, SampleType, parse_int_prefix};
+
+/// A compiled start-line fetch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// `method`.
+    Method,
+    /// `path`.
+    Path,
+    /// `pathq`.
+    PathQuery,
+    /// `query([with_qm])`.
+    Query { with_qm: bool },
+    /// `url`.
+    Url,
+    /// `base`.
+    Base,
+    /// `baseq`.
+    BaseQuery,
+    /// `url_param`/`urlp` (`as_int` for `urlp_val`).
+    UrlParam {
+        name: Option<String>,
+        delim: u8,
+        icase: bool,
+        as_int: bool,
+    },
+    /// `req.ver`.
+    ReqVersion,
+    /// `res.ver`.
+    ResVersion,
+    /// `status`.
+    Status,
+    /// `req.proto_http`.
+    ProtoHttp,
+    /// `req.len`.
+    ReqLen,
+}
+
+impl Line {
+    pub fn run<'a>(&'a self, ctx: &'a dyn Context, all: bool, out: Sink<'_, 'a>) -> bool {
+        let target = || {
+            ctx.request()
+                .map(|(buf, head)| (head.target_bytes(buf), head.form))
+        };
+        let value = match self {
+            Line::Method => ctx
+                .request()
+                .map(|(buf, head)| Sample::Meth(Cow::Borrowed(head.method_bytes(buf)))),
+            Line::Path => target()
+                .and_then(|(t, form)| path_query(t, form))
+                .map(|pq| Sample::str(split_query(pq).0)),
+            Line::PathQuery => target()
+                .and_then(|(t, form)| path_query(t, form))
+                .map(Sample::str),
+            Line::Query { with_qm } => target().and_then(|(t, _)| {
+                let at = t.iter().position(|&b| b == b'?')?;
+                let from = if *with_qm && at + 1 < t.len() {
+                    at
+                } else {
+                    at + 1
+                };
+                t.get(from..).map(Sample::str)
+            }),
+            Line::Url => target().map(|(t, _)| Sample::str(t)),
+            Line::Base | Line::BaseQuery => ctx.request().and_then(|(buf, head)| {
+                let pq = path_query(head.target_bytes(buf), head.form);
+                let tail = match self {
+                    Line::Base => pq.map(|pq| split_query(pq).0),
+                    _ => pq,
+                };
+                let host = header_values(buf, &head.headers, "host").next();
+                match (host, tail) {
+                    (Some(host), tail) => {
+                        let tail = tail.unwrap_or_default();
+                        let mut joined = Vec::with_capacity(host.len() + tail.len());
+                        joined.extend_from_slice(host);
+                        joined.extend_from_slice(tail);
+                        Some(Sample::owned_str(joined))
+                    }
+                    (None, tail) => tail.map(Sample::str),
+                }
+            }),
+            Line::UrlParam {
+                name,
+                delim,
+                icase,
+                as_int,
+            } => {
+                let Some((url, _)) = target() else {
+                    return false;
+                };
+                let wanted = name.as_deref().map(str::as_bytes);
+                for (param, value) in url_params(url, *delim) {
+                    let hit = match wanted {
+                        None => true,
+                        Some(w) if *icase => param.eq_ignore_ascii_case(w),
+                        Some(w) => param == w,
+                    };
+                    if hit {
+                        let sample = if *as_int {
+                            Sample::Int(parse_int_prefix(value).unwrap_or(0))
+                        } else {
+                            Sample::str(value)
+                        };
+                        // The first occurrence is the sample; an ACL sees them all.
+                        let stop = out(sample);
+                        if stop || !all {
+                            return stop;
+                        }
+                    }
+                }
+                return false;
+            }
+            Line::ReqVersion => ctx.request().map(|(_, head)| version(head.version)),
+            Line::ResVersion => ctx.response().map(|(_, head)| version(head.version)),
+            Line::Status => ctx
+                .response()
+                .map(|(_, head)| Sample::Int(i64::from(head.status))),
+            Line::ProtoHttp => Some(Sample::Bool(ctx.request().is_some())),
+            Line::ReqLen => ctx
+                .request_buffered()
+                .map(|n| Sample::Int(i64::try_from(n).unwrap_or(i64::MAX))),
+        };
+        emit(value, out)
+    }
+}
+
+/// `req.ver`/`res.ver` values: `major.minor`.
+fn version<'a>(v: Version) -> Sample<'a> {
+    Sample::str(match v {
+        Version::Http10 => b"1.0",
+        Version::Http11 => b"1.1",
+    })
+}
+
+/// The path and query of a target, from the first `/` of the path: the whole origin form,
+/// the part after the authority of an absolute form; `None` when there is no path
+/// (`http://host`, `*`, a CONNECT authority), where HAProxy's `path` fails too.
+pub(crate) fn path_query(target: &[u8], form: TargetForm) -> Option<&[u8]> {
+    match form {
+        TargetForm::Origin => Some(target),
+        TargetForm::Absolute => {
+            let scheme_end = target.windows(3).position(|w| w == b"://")?;
+            let rest = target.get(scheme_end + 3..)?;
+            let end = rest.iter().position(|&b| matches!(b, b'/' | b'?' | b'#'))?;
+            (rest.get(end) == Some(&b'/'))
+                .then(|| rest.get(end..))
+                .flatten()
+        }
+        TargetForm::Authority | TargetForm::Asterisk => None,
+    }
+}
+
+/// Splits `path?query` into the path and the query (without its `?`).
+pub(crate) fn split_query(pq: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match pq.iter().position(|&b| b == b'?') {
+        Some(at) => (&pq[..at], pq.get(at + 1..)),
+        None => (pq, None),
+    }
+}
+
+/// The `name=value` parameters of a URL: they start after the first `?` (or `delim`) and
+/// are separated by `&`, `;` or `delim`; parameters without `=` are skipped, as HAProxy's
+/// `url_param` skips them.
+pub(crate) fn url_params(url: &[u8], delim: u8) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let start = url
+        .iter()
+        .position(|&b| b == b'?' || b == delim)
+        .map(|at| at + 1);
+    let query = start.and_then(|s| url.get(s..)).unwrap_or_default();
+    let empty = start.is_none();
+    query
+        .split(move |&b| b == b'&' || b == b';' || b == delim)
+        .filter(move |_| !empty)
+        .filter_map(|param| {
+            let eq = param.iter().position(|&b| b == b'=')?;
+            Some((&param[..eq], param.get(eq + 1..).unwrap_or_default()))
+        })
+}
+
+fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
+    let line = match def.name {
+        "method" => Line::Method,
+        "path" => Line::Path,
+        "pathq" => Line::PathQuery,
+        "query" => match str_arg(args, 0) {
+            None => Line::Query { with_qm: false },
+            Some("with_qm") => Line::Query { with_qm: true },
+            Some(other) => {
+                return Err(format!(
+                    "unknown option '{other}' (only 'with_qm' is supported)"
+                ));
+            }
+        },
+        "url" => Line::Url,
+        "base" => Line::Base,
+        "baseq" => Line::BaseQuery,
+        "url_param" | "urlp" | "urlp_val" => {
+            let name = str_arg(args, 0)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string);
+            let icase = match str_arg(args, 2) {
+                None | Some("") => false,
+                Some("i") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "invalid third argument '{other}' (only 'i' is supported)"
+                    ));
+                }
+            };
+            Line::UrlParam {
+                name,
+                delim: delim_arg(args, 1, b'?'),
+                icase,
+                as_int: def.name == "urlp_val",
+            }
+        }
+        "req.ver" | "req_ver" => Line::ReqVersion,
+        "res.ver" | "resp_ver" => Line::ResVersion,
+        "status" => Line::Status,
+        "req.proto_http" => Line::ProtoHttp,
+        _ => Line::ReqLen,
+    };
+    Ok(Fetch::Line(line))
+}
+
+macro_rules! def {
+    ($name:literal, $min:literal, $max:literal, $out:ident, $source:ident) => {
+        FetchDef {
+            name: $name,
+            min_args: $min,
+            max_args: $max,
+            out: SampleType::$out,
+            source: Source::$source,
+            build,
+        }
+    };
+}
+
+/// The start-line fetches.
+pub(super) static FETCHES: &[FetchDef] = &[
+    def!("method", 0, 0, Meth, Request),
+    def!("path", 0, 0, Str, RequestHeaders),
+    def!("pathq", 0, 0, Str, RequestHeaders),
+    def!("query", 0, 1, Str, RequestHeaders),
+    def!("url", 0, 0, Str, RequestHeaders),
+    def!("base", 0, 0, Str, RequestHeaders),
+    def!("baseq", 0, 0, Str, RequestHeaders),
+    def!("url_param", 0, 3, Str, RequestHeaders),
+    def!("urlp", 0, 3, Str, RequestHeaders),
+    def!("urlp_val", 0, 3, Int, RequestHeaders),
+    def!("req.ver", 0, 0, Str, Request),
+    def!("req_ver", 0, 0, Str, Request),
+    def!("res.ver", 0, 0, Str, Response),
+    def!("resp_ver", 0, 0, Str, Response),
+    def!("status", 0, 0, Int, Response),
+    def!("req.proto_http", 0, 0, Bool, RequestBuffer),
+    def!("req.len", 0, 0, Int, RequestBuffer),
+];

@@ -1,0 +1,408 @@
+//! Fetch tests: every keyword against a parsed request (values checked against HAProxy
+//! 2.6 where noted).
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use crate::testing::{GET, TestCtx, eval, parse_err, s, text};
+use crate::{BackendStat, Sample, ServerStat};
+
+fn get() -> TestCtx {
+    TestCtx::request(GET)
+}
+
+#[test]
+fn constants() {
+    let ctx = TestCtx::new();
+    assert_eq!(eval("always_true", &ctx), Some(Sample::Bool(true)));
+    assert_eq!(eval("always_false", &ctx), Some(Sample::Bool(false)));
+    assert_eq!(eval("str(hello world)", &ctx), Some(s("hello world")));
+    assert_eq!(eval("str()", &ctx), Some(s("")));
+    assert_eq!(eval("int(-42)", &ctx), Some(Sample::Int(-42)));
+    assert_eq!(eval("bool(true)", &ctx), Some(Sample::Bool(true)));
+    assert_eq!(eval("bool(0)", &ctx), Some(Sample::Bool(false)));
+    assert_eq!(text("bin(48656c6c6f)", &ctx).as_deref(), Some("Hello"));
+    assert_eq!(text("ipv4(10.1.2.3)", &ctx).as_deref(), Some("10.1.2.3"));
+    assert_eq!(text("ipv6(::1)", &ctx).as_deref(), Some("::1"));
+    assert_eq!(text("meth(PURGE)", &ctx).as_deref(), Some("PURGE"));
+    assert_eq!(eval("proc", &ctx), Some(Sample::Int(1)));
+}
+
+#[test]
+fn constant_argument_errors() {
+    assert_eq!(
+        parse_err("int(x)"),
+        "fetch method 'int' : failed to parse 'x' as type 'integer' at position 1"
+    );
+    assert_eq!(
+        parse_err("int()"),
+        "fetch method 'int' : failed to parse '' as type 'integer' at position 1"
+    );
+    assert_eq!(
+        parse_err("str"),
+        "fetch method 'str' : missing arguments (got 0/1)"
+    );
+    assert_eq!(
+        parse_err("str(a,b)"),
+        "fetch method 'str' : too many arguments (got 2, at most 1)"
+    );
+    assert_eq!(
+        parse_err("bool(yes)"),
+        "fetch method 'bool' : failed to parse 'yes' as type 'boolean' at position 1"
+    );
+    assert_eq!(
+        parse_err("bin(4)"),
+        "fetch method 'bin' : failed to parse '4' as type 'binary' at position 1"
+    );
+    assert_eq!(
+        parse_err("ipv4(1.2.3)"),
+        "fetch method 'ipv4' : failed to parse '1.2.3' as type 'ipv4' at position 1"
+    );
+    assert_eq!(
+        parse_err("src(1)"),
+        "fetch method 'src' : too many arguments (got 1, at most 0)"
+    );
+    assert_eq!(parse_err("foo"), "unknown fetch method 'foo'");
+    assert_eq!(
+        parse_err("date(1,h)"),
+        "fetch method 'date' : invalid time unit 'h' (expected 's', 'ms' or 'us')"
+    );
+    assert_eq!(
+        parse_err("var(foo)"),
+        "fetch method 'var' : invalid variable name 'foo' at position 1 (expected proc., sess., txn., req., res. or check. followed by a name)"
+    );
+}
+
+#[test]
+fn environment_time_and_randomness() {
+    let mut ctx = TestCtx::new();
+    ctx.env.insert("HOME".into(), "/root".into());
+    assert_eq!(text("env(HOME)", &ctx).as_deref(), Some("/root"));
+    assert_eq!(eval("env(NOPE)", &ctx), None);
+    assert_eq!(eval("date", &ctx), Some(Sample::Int(1_704_164_645)));
+    assert_eq!(eval("date(3600)", &ctx), Some(Sample::Int(1_704_168_245)));
+    assert_eq!(eval("date(-5)", &ctx), Some(Sample::Int(1_704_164_640)));
+    assert_eq!(
+        eval("date(0,ms)", &ctx),
+        Some(Sample::Int(1_704_164_645_678))
+    );
+    assert_eq!(
+        eval("date(1,us)", &ctx),
+        Some(Sample::Int(1_704_164_645_678_902))
+    );
+    // Half of 2^32 scaled onto the range.
+    assert_eq!(eval("rand", &ctx), Some(Sample::Int(0x8000_0000)));
+    assert_eq!(eval("rand(10)", &ctx), Some(Sample::Int(5)));
+    ctx.random = u64::MAX;
+    assert_eq!(eval("rand(10)", &ctx), Some(Sample::Int(9)));
+    ctx.now = std::time::UNIX_EPOCH - Duration::from_secs(10);
+    assert_eq!(eval("date", &ctx), Some(Sample::Int(0)));
+}
+
+#[test]
+fn backend_and_server_counters() {
+    let mut ctx = TestCtx::new();
+    ctx.backend_stats
+        .insert((None, BackendStat::UsableServers), 3);
+    ctx.backend_stats
+        .insert((Some("static".into()), BackendStat::UsableServers), 1);
+    ctx.backend_stats
+        .insert((None, BackendStat::Connections), 7);
+    ctx.backend_stats
+        .insert((Some("b".into()), BackendStat::Queued), 2);
+    ctx.backend_stats.insert((None, BackendStat::FreeSlots), -1);
+    ctx.server_stats
+        .insert((None, "s1".into(), ServerStat::Connections), 4);
+    ctx.server_stats
+        .insert((Some("b".into()), "s2".into(), ServerStat::Queued), 5);
+    ctx.server_stats
+        .insert((Some("b".into()), "s2".into(), ServerStat::Up), 1);
+    assert_eq!(eval("nbsrv", &ctx), Some(Sample::Int(3)));
+    assert_eq!(eval("nbsrv(static)", &ctx), Some(Sample::Int(1)));
+    assert_eq!(eval("nbsrv(other)", &ctx), None);
+    assert_eq!(eval("be_conn", &ctx), Some(Sample::Int(7)));
+    assert_eq!(eval("queue(b)", &ctx), Some(Sample::Int(2)));
+    assert_eq!(eval("connslots", &ctx), Some(Sample::Int(-1)));
+    assert_eq!(eval("srv_conn(s1)", &ctx), Some(Sample::Int(4)));
+    assert_eq!(eval("srv_queue(b/s2)", &ctx), Some(Sample::Int(5)));
+    assert_eq!(eval("srv_is_up(b/s2)", &ctx), Some(Sample::Bool(true)));
+    assert_eq!(eval("srv_is_up(s2)", &ctx), None);
+    assert_eq!(
+        parse_err("srv_conn(b/)"),
+        "fetch method 'srv_conn' : failed to parse 'b/' as type 'server' at position 1"
+    );
+}
+
+#[test]
+fn variables() {
+    let ctx = TestCtx::new()
+        .var("txn.n", Sample::Int(5))
+        .var("txn.s", s("x"));
+    assert_eq!(eval("var(txn.n)", &ctx), Some(Sample::Int(5)));
+    assert_eq!(eval("var(txn.s)", &ctx), Some(s("x")));
+    assert_eq!(eval("var(txn.none)", &ctx), None);
+    assert_eq!(eval("var(txn.none,fallback)", &ctx), Some(s("fallback")));
+    assert_eq!(eval("var(txn.n),add(1)", &ctx), Some(Sample::Int(6)));
+}
+
+#[test]
+fn wait_end_and_buffer() {
+    let mut ctx = get();
+    assert_eq!(eval("wait_end", &ctx), Some(Sample::Bool(true)));
+    assert_eq!(eval("req.len", &ctx), Some(Sample::Int(GET.len() as i64)));
+    assert_eq!(eval("req.proto_http", &ctx), Some(Sample::Bool(true)));
+    ctx.inspection_ended = false;
+    assert_eq!(eval("wait_end", &ctx), None);
+    assert_eq!(
+        eval("req.proto_http", &TestCtx::new()),
+        Some(Sample::Bool(false))
+    );
+    assert_eq!(eval("req.len", &TestCtx::new()), None);
+}
+
+#[test]
+fn connection() {
+    let mut ctx = TestCtx::new();
+    assert_eq!(text("src", &ctx).as_deref(), Some("192.168.1.10"));
+    assert_eq!(eval("src_port", &ctx), Some(Sample::Int(40000)));
+    assert_eq!(text("dst", &ctx).as_deref(), Some("10.0.0.1"));
+    assert_eq!(eval("dst_port", &ctx), Some(Sample::Int(8080)));
+    assert_eq!(text("fe_name", &ctx).as_deref(), Some("fe_main"));
+    // No backend yet: the frontend is the stream's backend.
+    assert_eq!(text("be_name", &ctx).as_deref(), Some("fe_main"));
+    assert_eq!(eval("srv_name", &ctx), None);
+    ctx.backend = Some("be_app".into());
+    ctx.server = Some("s1".into());
+    ctx.src = Some("[2001:db8::1]:1234".parse().unwrap());
+    assert_eq!(text("be_name", &ctx).as_deref(), Some("be_app"));
+    assert_eq!(text("srv_name", &ctx).as_deref(), Some("s1"));
+    assert_eq!(text("src", &ctx).as_deref(), Some("2001:db8::1"));
+    ctx.src = None;
+    assert_eq!(eval("src", &ctx), None);
+    assert_eq!(eval("src_port", &ctx), None);
+}
+
+#[test]
+fn request_line() {
+    let ctx = get();
+    assert_eq!(text("method", &ctx).as_deref(), Some("GET"));
+    assert!(matches!(eval("method", &ctx), Some(Sample::Meth(_))));
+    assert_eq!(text("path", &ctx).as_deref(), Some("/images/png/logo.png"));
+    assert_eq!(
+        text("pathq", &ctx).as_deref(),
+        Some("/images/png/logo.png?x=1&y=2")
+    );
+    assert_eq!(text("query", &ctx).as_deref(), Some("x=1&y=2"));
+    assert_eq!(text("query(with_qm)", &ctx).as_deref(), Some("?x=1&y=2"));
+    assert_eq!(
+        text("url", &ctx).as_deref(),
+        Some("/images/png/logo.png?x=1&y=2")
+    );
+    assert_eq!(
+        text("base", &ctx).as_deref(),
+        Some("www.example.com/images/png/logo.png")
+    );
+    assert_eq!(
+        text("baseq", &ctx).as_deref(),
+        Some("www.example.com/images/png/logo.png?x=1&y=2")
+    );
+    assert_eq!(text("req.ver", &ctx).as_deref(), Some("1.1"));
+    assert_eq!(text("req_ver", &ctx).as_deref(), Some("1.1"));
+    assert_eq!(
+        parse_err("query(foo)"),
+        "fetch method 'query' : unknown option 'foo' (only 'with_qm' is supported)"
+    );
+}
+
+#[test]
+fn request_line_forms() {
+    let abs = TestCtx::request("GET http://h/a?x=1 HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(text("path", &abs).as_deref(), Some("/a"));
+    assert_eq!(text("pathq", &abs).as_deref(), Some("/a?x=1"));
+    assert_eq!(text("query", &abs).as_deref(), Some("x=1"));
+    assert_eq!(text("url", &abs).as_deref(), Some("http://h/a?x=1"));
+    assert_eq!(text("base", &abs).as_deref(), Some("h/a"));
+    // HAProxy 2.6: no path in "http://h" or "*", and base is then the host alone.
+    let bare = TestCtx::request("GET http://h HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(eval("path", &bare), None);
+    assert_eq!(eval("pathq", &bare), None);
+    assert_eq!(text("base", &bare).as_deref(), Some("h"));
+    let star = TestCtx::request("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(eval("path", &star), None);
+    assert_eq!(text("url", &star).as_deref(), Some("*"));
+    assert_eq!(text("base", &star).as_deref(), Some("h"));
+    let no_query = TestCtx::request("GET /a? HTTP/1.0\r\n\r\n");
+    assert_eq!(text("query", &no_query).as_deref(), Some(""));
+    assert_eq!(text("query(with_qm)", &no_query).as_deref(), Some(""));
+    assert_eq!(text("req.ver", &no_query).as_deref(), Some("1.0"));
+    // No Host: base is the path.
+    assert_eq!(text("base", &no_query).as_deref(), Some("/a"));
+    let plain = TestCtx::request("GET /a HTTP/1.0\r\n\r\n");
+    assert_eq!(eval("query", &plain), None);
+    // No request at all.
+    assert_eq!(eval("path", &TestCtx::new()), None);
+    assert_eq!(eval("method", &TestCtx::new()), None);
+}
+
+#[test]
+fn url_parameters() {
+    let ctx = TestCtx::request("GET /x?a&b=2&c=;d=4&B=5&b=6 HTTP/1.0\r\n\r\n");
+    assert_eq!(text("url_param(b)", &ctx).as_deref(), Some("2"));
+    assert_eq!(text("urlp(c)", &ctx).as_deref(), Some(""));
+    assert_eq!(text("urlp(d)", &ctx).as_deref(), Some("4"));
+    // A parameter without '=' is no parameter (HAProxy 2.6 behaves the same).
+    assert_eq!(eval("urlp(a)", &ctx), None);
+    assert_eq!(text("urlp()", &ctx).as_deref(), Some("2"));
+    assert_eq!(text("urlp", &ctx).as_deref(), Some("2"));
+    assert_eq!(text("urlp(B)", &ctx).as_deref(), Some("5"));
+    assert_eq!(text("urlp(B,,i)", &ctx).as_deref(), Some("2"));
+    assert_eq!(eval("urlp_val(d)", &ctx), Some(Sample::Int(4)));
+    let semi = TestCtx::request("GET /x;jsessionid=abc HTTP/1.0\r\n\r\n");
+    assert_eq!(eval("urlp(jsessionid)", &semi), None);
+    assert_eq!(text("urlp(jsessionid,;)", &semi).as_deref(), Some("abc"));
+    assert_eq!(
+        parse_err("urlp(a,&,x)"),
+        "fetch method 'urlp' : invalid third argument 'x' (only 'i' is supported)"
+    );
+}
+
+#[test]
+fn headers_split_at_commas() {
+    let ctx = get();
+    // Checked against HAProxy 2.6 with the same fields.
+    assert_eq!(text("req.hdr(x-a)", &ctx).as_deref(), Some("e"));
+    assert_eq!(text("req.hdr(X-A,1)", &ctx).as_deref(), Some("a"));
+    assert_eq!(text("req.hdr(x-a,2)", &ctx).as_deref(), Some("\"b,c\""));
+    assert_eq!(text("req.hdr(x-a,-2)", &ctx).as_deref(), Some("d"));
+    assert_eq!(text("req.hdr(x-a,-4)", &ctx).as_deref(), Some("a"));
+    assert_eq!(eval("req.hdr(x-a,5)", &ctx), None);
+    assert_eq!(eval("req.hdr(x-a,-5)", &ctx), None);
+    assert_eq!(text("hdr(host)", &ctx).as_deref(), Some("www.example.com"));
+    assert_eq!(eval("req.hdr(nope)", &ctx), None);
+    assert_eq!(eval("req.hdr_cnt(x-a)", &ctx), Some(Sample::Int(4)));
+    assert_eq!(eval("hdr_cnt(nope)", &ctx), Some(Sample::Int(0)));
+    // Every value of every field: Host, User-Agent (2), X-A (3+1), Cookie (1+1), CL.
+    assert_eq!(eval("hdr_cnt", &ctx), Some(Sample::Int(10)));
+    assert_eq!(text("req.hdr()", &ctx).as_deref(), Some("0"));
+    assert_eq!(
+        text("req.fhdr(x-a,1)", &ctx).as_deref(),
+        Some("a, \"b,c\" , d")
+    );
+    assert_eq!(
+        text("req.fhdr(user-agent)", &ctx).as_deref(),
+        Some("curl/8.0, (compatible)")
+    );
+    assert_eq!(eval("req.fhdr_cnt(x-a)", &ctx), Some(Sample::Int(2)));
+    assert_eq!(eval("req.fhdr_cnt", &ctx), Some(Sample::Int(7)));
+    assert_eq!(
+        text("req.hdr_names", &ctx).as_deref(),
+        Some("Host,User-Agent,X-A,X-A,Cookie,Cookie,Content-Length")
+    );
+    assert_eq!(
+        text("req.hdr_names(;)", &ctx)
+            .as_deref()
+            .map(|n| n.starts_with("Host;User")),
+        Some(true)
+    );
+    assert_eq!(
+        parse_err("req.hdr(a,x)"),
+        "fetch method 'req.hdr' : failed to parse 'x' as type 'integer' at position 2"
+    );
+}
+
+#[test]
+fn header_values_and_addresses() {
+    let ctx = TestCtx::request(
+        "GET / HTTP/1.1\r\nHost: h\r\nX-V: 12abc, -3\r\nX-Ip: 1.2.3.4:80\r\nX-Ip: ::1\r\n\
+         X-Ip: bad\r\nX-Ip6: [::1]:80\r\n\r\n",
+    );
+    assert_eq!(eval("req.hdr_val(x-v)", &ctx), Some(Sample::Int(-3)));
+    assert_eq!(eval("hdr_val(x-v,1)", &ctx), Some(Sample::Int(12)));
+    assert_eq!(text("req.hdr_ip(x-ip,1)", &ctx).as_deref(), Some("1.2.3.4"));
+    assert_eq!(text("hdr_ip(x-ip,2)", &ctx).as_deref(), Some("::1"));
+    assert_eq!(eval("req.hdr_ip(x-ip)", &ctx), None);
+    assert_eq!(eval("req.hdr_ip(x-ip6)", &ctx), None);
+}
+
+#[test]
+fn response_fields() {
+    let ctx = get().response(
+        "HTTP/1.1 302 Found\r\nLocation: /x\r\nSet-Cookie: sid=abc; Path=/\r\n\
+         Set-Cookie: lang = fr ; HttpOnly\r\nSet-Cookie: sid=def\r\nVary: a, b\r\n\r\n",
+    );
+    assert_eq!(eval("status", &ctx), Some(Sample::Int(302)));
+    assert_eq!(text("res.ver", &ctx).as_deref(), Some("1.1"));
+    assert_eq!(text("resp_ver", &ctx).as_deref(), Some("1.1"));
+    assert_eq!(text("res.hdr(vary)", &ctx).as_deref(), Some("b"));
+    assert_eq!(text("shdr(vary,1)", &ctx).as_deref(), Some("a"));
+    assert_eq!(text("res.fhdr(vary)", &ctx).as_deref(), Some("a, b"));
+    assert_eq!(eval("res.hdr_cnt(vary)", &ctx), Some(Sample::Int(2)));
+    assert_eq!(eval("res.fhdr_cnt(set-cookie)", &ctx), Some(Sample::Int(3)));
+    assert_eq!(text("res.cook(sid)", &ctx).as_deref(), Some("def"));
+    assert_eq!(text("scook(lang)", &ctx).as_deref(), Some("fr"));
+    assert_eq!(text("res.cook", &ctx).as_deref(), Some("abc"));
+    assert_eq!(eval("res.cook_cnt(sid)", &ctx), Some(Sample::Int(2)));
+    assert_eq!(eval("res.cook(Path)", &ctx), None);
+    assert_eq!(
+        text("res.cook_names", &ctx).as_deref(),
+        Some("sid,lang,sid")
+    );
+    assert_eq!(
+        text("res.hdr_names(:)", &ctx).as_deref(),
+        Some("Location:Set-Cookie:Set-Cookie:Set-Cookie:Vary")
+    );
+    assert_eq!(eval("status", &get()), None);
+    assert_eq!(eval("res.hdr(vary)", &get()), None);
+}
+
+#[test]
+fn request_cookies() {
+    let ctx = get();
+    // HAProxy 2.6: "a=1; b = 2 ;a=3" and "c=4".
+    assert_eq!(text("req.cook(a)", &ctx).as_deref(), Some("3"));
+    assert_eq!(text("cook(b)", &ctx).as_deref(), Some("2"));
+    assert_eq!(text("req.cook(c)", &ctx).as_deref(), Some("4"));
+    assert_eq!(text("req.cook", &ctx).as_deref(), Some("1"));
+    assert_eq!(eval("req.cook(A)", &ctx), None);
+    assert_eq!(eval("req.cook_cnt(a)", &ctx), Some(Sample::Int(2)));
+    assert_eq!(eval("cook_cnt", &ctx), Some(Sample::Int(4)));
+    assert_eq!(eval("req.cook_val(a)", &ctx), Some(Sample::Int(3)));
+    assert_eq!(text("req.cook_names", &ctx).as_deref(), Some("a,b,a,c"));
+    let commas = TestCtx::request("GET / HTTP/1.0\r\nCookie: a=1, b=2; flag; e=\r\n\r\n");
+    assert_eq!(text("req.cook(b)", &commas).as_deref(), Some("2"));
+    assert_eq!(text("req.cook(a)", &commas).as_deref(), Some("1"));
+    assert_eq!(text("req.cook(e)", &commas).as_deref(), Some(""));
+    assert_eq!(eval("req.cook(flag)", &commas), None);
+}
+
+#[test]
+fn iteration_for_acls() {
+    let ctx = get();
+    let all = |text: &str| {
+        let expr = crate::Expr::parse(text, &crate::MapStore::new()).unwrap();
+        let mut seen = Vec::new();
+        expr.eval_each(&ctx, &mut |s| {
+            seen.push(String::from_utf8_lossy(&s.to_bytes()).into_owned());
+            false
+        });
+        seen
+    };
+    assert_eq!(all("req.hdr(x-a)"), ["a", "\"b,c\"", "d", "e"]);
+    assert_eq!(all("req.hdr(x-a,2)"), ["\"b,c\""]);
+    assert_eq!(all("req.fhdr(x-a)"), ["a, \"b,c\" , d", "e"]);
+    assert_eq!(all("req.cook(a)"), ["1", "3"]);
+    assert_eq!(all("req.cook"), ["1", "2", "3", "4"]);
+    assert_eq!(all("urlp"), ["1", "2"]);
+    assert_eq!(all("req.hdr_val(x-a)"), ["0", "0", "0", "0"]);
+    assert_eq!(all("req.hdr(x-a),upper"), ["A", "\"B,C\"", "D", "E"]);
+    assert_eq!(all("path"), ["/images/png/logo.png"]);
+    // Stops when the sink says so.
+    let expr = crate::Expr::parse("req.hdr(x-a)", &crate::MapStore::new()).unwrap();
+    let mut count = 0;
+    assert!(expr.eval_each(&ctx, &mut |_| {
+        count += 1;
+        count == 2
+    }));
+    assert_eq!(count, 2);
+}

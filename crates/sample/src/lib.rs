@@ -1,0 +1,46 @@
+//! The sample engine of Sluice: fetches, converters, ACLs, conditions and maps
+//! (configuration.txt §7 "Using ACLs and fetching samples").
+//!
+//! Pure code (layer 0: no I/O but reading pattern and map files while the configuration is
+//! checked, no clock, no tokio): the stream being looked at comes in through the
+//! [`Context`] trait, which the proxy implements and tests implement over a parsed request.
+//! The configuration compiles, once:
+//!
+//! 1. sample expressions with [`Expr::parse`] (`%[...]`, `set-var`, `use_backend %[...]`):
+//!    the fetch and converters are checked, and [`Expr::check_stages`] tells whether the
+//!    rule's [`Stages`] can see the fetch's data;
+//! 2. `acl` lines into an [`AclSet`] ([`AclSet::add`]);
+//! 3. `if`/`unless` conditions with [`Condition::parse`].
+//!
+//! At run time, [`Expr::eval`] returns a [`Sample`] and [`Condition::eval`] a verdict;
+//! neither allocates when the data stays borrowed from the request buffer. Pattern and map
+//! files go through one [`MapStore`] so each is read once. Nothing here panics on any input.
+//!
+//! Not available yet (they need proxy plumbing): body and payload fetches (`req.body`,
+//! `req.payload`...), TLS fetches (`ssl_sni`...), stick-table fetches and converters,
+//! `http_auth`, captures, `json_query`, the time-formatting converters, and the
+//! `RDP_COOKIE` predefined ACL.
+
+mod acl;
+mod args;
+mod cond;
+mod context;
+mod conv;
+mod expr;
+mod fetch;
+mod map;
+mod pattern;
+mod stages;
+mod value;
+
+#[cfg(test)]
+mod testing;
+
+pub use acl::{Acl, AclSet};
+pub use cond::Condition;
+pub use context::{BackendStat, Context, ServerStat};
+pub use expr::Expr;
+pub use map::MapStore;
+pub use pattern::{IntOp, MatchMethod};
+pub use stages::{Source, Stages};
+pub use value::{Sample, SampleType, ip_text, parse_int_prefix, parse_ip};
