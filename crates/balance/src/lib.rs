@@ -19,8 +19,7 @@
 //! The hash functions and the static-map and consistent-ring layouts reproduce HAProxy's, so a
 //! hash-balanced farm maps every key to the same server as under HAProxy 2.6 (`tests/compat.rs`).
 //! `roundrobin` is a smooth earliest-deadline-first rotation rather than HAProxy's tree, with the
-//! same proportions. [`RoundRobin`] and [`Candidate`] are the earlier selector, kept until the
-//! runtime moves to [`Balancer`].
+//! same proportions.
 
 mod balancer;
 mod chash;
@@ -30,7 +29,6 @@ pub mod hash;
 mod heap;
 mod key;
 mod leastconn;
-mod legacy;
 mod map;
 mod rr;
 
@@ -41,4 +39,3 @@ pub use config::{
 };
 pub use hash::{hash, integer_key};
 pub use key::{SourceKey, form_param_key, hdr_key, source_key, uri_key, url_param_key};
-pub use legacy::{Candidate, RoundRobin};

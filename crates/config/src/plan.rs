@@ -13,9 +13,10 @@ use crate::errors::{self, ErrorPages, HttpErrorSections};
 use crate::global::{self, GlobalConf};
 use crate::http_options::HttpConf;
 use crate::preprocess;
-use crate::proxy::{self, Balance, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
+use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
 use crate::reader::Source;
 use crate::sections::{self, Section, SectionKind};
+use sluice_balance::{Algorithm, HashType};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -79,8 +80,10 @@ pub struct BackendPlan {
     pub id: ProxyId,
     /// Protocol.
     pub mode: Mode,
-    /// Algorithm choosing a server.
-    pub balance: Balance,
+    /// Algorithm choosing a server (`roundrobin` unless set, as in HAProxy 2.6).
+    pub balance: Algorithm,
+    /// How hash-based algorithms hash their key.
+    pub hash_type: HashType,
     /// Servers, in declaration order.
     pub servers: Vec<ServerConf>,
     /// Extra connection attempts after a failed one.
@@ -271,7 +274,8 @@ fn plan_proxies(
         backends.push(BackendPlan {
             id: proxy_id(p, i),
             mode: p.conf.mode.unwrap_or(Mode::Tcp),
-            balance: p.conf.balance.unwrap_or_default(),
+            balance: p.conf.balance.clone().unwrap_or(Algorithm::RoundRobin),
+            hash_type: p.conf.hash_type.unwrap_or_default(),
             servers: p.conf.servers.clone(),
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
             timeouts: p.conf.timeouts,

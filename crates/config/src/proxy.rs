@@ -14,6 +14,7 @@ use crate::errors::{self, ErrorDirective};
 use crate::http_options::{self, HttpConf};
 use crate::preprocess::Line;
 use crate::sections::SectionKind;
+use sluice_balance::{Algorithm, HashType};
 use std::time::Duration;
 
 /// The protocol a proxy speaks (`mode`).
@@ -23,14 +24,6 @@ pub enum Mode {
     Tcp,
     /// Requests are parsed, checked and forwarded one by one (HTTP/1.x).
     Http,
-}
-
-/// Load-balancing algorithm (`balance`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Balance {
-    /// Weighted round robin, the default.
-    #[default]
-    RoundRobin,
 }
 
 /// One `bind` line.
@@ -114,7 +107,9 @@ pub struct ProxyConf {
     /// `default_backend` and where it was set.
     pub default_backend: Option<(String, Span)>,
     /// `balance`.
-    pub balance: Option<Balance>,
+    pub balance: Option<Algorithm>,
+    /// `hash-type`.
+    pub hash_type: Option<HashType>,
     /// `timeout …`.
     pub timeouts: Timeouts,
     /// `retries`.
@@ -245,16 +240,23 @@ pub fn parse_proxy_line(
         }
         "balance" => {
             if applies(&d, kind, BACK, diags) {
-                match d.word(1, "an algorithm", diags) {
-                    Some("roundrobin") => conf.balance = Some(Balance::RoundRobin),
-                    Some(other) => diags.push(Diagnostic::not_supported(
-                        &line.span,
-                        format!("balance {other}"),
-                    )),
-                    None => {}
+                let words: Vec<&str> = line.words[1..].iter().map(String::as_str).collect();
+                match sluice_balance::parse_balance(&words) {
+                    // `balance hash EXPR` needs the sample engine in the data path.
+                    Ok(Algorithm::Hash(_)) => diags.push(Diagnostic::not_supported(&line.span, "balance hash")),
+                    Ok(algorithm) => conf.balance = Some(algorithm),
+                    Err(message) => diags.push(d.alert(message)),
                 }
             }
-            d.no_more_than(2, diags);
+        }
+        "hash-type" => {
+            if applies(&d, kind, BACK, diags) {
+                let words: Vec<&str> = line.words[1..].iter().map(String::as_str).collect();
+                match sluice_balance::parse_hash_type(&words) {
+                    Ok(hash_type) => conf.hash_type = Some(hash_type),
+                    Err(message) => diags.push(d.alert(message)),
+                }
+            }
         }
         "retries" => {
             if applies(&d, kind, BACK, diags) {

@@ -39,7 +39,13 @@ pub async fn serve(
         request_line: None,
     };
     record.timers.queue = Some(Duration::ZERO);
-    match backend.pick_server() {
+    // Only `balance source` has a key in TCP mode; the HTTP algorithms fall back to round robin.
+    let source = endpoints.client.map(|a| sluice_balance::source_key(a.ip()));
+    let key = match backend.algorithm() {
+        sluice_balance::Algorithm::Source => source.as_ref().map(|k| k.as_bytes()),
+        _ => None,
+    };
+    match backend.pick_server(key) {
         None => {
             backend.failed_connections.incr();
             record.termination = Termination {
@@ -47,7 +53,8 @@ pub async fn serve(
                 phase: Phase::Connect,
             };
         }
-        Some(server) => {
+        Some(lease) => {
+            let server = lease.server();
             let _server_session = SessionMark::open(&server.traffic);
             record.server = Some(server.name());
             let dst_port = endpoints.local.map(|a| a.port());

@@ -5,12 +5,11 @@
 //! takes a short lock on that state only (the servers' own state is read from atomics).
 
 use crate::counters::{Counter, Traffic};
-use sluice_balance::{Candidate, RoundRobin};
+use sluice_balance::{Algorithm, Balancer, PickInput, ServerState};
 use sluice_config::plan::{BackendPlan, FrontendPlan};
 use sluice_config::proxy::ServerConf;
 use sluice_net::stream::{self, Target};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
@@ -60,7 +59,7 @@ pub struct Backend {
     pub plan: BackendPlan,
     /// Servers, in declaration order.
     pub servers: Vec<Server>,
-    balancer: Mutex<RoundRobin>,
+    balancer: Mutex<Balancer>,
     /// Sessions and bytes.
     pub traffic: Traffic,
     /// Connections that could not be established: every attempt failed, or no server was
@@ -82,8 +81,20 @@ impl Backend {
             .enumerate()
             .map(|(i, (conf, ip))| Server::new(conf.clone(), i as u32 + 1, ip))
             .collect::<Vec<_>>();
+        let states: Vec<ServerState> = servers
+            .iter()
+            .map(|s| ServerState {
+                weight: s.conf.weight,
+                usable: !s.conf.disabled,
+                backup: s.conf.backup,
+                maxconn: None,
+            })
+            .collect();
+        let ids: Vec<u32> = servers.iter().map(|s| s.id).collect();
+        let balancer =
+            Balancer::new(&plan.balance, plan.hash_type, &states, false, None).with_ids(&ids);
         Backend {
-            balancer: Mutex::new(RoundRobin::new(servers.len())),
+            balancer: Mutex::new(balancer),
             servers,
             plan,
             traffic: Traffic::default(),
@@ -98,37 +109,89 @@ impl Backend {
         &self.plan.id.name
     }
 
-    /// Chooses a server for a new connection, or `None` when none is usable.
-    pub fn pick_server(&self) -> Option<&Server> {
-        // Bounded stack copy: the view is rebuilt per pick, but allocation-free for backends
-        // of up to 64 servers, which covers almost every configuration.
-        let mut small = [Candidate {
-            weight: 0,
-            usable: false,
-            backup: false,
-        }; 64];
-        let heap;
-        let candidates: &[Candidate] = if self.servers.len() <= small.len() {
-            for (slot, server) in small.iter_mut().zip(&self.servers) {
-                *slot = server.candidate();
-            }
-            &small[..self.servers.len()]
-        } else {
-            heap = self
-                .servers
-                .iter()
-                .map(Server::candidate)
-                .collect::<Vec<_>>();
-            &heap
-        };
-        let index = match self.balancer.lock() {
-            Ok(mut rr) => rr.pick(candidates),
-            // A panic while holding the lock cannot leave the credits inconsistent in a way
-            // that matters: keep balancing with them.
-            Err(poisoned) => poisoned.into_inner().pick(candidates),
-        }?;
-        self.servers.get(index)
+    /// The algorithm choosing servers (the data path extracts its key from the request).
+    pub fn algorithm(&self) -> &Algorithm {
+        &self.plan.balance
     }
+
+    /// Chooses a server for a new connection given the algorithm's `key` (`None` when the
+    /// algorithm uses none or it is missing: round robin then), or `None` when no server is
+    /// usable. The returned lease counts the connection on the server until it is dropped, so
+    /// `leastconn` and `first` see live counts.
+    pub fn pick_server(&self, key: Option<&[u8]>) -> Option<ServerLease<'_>> {
+        let input = PickInput {
+            key,
+            random: next_random(),
+            exclude: None,
+        };
+        let mut balancer = self
+            .balancer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let index = balancer.pick(&input)?;
+        balancer.connection_started(index);
+        drop(balancer);
+        let server = self.servers.get(index)?;
+        Some(ServerLease {
+            backend: self,
+            index,
+            server,
+        })
+    }
+}
+
+/// A server chosen for one connection; dropping it tells the balancer the connection ended.
+#[derive(Debug)]
+pub struct ServerLease<'a> {
+    backend: &'a Backend,
+    index: usize,
+    server: &'a Server,
+}
+
+impl<'a> ServerLease<'a> {
+    /// The chosen server, for as long as its backend lives.
+    pub fn server(&self) -> &'a Server {
+        self.server
+    }
+}
+
+impl std::ops::Deref for ServerLease<'_> {
+    type Target = Server;
+
+    fn deref(&self) -> &Server {
+        self.server
+    }
+}
+
+impl Drop for ServerLease<'_> {
+    fn drop(&mut self) {
+        let mut balancer = self
+            .backend
+            .balancer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        balancer.connection_ended(self.index);
+    }
+}
+
+/// Randomness for `balance random`: a per-thread xorshift seeded from the standard
+/// library's randomly keyed hasher (no syscall per pick).
+fn next_random() -> u64 {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, Hasher};
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(
+            std::collections::hash_map::RandomState::new().build_hasher().finish() | 1,
+        );
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        x
+    })
 }
 
 /// One server of a backend.
@@ -140,9 +203,6 @@ pub struct Server {
     pub id: u32,
     /// The resolved address of an inet server.
     pub ip: Option<IpAddr>,
-    /// In maintenance: takes no new traffic (`disabled` in the configuration).
-    maintenance: AtomicBool,
-    weight: AtomicU32,
     /// Sessions and bytes.
     pub traffic: Traffic,
     /// Failed connection attempts (`econ`).
@@ -154,8 +214,6 @@ pub struct Server {
 impl Server {
     fn new(conf: ServerConf, id: u32, ip: Option<IpAddr>) -> Self {
         Server {
-            maintenance: AtomicBool::new(conf.disabled),
-            weight: AtomicU32::new(conf.weight),
             conf,
             id,
             ip,
@@ -170,31 +228,8 @@ impl Server {
         &self.conf.name
     }
 
-    /// True while in maintenance.
-    pub fn in_maintenance(&self) -> bool {
-        self.maintenance.load(Ordering::Relaxed)
-    }
-
-    /// Puts the server in or out of maintenance.
-    pub fn set_maintenance(&self, on: bool) {
-        self.maintenance.store(on, Ordering::Relaxed);
-    }
-
-    /// Current weight.
-    pub fn weight(&self) -> u32 {
-        self.weight.load(Ordering::Relaxed)
-    }
-
     /// Where to connect for a client that connected to port `client_dst_port`.
     pub fn target(&self, client_dst_port: Option<u16>) -> Option<Target> {
         stream::server_target(&self.conf.addr, self.ip, client_dst_port)
-    }
-
-    fn candidate(&self) -> Candidate {
-        Candidate {
-            weight: self.weight(),
-            usable: !self.in_maintenance(),
-            backup: self.conf.backup,
-        }
     }
 }

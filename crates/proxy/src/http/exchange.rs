@@ -16,6 +16,7 @@ use super::session::answer;
 use super::settings::HttpSettings;
 use crate::connect::connect_with_retries;
 use crate::forward::{self, IdleTimeouts};
+use sluice_balance::Algorithm;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
 use sluice_http::encode::{self, HeadEdits};
 use sluice_http::error::Side;
@@ -212,11 +213,31 @@ async fn exchange<'a>(
     let is_connect = head.is_method(buf, "CONNECT");
     let client_version = head.version;
 
-    let Some(server) = ctx.backend.pick_server() else {
+    let source = ctx
+        .endpoints
+        .client
+        .map(|a| sluice_balance::source_key(a.ip()));
+    let balance_key = match ctx.backend.algorithm() {
+        Algorithm::Source => source.as_ref().map(|k| k.as_bytes()),
+        Algorithm::Uri(options) => sluice_balance::uri_key(head.target_bytes(buf), options),
+        Algorithm::UrlParam { name, .. } => {
+            sluice_balance::url_param_key(head.target_bytes(buf), name)
+        }
+        Algorithm::Hdr {
+            name,
+            use_domain_only,
+        } => head
+            .header_values(buf, name)
+            .next()
+            .and_then(|v| sluice_balance::hdr_key(v, *use_domain_only)),
+        _ => None,
+    };
+    let Some(lease) = ctx.backend.pick_server(balance_key) else {
         ctx.backend.failed_connections.incr();
         answer(client, s.server_error(503), s.client).await;
         return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
     };
+    let server = lease.server();
     facts.server = Some(server.name());
     let _backend_session = SessionMark::open(&ctx.backend.traffic);
     let _server_session = SessionMark::open(&server.traffic);
