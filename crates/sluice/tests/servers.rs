@@ -291,23 +291,3 @@ fn balance_source_sends_one_client_address_to_one_server() {
     let got = names(addr, 6);
     assert!(got.iter().all(|n| *n == got[0]), "{got:?}");
 }
-
-#[test]
-fn leastconn_avoids_the_busy_server() {
-    let busy = Backend::silent();
-    let idle = Backend::named("idle");
-    let (fe, addr) = frontend();
-    let cfg = format!(
-        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    balance leastconn\n    server busy {}\n    server idle {}\n",
-        fd_bind(&fe),
-        busy.addr(),
-        idle.addr()
-    );
-    let _proxy = common::sluice(&cfg).inherit(fe).start();
-    // Equal counts: the first connection goes to `busy` (first in order) and stays open.
-    let _held = connect(addr);
-    assert!(common::wait_until(GENEROUS, || busy.accepted() == 1));
-    // While it is held, every new connection goes to the server with fewer connections.
-    assert_eq!(names(addr, 3), ["idle", "idle", "idle"]);
-    assert_eq!(busy.accepted(), 1);
-}
