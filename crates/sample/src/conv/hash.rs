@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
 use sha2::{Digest, Sha224, Sha256, Sha384, Sha512};
+use sluice_balance::hash as balance_hash;
 
 use super::encode::base64_decode;
 use super::{Built, ConvBuild, Convert, Table, def, into_bytes, var_bytes};
@@ -67,7 +68,11 @@ impl Convert for HashConv {
         match self {
             HashConv::Hash32 { f, avalanche } => {
                 let h = hash32(*f, &data);
-                let h = if *avalanche { full_avalanche(h) } else { h };
+                let h = if *avalanche {
+                    balance_hash::avalanche(h)
+                } else {
+                    h
+                };
                 Some(Sample::Int(i64::from(h)))
             }
             HashConv::Xxh32(seed) => Some(Sample::Int(i64::from(xxhash_rust::xxh32::xxh32(
@@ -108,8 +113,6 @@ const fn crc_table(poly: u32) -> [u32; 256] {
     table
 }
 
-/// CRC-32 (IEEE 802.3, as in Ethernet, gzip, PNG).
-static CRC32_TABLE: [u32; 256] = crc_table(0xedb8_8320);
 /// CRC-32C (Castagnoli, RFC 4960 appendix B).
 static CRC32C_TABLE: [u32; 256] = crc_table(0x82f6_3b78);
 
@@ -119,53 +122,16 @@ fn crc(table: &[u32; 256], data: &[u8]) -> u32 {
         .fold(!0u32, |c, &b| table[usize::from((c as u8) ^ b)] ^ (c >> 8))
 }
 
+/// The 32-bit hashes; those `balance` also uses come from sluice-balance, so a converter
+/// and a hash-based algorithm always agree on a key's value.
 fn hash32(f: Hash32, data: &[u8]) -> u32 {
     match f {
-        Hash32::Crc32 => crc(&CRC32_TABLE, data),
+        Hash32::Crc32 => balance_hash::crc32(data),
         Hash32::Crc32c => crc(&CRC32C_TABLE, data),
-        Hash32::Djb2 => data.iter().fold(5381u32, |h, &b| {
-            h.wrapping_mul(33).wrapping_add(u32::from(b))
-        }),
-        Hash32::Sdbm => data.iter().fold(0u32, |h, &b| {
-            u32::from(b)
-                .wrapping_add(h << 6)
-                .wrapping_add(h << 16)
-                .wrapping_sub(h)
-        }),
-        Hash32::Wt6 => wt6(data),
+        Hash32::Djb2 => balance_hash::djb2(data),
+        Hash32::Sdbm => balance_hash::sdbm(data),
+        Hash32::Wt6 => balance_hash::wt6(data),
     }
-}
-
-/// The WT6 hash: two 32-bit lanes fed with each byte, rotated by amounts that the lanes
-/// themselves choose.
-fn wt6(data: &[u8]) -> u32 {
-    let (mut h0, mut h1) = (0xa53c_965a_u32, 0x5ca6_953a_u32);
-    let (mut step0, mut step1) = (6u32, 18u32);
-    for &b in data {
-        let t = u32::from(b);
-        h0 = !(h0 ^ t);
-        h1 = !h1.wrapping_add(t);
-        let rotated = h1.rotate_left(step0);
-        h1 = h0.rotate_left(step1);
-        h0 = rotated;
-        let mix = ((h0 >> 16) ^ h1) & 0xffff;
-        step0 = mix & 0x1f;
-        step1 = mix >> 11;
-    }
-    h0 ^ h1
-}
-
-/// The `avalanche` option of the hashes: Bob Jenkins' 32-bit full-avalanche integer mix,
-/// then a multiplication by the prime 3221225473 that HAProxy applies to spread the
-/// values (checked against HAProxy's output in the tests).
-fn full_avalanche(mut a: u32) -> u32 {
-    a = a.wrapping_add(0x7ed5_5d16).wrapping_add(a << 12);
-    a = (a ^ 0xc761_c23c) ^ (a >> 19);
-    a = a.wrapping_add(0x1656_67b1).wrapping_add(a << 5);
-    a = a.wrapping_add(0xd3a2_646c) ^ (a << 9);
-    a = a.wrapping_add(0xfd70_46c5).wrapping_add(a << 3);
-    a = (a ^ 0xb55a_4f09) ^ (a >> 16);
-    a.wrapping_mul(3_221_225_473)
 }
 
 fn digest(algo: Algo, data: &[u8]) -> Vec<u8> {
