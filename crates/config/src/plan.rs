@@ -84,6 +84,10 @@ pub struct BackendPlan {
     pub balance: Algorithm,
     /// How hash-based algorithms hash their key.
     pub hash_type: HashType,
+    /// `option allbackups`.
+    pub allbackups: bool,
+    /// `hash-balance-factor`, when set and not 0.
+    pub hash_balance_factor: Option<u32>,
     /// Servers, in declaration order.
     pub servers: Vec<ServerConf>,
     /// Extra connection attempts after a failed one.
@@ -276,6 +280,8 @@ fn plan_proxies(
             mode: p.conf.mode.unwrap_or(Mode::Tcp),
             balance: p.conf.balance.clone().unwrap_or(Algorithm::RoundRobin),
             hash_type: p.conf.hash_type.unwrap_or_default(),
+            allbackups: p.conf.allbackups.unwrap_or(false),
+            hash_balance_factor: p.conf.hash_balance_factor.filter(|&n| n != 0),
             servers: p.conf.servers.clone(),
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
             timeouts: p.conf.timeouts,

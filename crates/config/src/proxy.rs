@@ -120,6 +120,10 @@ pub struct ProxyConf {
     pub clitcpka: Option<bool>,
     /// `option srvtcpka` (or `option tcpka`): SO_KEEPALIVE on server connections.
     pub srvtcpka: Option<bool>,
+    /// `option allbackups`: all backup servers share the load when no active one is usable.
+    pub allbackups: Option<bool>,
+    /// `hash-balance-factor`: bounded-load consistent hashing (0 = off).
+    pub hash_balance_factor: Option<u32>,
     /// HTTP options.
     pub http: HttpConf,
     /// `errorfile`, `errorloc*` and `errorfiles`, in order.
@@ -249,6 +253,19 @@ pub fn parse_proxy_line(
                 }
             }
         }
+        "hash-balance-factor" => {
+            if applies(&d, kind, BACK, diags)
+                && let Some(n) = d.integer(1, "0 or a percentage above 100", 0, 65535, diags)
+            {
+                // configuration.txt §4.2: 0 disables it, otherwise more than 100 percent.
+                if n != 0 && n <= 100 {
+                    diags.push(d.alert(format!("expects 0 or a percentage above 100, not '{n}'")));
+                } else {
+                    conf.hash_balance_factor = Some(n as u32);
+                }
+            }
+            d.no_more_than(2, diags);
+        }
         "hash-type" => {
             if applies(&d, kind, BACK, diags) {
                 let words: Vec<&str> = line.words[1..].iter().map(String::as_str).collect();
@@ -361,6 +378,13 @@ fn parse_option(
         "tcpka" => (true, true),
         "clitcpka" => (true, false),
         "srvtcpka" => (false, true),
+        "allbackups" => {
+            if applies(&d, kind, BACK, diags) {
+                conf.allbackups = Some(enable);
+            }
+            d.no_more_than(skip + 2, diags);
+            return;
+        }
         _ => {
             diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
             return;

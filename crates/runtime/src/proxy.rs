@@ -91,8 +91,14 @@ impl Backend {
             })
             .collect();
         let ids: Vec<u32> = servers.iter().map(|s| s.id).collect();
-        let balancer =
-            Balancer::new(&plan.balance, plan.hash_type, &states, false, None).with_ids(&ids);
+        let balancer = Balancer::new(
+            &plan.balance,
+            plan.hash_type,
+            &states,
+            plan.allbackups,
+            plan.hash_balance_factor,
+        )
+        .with_ids(&ids);
         Backend {
             balancer: Mutex::new(balancer),
             servers,

@@ -291,3 +291,27 @@ fn balance_source_sends_one_client_address_to_one_server() {
     let got = names(addr, 6);
     assert!(got.iter().all(|n| *n == got[0]), "{got:?}");
 }
+
+#[test]
+fn first_backup_serves_alone_unless_allbackups() {
+    let b1 = Backend::named("b1");
+    let b2 = Backend::named("b2");
+    let (fe1, addr1) = frontend();
+    let (fe2, addr2) = frontend();
+    let refused = refused_addr();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten first_only\n    bind {}\n    server a {refused} disabled\n    server b1 {} backup\n    server b2 {} backup\n\
+         listen all\n    bind {}\n    option allbackups\n    server a {refused} disabled\n    server b1 {} backup\n    server b2 {} backup\n",
+        fd_bind(&fe1),
+        b1.addr(),
+        b2.addr(),
+        fd_bind(&fe2),
+        b1.addr(),
+        b2.addr()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe1).inherit(fe2).start();
+    assert_eq!(names(addr1, 4), ["b1"; 4]);
+    let mut got = names(addr2, 4);
+    got.sort();
+    assert_eq!(got, ["b1", "b1", "b2", "b2"]);
+}
