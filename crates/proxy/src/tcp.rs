@@ -40,9 +40,12 @@ pub async fn serve(
     };
     record.timers.queue = Some(Duration::ZERO);
     // Only `balance source` has a key in TCP mode; the HTTP algorithms fall back to round robin.
-    let source = endpoints.client.map(|a| sluice_balance::source_key(a.ip()));
+    let source;
     let key = match backend.algorithm() {
-        sluice_balance::Algorithm::Source => source.as_ref().map(|k| k.as_bytes()),
+        sluice_balance::Algorithm::Source => {
+            source = endpoints.client.map(|a| sluice_balance::source_key(a.ip()));
+            source.as_ref().map(|k| k.as_bytes())
+        }
         _ => None,
     };
     match backend.pick_server(key) {

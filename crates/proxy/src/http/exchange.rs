@@ -213,12 +213,16 @@ async fn exchange<'a>(
     let is_connect = head.is_method(buf, "CONNECT");
     let client_version = head.version;
 
-    let source = ctx
-        .endpoints
-        .client
-        .map(|a| sluice_balance::source_key(a.ip()));
+    // The key is extracted only for the algorithm that uses it (none for the rotations).
+    let source;
     let balance_key = match ctx.backend.algorithm() {
-        Algorithm::Source => source.as_ref().map(|k| k.as_bytes()),
+        Algorithm::Source => {
+            source = ctx
+                .endpoints
+                .client
+                .map(|a| sluice_balance::source_key(a.ip()));
+            source.as_ref().map(|k| k.as_bytes())
+        }
         Algorithm::Uri(options) => sluice_balance::uri_key(head.target_bytes(buf), options),
         Algorithm::UrlParam { name, .. } => {
             sluice_balance::url_param_key(head.target_bytes(buf), name)
