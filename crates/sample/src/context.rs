@@ -14,6 +14,7 @@ use std::time::SystemTime;
 
 use sluice_http::{RequestHead, ResponseHead};
 
+use crate::logformat::LogFacts;
 use crate::value::Sample;
 
 /// A counter of a backend, for `nbsrv`, `be_conn`, `queue` and `connslots`
@@ -92,5 +93,19 @@ pub trait Context {
     /// default is true: in HTTP rules the head is complete.
     fn inspection_ended(&self) -> bool {
         true
+    }
+
+    /// The offset of local time from UTC at `at`, in seconds east of UTC, for local dates
+    /// (`ltime`, the log's `%t`). The default is 0: local time is UTC, which keeps the
+    /// crate free of time-zone lookups; the proxy answers with the process's zone.
+    fn utc_offset(&self, _at: SystemTime) -> i32 {
+        0
+    }
+
+    /// What only the proxy knows about a stream being logged (timers, byte counts,
+    /// termination state...), for log-format aliases such as `%Tt` or `%ts`. `None` (the
+    /// default) makes every such alias print `-`.
+    fn log_facts(&self) -> Option<&dyn LogFacts> {
+        None
     }
 }

@@ -10,7 +10,10 @@
 //!    the fetch and converters are checked, and [`Expr::check_stages`] tells whether the
 //!    rule's [`Stages`] can see the fetch's data;
 //! 2. `acl` lines into an [`AclSet`] ([`AclSet::add`]);
-//! 3. `if`/`unless` conditions with [`Condition::parse`].
+//! 3. `if`/`unless` conditions with [`Condition::parse`];
+//! 4. custom log formats (`log-format`, `set-header X %[src]`...) with [`LogFormat::parse`]
+//!    or [`LogFormat::parse_log`]; what only the proxy knows at logging time comes through
+//!    [`LogFacts`].
 //!
 //! At run time, [`Expr::eval`] returns a [`Sample`] and [`Condition::eval`] a verdict;
 //! neither allocates when the data stays borrowed from the request buffer. Pattern and map
@@ -18,8 +21,7 @@
 //!
 //! Not available yet (they need proxy plumbing): body and payload fetches (`req.body`,
 //! `req.payload`...), TLS fetches (`ssl_sni`...), stick-table fetches and converters,
-//! `http_auth`, captures, `json_query`, the time-formatting converters, and the
-//! `RDP_COOKIE` predefined ACL.
+//! `http_auth`, captures, `json_query`, and the `RDP_COOKIE` predefined ACL.
 
 mod acl;
 mod args;
@@ -28,9 +30,11 @@ mod context;
 mod conv;
 mod expr;
 mod fetch;
+mod logformat;
 mod map;
 mod pattern;
 mod stages;
+mod time;
 mod value;
 
 #[cfg(test)]
@@ -40,6 +44,7 @@ pub use acl::{Acl, AclSet};
 pub use cond::Condition;
 pub use context::{BackendStat, Context, ServerStat};
 pub use expr::Expr;
+pub use logformat::{LogFacts, LogFormat, LogNumber, LogText};
 pub use map::MapStore;
 pub use pattern::{IntOp, MatchMethod};
 pub use stages::{Source, Stages};

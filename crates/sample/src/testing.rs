@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use sluice_http::{Limits, Parse, RequestHead, ResponseHead, parse_request, parse_response};
 
-use crate::{AclSet, BackendStat, Condition, Context, Expr, MapStore, Sample, ServerStat};
+use crate::{
+    AclSet, BackendStat, Condition, Context, Expr, LogFacts, MapStore, Sample, ServerStat,
+};
 
 /// A stream frozen at one point, answering every [`Context`] method from fields.
 pub(crate) struct TestCtx {
@@ -30,6 +32,8 @@ pub(crate) struct TestCtx {
     pub server_stats: HashMap<(Option<String>, String, ServerStat), i64>,
     pub buffered: Option<usize>,
     pub inspection_ended: bool,
+    pub utc_offset: i32,
+    pub facts: Option<Box<dyn LogFacts>>,
 }
 
 impl TestCtx {
@@ -54,6 +58,8 @@ impl TestCtx {
             server_stats: HashMap::new(),
             buffered: None,
             inspection_ended: true,
+            utc_offset: 0,
+            facts: None,
         }
     }
 
@@ -135,6 +141,12 @@ impl Context for TestCtx {
     }
     fn inspection_ended(&self) -> bool {
         self.inspection_ended
+    }
+    fn utc_offset(&self, _at: SystemTime) -> i32 {
+        self.utc_offset
+    }
+    fn log_facts(&self) -> Option<&dyn LogFacts> {
+        self.facts.as_deref()
     }
 }
 

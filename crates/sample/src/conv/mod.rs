@@ -8,10 +8,11 @@
 //! calls [`Convert::convert`]; `None` means the converter failed and the sample is missing.
 //! Converters that only slice their input return borrowed data. The families live in
 //! submodules: `text` (case, slicing, fields, regsub, concatenation), `encode` (base64, hex,
-//! JSON, URL encoding), `arith` (integers, booleans, ipmask), `hash` (checksums, digests,
+//! JSON, URL encoding), `arith` (integers, booleans, ipmask), `date` (`ltime`, `utime`, `http_date`), `hash` (checksums, digests,
 //! HMAC), `map` (map files). Read [`Convert`] first.
 
 mod arith;
+mod date;
 mod encode;
 mod hash;
 mod map;
@@ -83,6 +84,7 @@ pub(crate) fn lookup(name: &str) -> Option<ConvDef> {
         encode::CONVERTERS,
         arith::CONVERTERS,
         hash::CONVERTERS,
+        date::CONVERTERS,
     ];
     tables
         .iter()

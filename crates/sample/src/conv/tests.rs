@@ -530,3 +530,43 @@ fn type_checks() {
     // lower() is lower.
     assert_eq!(t("str(A),lower()").as_deref(), Some("a"));
 }
+
+#[test]
+fn dates() {
+    // 2024-01-02T03:04:05Z.
+    assert_eq!(
+        t("int(1704164645),utime(\"%d/%b/%Y:%H:%M:%S %z %Z\")").as_deref(),
+        Some("02/Jan/2024:03:04:05 +0000 GMT")
+    );
+    assert_eq!(
+        t("int(1704164645),utime(%Y-%m-%dT%H:%M:%S,3600)").as_deref(),
+        Some("2024-01-02T04:04:05")
+    );
+    let mut ctx = TestCtx::new();
+    ctx.utc_offset = 2 * 3600;
+    assert_eq!(
+        text("int(1704164645),ltime(\"%H:%M %z %Z\")", &ctx).as_deref(),
+        Some("05:04 +0200 +0200")
+    );
+    assert_eq!(t("int(1704164645),ltime(%H:%M)").as_deref(), Some("03:04"));
+    assert_eq!(
+        t("int(784887151),http_date").as_deref(),
+        Some("Tue, 15 Nov 1994 08:12:31 GMT")
+    );
+    assert_eq!(
+        t("int(784887151000),http_date(1000,ms)").as_deref(),
+        Some("Tue, 15 Nov 1994 08:12:32 GMT")
+    );
+    assert_eq!(
+        t("int(-1),http_date").as_deref(),
+        Some("Wed, 31 Dec 1969 23:59:59 GMT")
+    );
+    assert_eq!(
+        parse_err("int(1),http_date(0,h)"),
+        "converter 'http_date' : invalid time unit 'h' (expected 's', 'ms' or 'us')"
+    );
+    assert_eq!(
+        parse_err("int(1),utime"),
+        "converter 'utime' : missing arguments (got 0/1)"
+    );
+}

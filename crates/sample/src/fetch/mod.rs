@@ -16,6 +16,8 @@ mod http_hdr;
 mod http_line;
 mod internal;
 
+pub(crate) use http_line::path_query;
+
 use crate::context::Context;
 use crate::stages::Source;
 use crate::value::{Sample, SampleType};
