@@ -19,6 +19,7 @@ pub mod plan;
 pub mod preprocess;
 pub mod proxy;
 pub mod reader;
+pub mod rules;
 pub mod sections;
 pub mod units;
 

@@ -15,8 +15,10 @@ use crate::http_options::HttpConf;
 use crate::preprocess;
 use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
 use crate::reader::Source;
+use crate::rules::{BackendTarget, ProxyRules, Rule};
 use crate::sections::{self, Section, SectionKind};
 use sluice_balance::{Algorithm, HashType};
+use sluice_sample::{LogFormat, MapStore};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -24,7 +26,7 @@ use std::sync::Arc;
 pub const DEFAULT_RETRIES: u32 = 3;
 
 /// A validated configuration: what the runtime builds its live objects from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Plan {
     /// Process-wide settings.
     pub global: GlobalConf,
@@ -51,7 +53,7 @@ pub struct ProxyId {
 }
 
 /// The accepting side of a `frontend` or `listen` section.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct FrontendPlan {
     /// Name and number.
     pub id: ProxyId,
@@ -71,10 +73,23 @@ pub struct FrontendPlan {
     pub http: HttpConf,
     /// Custom pages replacing the built-in error answers.
     pub error_pages: ErrorPages,
+    /// `use_backend` rules, backend names resolved to indices into [`Plan::backends`].
+    pub use_backend: Vec<Rule<BackendChoice>>,
+    /// The other rules of the section (`use_backend` is moved out to the field above).
+    pub rules: Arc<ProxyRules>,
+}
+
+/// The backend a `use_backend` rule chooses.
+#[derive(Clone, Debug)]
+pub enum BackendChoice {
+    /// An index into [`Plan::backends`].
+    Index(usize),
+    /// A name computed per request, looked up among the backends at run time.
+    Dynamic(LogFormat),
 }
 
 /// The server side of a `backend` or `listen` section.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct BackendPlan {
     /// Name and number.
     pub id: ProxyId,
@@ -100,6 +115,10 @@ pub struct BackendPlan {
     pub http: HttpConf,
     /// Custom pages replacing the built-in error answers.
     pub error_pages: ErrorPages,
+    /// `use-server` rules, server names resolved to indices into `servers`.
+    pub use_server: Vec<Rule<usize>>,
+    /// The section's rules (shared with the frontend side of a `listen` section).
+    pub rules: Arc<ProxyRules>,
 }
 
 /// The outcome of reading a configuration: the plan if it is valid, and every diagnostic.
@@ -114,12 +133,15 @@ pub struct Checked {
 /// Runs the whole reader on `sources` with the environment and capabilities of `ctx`.
 pub fn check(sources: &[Source], ctx: &CondContext<'_>) -> Checked {
     let mut diags = Vec::new();
+    // One file cache for the whole configuration: a pattern or map file named by several
+    // rules is read once.
+    let maps = MapStore::new();
     let mut sections_all = Vec::new();
     for source in sources {
         let lines = preprocess::preprocess(&source.name, &source.text, ctx, &mut diags);
         sections_all.extend(sections::group_sections(lines, &mut diags));
     }
-    let plan = build(&sections_all, sources, &mut diags);
+    let plan = build(&sections_all, sources, &maps, &mut diags);
     let fatal = diags.iter().any(Diagnostic::is_fatal);
     Checked {
         plan: if fatal { None } else { Some(plan) },
@@ -134,7 +156,12 @@ struct ParsedProxy<'a> {
     conf: ProxyConf,
 }
 
-fn build(sections: &[Section], sources: &[Source], diags: &mut Diagnostics) -> Plan {
+fn build(
+    sections: &[Section],
+    sources: &[Source],
+    maps: &MapStore,
+    diags: &mut Diagnostics,
+) -> Plan {
     let mut global = GlobalConf::default();
     let mut named_defaults: HashMap<&str, ProxyConf> = HashMap::new();
     let mut last_defaults = ProxyConf::default();
@@ -184,7 +211,7 @@ fn build(sections: &[Section], sources: &[Source], diags: &mut Diagnostics) -> P
                     },
                 };
                 for line in &section.lines {
-                    proxy::parse_proxy_line(&mut conf, kind, line, diags);
+                    proxy::parse_proxy_line(&mut conf, kind, line, maps, diags);
                 }
                 if kind == SectionKind::Defaults {
                     if let Some(name) = &section.name {
@@ -267,6 +294,12 @@ fn plan_proxies(
         .iter()
         .map(|p| errors::resolve(&p.conf.error_directives, http_errors, diags))
         .collect();
+    let mut rules: Vec<ProxyRules> = proxies.iter().map(|p| mode_rules(p, diags)).collect();
+    let use_backends: Vec<Vec<Rule<BackendTarget>>> = rules
+        .iter_mut()
+        .map(|r| std::mem::take(&mut r.use_backend))
+        .collect();
+    let rules: Vec<Arc<ProxyRules>> = rules.into_iter().map(Arc::new).collect();
     let mut backends = Vec::new();
     let mut backend_index: HashMap<&str, usize> = HashMap::new();
     for (i, p) in proxies.iter().enumerate() {
@@ -288,6 +321,8 @@ fn plan_proxies(
             srvtcpka: p.conf.srvtcpka.unwrap_or(false),
             http: p.conf.http.clone(),
             error_pages: pages[i].clone(),
+            use_server: resolve_use_server(p, &rules[i], diags),
+            rules: Arc::clone(&rules[i]),
         });
     }
 
@@ -315,7 +350,40 @@ fn plan_proxies(
             None => backend_index.get(p.name.as_str()).copied(),
         };
         if let Some(index) = default_backend {
-            check_modes(p, &backends[index], diags);
+            let span = p
+                .conf
+                .default_backend
+                .as_ref()
+                .map_or(&p.section.span, |(_, span)| span);
+            check_modes(p, &backends[index], span, "default_backend", diags);
+        }
+        let mut use_backend = Vec::new();
+        for r in &use_backends[i] {
+            let choice = match &r.action {
+                BackendTarget::Dynamic(fmt) => BackendChoice::Dynamic(fmt.clone()),
+                BackendTarget::Named(name) => match backend_index.get(name.as_str()) {
+                    Some(&index) => {
+                        check_modes(p, &backends[index], &r.span, "use_backend", diags);
+                        BackendChoice::Index(index)
+                    }
+                    None => {
+                        diags.push(Diagnostic::alert(
+                            &r.span,
+                            "use_backend",
+                            format!(
+                                "unable to find backend '{name}' referenced by proxy '{}'",
+                                p.name
+                            ),
+                        ));
+                        continue;
+                    }
+                },
+            };
+            use_backend.push(Rule {
+                action: choice,
+                cond: r.cond.clone(),
+                span: r.span.clone(),
+            });
         }
         if p.conf.binds.is_empty() && p.section.kind == SectionKind::Frontend {
             diags.push(Diagnostic::warning(
@@ -337,6 +405,8 @@ fn plan_proxies(
             clitcpka: p.conf.clitcpka.unwrap_or(false),
             http: p.conf.http.clone(),
             error_pages: pages[i].clone(),
+            use_backend,
+            rules: Arc::clone(&rules[i]),
         });
     }
     warn_missing_timeouts(proxies, diags);
@@ -346,16 +416,17 @@ fn plan_proxies(
 /// A frontend and the backend it uses must speak the same protocol: an HTTP frontend cannot
 /// hand its parsed requests to a TCP backend, and HAProxy's TCP-to-HTTP upgrade is not
 /// implemented.
-fn check_modes(frontend: &ParsedProxy<'_>, backend: &BackendPlan, diags: &mut Diagnostics) {
+fn check_modes(
+    frontend: &ParsedProxy<'_>,
+    backend: &BackendPlan,
+    span: &Span,
+    keyword: &str,
+    diags: &mut Diagnostics,
+) {
     let front_mode = frontend.conf.mode.unwrap_or(Mode::Tcp);
     if front_mode == backend.mode {
         return;
     }
-    let span = frontend
-        .conf
-        .default_backend
-        .as_ref()
-        .map_or(&frontend.section.span, |(_, span)| span);
     let message = match front_mode {
         Mode::Http => format!(
             "frontend '{}' in mode http cannot use backend '{}' in mode tcp",
@@ -366,7 +437,70 @@ fn check_modes(frontend: &ParsedProxy<'_>, backend: &BackendPlan, diags: &mut Di
             frontend.name, backend.id.name
         ),
     };
-    diags.push(Diagnostic::alert(span, "default_backend", message));
+    diags.push(Diagnostic::alert(span, keyword, message));
+}
+
+/// The rules of a proxy as its mode allows them: HTTP rules in a `mode tcp` proxy are
+/// ignored with a warning, as HAProxy does.
+fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
+    let mut rules = p.conf.rules.clone();
+    if p.conf.mode.unwrap_or(Mode::Tcp) == Mode::Http || !rules.has_http_rules() {
+        return rules;
+    }
+    let ignored = [
+        ("http-request", !rules.http_request.is_empty()),
+        ("http-response", !rules.http_response.is_empty()),
+        ("redirect", !rules.redirects.is_empty()),
+        ("monitor-uri", rules.monitor_uri.is_some()),
+    ];
+    for (keyword, present) in ignored {
+        if present {
+            diags.push(Diagnostic::warning(
+                &p.section.span,
+                keyword,
+                format!(
+                    "'{keyword}' rules ignored for proxy '{}' as they require HTTP mode",
+                    p.name
+                ),
+            ));
+        }
+    }
+    rules.http_request.clear();
+    rules.http_response.clear();
+    rules.redirects.clear();
+    rules.monitor_uri = None;
+    rules.monitor_fail.clear();
+    rules
+}
+
+/// `use-server` names a server of the same backend (configuration.txt §4.2).
+fn resolve_use_server(
+    p: &ParsedProxy<'_>,
+    rules: &ProxyRules,
+    diags: &mut Diagnostics,
+) -> Vec<Rule<usize>> {
+    rules
+        .use_server
+        .iter()
+        .filter_map(|r| {
+            let index = p.conf.servers.iter().position(|s| s.name == r.action);
+            if index.is_none() {
+                diags.push(Diagnostic::alert(
+                    &r.span,
+                    "use-server",
+                    format!(
+                        "unable to find server '{}' referenced in a 'use-server' rule of backend '{}'",
+                        r.action, p.name
+                    ),
+                ));
+            }
+            Some(Rule {
+                action: index?,
+                cond: r.cond.clone(),
+                span: r.span.clone(),
+            })
+        })
+        .collect()
 }
 
 fn proxy_id(p: &ParsedProxy<'_>, index: usize) -> ProxyId {

@@ -13,8 +13,10 @@ use crate::directive::Directive;
 use crate::errors::{self, ErrorDirective};
 use crate::http_options::{self, HttpConf};
 use crate::preprocess::Line;
+use crate::rules::{self, ProxyRules};
 use crate::sections::SectionKind;
 use sluice_balance::{Algorithm, HashType};
+use sluice_sample::MapStore;
 use std::time::Duration;
 
 /// The protocol a proxy speaks (`mode`).
@@ -96,7 +98,7 @@ pub struct Timeouts {
 
 /// What a `defaults`, `frontend`, `backend` or `listen` section says. Every field is optional
 /// so a proxy can tell "inherited" from "set here".
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ProxyConf {
     /// `mode`, and where it was set.
     pub mode: Option<Mode>,
@@ -128,6 +130,8 @@ pub struct ProxyConf {
     pub http: HttpConf,
     /// `errorfile`, `errorloc*` and `errorfiles`, in order.
     pub error_directives: Vec<ErrorDirective>,
+    /// ACLs and rules (`acl`, `http-request`, `use_backend`...).
+    pub rules: ProxyRules,
 }
 
 /// Which sections a keyword is valid in.
@@ -200,11 +204,15 @@ pub fn parse_proxy_line(
     conf: &mut ProxyConf,
     kind: SectionKind,
     line: &Line,
+    maps: &MapStore,
     diags: &mut Diagnostics,
 ) {
     let Some(first) = line.words.first() else {
         return;
     };
+    if rules::parse_rule_line(&mut conf.rules, kind, line, maps, diags) {
+        return;
+    }
     if let Some(directive) = errors::parse_error_directive(line, diags) {
         conf.error_directives.extend(directive);
         return;

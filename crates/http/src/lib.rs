@@ -24,6 +24,7 @@ pub mod error;
 mod field;
 pub mod framing;
 pub mod head;
+pub mod status;
 mod target;
 
 pub use chunked::{
@@ -40,4 +41,5 @@ pub use head::{
     HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, Version, header_name,
     header_value, header_values, parse_request, parse_response,
 };
+pub use status::reason_phrase;
 pub use target::TargetForm;

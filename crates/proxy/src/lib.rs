@@ -10,4 +10,6 @@ pub mod accept;
 pub mod connect;
 pub mod forward;
 pub mod http;
+pub mod stream_context;
 pub mod tcp;
+pub mod vars;

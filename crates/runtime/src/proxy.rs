@@ -120,6 +120,54 @@ impl Backend {
         &self.plan.balance
     }
 
+    /// The number of servers that can take traffic now (`nbsrv`).
+    pub fn usable_servers(&self) -> usize {
+        let balancer = self
+            .balancer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        (0..self.servers.len())
+            .filter(|&i| balancer.state(i).is_some_and(|s| s.usable))
+            .count()
+    }
+
+    /// Whether the server at `index` can take traffic now (`srv_is_up`).
+    pub fn is_server_usable(&self, index: usize) -> bool {
+        let balancer = self
+            .balancer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        balancer.state(index).is_some_and(|s| s.usable)
+    }
+
+    /// The server named `name` and its index.
+    pub fn server_named(&self, name: &str) -> Option<(usize, &Server)> {
+        self.servers
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name() == name)
+    }
+
+    /// Takes the server at `index` for a new connection (a `use-server` rule), if it is
+    /// usable; the lease counts the connection like [`Backend::pick_server`]'s.
+    pub fn lease_server(&self, index: usize) -> Option<ServerLease<'_>> {
+        let server = self.servers.get(index)?;
+        let mut balancer = self
+            .balancer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !balancer.state(index).is_some_and(|s| s.usable) {
+            return None;
+        }
+        balancer.connection_started(index);
+        drop(balancer);
+        Some(ServerLease {
+            backend: self,
+            index,
+            server,
+        })
+    }
+
     /// Chooses a server for a new connection given the algorithm's `key` (`None` when the
     /// algorithm uses none or it is missing: round robin then), or `None` when no server is
     /// usable. The returned lease counts the connection on the server until it is dropped, so
@@ -180,9 +228,9 @@ impl Drop for ServerLease<'_> {
     }
 }
 
-/// Randomness for `balance random`: a per-thread xorshift seeded from the standard
+/// Randomness for `balance random` and the `rand` fetch: a per-thread xorshift seeded from the standard
 /// library's randomly keyed hasher (no syscall per pick).
-fn next_random() -> u64 {
+pub fn next_random() -> u64 {
     use std::cell::Cell;
     use std::hash::{BuildHasher, Hasher};
     thread_local! {

@@ -119,6 +119,12 @@ impl Acl {
             .fold(Stages::NONE, |acc, line| acc | line.expr.stages())
     }
 
+    /// Whether one of the ACL's lines reads `source` (the data path waits for client data
+    /// only for rules that read it).
+    pub fn uses(&self, source: crate::stages::Source) -> bool {
+        self.lines().iter().any(|line| line.expr.source() == source)
+    }
+
     /// The fetch keyword of the first line, for diagnostics about anonymous ACLs.
     pub(crate) fn first_keyword(&self) -> String {
         self.lines()
@@ -128,8 +134,9 @@ impl Acl {
     }
 }
 
-/// The ACLs of one proxy, in the order they were declared.
-#[derive(Debug)]
+/// The ACLs of one proxy, in the order they were declared. A clone shares the ACLs: a line
+/// added to one of them through either set is seen by both.
+#[derive(Clone, Debug)]
 pub struct AclSet {
     maps: MapStore,
     acls: HashMap<String, Acl>,

@@ -137,6 +137,11 @@ impl Condition {
             .fold(Stages::NONE, |acc, t| acc | t.acl.stages())
     }
 
+    /// Whether one of the condition's ACLs reads `source`.
+    pub fn uses(&self, source: crate::stages::Source) -> bool {
+        self.terms().any(|t| t.acl.uses(source))
+    }
+
     fn terms(&self) -> impl Iterator<Item = &Term> {
         self.groups.iter().flatten()
     }

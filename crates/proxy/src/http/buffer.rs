@@ -67,6 +67,26 @@ impl InBuf {
         }
     }
 
+    /// Replaces the first `old_len` unconsumed bytes (a head being rewritten by rules) with
+    /// `new`. Returns false, changing nothing, if the result would not fit in the capacity:
+    /// the room `tune.maxrewrite` keeps free is what rewrites grow into.
+    #[must_use]
+    pub fn replace_prefix(&mut self, old_len: usize, new: &[u8]) -> bool {
+        let old_len = old_len.min(self.len());
+        let needed = self.len() - old_len + new.len();
+        if needed > self.capacity {
+            return false;
+        }
+        if self.start + needed > self.capacity {
+            self.data.drain(..self.start);
+            self.start = 0;
+        }
+        let start = self.start;
+        self.data
+            .splice(start..start + old_len, new.iter().copied());
+        true
+    }
+
     /// Gives the memory back while the buffer is empty (an idle connection holds none).
     pub fn release_if_empty(&mut self) {
         if self.is_empty() {
@@ -141,6 +161,18 @@ mod tests {
         buf.consume(3);
         buf.release_if_empty();
         assert_eq!(buf.data.capacity(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_prefix_is_replaced_within_the_capacity() {
+        let mut buf = InBuf::new(10);
+        let mut input: &[u8] = b"xxabcdef";
+        buf.read_more(&mut input, None).await.unwrap();
+        buf.consume(2);
+        assert!(buf.replace_prefix(2, b"ABCD"));
+        assert_eq!(buf.filled(), b"ABCDcdef");
+        assert!(!buf.replace_prefix(1, b"12345678"));
+        assert_eq!(buf.filled(), b"ABCDcdef");
     }
 
     #[tokio::test]

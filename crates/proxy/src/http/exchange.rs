@@ -12,10 +12,12 @@
 use super::body::{self, BodyError, BodySpec, BodyTimeouts, OutFraming};
 use super::buffer::{InBuf, ReadError};
 use super::pool::{self, ServerKey};
+use super::rules::{self, KeptRequest, ResponseVerdict, Scope};
 use super::session::answer;
 use super::settings::HttpSettings;
 use crate::connect::connect_with_retries;
 use crate::forward::{self, IdleTimeouts};
+use crate::stream_context::StreamView;
 use sluice_balance::Algorithm;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
 use sluice_http::encode::{self, HeadEdits};
@@ -23,12 +25,14 @@ use sluice_http::error::Side;
 use sluice_http::framing::{
     BodyFraming, request_framing, response_framing, transfer_encoding_value,
 };
-use sluice_http::head::{MessageHead, Parse, RequestHead, ResponseHead, Version, parse_response};
+use sluice_http::head::{
+    Limits, MessageHead, Parse, RequestHead, ResponseHead, Version, parse_request, parse_response,
+};
 use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
-use sluice_runtime::proxy::{Backend, Frontend, Server};
+use sluice_runtime::proxy::{Backend, Frontend, Server, ServerLease};
 use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
 use std::cell::Cell;
 use std::future::Future;
@@ -73,6 +77,8 @@ pub struct Context<'a> {
     pub endpoints: Endpoints,
     /// True for the first request of the client connection.
     pub first: bool,
+    /// What rules see of the session (variables, addresses).
+    pub scope: &'a Scope<'a>,
 }
 
 /// Hands a session's server connection to the thread's idle pool when the session ends.
@@ -236,7 +242,11 @@ async fn exchange<'a>(
             .and_then(|v| sluice_balance::hdr_key(v, *use_domain_only)),
         _ => None,
     };
-    let Some(lease) = ctx.backend.pick_server(balance_key) else {
+    let lease = match use_server(ctx, buf, &head) {
+        Some(lease) => Some(lease),
+        None => ctx.backend.pick_server(balance_key),
+    };
+    let Some(lease) = lease else {
         ctx.backend.failed_connections.incr();
         answer(client, s.server_error(503), s.client).await;
         return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
@@ -252,6 +262,15 @@ async fn exchange<'a>(
 
     let request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
     input.consume(head.head_len);
+    // Response rules may read the request's method and version: keep the head we sent,
+    // parsed again, only when there are such rules.
+    let kept_head = rules::wants_request_copy(ctx.frontend, ctx.backend)
+        .then(|| match parse_request(&request_head, &Limits::default()) {
+            Ok(Parse::Complete(head)) => Some(head),
+            _ => None,
+        })
+        .flatten();
+    let kept = kept_head.as_ref().map(|h| (&request_head[..], h));
 
     // A request without a body can be replayed if a reused connection turns out to be dead.
     let mut attempts = if framing == BodyFraming::None { 2 } else { 1 };
@@ -282,7 +301,11 @@ async fn exchange<'a>(
             client,
             input,
             &mut server_stream,
-            &request_head,
+            Outgoing {
+                head: &request_head,
+                kept,
+                server,
+            },
             TransferShape {
                 framing,
                 client_version,
@@ -378,6 +401,23 @@ async fn exchange<'a>(
             }
         }
     }
+}
+
+/// The server of the first `use-server` rule that applies, if it is usable (otherwise the
+/// balancing algorithm chooses, as in HAProxy).
+fn use_server<'b>(ctx: &Context<'b>, buf: &[u8], head: &RequestHead) -> Option<ServerLease<'b>> {
+    let rules = &ctx.backend.plan.use_server;
+    if rules.is_empty() {
+        return None;
+    }
+    let scope = ctx.scope;
+    let view = StreamView {
+        backend: Some(ctx.backend),
+        request: Some((buf, head)),
+        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+    };
+    let index = rules.iter().find(|r| r.applies(&view))?.action;
+    ctx.backend.lease_server(index)
 }
 
 /// Picks the connection for this request: the session's own if it goes to the same server,
@@ -521,13 +561,23 @@ struct TransferShape {
     upgrade: bool,
 }
 
+/// The request as it leaves for the server.
+struct Outgoing<'r> {
+    /// The re-encoded head.
+    head: &'r [u8],
+    /// The same head parsed, when response rules may read it.
+    kept: KeptRequest<'r>,
+    /// The server it goes to.
+    server: &'r Server,
+}
+
 /// Sends the request and relays the response, concurrently.
 async fn transfer(
     ctx: &Context<'_>,
     client: &mut Stream,
     input: &mut InBuf,
     server: &mut Stream,
-    request_head: &[u8],
+    outgoing: Outgoing<'_>,
     shape: TransferShape,
     response_head: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure> {
@@ -541,7 +591,7 @@ async fn transfer(
     };
 
     let upload = async {
-        body::write(&mut server_write, request_head, s.server)
+        body::write(&mut server_write, outgoing.head, s.server)
             .await
             .map_err(|_| UploadFailure::Server)?;
         let body = body::forward_body(
@@ -565,12 +615,13 @@ async fn transfer(
             BodyError::WriteIo(_) | BodyError::WriteTimeout => UploadFailure::Server,
             _ => UploadFailure::Client,
         })?;
-        Ok(request_head.len() as u64 + body)
+        Ok(outgoing.head.len() as u64 + body)
     };
     let download = relay_response(
         ctx,
         &mut server_read,
         &mut client_write,
+        (outgoing.kept, outgoing.server),
         shape,
         response_head,
     );
@@ -637,6 +688,7 @@ async fn relay_response<R, W>(
     ctx: &Context<'_>,
     server: &mut R,
     client: &mut W,
+    (kept, chosen): (KeptRequest<'_>, &Server),
     shape: TransferShape,
     started: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure>
@@ -650,9 +702,35 @@ where
     let mut got_anything = false;
     let mut sent_heads = 0u64;
     loop {
-        let head = read_response_head(server, &mut input, s, &mut got_anything).await?;
-        let buf = input.filled();
+        let mut head = read_response_head(server, &mut input, s, &mut got_anything).await?;
         let interim = (100..200).contains(&head.status) && head.status != 101;
+        if !interim {
+            let verdict = rules::process_response(
+                ctx.scope,
+                ctx.backend,
+                chosen,
+                kept,
+                &mut input,
+                &mut head,
+                &s.response_limits,
+                s.bufsize,
+            );
+            if let ResponseVerdict::Replace(reply) = verdict {
+                // The server's response is dropped: its connection cannot be reused.
+                started.set(Some((Instant::now(), reply.status)));
+                body::write(client, &reply.bytes, s.client)
+                    .await
+                    .map_err(client_write_failure)?;
+                return Ok(ResponseDone {
+                    close_client: true,
+                    server_reusable: false,
+                    tunnel: false,
+                    bytes_up: 0,
+                    bytes_down: sent_heads + reply.bytes.len() as u64,
+                });
+            }
+        }
+        let buf = input.filled();
         if interim {
             // HTTP/1.0 clients do not know interim responses (RFC 9110 §15.2).
             if shape.client_version == Version::Http11 {

@@ -12,5 +12,7 @@ pub mod body;
 pub mod buffer;
 pub mod exchange;
 pub mod pool;
+pub mod rewrite;
+pub mod rules;
 pub mod session;
 pub mod settings;

@@ -11,7 +11,12 @@
 
 use super::buffer::{InBuf, ReadError};
 use super::exchange::{self, Attached, Next};
+use super::rules::{self, RequestVerdict, Scope};
 use super::settings::{BufferSizes, HttpSettings};
+use crate::vars::Vars;
+use sluice_config::http_options::HttpConnMode;
+use sluice_http::encode::connection_tokens;
+use sluice_http::framing::{BodyFraming, request_framing};
 use sluice_http::head::{Parse, RequestHead, parse_request};
 use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
@@ -46,55 +51,88 @@ pub async fn serve(
     buffers: BufferSizes,
 ) {
     let settings = HttpSettings::new(frontend, buffers);
+    let vars = Vars::default();
+    let scope = Scope {
+        process,
+        frontend,
+        endpoints,
+        vars: &vars,
+    };
     let mut input = InBuf::new(settings.bufsize);
     let mut attached: Option<Attached> = None;
     let mut first = true;
     loop {
         let request_start = std::time::Instant::now();
         let request_start_at = SystemTime::now();
-        let head = match read_head(&mut client, &mut input, &settings, first).await {
+        let started = (request_start, request_start_at);
+        let mut head = match read_head(&mut client, &mut input, &settings, first).await {
             Ok(head) => head,
             Err(HeadEnd::Quiet) => break,
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
-                answer(&mut client, settings.request_error(status), settings.client).await;
-                if let Some(log) = &process.stream_log {
-                    // configuration.txt §8.5: a refused request is "PR", a request that did
-                    // not arrive in time "cR".
-                    let cause = if status == 408 {
-                        Cause::ClientTimeout
-                    } else {
-                        Cause::Proxy
-                    };
-                    log.http(&StreamRecord {
-                        start: request_start_at,
-                        client: endpoints.client,
-                        frontend: frontend.name(),
-                        backend: None,
-                        server: None,
-                        timers: Timers {
-                            total: request_start.elapsed(),
-                            ..Timers::default()
-                        },
-                        status: Some(status),
-                        bytes_to_client: settings.request_error(status).len() as u64,
-                        bytes_from_client: 0,
-                        termination: Termination {
-                            cause,
-                            phase: Phase::Request,
-                        },
-                        retries: 0,
-                        request_line: None,
-                    });
-                }
+                let page = settings.request_error(status);
+                answer(&mut client, page, settings.client).await;
+                // configuration.txt §8.5: a refused request is "PR", a request that did not
+                // arrive in time "cR".
+                let cause = if status == 408 {
+                    Cause::ClientTimeout
+                } else {
+                    Cause::Proxy
+                };
+                log_answer(&scope, started, status, page.len(), cause);
                 break;
             }
         };
-        let Some(backend) = frontend.backend.as_deref() else {
-            // Nowhere to send requests (no default_backend): HAProxy answers 503.
-            frontend.failed.incr();
-            answer(&mut client, settings.server_error(503), settings.client).await;
-            break;
+        vars.end_transaction();
+        let verdict = rules::process_request(
+            &scope,
+            &mut input,
+            &mut head,
+            &settings.request_limits,
+            settings.bufsize,
+        );
+        let backend = match verdict {
+            RequestVerdict::Forward(backend) => backend,
+            RequestVerdict::Reject => break,
+            RequestVerdict::Answer(reply) => {
+                let keep_alive =
+                    !reply.close && can_answer_and_keep_alive(&input, &head, &settings);
+                let sent = tokio::time::timeout(
+                    settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
+                    client.write_all(&reply.bytes),
+                )
+                .await;
+                // configuration.txt §8.5: a denied request is "PR", one the proxy answered
+                // itself (return, redirect, monitor) "LR".
+                let cause = if reply.close {
+                    Cause::Proxy
+                } else {
+                    Cause::Local
+                };
+                log_answer(&scope, started, reply.status, reply.bytes.len(), cause);
+                if !matches!(sent, Ok(Ok(()))) {
+                    break;
+                }
+                if keep_alive {
+                    input.consume(head.head_len);
+                    first = false;
+                    continue;
+                }
+                close_gracefully(&mut client, settings.client).await;
+                break;
+            }
+        };
+        // The settings combine the frontend with the backend the request goes to.
+        let chosen;
+        let settings = if frontend
+            .backend
+            .as_deref()
+            .is_some_and(|default| std::ptr::eq(default, backend))
+        {
+            &settings
+        } else {
+            chosen = HttpSettings::with_backend(frontend, Some(backend), buffers);
+            &chosen
         };
         let ctx = exchange::Context {
             process,
@@ -103,9 +141,10 @@ pub async fn serve(
             head_at: std::time::Instant::now(),
             frontend,
             backend,
-            settings: &settings,
+            settings,
             endpoints,
             first,
+            scope: &scope,
         };
         match exchange::run(&ctx, &mut client, &mut input, head, &mut attached).await {
             Next::KeepAlive => first = false,
@@ -118,6 +157,52 @@ pub async fn serve(
     if let Some(conn) = attached {
         exchange::release(&settings, conn);
     }
+}
+
+/// An answer of the proxy's own may keep the connection when the request has no body to
+/// skip and both the client and the configuration allow keep-alive.
+fn can_answer_and_keep_alive(
+    input: &InBuf,
+    head: &RequestHead,
+    settings: &HttpSettings<'_>,
+) -> bool {
+    let buf = input.filled();
+    matches!(request_framing(buf, head), Ok(BodyFraming::None))
+        && connection_tokens(buf, head).persistent(head.version)
+        && settings.conn_mode == HttpConnMode::KeepAlive
+}
+
+/// Reports a request the proxy answered itself (error, rule, monitor) to the stream log.
+fn log_answer(
+    scope: &Scope<'_>,
+    (start, start_at): (std::time::Instant, SystemTime),
+    status: u16,
+    bytes: usize,
+    cause: Cause,
+) {
+    let Some(log) = &scope.process.stream_log else {
+        return;
+    };
+    log.http(&StreamRecord {
+        start: start_at,
+        client: scope.endpoints.client,
+        frontend: scope.frontend.name(),
+        backend: None,
+        server: None,
+        timers: Timers {
+            total: start.elapsed(),
+            ..Timers::default()
+        },
+        status: Some(status),
+        bytes_to_client: bytes as u64,
+        bytes_from_client: 0,
+        termination: Termination {
+            cause,
+            phase: Phase::Request,
+        },
+        retries: 0,
+        request_line: None,
+    });
 }
 
 /// Reads until `input` starts with a complete request head.

@@ -61,10 +61,18 @@ pub struct HttpSettings<'a> {
 }
 
 impl<'a> HttpSettings<'a> {
-    /// Combines `frontend`'s and its backend's settings (the frontend's own when it has no
-    /// backend, which then only answers 503).
+    /// Combines `frontend`'s and its default backend's settings (the frontend's own when it
+    /// has none).
     pub fn new(frontend: &'a Frontend, buffers: BufferSizes) -> Self {
-        let backend: Option<&'a Backend> = frontend.backend.as_deref();
+        Self::with_backend(frontend, frontend.backend.as_deref(), buffers)
+    }
+
+    /// Combines `frontend`'s and `backend`'s settings (a backend chosen by `use_backend`).
+    pub fn with_backend(
+        frontend: &'a Frontend,
+        backend: Option<&'a Backend>,
+        buffers: BufferSizes,
+    ) -> Self {
         let f = &frontend.plan.http;
         let b = backend.map_or(f, |b| &b.plan.http);
         let back_timeouts = backend.map_or(&frontend.plan.timeouts, |b| &b.plan.timeouts);

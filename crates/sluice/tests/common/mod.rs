@@ -9,6 +9,8 @@
 //! never by sleeping.
 #![allow(dead_code)]
 
+pub mod http;
+
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;

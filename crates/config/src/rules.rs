@@ -1,0 +1,1094 @@
+//! The rule keywords of proxies (configuration.txt §4.2, §7): `acl`, `http-request`,
+//! `http-response`, `redirect`, `use_backend`, `use-server`, `tcp-request connection`,
+//! `tcp-request content`, `tcp-request inspect-delay`, `monitor-uri` and `monitor fail`.
+//!
+//! Each line is compiled here, once, with the sample engine (`sluice-sample`): conditions,
+//! expressions and log-format strings are parsed and checked against the stages where the
+//! rule runs (a response fetch in a request rule is an error, as in HAProxy), so the data path
+//! only evaluates. An action Sluice does not implement is "not supported", never ignored.
+//! Rules are evaluated in the order of the file within each rule set; [`ProxyRules`] holds a
+//! proxy's sets. Read [`parse_rule_line`] first.
+
+use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::directive::Directive;
+use crate::preprocess::Line;
+use crate::sections::SectionKind;
+use regex::bytes::Regex;
+use sluice_sample::{AclSet, Condition, Expr, LogFormat, MapStore, Stages};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A rule: what to do, when, and where it was declared.
+#[derive(Clone, Debug)]
+pub struct Rule<A> {
+    /// The action.
+    pub action: A,
+    /// The `if`/`unless` guard; `None` applies always.
+    pub cond: Option<Condition>,
+    /// Where the rule was declared.
+    pub span: Span,
+}
+
+impl<A> Rule<A> {
+    /// True if the rule applies: no guard, or a guard that holds for `ctx`.
+    pub fn applies(&self, ctx: &dyn sluice_sample::Context) -> bool {
+        self.cond.as_ref().is_none_or(|c| c.eval(ctx))
+    }
+}
+
+/// A proxy's rule sets, in the order HAProxy evaluates them.
+#[derive(Clone, Debug, Default)]
+pub struct ProxyRules {
+    /// The proxy's named ACLs (created at the first `acl` or rule line).
+    pub acls: Option<AclSet>,
+    /// `tcp-request connection` rules (frontends), before anything is read.
+    pub tcp_connection: Vec<Rule<TcpAction>>,
+    /// `tcp-request inspect-delay`: how long `tcp-request content` rules may wait for data.
+    pub inspect_delay: Option<Duration>,
+    /// `tcp-request content` rules.
+    pub tcp_content: Vec<Rule<TcpAction>>,
+    /// `monitor-uri`: requests for this exact URI are answered by the proxy itself.
+    pub monitor_uri: Option<String>,
+    /// `monitor fail` conditions: when one holds, the monitor URI answers 503.
+    pub monitor_fail: Vec<Condition>,
+    /// `http-request` rules.
+    pub http_request: Vec<Rule<HttpAction>>,
+    /// `redirect` rules, evaluated after the `http-request` ones.
+    pub redirects: Vec<Rule<Redirect>>,
+    /// `use_backend` rules (frontends).
+    pub use_backend: Vec<Rule<BackendTarget>>,
+    /// `use-server` rules (backends): the server's name.
+    pub use_server: Vec<Rule<String>>,
+    /// `http-response` rules.
+    pub http_response: Vec<Rule<HttpAction>>,
+}
+
+impl ProxyRules {
+    /// True if the proxy has rules that only make sense in `mode http`.
+    pub fn has_http_rules(&self) -> bool {
+        !self.http_request.is_empty()
+            || !self.http_response.is_empty()
+            || !self.redirects.is_empty()
+            || self.monitor_uri.is_some()
+    }
+}
+
+/// Where `use_backend` sends the traffic.
+#[derive(Clone, Debug)]
+pub enum BackendTarget {
+    /// A backend named in the file; the plan resolves it to an index.
+    Named(String),
+    /// A backend whose name a log-format string computes per request (`%[...]`).
+    Dynamic(LogFormat),
+}
+
+/// A `tcp-request connection|content` action.
+#[derive(Clone, Debug)]
+pub enum TcpAction {
+    /// Stop evaluating this rule set and go on.
+    Accept,
+    /// Close the connection at once.
+    Reject,
+    /// Set a variable from an expression.
+    SetVar {
+        /// `scope.name`.
+        name: String,
+        /// The value.
+        expr: Expr,
+    },
+    /// Remove a variable.
+    UnsetVar {
+        /// `scope.name`.
+        name: String,
+    },
+}
+
+/// How `del-header -m` compares names.
+#[derive(Clone, Debug)]
+pub enum NameMatch {
+    /// Exact, ignoring case (the default).
+    Str(String),
+    /// Prefix, ignoring case.
+    Beg(String),
+    /// Suffix, ignoring case.
+    End(String),
+    /// Substring, ignoring case.
+    Sub(String),
+    /// Regular expression.
+    Reg(Regex),
+}
+
+impl NameMatch {
+    /// True if the field name `name` matches.
+    pub fn matches(&self, name: &[u8]) -> bool {
+        fn lower_contains(hay: &[u8], needle: &str, at: fn(&[u8], &[u8]) -> bool) -> bool {
+            at(hay, needle.as_bytes())
+        }
+        match self {
+            NameMatch::Str(n) => name.eq_ignore_ascii_case(n.as_bytes()),
+            NameMatch::Beg(n) => lower_contains(name, n, |h, n| {
+                h.len() >= n.len() && h[..n.len()].eq_ignore_ascii_case(n)
+            }),
+            NameMatch::End(n) => lower_contains(name, n, |h, n| {
+                h.len() >= n.len() && h[h.len() - n.len()..].eq_ignore_ascii_case(n)
+            }),
+            NameMatch::Sub(n) => lower_contains(name, n, |h, n| {
+                n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+            }),
+            NameMatch::Reg(re) => re.is_match(name),
+        }
+    }
+}
+
+/// The body of a `return` or `deny` answer.
+#[derive(Clone, Debug)]
+pub enum ReplyBody {
+    /// No body (or the built-in error page for `deny`).
+    Empty,
+    /// Fixed bytes (`string`, `file`).
+    Fixed(Arc<[u8]>),
+    /// A log-format string evaluated per request (`lf-string`, `lf-file`).
+    Format(LogFormat),
+    /// A complete raw HTTP response (`errorfile`), sent as it is.
+    Raw(Arc<[u8]>),
+    /// The proxy's error page for the status (`default-errorfiles`, and `deny` without body).
+    ErrorPage,
+}
+
+/// A response built by the proxy (`http-request return|deny`, `http-response return|deny`).
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// `content-type`, required with a body.
+    pub content_type: Option<String>,
+    /// The body.
+    pub body: ReplyBody,
+    /// `hdr NAME FMT` fields.
+    pub headers: Vec<(String, LogFormat)>,
+}
+
+/// What a redirect builds its Location from.
+#[derive(Clone, Debug)]
+pub enum RedirectKind {
+    /// `location`: the value itself.
+    Location(LogFormat),
+    /// `prefix`: the value followed by the request's URI.
+    Prefix(LogFormat),
+    /// `scheme`: `scheme://host` followed by the request's URI.
+    Scheme(LogFormat),
+}
+
+/// A redirect (`redirect`, `http-request redirect`, `http-response redirect`).
+#[derive(Clone, Debug)]
+pub struct Redirect {
+    /// How the Location is built.
+    pub kind: RedirectKind,
+    /// 301, 302 (default), 303, 307 or 308.
+    pub code: u16,
+    /// `drop-query`: no query string after a prefix or scheme.
+    pub drop_query: bool,
+    /// `append-slash`: add a `/` to a path that does not end with one.
+    pub append_slash: bool,
+    /// `ignore-empty`: skip the rule when the location is empty.
+    pub ignore_empty: bool,
+    /// `set-cookie NAME[=value]` / `clear-cookie NAME[=]`: a Set-Cookie field value.
+    pub cookie: Option<String>,
+}
+
+/// An `http-request` or `http-response` action.
+#[derive(Clone, Debug)]
+pub enum HttpAction {
+    /// Stop evaluating the rules of this set.
+    Allow,
+    /// Refuse with a reply (403 by default) and close.
+    Deny(Reply),
+    /// Answer with a reply (200 by default).
+    Return(Reply),
+    /// Answer with a redirect.
+    Redirect(Redirect),
+    /// Replace every field `name` with one of value `value`.
+    SetHeader {
+        /// Field name.
+        name: String,
+        /// Field value.
+        value: LogFormat,
+    },
+    /// Append a field.
+    AddHeader {
+        /// Field name.
+        name: String,
+        /// Field value.
+        value: LogFormat,
+    },
+    /// Remove the fields whose name matches.
+    DelHeader(NameMatch),
+    /// Replace the whole value of each field `name` that `regex` matches.
+    ReplaceHeader {
+        /// Field name.
+        name: String,
+        /// What the value must match.
+        regex: Regex,
+        /// The new value; `\1`..`\9` name the regex's groups.
+        replacement: LogFormat,
+    },
+    /// Like `ReplaceHeader`, for each comma-separated element of the values.
+    ReplaceValue {
+        /// Field name.
+        name: String,
+        /// What each element must match.
+        regex: Regex,
+        /// The new element; `\1`..`\9` name the regex's groups.
+        replacement: LogFormat,
+    },
+    /// Change a part of the request line.
+    SetLine {
+        /// Which part.
+        part: LinePart,
+        /// The new value.
+        value: LogFormat,
+    },
+    /// Replace a part of the request line that `regex` matches.
+    ReplaceLine {
+        /// Which part (path, pathq or uri).
+        part: LinePart,
+        /// What the part must match.
+        regex: Regex,
+        /// The new value; `\1`..`\9` name the regex's groups.
+        replacement: LogFormat,
+    },
+    /// Change the response status (and reason).
+    SetStatus {
+        /// The new status.
+        status: u16,
+        /// The new reason phrase, if given.
+        reason: Option<String>,
+    },
+    /// Set a variable from an expression (`set-var`) or a log-format string (`set-var-fmt`).
+    SetVar {
+        /// `scope.name`.
+        name: String,
+        /// The value.
+        value: VarValue,
+    },
+    /// Remove a variable.
+    UnsetVar {
+        /// `scope.name`.
+        name: String,
+    },
+}
+
+/// The value a `set-var` action stores.
+#[derive(Clone, Debug)]
+pub enum VarValue {
+    /// A sample expression, keeping its type.
+    Expr(Expr),
+    /// A log-format string, stored as a string.
+    Format(LogFormat),
+}
+
+/// The part of the request line a `set-*` or `replace-*` action changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinePart {
+    /// The method.
+    Method,
+    /// The path (query string kept).
+    Path,
+    /// The path and the query string.
+    PathQ,
+    /// The query string (without `?`).
+    Query,
+    /// The whole target.
+    Uri,
+}
+
+/// Where a rule line sits: its section kind decides the stages its fetches must exist at.
+#[derive(Clone, Copy)]
+struct Place {
+    kind: SectionKind,
+}
+
+impl Place {
+    fn stages(self, front: Stages, back: Stages) -> Stages {
+        match self.kind {
+            SectionKind::Frontend => front,
+            SectionKind::Backend => back,
+            _ => front | back,
+        }
+    }
+    fn name(self) -> &'static str {
+        self.kind.keyword()
+    }
+}
+
+/// Parses a rule keyword line into `rules`. Returns false if the first word is not a rule
+/// keyword (the caller goes on with its own keywords).
+pub(crate) fn parse_rule_line(
+    rules: &mut ProxyRules,
+    kind: SectionKind,
+    line: &Line,
+    maps: &MapStore,
+    diags: &mut Diagnostics,
+) -> bool {
+    let Some(first) = line.words.first() else {
+        return false;
+    };
+    let second = line.words.get(1).map(String::as_str);
+    let keyword_words = match (first.as_str(), second) {
+        (
+            "acl" | "http-request" | "http-response" | "redirect" | "use_backend" | "use-server",
+            _,
+        )
+        | ("monitor-uri", _) => 1,
+        ("tcp-request", Some("connection" | "content" | "inspect-delay" | "session")) => 2,
+        ("monitor", Some("fail")) => 2,
+        _ => return false,
+    };
+    let d = Directive::new(line, keyword_words);
+    if kind == SectionKind::Defaults {
+        diags.push(Diagnostic::not_supported(
+            d.span,
+            format!("'{}' in a defaults section", d.keyword),
+        ));
+        return true;
+    }
+    let place = Place { kind };
+    let mut warnings = Vec::new();
+    let acls = rules.acls.get_or_insert_with(|| AclSet::new(maps.clone()));
+    let result = match d.keyword.as_str() {
+        "acl" => acls.add(&line.words[1..]),
+        "monitor-uri" => {
+            if kind == SectionKind::Backend {
+                Err("not allowed in a 'backend' section".to_owned())
+            } else {
+                match (line.words.get(1), line.words.len()) {
+                    (Some(uri), 2) => {
+                        rules.monitor_uri = Some(uri.clone());
+                        Ok(())
+                    }
+                    _ => Err("expects exactly one URI".to_owned()),
+                }
+            }
+        }
+        "monitor fail" => frontend_only(kind)
+            .and_then(|()| condition(&line.words[2..], acls, true))
+            .and_then(|c| {
+                let c = c.ok_or_else(|| "expects 'if' or 'unless' and a condition".to_owned())?;
+                check_cond(
+                    &c,
+                    place.stages(Stages::FE_HTTP_REQ, Stages::NONE),
+                    place,
+                    &mut warnings,
+                );
+                rules.monitor_fail.push(c);
+                Ok(())
+            }),
+        "use_backend" => frontend_only(kind).and_then(|()| {
+            let (args, cond) = split_condition(&line.words[1..], acls)?;
+            let target = match args {
+                [name] if name.contains("%[") => {
+                    let fmt = LogFormat::parse(name, maps)?;
+                    check_fmt(&fmt, Stages::USE_BACKEND, place)?;
+                    BackendTarget::Dynamic(fmt)
+                }
+                [name] => BackendTarget::Named(name.clone()),
+                [] => return Err("expects a backend name".to_owned()),
+                [_, extra, ..] => return Err(format!("unexpected argument '{extra}'")),
+            };
+            if let Some(c) = &cond {
+                check_cond(c, Stages::USE_BACKEND, place, &mut warnings);
+            }
+            rules.use_backend.push(rule(target, cond, d.span));
+            Ok(())
+        }),
+        "use-server" => backend_only(kind).and_then(|()| {
+            let (args, cond) = split_condition(&line.words[1..], acls)?;
+            let name = match args {
+                [name] => name.clone(),
+                [] => return Err("expects a server name".to_owned()),
+                [_, extra, ..] => return Err(format!("unexpected argument '{extra}'")),
+            };
+            let Some(cond) = cond else {
+                return Err("expects 'if' or 'unless' and a condition".to_owned());
+            };
+            check_cond(&cond, Stages::USE_SERVER, place, &mut warnings);
+            rules.use_server.push(rule(name, Some(cond), d.span));
+            Ok(())
+        }),
+        "redirect" => {
+            let (args, cond) = match split_condition(&line.words[1..], acls) {
+                Ok(v) => v,
+                Err(e) => {
+                    diags.push(d.alert(e));
+                    return true;
+                }
+            };
+            let stages = place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ);
+            parse_redirect(args, maps, stages, place, false).map(|r| {
+                if let Some(c) = &cond {
+                    check_cond(c, stages, place, &mut warnings);
+                }
+                rules.redirects.push(rule(r, cond, d.span));
+            })
+        }
+        "http-request" | "http-response" => {
+            let response = d.keyword == "http-response";
+            let stages = if response {
+                place.stages(Stages::FE_HTTP_RES, Stages::BE_HTTP_RES)
+            } else {
+                place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ)
+            };
+            let parsed = split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
+                let action = parse_http_action(args, maps, stages, place, response)?;
+                if let Some(c) = &cond {
+                    check_cond(c, stages, place, &mut warnings);
+                }
+                Ok((action, cond))
+            });
+            parsed.map(|(action, cond)| {
+                let list = if response {
+                    &mut rules.http_response
+                } else {
+                    &mut rules.http_request
+                };
+                list.push(rule(action, cond, d.span));
+            })
+        }
+        "tcp-request inspect-delay" => {
+            if let Some(delay) = d.timeout(2, diags) {
+                rules.inspect_delay = Some(delay);
+            }
+            Ok(())
+        }
+        "tcp-request session" => Err("not supported by Sluice".to_owned()),
+        "tcp-request connection" | "tcp-request content" => {
+            let content = d.keyword == "tcp-request content";
+            let stages = if content {
+                place.stages(Stages::FE_TCP_REQ_CONTENT, Stages::BE_TCP_REQ_CONTENT)
+            } else {
+                Stages::TCP_REQ_CONN
+            };
+            let checked = if content { Ok(()) } else { frontend_only(kind) };
+            checked
+                .and_then(|()| split_condition(&line.words[2..], acls))
+                .and_then(|(args, cond)| {
+                    let action = parse_tcp_action(args, maps, stages, place)?;
+                    if let Some(c) = &cond {
+                        check_cond(c, stages, place, &mut warnings);
+                    }
+                    let list = if content {
+                        &mut rules.tcp_content
+                    } else {
+                        &mut rules.tcp_connection
+                    };
+                    list.push(rule(action, cond, d.span));
+                    Ok(())
+                })
+        }
+        _ => Ok(()),
+    };
+    for warning in warnings {
+        diags.push(d.warning(warning));
+    }
+    match result {
+        Ok(()) => {}
+        Err(message) if message == "not supported by Sluice" => {
+            diags.push(Diagnostic::not_supported(d.span, d.keyword.clone()));
+        }
+        Err(message) if message.starts_with(UNSUPPORTED) => {
+            let what = message.trim_start_matches(UNSUPPORTED);
+            diags.push(Diagnostic::not_supported(
+                d.span,
+                format!("{} {what}", d.keyword),
+            ));
+        }
+        Err(message) => diags.push(d.alert(message)),
+    }
+    true
+}
+
+/// Marks an error message as "this action is not supported" (the rest names it).
+const UNSUPPORTED: &str = "\u{0}unsupported:";
+
+/// HAProxy's rule actions that Sluice does not implement yet: refused as "not supported",
+/// while a word in no list is an unknown action (a typo).
+const KNOWN_ACTIONS: &[&str] = &[
+    "add-acl",
+    "auth",
+    "cache-store",
+    "cache-use",
+    "capture",
+    "del-acl",
+    "del-map",
+    "disable-l7-retry",
+    "do-resolve",
+    "early-hint",
+    "expect-netscaler-cip",
+    "expect-proxy",
+    "normalize-uri",
+    "reject",
+    "sc-add-gpc",
+    "sc-inc-gpc",
+    "sc-inc-gpc0",
+    "sc-inc-gpc1",
+    "sc-set-gpt",
+    "sc-set-gpt0",
+    "send-proxy-v2",
+    "send-spoe-group",
+    "set-bandwidth-limit",
+    "set-bc-mark",
+    "set-bc-tos",
+    "set-dst",
+    "set-dst-port",
+    "set-fc-mark",
+    "set-fc-tos",
+    "set-log-level",
+    "set-map",
+    "set-mark",
+    "set-nice",
+    "set-priority-class",
+    "set-priority-offset",
+    "set-src",
+    "set-src-port",
+    "set-timeout",
+    "set-tos",
+    "silent-drop",
+    "strict-mode",
+    "switch-mode",
+    "tarpit",
+    "track-sc0",
+    "track-sc1",
+    "track-sc2",
+    "use-service",
+    "wait-for-body",
+    "wait-for-handshake",
+    "attach-srv",
+    "close",
+];
+
+/// The error for an action this rule keyword does not know.
+fn unsupported(what: &str) -> String {
+    if KNOWN_ACTIONS.contains(&what) || what.starts_with("lua.") || what.starts_with("sc-") {
+        format!("{UNSUPPORTED}{what}")
+    } else {
+        format!("unknown action '{what}'")
+    }
+}
+
+fn rule<A>(action: A, cond: Option<Condition>, span: &Span) -> Rule<A> {
+    Rule {
+        action,
+        cond,
+        span: span.clone(),
+    }
+}
+
+fn frontend_only(kind: SectionKind) -> Result<(), String> {
+    if kind.has_frontend() {
+        Ok(())
+    } else {
+        Err(format!(
+            "not allowed in a '{}' section (only in frontend and listen sections)",
+            kind.keyword()
+        ))
+    }
+}
+
+fn backend_only(kind: SectionKind) -> Result<(), String> {
+    if kind.has_backend() {
+        Ok(())
+    } else {
+        Err(format!(
+            "not allowed in a '{}' section (only in backend and listen sections)",
+            kind.keyword()
+        ))
+    }
+}
+
+/// Splits the words after the keyword into the action's arguments and the condition.
+fn split_condition<'w>(
+    words: &'w [String],
+    acls: &AclSet,
+) -> Result<(&'w [String], Option<Condition>), String> {
+    match words.iter().position(|w| w == "if" || w == "unless") {
+        Some(at) => {
+            let cond = Condition::parse(&words[at..], acls)?;
+            Ok((&words[..at], Some(cond)))
+        }
+        None => Ok((words, None)),
+    }
+}
+
+fn condition(words: &[String], acls: &AclSet, required: bool) -> Result<Option<Condition>, String> {
+    if words.is_empty() && !required {
+        return Ok(None);
+    }
+    Condition::parse(words, acls).map(Some)
+}
+
+/// An ACL that can never match where its rule runs is a warning, as in HAProxy (the rule
+/// stays, it just never applies).
+fn check_cond(cond: &Condition, stages: Stages, place: Place, warnings: &mut Vec<String>) {
+    warnings.extend(cond.conflict(stages, place.name()));
+}
+
+fn check_fmt(fmt: &LogFormat, stages: Stages, _place: Place) -> Result<(), String> {
+    fmt.check_stages(stages)
+}
+
+fn check_expr(expr: &Expr, stages: Stages) -> Result<(), String> {
+    expr.check_stages(stages)
+}
+
+fn fmt_arg(text: &str, maps: &MapStore, stages: Stages, place: Place) -> Result<LogFormat, String> {
+    let fmt = LogFormat::parse(text, maps)?;
+    check_fmt(&fmt, stages, place)?;
+    Ok(fmt)
+}
+
+/// Splits `name(arg)` action words (`set-var(txn.x)`).
+fn paren_arg<'w>(word: &'w str, action: &str) -> Option<&'w str> {
+    word.strip_prefix(action)?
+        .strip_prefix('(')?
+        .strip_suffix(')')
+}
+
+/// Checks a variable name: `proc.`, `sess.`, `txn.`, `req.` or `res.` and a name of
+/// letters, digits, `.` and `_` (configuration.txt §2.8).
+fn var_name(text: &str) -> Result<String, String> {
+    // set-var accepts conditions after the name (`set-var(txn.x,ifempty)`) since 2.7; 2.6
+    // has none.
+    let name = text.trim();
+    let scoped = ["proc.", "sess.", "txn.", "req.", "res."]
+        .iter()
+        .any(|scope| name.len() > scope.len() && name.starts_with(scope));
+    let valid_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_');
+    if scoped && valid_chars {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "invalid variable name '{name}' (expected proc., sess., txn., req. or res. followed by a name)"
+        ))
+    }
+}
+
+fn parse_tcp_action(
+    args: &[String],
+    maps: &MapStore,
+    stages: Stages,
+    _place: Place,
+) -> Result<TcpAction, String> {
+    let Some(action) = args.first() else {
+        return Err("expects an action".to_owned());
+    };
+    let rest = &args[1..];
+    let no_args = |a: TcpAction| match rest.first() {
+        None => Ok(a),
+        Some(extra) => Err(format!("unexpected argument '{extra}'")),
+    };
+    if let Some(name) = paren_arg(action, "set-var") {
+        let name = var_name(name)?;
+        let [expr] = rest else {
+            return Err("expects exactly one sample expression".to_owned());
+        };
+        let expr = Expr::parse(expr, maps)?;
+        check_expr(&expr, stages)?;
+        return Ok(TcpAction::SetVar { name, expr });
+    }
+    if let Some(name) = paren_arg(action, "unset-var") {
+        return no_args(TcpAction::UnsetVar {
+            name: var_name(name)?,
+        });
+    }
+    match action.as_str() {
+        "accept" => no_args(TcpAction::Accept),
+        "reject" => no_args(TcpAction::Reject),
+        other => Err(unsupported(other)),
+    }
+}
+
+fn parse_http_action(
+    args: &[String],
+    maps: &MapStore,
+    stages: Stages,
+    place: Place,
+    response: bool,
+) -> Result<HttpAction, String> {
+    let Some(action) = args.first() else {
+        return Err("expects an action".to_owned());
+    };
+    let rest = &args[1..];
+    let fmt = |text: &str| fmt_arg(text, maps, stages, place);
+    let exactly = |n: usize, what: &str| -> Result<(), String> {
+        if rest.len() == n {
+            Ok(())
+        } else {
+            Err(format!("'{action}' expects {what}"))
+        }
+    };
+    if let Some(name) = paren_arg(action, "set-var") {
+        let name = var_name(name)?;
+        exactly(1, "exactly one sample expression")?;
+        let expr = Expr::parse(&rest[0], maps)?;
+        check_expr(&expr, stages)?;
+        return Ok(HttpAction::SetVar {
+            name,
+            value: VarValue::Expr(expr),
+        });
+    }
+    if let Some(name) = paren_arg(action, "set-var-fmt") {
+        let name = var_name(name)?;
+        exactly(1, "exactly one log-format string")?;
+        return Ok(HttpAction::SetVar {
+            name,
+            value: VarValue::Format(fmt(&rest[0])?),
+        });
+    }
+    if let Some(name) = paren_arg(action, "unset-var") {
+        exactly(0, "no argument")?;
+        return Ok(HttpAction::UnsetVar {
+            name: var_name(name)?,
+        });
+    }
+    let request_only = |a: HttpAction| {
+        if response {
+            Err(format!(
+                "'{action}' is not allowed in 'http-response' rules"
+            ))
+        } else {
+            Ok(a)
+        }
+    };
+    match action.as_str() {
+        "allow" => {
+            exactly(0, "no argument")?;
+            Ok(HttpAction::Allow)
+        }
+        // A denied response becomes a 502: the server answered, but not acceptably.
+        "deny" => {
+            let status = if response { 502 } else { 403 };
+            parse_reply(rest, maps, stages, place, status, true).map(HttpAction::Deny)
+        }
+        "return" => parse_reply(rest, maps, stages, place, 200, false).map(HttpAction::Return),
+        "redirect" => parse_redirect(rest, maps, stages, place, true).map(HttpAction::Redirect),
+        "set-header" | "add-header" => {
+            exactly(2, "a field name and a value")?;
+            let name = field_name(&rest[0])?;
+            let value = fmt(&rest[1])?;
+            Ok(if action == "set-header" {
+                HttpAction::SetHeader { name, value }
+            } else {
+                HttpAction::AddHeader { name, value }
+            })
+        }
+        "del-header" => {
+            let name = rest.first().ok_or("'del-header' expects a field name")?;
+            let matcher = match &rest[1..] {
+                [] => NameMatch::Str(name.clone()),
+                [flag, method] if flag == "-m" => match method.as_str() {
+                    "str" => NameMatch::Str(name.clone()),
+                    "beg" => NameMatch::Beg(name.clone()),
+                    "end" => NameMatch::End(name.clone()),
+                    "sub" => NameMatch::Sub(name.clone()),
+                    "reg" => NameMatch::Reg(regex(&format!("(?i){name}"))?),
+                    other => {
+                        return Err(format!(
+                            "'del-header' expects a matching method among str, beg, end, sub and reg, not '{other}'"
+                        ));
+                    }
+                },
+                [extra, ..] => return Err(format!("unexpected argument '{extra}'")),
+            };
+            Ok(HttpAction::DelHeader(matcher))
+        }
+        "replace-header" | "replace-value" => {
+            exactly(3, "a field name, a regular expression and a replacement")?;
+            let name = field_name(&rest[0])?;
+            let regex = regex(&rest[1])?;
+            let replacement = fmt(&rest[2])?;
+            Ok(if action == "replace-header" {
+                HttpAction::ReplaceHeader {
+                    name,
+                    regex,
+                    replacement,
+                }
+            } else {
+                HttpAction::ReplaceValue {
+                    name,
+                    regex,
+                    replacement,
+                }
+            })
+        }
+        "set-method" | "set-path" | "set-pathq" | "set-query" | "set-uri" => {
+            exactly(1, "exactly one log-format string")?;
+            let part = match action.as_str() {
+                "set-method" => LinePart::Method,
+                "set-path" => LinePart::Path,
+                "set-pathq" => LinePart::PathQ,
+                "set-query" => LinePart::Query,
+                _ => LinePart::Uri,
+            };
+            request_only(HttpAction::SetLine {
+                part,
+                value: fmt(&rest[0])?,
+            })
+        }
+        "replace-path" | "replace-pathq" | "replace-uri" => {
+            exactly(2, "a regular expression and a replacement")?;
+            let part = match action.as_str() {
+                "replace-path" => LinePart::Path,
+                "replace-pathq" => LinePart::PathQ,
+                _ => LinePart::Uri,
+            };
+            request_only(HttpAction::ReplaceLine {
+                part,
+                regex: regex(&rest[0])?,
+                replacement: fmt(&rest[1])?,
+            })
+        }
+        "set-status" if response => {
+            let status = rest
+                .first()
+                .and_then(|s| s.parse::<u16>().ok())
+                .filter(|s| (100..=999).contains(s))
+                .ok_or("'set-status' expects a status code between 100 and 999")?;
+            let reason = match &rest[1..] {
+                [] => None,
+                [kw, reason] if kw == "reason" => Some(reason.clone()),
+                _ => {
+                    return Err(
+                        "'set-status' expects a status and optionally 'reason <text>'".to_owned(),
+                    );
+                }
+            };
+            if let Some(r) = &reason
+                && r.bytes().any(|b| b.is_ascii_control() && b != b'\t')
+            {
+                return Err("the reason must not contain control characters".to_owned());
+            }
+            Ok(HttpAction::SetStatus { status, reason })
+        }
+        other => Err(unsupported(other)),
+    }
+}
+
+fn field_name(name: &str) -> Result<String, String> {
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if valid {
+        Ok(name.to_owned())
+    } else {
+        Err(format!("'{name}' is not a valid header field name"))
+    }
+}
+
+fn regex(text: &str) -> Result<Regex, String> {
+    Regex::new(text).map_err(|e| format!("regex '{text}' is invalid ({e})"))
+}
+
+/// The reason phrase of the statuses Sluice writes.
+fn status_ok(status: u16) -> bool {
+    (200..=599).contains(&status)
+}
+
+/// Parses the arguments of `return` and `deny` (configuration.txt §4.2 `http-request return`).
+fn parse_reply(
+    args: &[String],
+    maps: &MapStore,
+    stages: Stages,
+    place: Place,
+    default_status: u16,
+    is_deny: bool,
+) -> Result<Reply, String> {
+    let mut reply = Reply {
+        status: default_status,
+        content_type: None,
+        body: if is_deny {
+            ReplyBody::ErrorPage
+        } else {
+            ReplyBody::Empty
+        },
+        headers: Vec::new(),
+    };
+    let mut body_set = false;
+    let mut i = 0;
+    while i < args.len() {
+        let word = args[i].as_str();
+        let value = args.get(i + 1);
+        let need = |what: &str| value.ok_or_else(|| format!("'{word}' expects {what}"));
+        match word {
+            "status" | "deny_status" => {
+                if word == "deny_status" && !is_deny {
+                    return Err("'deny_status' is only valid with 'deny'".to_owned());
+                }
+                let status = need("a status code")?
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|s| status_ok(*s))
+                    .ok_or("expects a status code between 200 and 599")?;
+                reply.status = status;
+                i += 2;
+            }
+            "content-type" => {
+                reply.content_type = Some(need("a content type")?.clone());
+                i += 2;
+            }
+            "hdr" => {
+                let name = field_name(need("a field name and a value")?)?;
+                let fmt_text = args
+                    .get(i + 2)
+                    .ok_or("'hdr' expects a field name and a value")?;
+                let lower = name.to_ascii_lowercase();
+                if matches!(
+                    lower.as_str(),
+                    "content-length" | "content-type" | "transfer-encoding" | "connection"
+                ) {
+                    return Err(format!("'hdr' cannot set the '{name}' field"));
+                }
+                reply
+                    .headers
+                    .push((name, fmt_arg(fmt_text, maps, stages, place)?));
+                i += 3;
+            }
+            "default-errorfiles" => {
+                set_body(&mut reply, &mut body_set, ReplyBody::ErrorPage)?;
+                i += 1;
+            }
+            "string" => {
+                let body = ReplyBody::Fixed(need("a string")?.as_bytes().into());
+                set_body(&mut reply, &mut body_set, body)?;
+                i += 2;
+            }
+            "lf-string" => {
+                let body =
+                    ReplyBody::Format(fmt_arg(need("a log-format string")?, maps, stages, place)?);
+                set_body(&mut reply, &mut body_set, body)?;
+                i += 2;
+            }
+            "file" | "lf-file" | "errorfile" => {
+                let path = need("a file name")?;
+                let bytes =
+                    std::fs::read(path).map_err(|e| format!("cannot read file '{path}': {e}"))?;
+                let body = match word {
+                    "file" => ReplyBody::Fixed(bytes.into()),
+                    "errorfile" => ReplyBody::Raw(bytes.into()),
+                    _ => {
+                        let text = String::from_utf8(bytes)
+                            .map_err(|_| format!("file '{path}' is not text"))?;
+                        ReplyBody::Format(fmt_arg(&text, maps, stages, place)?)
+                    }
+                };
+                set_body(&mut reply, &mut body_set, body)?;
+                i += 2;
+            }
+            "errorfiles" => return Err(unsupported("errorfiles")),
+            other => return Err(format!("unexpected argument '{other}'")),
+        }
+    }
+    let has_body = matches!(reply.body, ReplyBody::Fixed(_) | ReplyBody::Format(_));
+    if has_body && reply.content_type.is_none() {
+        return Err("a body needs a 'content-type'".to_owned());
+    }
+    if !has_body && reply.content_type.is_some() {
+        return Err(
+            "'content-type' needs a body ('string', 'lf-string', 'file' or 'lf-file')".to_owned(),
+        );
+    }
+    if matches!(reply.body, ReplyBody::Raw(_)) && !reply.headers.is_empty() {
+        return Err("'hdr' cannot be used with 'errorfile'".to_owned());
+    }
+    Ok(reply)
+}
+
+/// Sets the reply's body: only one of the body keywords may be given.
+fn set_body(reply: &mut Reply, body_set: &mut bool, body: ReplyBody) -> Result<(), String> {
+    if std::mem::replace(body_set, true) {
+        return Err("only one body may be given".to_owned());
+    }
+    reply.body = body;
+    Ok(())
+}
+
+/// Parses `location|prefix|scheme VALUE [code N] [options]`.
+fn parse_redirect(
+    args: &[String],
+    maps: &MapStore,
+    stages: Stages,
+    place: Place,
+    in_rule: bool,
+) -> Result<Redirect, String> {
+    let (Some(kind), Some(value)) = (args.first(), args.get(1)) else {
+        return Err("expects 'location', 'prefix' or 'scheme' followed by a value".to_owned());
+    };
+    // The `redirect` keyword takes its value literally; rules take a log-format string.
+    let value_fmt = if in_rule {
+        fmt_arg(value, maps, stages, place)?
+    } else {
+        // Doubling `%` makes every character literal.
+        LogFormat::parse(&value.replace('%', "%%"), maps)?
+    };
+    let kind = match kind.as_str() {
+        "location" => RedirectKind::Location(value_fmt),
+        "prefix" => RedirectKind::Prefix(value_fmt),
+        "scheme" => RedirectKind::Scheme(value_fmt),
+        other => {
+            return Err(format!(
+                "expects 'location', 'prefix' or 'scheme', not '{other}'"
+            ));
+        }
+    };
+    let mut redirect = Redirect {
+        kind,
+        code: 302,
+        drop_query: false,
+        append_slash: false,
+        ignore_empty: false,
+        cookie: None,
+    };
+    let mut i = 2;
+    while i < args.len() {
+        match args[i].as_str() {
+            "code" => {
+                redirect.code = args
+                    .get(i + 1)
+                    .and_then(|c| c.parse::<u16>().ok())
+                    .filter(|c| matches!(c, 301 | 302 | 303 | 307 | 308))
+                    .ok_or("'code' expects 301, 302, 303, 307 or 308")?;
+                i += 2;
+            }
+            "drop-query" => {
+                redirect.drop_query = true;
+                i += 1;
+            }
+            "append-slash" => {
+                redirect.append_slash = true;
+                i += 1;
+            }
+            "ignore-empty" => {
+                redirect.ignore_empty = true;
+                i += 1;
+            }
+            "set-cookie" | "clear-cookie" => {
+                let cookie = args
+                    .get(i + 1)
+                    .ok_or_else(|| format!("'{}' expects a cookie name", args[i]))?;
+                if cookie.bytes().any(|b| b.is_ascii_control() || b == b';') {
+                    return Err(format!("invalid cookie '{cookie}'"));
+                }
+                redirect.cookie = Some(if args[i] == "set-cookie" {
+                    format!("{cookie}; path=/;")
+                } else {
+                    format!("{cookie}; path=/; Max-Age=0;")
+                });
+                i += 2;
+            }
+            other => return Err(format!("unexpected argument '{other}'")),
+        }
+    }
+    Ok(redirect)
+}

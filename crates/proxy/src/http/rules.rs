@@ -1,0 +1,694 @@
+//! Rule evaluation on the HTTP data path: what happens to a request between its parsing and
+//! its forwarding, and to a response between its parsing and its relay (configuration.txt
+//! §4.2 `http-request`, `http-response`, `redirect`, `use_backend`, `monitor-uri`).
+//!
+//! [`process_request`] follows HAProxy's order: the frontend's `tcp-request content` rules,
+//! the monitor URI, the frontend's `http-request` rules then `redirect` rules, the
+//! `use_backend` choice, then the same rule sets of the backend when it is another proxy.
+//! [`process_response`] runs the backend's `http-response` rules, then the frontend's. An
+//! action stops the evaluation (`allow` for its own rule set; `deny`, `return`, `redirect` for
+//! the whole message) or changes the message and goes on with the next rule, which sees the
+//! change. Rules that do not rewrite cost no allocation; see [`super::rewrite`] for those
+//! that do.
+
+use super::buffer::InBuf;
+use super::rewrite::{self, FieldEdit, RewriteFailed};
+use crate::stream_context::StreamView;
+use crate::vars::Vars;
+use sluice_config::errors::ErrorPages;
+use sluice_config::plan::BackendChoice;
+use sluice_config::proxy::Mode;
+use sluice_config::rules::{
+    HttpAction, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, VarValue,
+};
+use sluice_http::error::error_response;
+use sluice_http::head::{Limits, MessageHead, RequestHead, ResponseHead};
+use sluice_http::reason_phrase;
+use sluice_net::listen::Endpoints;
+use sluice_runtime::process::Process;
+use sluice_runtime::proxy::{Backend, Frontend, Server};
+use sluice_sample::{Context, LogFormat};
+use std::borrow::Cow;
+
+/// The parts of a stream that do not change while its rules run.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    /// The process (backends by name, counters).
+    pub process: &'a Process,
+    /// The accepting proxy.
+    pub frontend: &'a Frontend,
+    /// The client's addresses.
+    pub endpoints: Endpoints,
+    /// The session's variables.
+    pub vars: &'a Vars,
+}
+
+impl<'a> Scope<'a> {
+    fn view<'v>(
+        &self,
+        backend: Option<&'v Backend>,
+        request: Option<(&'v [u8], &'v RequestHead)>,
+    ) -> StreamView<'v>
+    where
+        'a: 'v,
+    {
+        StreamView {
+            backend,
+            request,
+            ..StreamView::new(self.process, self.frontend, self.endpoints, self.vars)
+        }
+    }
+}
+
+/// An answer the proxy sends itself instead of forwarding.
+#[derive(Debug)]
+pub struct Answer<'a> {
+    /// The complete response.
+    pub bytes: Cow<'a, [u8]>,
+    /// Its status, for the log and the counters.
+    pub status: u16,
+    /// True if the connection must close after it (a deny, an error page).
+    pub close: bool,
+}
+
+impl<'a> Answer<'a> {
+    fn page(bytes: &'a [u8], status: u16) -> Self {
+        Answer {
+            bytes: Cow::Borrowed(bytes),
+            status,
+            close: true,
+        }
+    }
+}
+
+/// What the request rules decided.
+pub enum RequestVerdict<'a> {
+    /// Forward the request to this backend.
+    Forward(&'a Backend),
+    /// Answer the client ourselves.
+    Answer(Answer<'a>),
+    /// Close the connection without a word (`tcp-request content reject`).
+    Reject,
+}
+
+/// What a rule set decided.
+enum Flow<'a> {
+    /// Go on with the next stage.
+    Continue,
+    /// Answer the client.
+    Answer(Answer<'a>),
+    /// Close without answering.
+    Reject,
+}
+
+/// The error page for `status`: the proxy's own, else the other side's, else the built-in.
+fn error_page<'a>(pages: &[&'a ErrorPages], status: u16) -> &'a [u8] {
+    pages
+        .iter()
+        .find_map(|p| p.get(&status))
+        .map_or_else(|| error_response(status), |page| &page[..])
+}
+
+/// Runs the request-side rules of the frontend and of the backend they choose.
+pub fn process_request<'a>(
+    scope: &Scope<'a>,
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    limits: &Limits,
+    bufsize: usize,
+) -> RequestVerdict<'a> {
+    let frontend = scope.frontend;
+    let rules = &frontend.plan.rules;
+    let front_pages = [&frontend.plan.error_pages];
+    match tcp_content(scope, None, &rules.tcp_content, input, head) {
+        Flow::Continue => {}
+        Flow::Reject => return RequestVerdict::Reject,
+        Flow::Answer(a) => return RequestVerdict::Answer(a),
+    }
+    if let Some(uri) = &rules.monitor_uri
+        && head.target_bytes(input.filled()) == uri.as_bytes()
+    {
+        let view = scope.view(None, Some((input.filled(), head)));
+        let failing = rules.monitor_fail.iter().any(|c| c.eval(&view));
+        return RequestVerdict::Answer(if failing {
+            Answer::page(error_page(&front_pages, 503), 503)
+        } else {
+            Answer {
+                bytes: Cow::Borrowed(MONITOR_OK),
+                status: 200,
+                close: false,
+            }
+        });
+    }
+    // A rewritten head may use the room `tune.maxrewrite` keeps free: the whole buffer.
+    let limits = Limits {
+        max_head: bufsize,
+        ..*limits
+    };
+    match http_request_rules(scope, None, rules, &front_pages, input, head, &limits) {
+        Flow::Continue => {}
+        Flow::Reject => return RequestVerdict::Reject,
+        Flow::Answer(a) => return RequestVerdict::Answer(a),
+    }
+    let Some(backend) = choose_backend(scope, input, head) else {
+        // Nowhere to send the request: HAProxy answers 503.
+        frontend.failed.incr();
+        return RequestVerdict::Answer(Answer::page(error_page(&front_pages, 503), 503));
+    };
+    if backend.plan.id.uid != frontend.plan.id.uid {
+        let rules = &backend.plan.rules;
+        let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
+        match tcp_content(scope, Some(backend), &rules.tcp_content, input, head) {
+            Flow::Continue => {}
+            Flow::Reject => return RequestVerdict::Reject,
+            Flow::Answer(a) => return RequestVerdict::Answer(a),
+        }
+        match http_request_rules(scope, Some(backend), rules, &pages, input, head, &limits) {
+            Flow::Continue => {}
+            Flow::Reject => return RequestVerdict::Reject,
+            Flow::Answer(a) => return RequestVerdict::Answer(a),
+        }
+    }
+    RequestVerdict::Forward(backend)
+}
+
+/// The answer of the monitor URI while the service is up (our own words, HAProxy's layout).
+const MONITOR_OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 47\r\ncache-control: no-cache\r\ncontent-type: text/html\r\n\r\n<html><body><h1>200 OK</h1>\nUp.\n</body></html>\n";
+
+/// `tcp-request content` rules (in `mode http` they see the parsed request).
+fn tcp_content<'a>(
+    scope: &Scope<'a>,
+    backend: Option<&Backend>,
+    rules: &[Rule<TcpAction>],
+    input: &InBuf,
+    head: &RequestHead,
+) -> Flow<'a> {
+    let view = scope.view(backend, Some((input.filled(), head)));
+    match run_tcp_rules(&view, scope.vars, rules) {
+        TcpVerdict::Reject => Flow::Reject,
+        TcpVerdict::Accept => Flow::Continue,
+    }
+}
+
+/// What `tcp-request` rules decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpVerdict {
+    /// Go on (an `accept` rule matched, or no rule decided).
+    Accept,
+    /// Close the connection.
+    Reject,
+}
+
+/// Runs `tcp-request connection|content` rules over `view`.
+pub fn run_tcp_rules(view: &dyn Context, vars: &Vars, rules: &[Rule<TcpAction>]) -> TcpVerdict {
+    for rule in rules {
+        if !rule.applies(view) {
+            continue;
+        }
+        match &rule.action {
+            TcpAction::Accept => return TcpVerdict::Accept,
+            TcpAction::Reject => return TcpVerdict::Reject,
+            TcpAction::SetVar { name, expr } => {
+                if let Some(value) = expr.eval(view) {
+                    vars.set(name, value);
+                }
+            }
+            TcpAction::UnsetVar { name } => vars.unset(name),
+        }
+    }
+    TcpVerdict::Accept
+}
+
+/// The backend of the first `use_backend` rule that applies, else the default one. A
+/// computed name that names no backend (or one of another mode) skips its rule, as in HAProxy.
+fn choose_backend<'a>(scope: &Scope<'a>, input: &InBuf, head: &RequestHead) -> Option<&'a Backend> {
+    let frontend = scope.frontend;
+    let backends = &scope.process.backends;
+    if !frontend.plan.use_backend.is_empty() {
+        let view = scope.view(None, Some((input.filled(), head)));
+        for rule in &frontend.plan.use_backend {
+            if !rule.applies(&view) {
+                continue;
+            }
+            match &rule.action {
+                BackendChoice::Index(i) => return backends.get(*i).map(|b| &**b),
+                BackendChoice::Dynamic(fmt) => {
+                    let name = render(fmt, &view);
+                    let found = backends
+                        .iter()
+                        .find(|b| b.name().as_bytes() == &name[..] && b.plan.mode == Mode::Http);
+                    if let Some(backend) = found {
+                        return Some(&**backend);
+                    }
+                }
+            }
+        }
+    }
+    frontend.backend.as_deref()
+}
+
+fn render(fmt: &LogFormat, ctx: &dyn Context) -> Vec<u8> {
+    let mut out = Vec::new();
+    fmt.render(ctx, &mut out);
+    out
+}
+
+/// What one action asks of the rule loop.
+enum Step<'a> {
+    /// Go on with the next rule.
+    Next,
+    /// Stop this rule set (`allow`).
+    Stop,
+    /// Stop everything and answer.
+    Answer(Answer<'a>),
+    /// Replace the head with these bytes, then go on.
+    Rewrite(Vec<u8>),
+}
+
+/// A proxy's `http-request` rules, then its `redirect` rules.
+fn http_request_rules<'a>(
+    scope: &Scope<'a>,
+    backend: Option<&Backend>,
+    rules: &sluice_config::rules::ProxyRules,
+    pages: &[&'a ErrorPages],
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    limits: &Limits,
+) -> Flow<'a> {
+    for rule in &rules.http_request {
+        let step = {
+            let view = scope.view(backend, Some((input.filled(), head)));
+            if !rule.applies(&view) {
+                continue;
+            }
+            request_action(&rule.action, &view, scope.vars, pages, input.filled(), head)
+        };
+        match step {
+            Step::Next => {}
+            Step::Stop => break,
+            Step::Answer(answer) => return Flow::Answer(answer),
+            Step::Rewrite(new_head) => {
+                if rewrite::install_request(input, head, &new_head, limits).is_err() {
+                    return Flow::Answer(Answer::page(error_page(pages, 500), 500));
+                }
+            }
+        }
+    }
+    let view = scope.view(backend, Some((input.filled(), head)));
+    for rule in &rules.redirects {
+        if rule.applies(&view)
+            && let Some(answer) = redirect(&rule.action, &view, input.filled(), head)
+        {
+            return Flow::Answer(answer);
+        }
+    }
+    Flow::Continue
+}
+
+fn request_action<'a>(
+    action: &HttpAction,
+    view: &StreamView<'_>,
+    vars: &Vars,
+    pages: &[&'a ErrorPages],
+    buf: &[u8],
+    head: &RequestHead,
+) -> Step<'a> {
+    let failed = |_: RewriteFailed| Step::Answer(Answer::page(error_page(pages, 500), 500));
+    let fields = |edit: FieldEdit<'_>| match rewrite::request_fields(buf, head, &edit) {
+        Ok(Some(new_head)) => Step::Rewrite(new_head),
+        Ok(None) => Step::Next,
+        Err(e) => failed(e),
+    };
+    match action {
+        HttpAction::SetLine { part, value } => {
+            let value = render(value, view);
+            match rewrite::request_line(buf, head, *part, &value) {
+                Ok(new_head) => Step::Rewrite(new_head),
+                Err(e) => failed(e),
+            }
+        }
+        HttpAction::ReplaceLine {
+            part,
+            regex,
+            replacement,
+        } => {
+            let current = rewrite::line_part(buf, head, *part);
+            let Some(caps) = regex.captures(&current) else {
+                return Step::Next;
+            };
+            let template = render(replacement, view);
+            let value = rewrite::expand(&template, &caps);
+            match rewrite::request_line(buf, head, *part, &value) {
+                Ok(new_head) => Step::Rewrite(new_head),
+                Err(e) => failed(e),
+            }
+        }
+        other => common_action(other, view, vars, pages, buf, Some(head), fields),
+    }
+}
+
+/// The actions shared by requests and responses; `fields` applies a field edit to the head
+/// being processed.
+fn common_action<'a>(
+    action: &HttpAction,
+    view: &StreamView<'_>,
+    vars: &Vars,
+    pages: &[&'a ErrorPages],
+    buf: &[u8],
+    request: Option<&RequestHead>,
+    fields: impl Fn(FieldEdit<'_>) -> Step<'a>,
+) -> Step<'a> {
+    match action {
+        HttpAction::Allow => Step::Stop,
+        HttpAction::Deny(reply) => Step::Answer(reply_answer(reply, view, pages, true)),
+        HttpAction::Return(reply) => Step::Answer(reply_answer(reply, view, pages, false)),
+        HttpAction::Redirect(r) => match request {
+            Some(head) => redirect(r, view, buf, head).map_or(Step::Next, Step::Answer),
+            None => redirect_without_request(r, view).map_or(Step::Next, Step::Answer),
+        },
+        HttpAction::SetHeader { name, value } => fields(FieldEdit::Set(name, &render(value, view))),
+        HttpAction::AddHeader { name, value } => fields(FieldEdit::Add(name, &render(value, view))),
+        HttpAction::DelHeader(matcher) => fields(FieldEdit::Delete(matcher)),
+        HttpAction::ReplaceHeader {
+            name,
+            regex,
+            replacement,
+        } => fields(FieldEdit::ReplaceValue(
+            name,
+            regex,
+            &render(replacement, view),
+        )),
+        HttpAction::ReplaceValue {
+            name,
+            regex,
+            replacement,
+        } => fields(FieldEdit::ReplaceElements(
+            name,
+            regex,
+            &render(replacement, view),
+        )),
+        HttpAction::SetVar { name, value } => {
+            match value {
+                VarValue::Expr(expr) => {
+                    if let Some(sample) = expr.eval(view) {
+                        vars.set(name, sample);
+                    }
+                }
+                VarValue::Format(fmt) => {
+                    vars.set(name, sluice_sample::Sample::owned_str(render(fmt, view)));
+                }
+            }
+            Step::Next
+        }
+        HttpAction::UnsetVar { name } => {
+            vars.unset(name);
+            Step::Next
+        }
+        // Request-line and status actions are handled by the callers that own those heads;
+        // the configuration only accepts them on the matching side.
+        HttpAction::SetLine { .. }
+        | HttpAction::ReplaceLine { .. }
+        | HttpAction::SetStatus { .. } => Step::Next,
+    }
+}
+
+/// Builds the answer of a `return` or `deny` rule.
+fn reply_answer<'a>(
+    reply: &Reply,
+    view: &dyn Context,
+    pages: &[&'a ErrorPages],
+    close: bool,
+) -> Answer<'a> {
+    let body: Cow<'_, [u8]> = match &reply.body {
+        ReplyBody::ErrorPage if reply.headers.is_empty() => {
+            return Answer::page(error_page(pages, reply.status), reply.status);
+        }
+        ReplyBody::ErrorPage => {
+            // The error page with the rule's extra fields after its status line.
+            let page = error_page(pages, reply.status);
+            let line_end = page
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .map_or(page.len(), |p| p + 2);
+            let mut bytes = page[..line_end].to_vec();
+            write_reply_fields(reply, view, &mut bytes);
+            bytes.extend_from_slice(&page[line_end..]);
+            return Answer {
+                bytes: Cow::Owned(bytes),
+                status: reply.status,
+                close: true,
+            };
+        }
+        ReplyBody::Raw(bytes) => {
+            return Answer {
+                bytes: Cow::Owned(bytes.to_vec()),
+                status: reply.status,
+                close: true,
+            };
+        }
+        ReplyBody::Empty => Cow::Borrowed(&[]),
+        ReplyBody::Fixed(bytes) => Cow::Borrowed(&bytes[..]),
+        ReplyBody::Format(fmt) => Cow::Owned(render(fmt, view)),
+    };
+    let mut bytes = Vec::with_capacity(128 + body.len());
+    status_line(reply.status, &mut bytes);
+    write_reply_fields(reply, view, &mut bytes);
+    bytes.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    if let Some(content_type) = &reply.content_type {
+        push_field(b"content-type", content_type.as_bytes(), &mut bytes);
+    }
+    if close {
+        bytes.extend_from_slice(b"connection: close\r\n");
+    }
+    bytes.extend_from_slice(b"\r\n");
+    bytes.extend_from_slice(&body);
+    Answer {
+        bytes: Cow::Owned(bytes),
+        status: reply.status,
+        close,
+    }
+}
+
+fn write_reply_fields(reply: &Reply, view: &dyn Context, out: &mut Vec<u8>) {
+    for (name, value) in &reply.headers {
+        push_field(name.as_bytes(), &render(value, view), out);
+    }
+}
+
+fn status_line(status: u16, out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status)).as_bytes());
+}
+
+/// Appends `name: value` unless the value could break the head (it is then left out: a
+/// computed value must never inject a line).
+fn push_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    let valid =
+        std::str::from_utf8(name).is_ok_and(|n| sluice_http::encode::is_valid_field(n, value));
+    if valid {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Builds a redirect for a request; `None` when `ignore-empty` skips it.
+fn redirect<'a>(
+    r: &Redirect,
+    view: &dyn Context,
+    buf: &[u8],
+    head: &RequestHead,
+) -> Option<Answer<'a>> {
+    let target = head.target_bytes(buf);
+    let parts = rewrite::split_target(target);
+    // The path and query as the redirect repeats them (`*` and a missing path become `/`).
+    let path = if parts.path.is_empty() || parts.path == b"*" {
+        &b"/"[..]
+    } else {
+        parts.path
+    };
+    let mut location = Vec::with_capacity(64 + target.len());
+    let (value, with_uri) = match &r.kind {
+        RedirectKind::Location(fmt) => (render(fmt, view), false),
+        RedirectKind::Prefix(fmt) => (render(fmt, view), true),
+        RedirectKind::Scheme(fmt) => {
+            let mut v = render(fmt, view);
+            v.extend_from_slice(b"://");
+            if let Some(host) = head.header_values(buf, "host").next() {
+                v.extend_from_slice(host);
+            }
+            (v, true)
+        }
+    };
+    if r.ignore_empty && value.is_empty() {
+        return None;
+    }
+    if with_uri {
+        // A prefix of exactly "/" inserts nothing before the path (configuration.txt).
+        if !(matches!(r.kind, RedirectKind::Prefix(_)) && value == b"/") {
+            location.extend_from_slice(&value);
+        }
+        location.extend_from_slice(path);
+        if r.append_slash && !path.ends_with(b"/") {
+            location.push(b'/');
+        }
+        if !r.drop_query
+            && let Some(q) = parts.query
+        {
+            location.push(b'?');
+            location.extend_from_slice(q);
+        }
+    } else {
+        location.extend_from_slice(&value);
+    }
+    Some(redirect_answer(r, &location))
+}
+
+/// A redirect from a response rule: only `location` needs no request.
+fn redirect_without_request<'a>(r: &Redirect, view: &dyn Context) -> Option<Answer<'a>> {
+    let RedirectKind::Location(fmt) = &r.kind else {
+        return None;
+    };
+    let location = render(fmt, view);
+    if r.ignore_empty && location.is_empty() {
+        return None;
+    }
+    Some(redirect_answer(r, &location))
+}
+
+fn redirect_answer<'a>(r: &Redirect, location: &[u8]) -> Answer<'a> {
+    let mut bytes = Vec::with_capacity(128 + location.len());
+    status_line(r.code, &mut bytes);
+    bytes.extend_from_slice(b"content-length: 0\r\n");
+    push_field(b"location", location, &mut bytes);
+    // Temporary redirects must not be cached; permanent ones are meant to be.
+    if matches!(r.code, 302 | 303 | 307) {
+        bytes.extend_from_slice(b"cache-control: no-cache\r\n");
+    }
+    if let Some(cookie) = &r.cookie {
+        push_field(b"set-cookie", cookie.as_bytes(), &mut bytes);
+    }
+    bytes.extend_from_slice(b"\r\n");
+    Answer {
+        bytes: Cow::Owned(bytes),
+        status: r.code,
+        close: false,
+    }
+}
+
+/// What the response rules decided.
+pub enum ResponseVerdict<'a> {
+    /// Relay the (possibly rewritten) response.
+    Relay,
+    /// Send this instead of the server's response (which is then discarded).
+    Replace(Answer<'a>),
+}
+
+/// The request as response rules see it (`method`, `req.ver`...), when it was kept.
+pub type KeptRequest<'r> = Option<(&'r [u8], &'r RequestHead)>;
+
+/// Runs the backend's `http-response` rules, then the frontend's (once for a `listen`).
+#[allow(clippy::too_many_arguments)]
+pub fn process_response<'a>(
+    scope: &Scope<'a>,
+    backend: &'a Backend,
+    server: &Server,
+    request: KeptRequest<'_>,
+    input: &mut InBuf,
+    head: &mut ResponseHead,
+    limits: &Limits,
+    bufsize: usize,
+) -> ResponseVerdict<'a> {
+    let frontend = scope.frontend;
+    let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
+    let limits = Limits {
+        max_head: bufsize,
+        ..*limits
+    };
+    let mut sets = vec![&backend.plan.rules.http_response];
+    if backend.plan.id.uid != frontend.plan.id.uid {
+        sets.push(&frontend.plan.rules.http_response);
+    }
+    for rules in sets {
+        for rule in rules {
+            let step = {
+                let view = StreamView {
+                    server: Some(server),
+                    response: Some((input.filled(), head)),
+                    ..scope.view(Some(backend), request)
+                };
+                if !rule.applies(&view) {
+                    continue;
+                }
+                response_action(
+                    &rule.action,
+                    &view,
+                    scope.vars,
+                    &pages,
+                    input.filled(),
+                    head,
+                )
+            };
+            match step {
+                Step::Next => {}
+                Step::Stop => break,
+                Step::Answer(answer) => return ResponseVerdict::Replace(answer),
+                Step::Rewrite(new_head) => {
+                    if rewrite::install_response(input, head, &new_head, &limits).is_err() {
+                        return ResponseVerdict::Replace(Answer::page(
+                            error_page(&pages, 502),
+                            502,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    ResponseVerdict::Relay
+}
+
+fn response_action<'a>(
+    action: &HttpAction,
+    view: &StreamView<'_>,
+    vars: &Vars,
+    pages: &[&'a ErrorPages],
+    buf: &[u8],
+    head: &ResponseHead,
+) -> Step<'a> {
+    let failed = || Step::Answer(Answer::page(error_page(pages, 502), 502));
+    let fields = |edit: FieldEdit<'_>| match rewrite::response_fields(buf, head, &edit) {
+        Ok(Some(new_head)) => Step::Rewrite(new_head),
+        Ok(None) => Step::Next,
+        Err(_) => failed(),
+    };
+    match action {
+        HttpAction::SetStatus { status, reason } => {
+            let reason = reason
+                .as_deref()
+                .unwrap_or_else(|| reason_phrase(*status))
+                .as_bytes();
+            match rewrite::response_status(buf, head, *status, reason) {
+                Ok(new_head) => Step::Rewrite(new_head),
+                Err(_) => failed(),
+            }
+        }
+        other => common_action(other, view, vars, pages, buf, None, fields),
+    }
+}
+
+/// Keeps a request's method and version for response rules, only when some rule may read them.
+pub fn wants_request_copy(frontend: &Frontend, backend: &Backend) -> bool {
+    !frontend.plan.rules.http_response.is_empty() || !backend.plan.rules.http_response.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_monitor_page_announces_its_length() {
+        let text = std::str::from_utf8(MONITOR_OK).unwrap_or_default();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_default();
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+    }
+}

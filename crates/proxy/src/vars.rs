@@ -1,0 +1,109 @@
+//! Variables set by rules (`set-var`, `unset-var`) and read by the `var()` fetch
+//! (configuration.txt §2.8, §7.3.1 `set-var`).
+//!
+//! A session owns one [`Vars`]: the `sess.` scope lives as long as the client connection,
+//! the `txn.`, `req.` and `res.` scopes are emptied when a transaction ends
+//! ([`Vars::end_transaction`]). The `proc.` scope is shared by the whole process, so it sits
+//! in one lock-protected table. Variables are rare and small, so a short vector searched
+//! linearly beats a hash map here; reading clones the value, which keeps the borrow of the
+//! table short (rules may set a variable while another is being read).
+
+use sluice_sample::Sample;
+use std::cell::RefCell;
+use std::sync::Mutex;
+
+/// The `proc.` variables, shared by every session of the process.
+static PROCESS_VARS: Mutex<Vec<(String, Sample<'static>)>> = Mutex::new(Vec::new());
+
+/// The variables of one session.
+#[derive(Debug, Default)]
+pub struct Vars {
+    entries: RefCell<Vec<(String, Sample<'static>)>>,
+}
+
+impl Vars {
+    /// The value of `name` (`scope.name`), if set.
+    pub fn get(&self, name: &str) -> Option<Sample<'static>> {
+        if name.starts_with("proc.") {
+            let table = PROCESS_VARS.lock().unwrap_or_else(|e| e.into_inner());
+            return lookup(&table, name);
+        }
+        lookup(&self.entries.borrow(), name)
+    }
+
+    /// Sets `name` to `value`.
+    pub fn set(&self, name: &str, value: Sample<'_>) {
+        let value = value.into_owned();
+        if name.starts_with("proc.") {
+            let mut table = PROCESS_VARS.lock().unwrap_or_else(|e| e.into_inner());
+            store(&mut table, name, value);
+        } else {
+            store(&mut self.entries.borrow_mut(), name, value);
+        }
+    }
+
+    /// Removes `name`.
+    pub fn unset(&self, name: &str) {
+        if name.starts_with("proc.") {
+            let mut table = PROCESS_VARS.lock().unwrap_or_else(|e| e.into_inner());
+            table.retain(|(n, _)| n != name);
+        } else {
+            self.entries.borrow_mut().retain(|(n, _)| n != name);
+        }
+    }
+
+    /// Forgets the variables of the transaction that ended (`txn.`, `req.`, `res.`).
+    pub fn end_transaction(&self) {
+        let mut entries = self.entries.borrow_mut();
+        if !entries.is_empty() {
+            entries.retain(|(n, _)| n.starts_with("sess."));
+        }
+    }
+}
+
+fn lookup(table: &[(String, Sample<'static>)], name: &str) -> Option<Sample<'static>> {
+    table
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+}
+
+fn store(table: &mut Vec<(String, Sample<'static>)>, name: &str, value: Sample<'static>) {
+    match table.iter_mut().find(|(n, _)| n == name) {
+        Some(entry) => entry.1 = value,
+        None => table.push((name.to_owned(), value)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transaction_scopes_end_with_the_transaction() {
+        let vars = Vars::default();
+        vars.set("txn.a", Sample::Int(1));
+        vars.set("req.b", Sample::Int(2));
+        vars.set("sess.c", Sample::Int(3));
+        vars.set("txn.a", Sample::Int(4));
+        assert_eq!(vars.get("txn.a"), Some(Sample::Int(4)));
+        vars.end_transaction();
+        assert_eq!(vars.get("txn.a"), None);
+        assert_eq!(vars.get("req.b"), None);
+        assert_eq!(vars.get("sess.c"), Some(Sample::Int(3)));
+        vars.unset("sess.c");
+        assert_eq!(vars.get("sess.c"), None);
+    }
+
+    #[test]
+    fn process_scope_is_shared_between_sessions() {
+        let (one, two) = (Vars::default(), Vars::default());
+        one.set("proc.shared_by_sessions", Sample::str(b"x"));
+        assert_eq!(
+            two.get("proc.shared_by_sessions"),
+            Some(Sample::str(b"x").into_owned())
+        );
+        two.unset("proc.shared_by_sessions");
+        assert_eq!(one.get("proc.shared_by_sessions"), None);
+    }
+}
