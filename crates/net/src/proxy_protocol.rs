@@ -5,7 +5,10 @@
 //! reader on accept ([`crate::proxy_io`]) can peek at the socket, ask [`parse`] how long the
 //! header is, and consume exactly that many bytes, leaving what follows for the session. Parsing
 //! is strict, as the specification asks: anything that does not match exactly is invalid and
-//! the connection must be dropped.
+//! the connection must be dropped. This is stricter than HAProxy 2.6, whose v1 parser takes
+//! octets above 255 (`1.2.3.999`), short addresses (`1.2.3`), leading zeros and ports above
+//! 65535; the specification says such lines must be discarded, and a header that a sender
+//! could not have produced is more likely an attack than a peer to accommodate.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::{Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close};
+use common::{
+    Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, wait_until,
+};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 
@@ -46,6 +48,26 @@ fn accept_proxy_passes_the_announced_client_to_a_send_proxy_server() {
         .start();
     let sent = [V1_HEADER, b"hello"].concat();
     assert_eq!(exchange(addr, &sent), Closed::Eof(sent));
+}
+
+#[test]
+fn the_announced_client_is_the_one_logged() {
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let proxy = common::sluice(&listen(&fe, "accept-proxy", backend.addr(), ""))
+        .inherit(fe)
+        .start();
+    let sent = [V1_HEADER, b"logged"].concat();
+    assert_eq!(exchange(addr, &sent), Closed::Eof(b"logged".to_vec()));
+    // The tcplog line starts with the client's address and port.
+    assert!(
+        wait_until(GENEROUS, || proxy
+            .stderr()
+            .lines()
+            .any(|l| l.starts_with("1.2.3.4:1111 "))),
+        "{}",
+        proxy.stderr()
+    );
 }
 
 #[test]
@@ -124,6 +146,7 @@ fn missing_garbled_or_late_headers_close_without_forwarding() {
     for bad in [
         &b"GET / HTTP/1.0\r\n\r\n"[..],
         b"PROXY TCP4 1.2.3.4 5.6.7.8 1111 80\n",
+        // HAProxy 2.6 takes this one (see sluice_net::proxy_protocol): Sluice is strict.
         b"PROXY TCP4 1.2.3.999 5.6.7.8 1111 80\r\nhello",
         b"\r\n\r\n\x00\r\nQUIT\n\x22\x11\x00\x00",
     ] {
