@@ -5,6 +5,10 @@
 //! receive the exact header before any data, in TCP and HTTP mode; an HTTP connection that
 //! carries one client's header is never reused for another client; and two Sluice processes
 //! chain (`send-proxy-v2` → `accept-proxy`).
+//!
+//! With `SLUICE_TEST_BINARY=/usr/sbin/haproxy` every test passes except two: HAProxy 2.6 takes
+//! the out-of-range address of the garbled-header test (Sluice is strict, see
+//! `sluice_net::proxy_protocol`), and its `-d` output has no stream log lines.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -312,4 +316,47 @@ fn two_sluices_chain_send_proxy_v2_into_accept_proxy() {
         read_to_close(&mut c, GENEROUS),
         Closed::Eof(want.into_bytes())
     );
+}
+
+/// Sends `data` on the unix socket at `path`, half-closes, and reads to the end.
+fn unix_exchange(path: &std::path::Path, data: &[u8]) -> Vec<u8> {
+    let mut c = std::os::unix::net::UnixStream::connect(path).unwrap();
+    c.set_read_timeout(Some(GENEROUS)).unwrap();
+    c.write_all(data).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    got
+}
+
+#[test]
+fn unix_clients_are_announced_as_unknown_or_local_and_may_send_a_header() {
+    // A unix socket client has no inet address: v1 says UNKNOWN, v2 sends a LOCAL header with
+    // no address block (HAProxy 2.6 sends exactly these bytes). A unix listener may also
+    // accept-proxy, as configuration.txt's example of an SSL offloader in front shows.
+    let backend = Backend::echo();
+    let dir = common::TempDir::new();
+    let (v1, v2, pp) = (
+        dir.join("v1.sock"),
+        dir.join("v2.sock"),
+        dir.join("pp.sock"),
+    );
+    let server = backend.addr();
+    let config = format!(
+        "{TCP_DEFAULTS}\n\
+         listen v1\n    bind \"{}\"\n    server s1 {server} send-proxy\n\
+         listen v2\n    bind \"{}\"\n    server s1 {server} send-proxy-v2\n\
+         listen pp\n    bind \"{}\" accept-proxy\n    server s1 {server} send-proxy\n",
+        v1.display(),
+        v2.display(),
+        pp.display()
+    );
+    let _proxy = common::sluice(&config).start();
+    assert_eq!(unix_exchange(&v1, b"hi"), b"PROXY UNKNOWN\r\nhi");
+    assert_eq!(
+        unix_exchange(&v2, b"hi"),
+        b"\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00hi"
+    );
+    let sent = [V1_HEADER, b"hi"].concat();
+    assert_eq!(unix_exchange(&pp, &sent), sent);
 }
