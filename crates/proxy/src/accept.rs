@@ -9,8 +9,9 @@
 //!
 //! On an `accept-proxy` bind line, a session first reads the client's PROXY protocol header
 //! ([`sluice_net::proxy_io::read_header`]); its addresses replace the connection's for the rest
-//! of the session (balance source, X-Forwarded-For, logs). HAProxy bounds that wait with its
-//! handshake timeout, which Sluice does not have: `timeout client` bounds it instead. A missing,
+//! of the session (balance source, X-Forwarded-For, logs). The wait is bounded by `timeout
+//! client`: HAProxy bounds handshakes with `timeout client-hs` (not in 2.6, and not in Sluice)
+//! and falls back to `timeout client` when it is not set, which is this case. A missing,
 //! invalid or late header closes the connection without a word, counted as a request error of
 //! the frontend (HAProxy's `ereq` for a failed embryonic session), before the session is
 //! counted as one.
