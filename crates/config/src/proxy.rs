@@ -49,6 +49,8 @@ pub struct BindConf {
     pub defer_accept: bool,
     /// `mode`: permissions of a unix socket file.
     pub unix_mode: Option<u32>,
+    /// `accept-proxy`: every connection starts with a PROXY protocol header (v1 or v2).
+    pub accept_proxy: bool,
 }
 
 /// One `server` line.
@@ -70,6 +72,34 @@ pub struct ServerConf {
     pub pool_max_conn: Option<u32>,
     /// `pool-purge-delay`: how often idle connections are trimmed (5 s by default).
     pub pool_purge_delay: Duration,
+    /// `send-proxy` (cleared by `no-send-proxy`): a PROXY protocol v1 line starts every
+    /// connection.
+    pub send_proxy_v1: bool,
+    /// `send-proxy-v2` (cleared by `no-send-proxy-v2`): a v2 header starts every connection;
+    /// it wins over `send-proxy`, as in HAProxy.
+    pub send_proxy_v2: bool,
+}
+
+/// The PROXY protocol header a server receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendProxy {
+    /// The text line.
+    V1,
+    /// The binary header.
+    V2,
+}
+
+impl ServerConf {
+    /// The header this server's connections start with, if any.
+    pub fn send_proxy(&self) -> Option<SendProxy> {
+        if self.send_proxy_v2 {
+            Some(SendProxy::V2)
+        } else if self.send_proxy_v1 {
+            Some(SendProxy::V1)
+        } else {
+            None
+        }
+    }
 }
 
 /// HAProxy's default `pool-purge-delay`.
@@ -434,6 +464,7 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
         v6only: false,
         defer_accept: false,
         unix_mode: None,
+        accept_proxy: false,
     };
     let mut ok = true;
     let mut i = 2;
@@ -470,11 +501,12 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
                     ok = false;
                 }
             },
-            "v4v6" | "v6only" | "defer-accept" => {
+            "v4v6" | "v6only" | "defer-accept" | "accept-proxy" => {
                 takes_value = false;
                 match option {
                     "v4v6" => bind.v4v6 = true,
                     "v6only" => bind.v6only = true,
+                    "accept-proxy" => bind.accept_proxy = true,
                     _ => bind.defer_accept = true,
                 }
             }
@@ -513,6 +545,8 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
         backup: false,
         pool_max_conn: None,
         pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
+        send_proxy_v1: false,
+        send_proxy_v2: false,
     };
     let mut i = 3;
     while i < d.words.len() {
@@ -542,6 +576,10 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
             "disabled" => server.disabled = true,
             "enabled" => server.disabled = false,
             "backup" => server.backup = true,
+            "send-proxy" => server.send_proxy_v1 = true,
+            "no-send-proxy" => server.send_proxy_v1 = false,
+            "send-proxy-v2" => server.send_proxy_v2 = true,
+            "no-send-proxy-v2" => server.send_proxy_v2 = false,
             other => {
                 diags.push(Diagnostic::not_supported(d.span, format!("server {other}")));
                 return None;

@@ -95,6 +95,10 @@ const PIECES: &[&str] = &[
     "256",
     "disabled",
     "backup",
+    "accept-proxy",
+    "send-proxy",
+    "send-proxy-v2",
+    "no-send-proxy",
 ];
 
 fn random_config(rng: &mut XorShift) -> String {

@@ -4,8 +4,11 @@
 //! difference between TCP and unix streams behind [`stream::Stream`]. It knows nothing of
 //! proxies or sessions. Binding happens before the event loops start, with blocking std sockets
 //! ([`listen::BoundListener`]); each event-loop thread then registers its own clone. The only
-//! `unsafe` code of the project lives in [`fd`].
+//! `unsafe` code of the project lives in [`fd`]. The PROXY protocol is here too: a pure codec
+//! ([`proxy_protocol`]) and its use on streams ([`proxy_io`]).
 
 pub mod fd;
 pub mod listen;
+pub mod proxy_io;
+pub mod proxy_protocol;
 pub mod stream;

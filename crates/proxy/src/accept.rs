@@ -6,10 +6,20 @@
 //! accepted only to be dropped. The slots travel with the session and are released when it
 //! ends. Every loop follows the process's [`ListenState`]: paused loops stop accepting, stopped
 //! loops return and drop their socket.
+//!
+//! On an `accept-proxy` bind line, a session first reads the client's PROXY protocol header
+//! ([`sluice_net::proxy_io::read_header`]); its addresses replace the connection's for the rest
+//! of the session (balance source, X-Forwarded-For, logs). The wait is bounded by `timeout
+//! client`: HAProxy bounds handshakes with `timeout client-hs` (not in 2.6, and not in Sluice)
+//! and falls back to `timeout client` when it is not set, which is this case. A missing,
+//! invalid or late header closes the connection without a word, counted as a request error of
+//! the frontend (HAProxy's `ereq` for a failed embryonic session), before the session is
+//! counted as one.
 
 use crate::{http, tcp};
 use sluice_config::proxy::Mode;
 use sluice_net::listen::{Endpoints, Listener};
+use sluice_net::proxy_io;
 use sluice_net::stream::{Stream, StreamOptions};
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::{ListenState, Process};
@@ -30,12 +40,14 @@ struct Slots {
     _process: OwnedSemaphorePermit,
 }
 
-/// Accepts connections on `listener` for `frontend` until the process stops listening.
+/// Accepts connections on `listener` for `frontend` until the process stops listening;
+/// `accept_proxy` is the bind line's option: each connection starts with a PROXY header.
 pub async fn run_listener(
     process: Arc<Process>,
     frontend: Arc<Frontend>,
     listener: Listener,
     bind_slots: Option<Arc<Semaphore>>,
+    accept_proxy: bool,
 ) {
     let mut state = process.watch_listen_state();
     loop {
@@ -70,6 +82,7 @@ pub async fn run_listener(
                     stream,
                     endpoints,
                     slots,
+                    accept_proxy,
                 ));
             }
             Err(err) if is_resource_exhaustion(&err) => {
@@ -109,11 +122,23 @@ fn is_resource_exhaustion(err: &io::Error) -> bool {
 async fn session(
     process: Arc<Process>,
     frontend: Arc<Frontend>,
-    client: Stream,
+    mut client: Stream,
     endpoints: Endpoints,
     slots: Slots,
+    accept_proxy: bool,
 ) {
     let _slots = slots;
+    let endpoints = if accept_proxy {
+        match proxy_io::read_header(&mut client, endpoints, frontend.plan.timeouts.client).await {
+            Ok(announced) => announced,
+            Err(_) => {
+                frontend.request_errors.incr();
+                return;
+            }
+        }
+    } else {
+        endpoints
+    };
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
     if client

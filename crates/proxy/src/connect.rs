@@ -2,7 +2,14 @@
 //! `retries` more attempts on the same server after a failure, each after a pause of
 //! min(`timeout connect`, 1 s) so that a restarting server is not hammered. Shared by the TCP
 //! and HTTP data paths.
+//!
+//! A `send-proxy`/`send-proxy-v2` server gets its PROXY protocol header here, right after the
+//! connection is established and before any data, so neither data path can forget it; failing
+//! to write it counts as a failed attempt.
 
+use sluice_config::proxy::SendProxy;
+use sluice_net::listen::Endpoints;
+use sluice_net::proxy_io::{self, Version};
 use sluice_net::stream::{Stream, StreamOptions};
 use sluice_runtime::proxy::{Backend, Server};
 use std::time::Duration;
@@ -20,13 +27,15 @@ pub struct Connection {
     pub retries: u32,
 }
 
-/// Connects to `server` for a client that connected to port `dst_port` (the retries are
-/// counted on the backend and the server too).
+/// Connects to `server` for the client of `endpoints` (the retries are counted on the
+/// backend and the server too). The port the client connected to may decide the server's
+/// port; the addresses go into the PROXY header if the server wants one.
 pub async fn connect_with_retries(
     backend: &Backend,
     server: &Server,
-    dst_port: Option<u16>,
+    endpoints: &Endpoints,
 ) -> Connection {
+    let dst_port = endpoints.local.map(|a| a.port());
     let Some(target) = server.target(dst_port) else {
         return Connection {
             stream: None,
@@ -44,12 +53,25 @@ pub async fn connect_with_retries(
             let pause = connect_timeout.map_or(MAX_RETRY_PAUSE, |t| t.min(MAX_RETRY_PAUSE));
             tokio::time::sleep(pause).await;
         }
-        if let Ok(stream) = Stream::connect(&target, connect_timeout, opts).await {
-            return Connection {
-                stream: Some(stream),
-                retries: attempt,
+        let Ok(mut stream) = Stream::connect(&target, connect_timeout, opts).await else {
+            continue;
+        };
+        if let Some(version) = server.conf.send_proxy() {
+            let version = match version {
+                SendProxy::V1 => Version::V1,
+                SendProxy::V2 => Version::V2,
             };
+            if proxy_io::write_header(&mut stream, version, endpoints, connect_timeout)
+                .await
+                .is_err()
+            {
+                continue;
+            }
         }
+        return Connection {
+            stream: Some(stream),
+            retries: attempt,
+        };
     }
     Connection {
         stream: None,

@@ -60,9 +60,8 @@ pub async fn serve(
             let server = lease.server();
             let _server_session = SessionMark::open(&server.traffic);
             record.server = Some(server.name());
-            let dst_port = endpoints.local.map(|a| a.port());
             let connecting = Instant::now();
-            let connection = connect_with_retries(backend, server, dst_port).await;
+            let connection = connect_with_retries(backend, server, &endpoints).await;
             record.retries = connection.retries;
             match connection.stream {
                 None => {

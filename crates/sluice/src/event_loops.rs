@@ -26,6 +26,7 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
                 frontend: Arc::clone(&s.frontend),
                 socket: s.socket.try_clone()?,
                 bind_slots: s.bind_slots.clone(),
+                accept_proxy: s.accept_proxy,
             });
         }
         per_thread.push(mine);
@@ -63,6 +64,7 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
                         spec.frontend,
                         listener,
                         spec.bind_slots,
+                        spec.accept_proxy,
                     ));
                 }
                 Err(err) => {

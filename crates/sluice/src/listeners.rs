@@ -26,6 +26,8 @@ pub struct FrontendSocket {
     pub socket: BoundListener,
     /// Shared by every socket of one `bind` line that has `maxconn`.
     pub bind_slots: Option<Arc<Semaphore>>,
+    /// The bind line's `accept-proxy`: connections start with a PROXY protocol header.
+    pub accept_proxy: bool,
 }
 
 /// One bound `stats socket`.
@@ -56,6 +58,7 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
                             frontend: Arc::clone(frontend),
                             socket,
                             bind_slots: slots.clone(),
+                            accept_proxy: bind.accept_proxy,
                         }))
                     }
                     Err(err) => errors.push(bind_error(&bind.span, frontend.name(), addr, &err)),

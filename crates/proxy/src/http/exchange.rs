@@ -55,6 +55,9 @@ pub struct Attached {
     stream: Stream,
     reused: bool,
     pool_max: Option<u32>,
+    /// The connection started with a PROXY header naming this session's client: it must
+    /// never serve another client, so it never enters the shared pool.
+    private: bool,
 }
 
 /// Everything an exchange needs besides the connections.
@@ -83,7 +86,10 @@ pub struct Context<'a> {
 
 /// Hands a session's server connection to the thread's idle pool when the session ends.
 pub fn release(settings: &HttpSettings<'_>, conn: Attached) {
-    if settings.reuse != HttpReuse::Never && settings.conn_mode == HttpConnMode::KeepAlive {
+    if settings.reuse != HttpReuse::Never
+        && settings.conn_mode == HttpConnMode::KeepAlive
+        && !conn.private
+    {
         pool::put(conn.key, conn.stream, conn.reused, conn.pool_max);
     }
 }
@@ -362,6 +368,7 @@ async fn exchange<'a>(
                         stream: server_stream,
                         reused: was_reused,
                         pool_max: server.conf.pool_max_conn,
+                        private: server.conf.send_proxy().is_some(),
                     });
                 }
                 let next = if done.close_client {
@@ -439,7 +446,10 @@ async fn server_connection(
         }
         // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a
         // shared connection, `aggressive` only over one that already proved reusable.
+        // A send-proxy server's connections carry the PROXY header of the client that opened
+        // them: HAProxy never shares them between clients, nor do we (see `Attached::private`).
         let from_pool = match ctx.settings.reuse {
+            _ if server.conf.send_proxy().is_some() => None,
             HttpReuse::Never => None,
             HttpReuse::Safe if ctx.first => None,
             HttpReuse::Aggressive if ctx.first => Some(true),
@@ -451,8 +461,7 @@ async fn server_connection(
             return Some((idle.stream, true));
         }
     }
-    let dst_port = ctx.endpoints.local.map(|a| a.port());
-    let connection = connect_with_retries(ctx.backend, server, dst_port).await;
+    let connection = connect_with_retries(ctx.backend, server, &ctx.endpoints).await;
     facts.retries = connection.retries;
     connection.stream.map(|stream| (stream, false))
 }
