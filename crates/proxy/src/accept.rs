@@ -16,6 +16,9 @@
 //! the frontend (HAProxy's `ereq` for a failed embryonic session), before the session is
 //! counted as one.
 
+use crate::http::rules::{TcpVerdict, run_tcp_rules};
+use crate::stream_context::StreamView;
+use crate::vars::Vars;
 use crate::{http, tcp};
 use sluice_config::proxy::Mode;
 use sluice_net::listen::{Endpoints, Listener};
@@ -139,6 +142,15 @@ async fn session(
     } else {
         endpoints
     };
+    let vars = Vars::default();
+    let connection_rules = &frontend.plan.rules.tcp_connection;
+    if !connection_rules.is_empty() {
+        let view = StreamView::new(&process, &frontend, endpoints, &vars);
+        if run_tcp_rules(&view, &vars, connection_rules) == Some(TcpVerdict::Reject) {
+            frontend.denied_connections.incr();
+            return;
+        }
+    }
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
     if client
@@ -150,17 +162,14 @@ async fn session(
         return;
     }
     match frontend.plan.mode {
-        Mode::Tcp => match &frontend.backend {
-            Some(backend) => tcp::serve(&process, &frontend, backend, client, endpoints).await,
-            None => frontend.failed.incr(),
-        },
+        Mode::Tcp => tcp::serve(&process, &frontend, client, endpoints, &vars).await,
         Mode::Http => {
             let global = &process.global;
             let buffers = http::settings::BufferSizes {
                 bufsize: global.bufsize(),
                 maxrewrite: global.maxrewrite(),
             };
-            http::session::serve(&process, &frontend, client, endpoints, buffers).await
+            http::session::serve(&process, &frontend, client, endpoints, buffers, &vars).await
         }
     }
 }

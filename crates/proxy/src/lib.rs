@@ -10,6 +10,7 @@ pub mod accept;
 pub mod connect;
 pub mod forward;
 pub mod http;
+pub mod inspect;
 pub mod stream_context;
 pub mod tcp;
 pub mod vars;

@@ -36,6 +36,11 @@ pub struct StreamView<'a> {
     pub response: Option<(&'a [u8], &'a ResponseHead)>,
     /// The session's variables.
     pub vars: &'a Vars,
+    /// The client's bytes buffered by content inspection (`mode tcp`).
+    pub payload: Option<&'a [u8]>,
+    /// Whether content inspection is over (`WAIT_END`): true except while `tcp-request
+    /// content` rules may still wait for data.
+    pub inspection_ended: bool,
 }
 
 impl<'a> StreamView<'a> {
@@ -55,6 +60,8 @@ impl<'a> StreamView<'a> {
             request: None,
             response: None,
             vars,
+            payload: None,
+            inspection_ended: true,
         }
     }
 
@@ -114,6 +121,14 @@ impl Context for StreamView<'_> {
 
     fn var(&self, name: &str) -> Option<Sample<'_>> {
         self.vars.get(name)
+    }
+
+    fn request_buffered(&self) -> Option<usize> {
+        self.payload.map(<[u8]>::len)
+    }
+
+    fn inspection_ended(&self) -> bool {
+        self.inspection_ended
     }
 
     fn backend_stat(&self, backend: Option<&str>, stat: BackendStat) -> Option<i64> {

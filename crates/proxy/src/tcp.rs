@@ -4,6 +4,10 @@
 
 use crate::connect::connect_with_retries;
 use crate::forward::{self, End, Finish, IdleTimeouts};
+use crate::http::buffer::InBuf;
+use crate::http::rules::Scope;
+use crate::inspect::{Inspection, inspect};
+use crate::vars::Vars;
 use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
@@ -11,18 +15,38 @@ use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend};
 use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
 use std::time::{Duration, Instant, SystemTime};
+use tokio::io::AsyncWriteExt;
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`, and
 /// reports it to the process's stream log.
 pub async fn serve(
     process: &Process,
     frontend: &Frontend,
-    backend: &Backend,
     mut client: Stream,
     endpoints: Endpoints,
+    vars: &Vars,
 ) {
     let start = Instant::now();
     let started_at = SystemTime::now();
+    let scope = Scope {
+        process,
+        frontend,
+        endpoints,
+        vars,
+    };
+    // Client bytes read by content inspection; they go to the server first.
+    let mut inspected = InBuf::new(process.global.bufsize() as usize);
+    let backend = match inspect(&scope, &mut client, &mut inspected).await {
+        Inspection::Forward(backend) => backend,
+        Inspection::Reject => {
+            frontend.denied_connections.incr();
+            return;
+        }
+        Inspection::NoBackend => {
+            frontend.failed.incr();
+            return;
+        }
+    };
     let _backend_session = SessionMark::open(&backend.traffic);
     let mut record = StreamRecord {
         start: started_at,
@@ -74,21 +98,31 @@ pub async fn serve(
                 }
                 Some(mut upstream) => {
                     record.timers.connect = Some(connecting.elapsed());
-                    let timeouts = idle_timeouts(frontend, backend);
-                    let outcome = forward::forward(
-                        &mut client,
-                        &mut upstream,
-                        timeouts,
-                        forward::DEFAULT_BUFFER_SIZE,
-                    )
-                    .await;
-                    for traffic in [&frontend.traffic, &backend.traffic, &server.traffic] {
-                        traffic.bytes_in.add(outcome.client_to_server);
-                        traffic.bytes_out.add(outcome.server_to_client);
+                    let early = inspected.filled();
+                    if !early.is_empty() && upstream.write_all(early).await.is_err() {
+                        backend.failed_connections.incr();
+                        record.termination = Termination {
+                            cause: Cause::ServerAbort,
+                            phase: Phase::Connect,
+                        };
+                    } else {
+                        let timeouts = idle_timeouts(frontend, backend);
+                        let outcome = forward::forward(
+                            &mut client,
+                            &mut upstream,
+                            timeouts,
+                            forward::DEFAULT_BUFFER_SIZE,
+                        )
+                        .await;
+                        let up = outcome.client_to_server + early.len() as u64;
+                        for traffic in [&frontend.traffic, &backend.traffic, &server.traffic] {
+                            traffic.bytes_in.add(up);
+                            traffic.bytes_out.add(outcome.server_to_client);
+                        }
+                        record.bytes_to_client = outcome.server_to_client;
+                        record.bytes_from_client = up;
+                        record.termination = termination_of(&outcome.finish);
                     }
-                    record.bytes_to_client = outcome.server_to_client;
-                    record.bytes_from_client = outcome.client_to_server;
-                    record.termination = termination_of(&outcome.finish);
                 }
             }
         }

@@ -30,6 +30,10 @@ pub struct Frontend {
     pub failed: Counter,
     /// Invalid or timed-out requests (`ereq` in `show stat`).
     pub request_errors: Counter,
+    /// Connections refused by `tcp-request connection|content reject` (`dcon`).
+    pub denied_connections: Counter,
+    /// Requests refused by `http-request deny` (`dreq`).
+    pub denied_requests: Counter,
 }
 
 impl Frontend {
@@ -43,6 +47,8 @@ impl Frontend {
             traffic: Traffic::default(),
             failed: Counter::default(),
             request_errors: Counter::default(),
+            denied_connections: Counter::default(),
+            denied_requests: Counter::default(),
         }
     }
 

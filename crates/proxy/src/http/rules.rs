@@ -185,29 +185,34 @@ fn tcp_content<'a>(
 ) -> Flow<'a> {
     let view = scope.view(backend, Some((input.filled(), head)));
     match run_tcp_rules(&view, scope.vars, rules) {
-        TcpVerdict::Reject => Flow::Reject,
-        TcpVerdict::Accept => Flow::Continue,
+        Some(TcpVerdict::Reject) => Flow::Reject,
+        Some(TcpVerdict::Accept) | None => Flow::Continue,
     }
 }
 
 /// What `tcp-request` rules decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TcpVerdict {
-    /// Go on (an `accept` rule matched, or no rule decided).
+    /// An `accept` rule applied: go on.
     Accept,
-    /// Close the connection.
+    /// A `reject` rule applied: close the connection.
     Reject,
 }
 
-/// Runs `tcp-request connection|content` rules over `view`.
-pub fn run_tcp_rules(view: &dyn Context, vars: &Vars, rules: &[Rule<TcpAction>]) -> TcpVerdict {
+/// Runs `tcp-request connection|content` rules over `view`; `None` when no `accept` or
+/// `reject` rule applied (the session then goes on, as HAProxy's default is to accept).
+pub fn run_tcp_rules(
+    view: &dyn Context,
+    vars: &Vars,
+    rules: &[Rule<TcpAction>],
+) -> Option<TcpVerdict> {
     for rule in rules {
         if !rule.applies(view) {
             continue;
         }
         match &rule.action {
-            TcpAction::Accept => return TcpVerdict::Accept,
-            TcpAction::Reject => return TcpVerdict::Reject,
+            TcpAction::Accept => return Some(TcpVerdict::Accept),
+            TcpAction::Reject => return Some(TcpVerdict::Reject),
             TcpAction::SetVar { name, expr } => {
                 if let Some(value) = expr.eval(view) {
                     vars.set(name, value);
@@ -216,7 +221,7 @@ pub fn run_tcp_rules(view: &dyn Context, vars: &Vars, rules: &[Rule<TcpAction>])
             TcpAction::UnsetVar { name } => vars.unset(name),
         }
     }
-    TcpVerdict::Accept
+    None
 }
 
 /// The backend of the first `use_backend` rule that applies, else the default one. A
@@ -360,7 +365,10 @@ fn common_action<'a>(
 ) -> Step<'a> {
     match action {
         HttpAction::Allow => Step::Stop,
-        HttpAction::Deny(reply) => Step::Answer(reply_answer(reply, view, pages, true)),
+        HttpAction::Deny(reply) => {
+            view.frontend.denied_requests.incr();
+            Step::Answer(reply_answer(reply, view, pages, true))
+        }
         HttpAction::Return(reply) => Step::Answer(reply_answer(reply, view, pages, false)),
         HttpAction::Redirect(r) => match request {
             Some(head) => redirect(r, view, buf, head).map_or(Step::Next, Step::Answer),

@@ -49,14 +49,14 @@ pub async fn serve(
     mut client: Stream,
     endpoints: Endpoints,
     buffers: BufferSizes,
+    vars: &Vars,
 ) {
     let settings = HttpSettings::new(frontend, buffers);
-    let vars = Vars::default();
     let scope = Scope {
         process,
         frontend,
         endpoints,
-        vars: &vars,
+        vars,
     };
     let mut input = InBuf::new(settings.bufsize);
     let mut attached: Option<Attached> = None;

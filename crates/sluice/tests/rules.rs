@@ -1,0 +1,459 @@
+//! End-to-end behaviour of ACLs and rules: content switching (`use_backend` with named and
+//! computed backends, `use-server`), the answers the proxy makes itself (`deny`, `return`,
+//! `redirect`, the monitor URI), head rewriting seen by the server (`set-header`,
+//! `replace-path`...), response rules seen by the client, variables carried from the request
+//! to the response, and `tcp-request` rules in both modes.
+//!
+//! Each in-test server answers with its own name, so the tests see where a request went, and
+//! records what it received, so they see what the rules changed.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::http::{HTTP_DEFAULTS, Log, Received, http_backend, one_shot, status_of};
+use common::{Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice};
+use std::io::{BufReader, Write};
+use std::net::SocketAddr;
+
+/// A server answering `200` with its name as the body and in an `X-Server` field.
+fn named_http(name: &'static str) -> (Backend, Log) {
+    http_backend(move |_| {
+        format!("HTTP/1.1 200 OK\r\nX-Server: {name}\r\nServer: test\r\nContent-Length: {}\r\n\r\n{name}", name.len())
+    })
+}
+
+/// Starts Sluice with `config` (a `{bind}` placeholder for the frontend's bind line).
+fn start(config: &str) -> (common::Sluice, SocketAddr) {
+    let (listener, addr) = frontend();
+    let text = config.replace("{bind}", &format!("bind {}", fd_bind(&listener)));
+    (sluice(&text).inherit(listener).start(), addr)
+}
+
+/// Sends one request, closing after it, and returns the whole answer.
+fn get(addr: SocketAddr, request: &str) -> String {
+    match one_shot(addr, request.as_bytes()) {
+        Closed::Eof(data) | Closed::Reset(data) => String::from_utf8_lossy(&data).into_owned(),
+        Closed::StillOpen(data) => panic!(
+            "connection still open after: {}",
+            String::from_utf8_lossy(&data)
+        ),
+    }
+}
+
+fn body(answer: &str) -> &str {
+    answer.split_once("\r\n\r\n").map_or("", |(_, b)| b)
+}
+
+fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let head = answer.split_once("\r\n\r\n").map_or(answer, |(h, _)| h);
+    head.lines().skip(1).find_map(|line| {
+        let (n, v) = line.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+fn last(log: &Log) -> Received {
+    log.lock().unwrap().last().cloned().unwrap()
+}
+
+#[test]
+fn use_backend_switches_on_acls_and_computed_names() {
+    let (app, _) = named_http("app");
+    let (api, _) = named_http("api");
+    let (img, _) = named_http("img");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    acl is_api path_beg /api/
+    acl is_img path_end .png .jpg
+    acl token req.hdr(authorization) -m found
+    use_backend api if is_api token
+    use_backend img if is_img || {{ req.hdr(x-img) -m found }}
+    use_backend %[req.hdr(x-backend),lower]
+    default_backend app
+backend app
+    server s {}
+backend api
+    server s {}
+backend img
+    server s {}
+",
+        app.addr(),
+        api.addr(),
+        img.addr()
+    );
+    let (_p, addr) = start(&config);
+    let cases = [
+        ("GET /api/x HTTP/1.1\r\nHost: h\r\nAuthorization: t\r\n", "api"),
+        // Both ACLs must match (implicit AND).
+        ("GET /api/x HTTP/1.1\r\nHost: h\r\n", "app"),
+        ("GET /a.png HTTP/1.1\r\nHost: h\r\n", "img"),
+        ("GET / HTTP/1.1\r\nHost: h\r\nX-Img: 1\r\n", "img"),
+        // A computed name picks the backend; an unknown one falls through to the default.
+        ("GET / HTTP/1.1\r\nHost: h\r\nX-Backend: API\r\n", "api"),
+        ("GET / HTTP/1.1\r\nHost: h\r\nX-Backend: nowhere\r\n", "app"),
+    ];
+    for (request, expected) in cases {
+        let answer = get(addr, &format!("{request}Connection: close\r\n\r\n"));
+        assert_eq!(body(&answer), expected, "{request:?} → {answer}");
+    }
+}
+
+#[test]
+fn deny_return_redirect_and_monitor_are_answered_by_the_proxy() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    monitor-uri /health
+    monitor fail if {{ req.hdr(x-fail) -m found }}
+    http-request deny if {{ path_beg /admin }}
+    http-request deny deny_status 429 if {{ path_beg /slow }}
+    http-request return status 201 content-type text/plain string pong hdr X-Path %[path] if {{ path /ping }}
+    http-request redirect location /new code 301 if {{ path /old }}
+    http-request redirect prefix https://example.com drop-query set-cookie SEEN=1 if {{ path_beg /pre }}
+    http-request redirect scheme https if {{ path_beg /sch }}
+    redirect location /moved if {{ path /legacy }}
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    let close = "Connection: close\r\n\r\n";
+
+    let answer = get(addr, &format!("GET /health HTTP/1.1\r\nHost: h\r\n{close}"));
+    assert_eq!(status_of(answer.as_bytes()), 200, "{answer}");
+    let answer = get(addr, &format!("GET /health HTTP/1.1\r\nHost: h\r\nX-Fail: 1\r\n{close}"));
+    assert_eq!(status_of(answer.as_bytes()), 503, "{answer}");
+
+    let answer = get(addr, &format!("GET /admin HTTP/1.1\r\nHost: h\r\n{close}"));
+    assert_eq!(status_of(answer.as_bytes()), 403, "{answer}");
+    let answer = get(addr, &format!("GET /slow HTTP/1.1\r\nHost: h\r\n{close}"));
+    assert_eq!(status_of(answer.as_bytes()), 429, "{answer}");
+
+    let answer = get(addr, &format!("GET /ping HTTP/1.1\r\nHost: h\r\n{close}"));
+    assert!(answer.starts_with("HTTP/1.1 201 Created\r\n"), "{answer}");
+    assert_eq!(header(&answer, "content-type"), Some("text/plain"));
+    assert_eq!(header(&answer, "x-path"), Some("/ping"));
+    assert_eq!(body(&answer), "pong");
+
+    let answer = get(addr, &format!("GET /old HTTP/1.1\r\nHost: h\r\n{close}"));
+    assert!(answer.starts_with("HTTP/1.1 301 Moved Permanently\r\n"), "{answer}");
+    assert_eq!(header(&answer, "location"), Some("/new"));
+    assert_eq!(header(&answer, "cache-control"), None);
+
+    let answer = get(addr, &format!("GET /pre/x?y=2 HTTP/1.1\r\nHost: h\r\n{close}"));
+    assert_eq!(status_of(answer.as_bytes()), 302, "{answer}");
+    assert_eq!(header(&answer, "location"), Some("https://example.com/pre/x"));
+    assert_eq!(header(&answer, "set-cookie"), Some("SEEN=1; path=/;"));
+    assert_eq!(header(&answer, "cache-control"), Some("no-cache"));
+
+    let answer = get(addr, &format!("GET /sch/p?q HTTP/1.1\r\nHost: www.h\r\n{close}"));
+    assert_eq!(header(&answer, "location"), Some("https://www.h/sch/p?q"));
+
+    let answer = get(addr, &format!("GET /legacy HTTP/1.1\r\nHost: h\r\n{close}"));
+    assert_eq!(header(&answer, "location"), Some("/moved"));
+
+    assert!(log.lock().unwrap().is_empty(), "nothing reaches the server");
+}
+
+#[test]
+fn answers_of_the_proxy_keep_the_connection_alive_but_deny_closes_it() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request return status 200 content-type text/plain string one if {{ path /one }}
+    http-request deny if {{ path /deny }}
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(b"GET /one HTTP/1.1\r\nHost: h\r\n\r\nGET /app HTTP/1.1\r\nHost: h\r\n\r\nGET /deny HTTP/1.1\r\nHost: h\r\n\r\nGET /never HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("the deny must close the connection");
+    };
+    let text = String::from_utf8_lossy(&data);
+    let statuses: Vec<&str> = text
+        .match_indices("HTTP/1.1 ")
+        .map(|(i, _)| &text[i + 9..i + 12])
+        .collect();
+    assert_eq!(statuses, ["200", "200", "403"], "{text}");
+    let seen: Vec<String> = log.lock().unwrap().iter().map(|r| r.request_line().to_owned()).collect();
+    assert_eq!(seen, ["GET /app HTTP/1.1"]);
+}
+
+#[test]
+fn request_rewrites_reach_the_server_in_order() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request set-header X-Proto http
+    http-request add-header X-Client %[src]
+    http-request del-header X-Secret
+    http-request del-header x-debug- -m beg
+    http-request replace-header User-Agent (.*)bot(.*) \\1robot\\2
+    http-request replace-value Accept ^text/(.*)$ TEXT/\\1
+    http-request set-header X-Seen-Proto %[req.hdr(x-proto)]
+    http-request replace-path /legacy/(.*) /\\1
+    http-request set-query a=1 if {{ path /q }}
+    http-request set-method POST if {{ path /m }}
+    http-request set-path /new%[path] if {{ path_beg /old }}
+    default_backend app
+backend app
+    http-request set-header X-Backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    get(
+        addr,
+        "GET /legacy/a/b?x=1 HTTP/1.1\r\nHost: h\r\nX-Secret: s\r\nX-Debug-One: 1\r\nX-Debug-Two: 2\r\nUser-Agent: googlebot/2\r\nAccept: a/b, text/html\r\nConnection: close\r\n\r\n",
+    );
+    let seen = last(&log);
+    assert_eq!(seen.request_line(), "GET /a/b?x=1 HTTP/1.1");
+    assert_eq!(seen.header("x-proto").as_deref(), Some("http"));
+    assert_eq!(seen.header("x-client").as_deref(), Some("127.0.0.1"));
+    assert_eq!(seen.header("x-secret"), None);
+    assert_eq!(seen.header("x-debug-one"), None);
+    assert_eq!(seen.header("x-debug-two"), None);
+    assert_eq!(seen.header("user-agent").as_deref(), Some("googlerobot/2"));
+    assert_eq!(seen.header("accept").as_deref(), Some("a/b, TEXT/html"));
+    // A later rule sees what an earlier one wrote.
+    assert_eq!(seen.header("x-seen-proto").as_deref(), Some("http"));
+    assert_eq!(seen.header("x-backend").as_deref(), Some("app"));
+
+    get(addr, "GET /q HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert_eq!(last(&log).request_line(), "GET /q?a=1 HTTP/1.1");
+    get(addr, "GET /m HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert_eq!(last(&log).request_line(), "POST /m HTTP/1.1");
+    get(addr, "GET /old/x?k HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert_eq!(last(&log).request_line(), "GET /new/old/x?k HTTP/1.1");
+}
+
+#[test]
+fn a_rewrite_that_would_inject_a_line_fails_with_500_and_is_not_forwarded() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request set-header X-Echo %[url_param(v),url_dec]
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    let answer = get(
+        addr,
+        "GET /?v=a%0d%0aX-Evil:%201 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status_of(answer.as_bytes()), 500, "{answer}");
+    assert!(log.lock().unwrap().is_empty());
+    let answer = get(addr, "GET /?v=fine HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert_eq!(status_of(answer.as_bytes()), 200, "{answer}");
+    assert_eq!(last(&log).header("x-echo").as_deref(), Some("fine"));
+}
+
+#[test]
+fn response_rules_run_backend_first_and_see_request_variables() {
+    let (app, _) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request set-var(txn.path) path
+    http-response set-header X-Order %[res.hdr(x-order)],front
+    http-response set-header X-Path %[var(txn.path)]
+    http-response set-header X-Method %[method]
+    default_backend app
+backend app
+    http-response set-header X-Order back
+    http-response del-header Server
+    http-response set-status 299 reason Fine if {{ var(txn.path) -m str /fine }}
+    http-response deny if {{ var(txn.path) -m str /hide }}
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    let answer = get(addr, "GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert_eq!(status_of(answer.as_bytes()), 200, "{answer}");
+    assert_eq!(header(&answer, "x-order"), Some("back,front"));
+    assert_eq!(header(&answer, "x-path"), Some("/x"));
+    assert_eq!(header(&answer, "x-method"), Some("GET"));
+    assert_eq!(header(&answer, "server"), None);
+    assert_eq!(header(&answer, "x-server"), Some("app"));
+    assert_eq!(body(&answer), "app");
+
+    let answer = get(addr, "GET /fine HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 299 Fine\r\n"), "{answer}");
+    let answer = get(addr, "GET /hide HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert_eq!(status_of(answer.as_bytes()), 502, "{answer}");
+    assert!(!answer.contains("x-server"), "{answer}");
+}
+
+#[test]
+fn variables_do_not_leak_between_requests_of_a_connection() {
+    let (app, _) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request set-var(txn.first) str(yes) if {{ path /set }}
+    http-request set-var(sess.count) str(seen) if {{ path /set }}
+    http-response set-header X-Txn %[var(txn.first)]
+    http-response set-header X-Sess %[var(sess.count)]
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    let s = connect(addr);
+    let mut writer = s.try_clone().unwrap();
+    let mut reader = BufReader::new(s);
+    writer
+        .write_all(b"GET /set HTTP/1.1\r\nHost: h\r\n\r\nGET /other HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    let first = common::http::read_message(&mut reader).unwrap();
+    let second = common::http::read_message(&mut reader).unwrap();
+    assert_eq!(first.header("x-txn").as_deref(), Some("yes"));
+    assert_eq!(first.header("x-sess").as_deref(), Some("seen"));
+    // txn. ends with its transaction, sess. lives as long as the connection.
+    assert_eq!(second.header("x-txn").as_deref(), Some(""));
+    assert_eq!(second.header("x-sess").as_deref(), Some("seen"));
+}
+
+#[test]
+fn use_server_pins_requests_and_falls_back_when_the_server_is_unusable() {
+    let (one, _) = named_http("one");
+    let (two, _) = named_http("two");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    default_backend b
+backend b
+    balance first
+    use-server two if {{ req.hdr(x-pin) -m str two }}
+    use-server off if {{ req.hdr(x-pin) -m str off }}
+    server one {}
+    server two {}
+    server off {} disabled
+",
+        one.addr(),
+        two.addr(),
+        two.addr()
+    );
+    let (_p, addr) = start(&config);
+    for _ in 0..3 {
+        let answer = get(addr, "GET / HTTP/1.1\r\nHost: h\r\nX-Pin: two\r\nConnection: close\r\n\r\n");
+        assert_eq!(body(&answer), "two");
+    }
+    let answer = get(addr, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert_eq!(body(&answer), "one");
+    let answer = get(addr, "GET / HTTP/1.1\r\nHost: h\r\nX-Pin: off\r\nConnection: close\r\n\r\n");
+    assert_eq!(body(&answer), "one", "a disabled server is skipped");
+}
+
+#[test]
+fn tcp_request_connection_reject_closes_before_anything_is_read() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    tcp-request connection reject if {{ src 127.0.0.0/8 }}
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (p, addr) = start(&config);
+    let answer = one_shot(addr, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert!(answer.is_closed());
+    assert!(answer.data().is_empty(), "{:?}", answer.data());
+    assert!(log.lock().unwrap().is_empty());
+    drop(p);
+}
+
+#[test]
+fn tcp_mode_content_rules_and_use_backend_read_the_first_bytes() {
+    let alpha = Backend::named("alpha");
+    let beta = Backend::named("beta");
+    let echo = Backend::echo();
+    let config = format!(
+        "{TCP_DEFAULTS}
+frontend f
+    {{bind}}
+    tcp-request inspect-delay 5s
+    tcp-request content reject if {{ req.len gt 100 }}
+    tcp-request content accept if {{ req.len ge 4 }}
+    use_backend beta if {{ req.len ge 6 }}
+    use_backend echo if {{ req.len eq 5 }}
+    default_backend alpha
+backend alpha
+    server s {}
+backend beta
+    server s {}
+backend echo
+    server s {}
+",
+        alpha.addr(),
+        beta.addr(),
+        echo.addr()
+    );
+    let (_p, addr) = start(&config);
+
+    // Four bytes decide the accept; the use_backend rules then see four bytes: the default.
+    let mut s = connect(addr);
+    s.write_all(b"abcd").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("expected the server's answer then a close");
+    };
+    assert!(String::from_utf8_lossy(&data).contains("alpha"));
+
+    // Sent in one piece, five bytes reach the echo server untouched, first bytes included.
+    let mut s = connect(addr);
+    s.write_all(b"hello").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("expected the echo then a close");
+    };
+    assert_eq!(data, b"hello");
+
+    // Two bytes then the client stops sending: inspection ends, the default backend serves.
+    let mut s = connect(addr);
+    s.write_all(b"ab").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("expected the server's answer then a close");
+    };
+    assert!(String::from_utf8_lossy(&data).contains("alpha"));
+
+    // Too much data at once is rejected: closed without a byte.
+    let mut s = connect(addr);
+    s.write_all(&[b'x'; 200]).unwrap();
+    let closed = read_to_close(&mut s, GENEROUS);
+    assert!(closed.is_closed());
+    assert!(closed.data().is_empty());
+}
