@@ -89,6 +89,19 @@ pub trait Context {
         None
     }
 
+    /// The bytes received from the client and still buffered, from the start of the stream
+    /// (`req.payload`, `req.ssl_sni` and the other TLS hello fetches of `tcp-request
+    /// content` rules). `None` when the stage has no such buffer.
+    fn request_payload(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// The part of the HTTP request body received so far, decoded from its framing
+    /// (`req.body`, `req.body_param`...). `None` when there is no body buffer.
+    fn request_body(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// Whether the content inspection period is over (`wait_end`, the `WAIT_END` ACL). The
     /// default is true: in HTTP rules the head is complete.
     fn inspection_ended(&self) -> bool {

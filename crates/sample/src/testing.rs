@@ -33,6 +33,8 @@ pub(crate) struct TestCtx {
     pub buffered: Option<usize>,
     pub inspection_ended: bool,
     pub utc_offset: i32,
+    pub payload: Option<Vec<u8>>,
+    pub body: Option<Vec<u8>>,
     pub facts: Option<Box<dyn LogFacts>>,
 }
 
@@ -59,6 +61,8 @@ impl TestCtx {
             buffered: None,
             inspection_ended: true,
             utc_offset: 0,
+            payload: None,
+            body: None,
             facts: None,
         }
     }
@@ -141,6 +145,12 @@ impl Context for TestCtx {
     }
     fn inspection_ended(&self) -> bool {
         self.inspection_ended
+    }
+    fn request_payload(&self) -> Option<&[u8]> {
+        self.payload.as_deref()
+    }
+    fn request_body(&self) -> Option<&[u8]> {
+        self.body.as_deref()
     }
     fn utc_offset(&self, _at: SystemTime) -> i32 {
         self.utc_offset
