@@ -74,6 +74,11 @@ pub trait Context {
         None
     }
 
+    /// Stores `value` in variable `name` (`set-var` converter). The default ignores it, for
+    /// contexts without variables; an implementation copies what it keeps
+    /// ([`Sample::into_owned`]) and uses interior mutability, since fetches only get `&self`.
+    fn set_var(&self, _name: &str, _value: Sample<'_>) {}
+
     /// A counter of backend `backend`, or of the stream's backend when `None`.
     fn backend_stat(&self, _backend: Option<&str>, _stat: BackendStat) -> Option<i64> {
         None

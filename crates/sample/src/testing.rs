@@ -35,6 +35,8 @@ pub(crate) struct TestCtx {
     pub utc_offset: i32,
     pub payload: Option<Vec<u8>>,
     pub body: Option<Vec<u8>>,
+    /// What `set_var` stored, in order.
+    pub stored: std::cell::RefCell<Vec<(String, Sample<'static>)>>,
     pub facts: Option<Box<dyn LogFacts>>,
 }
 
@@ -63,6 +65,7 @@ impl TestCtx {
             utc_offset: 0,
             payload: None,
             body: None,
+            stored: std::cell::RefCell::default(),
             facts: None,
         }
     }
@@ -145,6 +148,11 @@ impl Context for TestCtx {
     }
     fn inspection_ended(&self) -> bool {
         self.inspection_ended
+    }
+    fn set_var(&self, name: &str, value: Sample<'_>) {
+        self.stored
+            .borrow_mut()
+            .push((name.to_string(), value.into_owned()));
     }
     fn request_payload(&self) -> Option<&[u8]> {
         self.payload.as_deref()
