@@ -24,8 +24,8 @@
 //! answer yet.
 //!
 //! Not available yet: fetches of a TLS connection Sluice terminates (`ssl_fc_sni`...),
-//! stick-table fetches and converters, `http_auth`, captures, the `ms_ltime`/`ms_utime`
-//! converters, and the `RDP_COOKIE` predefined ACL.
+//! stick-table fetches and converters, `http_auth`, captures, and the `RDP_COOKIE`
+//! predefined ACL.
 
 mod acl;
 mod args;

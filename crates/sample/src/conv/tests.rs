@@ -550,6 +550,18 @@ fn dates() {
     );
     assert_eq!(t("int(1704164645),ltime(%H:%M)").as_deref(), Some("03:04"));
     assert_eq!(
+        t("int(1704164645678),ms_utime(\"%H:%M:%S.%3N\",-1000)").as_deref(),
+        Some("03:04:04.678")
+    );
+    assert_eq!(
+        text("int(1704164645678901),us_ltime(%H:%M:%S.%6N)", &ctx).as_deref(),
+        Some("05:04:05.678901")
+    );
+    assert_eq!(
+        t("int(-1),ms_utime(%F %T.%3N)").as_deref(),
+        Some("1969-12-31 23:59:59.999")
+    );
+    assert_eq!(
         t("int(784887151),http_date").as_deref(),
         Some("Tue, 15 Nov 1994 08:12:31 GMT")
     );
