@@ -127,6 +127,14 @@ impl Context for StreamView<'_> {
         self.payload.map(<[u8]>::len)
     }
 
+    fn request_payload(&self) -> Option<&[u8]> {
+        self.payload
+    }
+
+    fn set_var(&self, name: &str, value: Sample<'_>) {
+        self.vars.set(name, value);
+    }
+
     fn inspection_ended(&self) -> bool {
         self.inspection_ended
     }

@@ -192,6 +192,16 @@ pub(crate) fn parse_acl_expr(words: &[String], maps: &MapStore) -> Result<AclExp
         derived = Some(method);
     }
     let expr = Expr::from_calls(criterion, calls, maps).map_err(in_expr)?;
+    // The payload fetches match hexadecimal binary patterns by default (§7.3.5 "ACL
+    // derivatives").
+    if derived.is_none()
+        && matches!(
+            expr.fetch_name(),
+            "req.payload" | "payload" | "req.payload_lv" | "payload_lv"
+        )
+    {
+        derived = Some(MatchMethod::Bin);
+    }
 
     let mut icase = false;
     let mut map_mode = false;

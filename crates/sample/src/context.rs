@@ -74,6 +74,11 @@ pub trait Context {
         None
     }
 
+    /// Stores `value` in variable `name` (`set-var` converter). The default ignores it, for
+    /// contexts without variables; an implementation copies what it keeps
+    /// ([`Sample::into_owned`]) and uses interior mutability, since fetches only get `&self`.
+    fn set_var(&self, _name: &str, _value: Sample<'_>) {}
+
     /// A counter of backend `backend`, or of the stream's backend when `None`.
     fn backend_stat(&self, _backend: Option<&str>, _stat: BackendStat) -> Option<i64> {
         None
@@ -86,6 +91,19 @@ pub trait Context {
 
     /// Bytes waiting in the request buffer (`req.len`, the `REQ_CONTENT` ACL).
     fn request_buffered(&self) -> Option<usize> {
+        None
+    }
+
+    /// The bytes received from the client and still buffered, from the start of the stream
+    /// (`req.payload`, `req.ssl_sni` and the other TLS hello fetches of `tcp-request
+    /// content` rules). `None` when the stage has no such buffer.
+    fn request_payload(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// The part of the HTTP request body received so far, decoded from its framing
+    /// (`req.body`, `req.body_param`...). `None` when there is no body buffer.
+    fn request_body(&self) -> Option<&[u8]> {
         None
     }
 

@@ -19,9 +19,13 @@
 //! neither allocates when the data stays borrowed from the request buffer. Pattern and map
 //! files go through one [`MapStore`] so each is read once. Nothing here panics on any input.
 //!
-//! Not available yet (they need proxy plumbing): body and payload fetches (`req.body`,
-//! `req.payload`...), TLS fetches (`ssl_sni`...), stick-table fetches and converters,
-//! `http_auth`, captures, `json_query`, and the `RDP_COOKIE` predefined ACL.
+//! Payload, TLS hello and body fetches (`req.payload`, `req.ssl_sni`, `req.body`...) read
+//! [`Context::request_payload`] and [`Context::request_body`], which the proxy does not
+//! answer yet.
+//!
+//! Not available yet: fetches of a TLS connection Sluice terminates (`ssl_fc_sni`...),
+//! stick-table fetches and converters, `http_auth`, captures, and the `RDP_COOKIE`
+//! predefined ACL.
 
 mod acl;
 mod args;

@@ -266,65 +266,27 @@ enum Alias {
     Http(HttpPart),
 }
 
+/// A date alias (table shorthand).
+const fn date(request: bool, style: DateStyle) -> Alias {
+    Alias::Date { request, style }
+}
+
+/// A header-capture alias (table shorthand).
+const fn captures(response: bool, list: bool) -> Alias {
+    Alias::Captures { response, list }
+}
+
 /// The aliases of §8.2.6's table.
 const ALIASES: &[(&str, Alias)] = &[
     ("o", Alias::Defaults),
-    (
-        "t",
-        Alias::Date {
-            request: false,
-            style: DateStyle::LocalMillis,
-        },
-    ),
-    (
-        "T",
-        Alias::Date {
-            request: false,
-            style: DateStyle::Utc,
-        },
-    ),
-    (
-        "Tl",
-        Alias::Date {
-            request: false,
-            style: DateStyle::Local,
-        },
-    ),
-    (
-        "Ts",
-        Alias::Date {
-            request: false,
-            style: DateStyle::Unix,
-        },
-    ),
-    (
-        "ms",
-        Alias::Date {
-            request: false,
-            style: DateStyle::Millis,
-        },
-    ),
-    (
-        "tr",
-        Alias::Date {
-            request: true,
-            style: DateStyle::LocalMillis,
-        },
-    ),
-    (
-        "trg",
-        Alias::Date {
-            request: true,
-            style: DateStyle::Utc,
-        },
-    ),
-    (
-        "trl",
-        Alias::Date {
-            request: true,
-            style: DateStyle::Local,
-        },
-    ),
+    ("t", date(false, DateStyle::LocalMillis)),
+    ("T", date(false, DateStyle::Utc)),
+    ("Tl", date(false, DateStyle::Local)),
+    ("Ts", date(false, DateStyle::Unix)),
+    ("ms", date(false, DateStyle::Millis)),
+    ("tr", date(true, DateStyle::LocalMillis)),
+    ("trg", date(true, DateStyle::Utc)),
+    ("trl", date(true, DateStyle::Local)),
     ("Ta", Alias::Number(LogNumber::Active)),
     ("Tc", Alias::Number(LogNumber::Connect)),
     ("Td", Alias::Number(LogNumber::Data)),
@@ -376,34 +338,10 @@ const ALIASES: &[(&str, Alias)] = &[
     ("ft", Alias::FrontendTransport),
     ("b", Alias::BackendName),
     ("s", Alias::ServerName),
-    (
-        "hr",
-        Alias::Captures {
-            response: false,
-            list: false,
-        },
-    ),
-    (
-        "hrl",
-        Alias::Captures {
-            response: false,
-            list: true,
-        },
-    ),
-    (
-        "hs",
-        Alias::Captures {
-            response: true,
-            list: false,
-        },
-    ),
-    (
-        "hsl",
-        Alias::Captures {
-            response: true,
-            list: true,
-        },
-    ),
+    ("hr", captures(false, false)),
+    ("hrl", captures(false, true)),
+    ("hs", captures(true, false)),
+    ("hsl", captures(true, true)),
 ];
 
 /// One piece of a format.

@@ -33,6 +33,10 @@ pub(crate) struct TestCtx {
     pub buffered: Option<usize>,
     pub inspection_ended: bool,
     pub utc_offset: i32,
+    pub payload: Option<Vec<u8>>,
+    pub body: Option<Vec<u8>>,
+    /// What `set_var` stored, in order.
+    pub stored: std::cell::RefCell<Vec<(String, Sample<'static>)>>,
     pub facts: Option<Box<dyn LogFacts>>,
 }
 
@@ -59,6 +63,9 @@ impl TestCtx {
             buffered: None,
             inspection_ended: true,
             utc_offset: 0,
+            payload: None,
+            body: None,
+            stored: std::cell::RefCell::default(),
             facts: None,
         }
     }
@@ -141,6 +148,17 @@ impl Context for TestCtx {
     }
     fn inspection_ended(&self) -> bool {
         self.inspection_ended
+    }
+    fn set_var(&self, name: &str, value: Sample<'_>) {
+        self.stored
+            .borrow_mut()
+            .push((name.to_string(), value.into_owned()));
+    }
+    fn request_payload(&self) -> Option<&[u8]> {
+        self.payload.as_deref()
+    }
+    fn request_body(&self) -> Option<&[u8]> {
+        self.body.as_deref()
     }
     fn utc_offset(&self, _at: SystemTime) -> i32 {
         self.utc_offset

@@ -146,15 +146,16 @@ pub(crate) fn write_http_date(secs: i64, out: &mut Vec<u8>) {
     );
 }
 
-/// Formats `secs` (seconds since the epoch, UTC) shifted by `offset` seconds the way
-/// `strftime(3)` does with `format`. `zone` is what `%Z` prints (the numeric offset when
-/// `None`: the crate knows no zone names). Supported conversions:
+/// Formats `secs` (seconds since the epoch, UTC) plus `nanos` nanoseconds, shifted by
+/// `offset` seconds, the way `strftime(3)` does with `format`. `zone` is what `%Z` prints
+/// (the numeric offset when `None`: the crate knows no zone names). Supported conversions:
 /// `%a %A %b %h %B %C %d %D %e %F %H %I %j %k %l %m %M %n %p %R %s %S %t %T %u %w %y %Y %z
-/// %Z %%`; any other conversion is copied as written, so a typo shows in the output instead
-/// of vanishing.
+/// %Z %%`, and date(1)'s `%N` (nanoseconds, `%3N` for the first three digits...) that
+/// `ms_ltime` documents; any other conversion is copied as written, so a typo shows in the
+/// output instead of vanishing.
 pub(crate) fn strftime(
     format: &[u8],
-    secs: i64,
+    (secs, nanos): (i64, u32),
     offset: i32,
     zone: Option<&str>,
     out: &mut Vec<u8>,
@@ -175,6 +176,19 @@ pub(crate) fn strftime(
             out.push(b'%');
             break;
         };
+        let width = match conv {
+            b'N' => Some(9),
+            b'1'..=b'9' if bytes.as_slice().first() == Some(&b'N') => {
+                bytes.next();
+                Some(usize::from(conv - b'0'))
+            }
+            _ => None,
+        };
+        if let Some(width) = width {
+            let digits = format!("{:09}", nanos.min(999_999_999));
+            out.extend_from_slice(digits.as_bytes().get(..width).unwrap_or_default());
+            continue;
+        }
         let _ = match conv {
             b'a' => write!(out, "{}", name(&DAYS, c.weekday)),
             b'A' => write!(out, "{}", name(&DAYS_FULL, c.weekday)),
@@ -236,7 +250,7 @@ mod tests {
 
     fn fmt(format: &str, secs: i64, offset: i32) -> String {
         let mut out = Vec::new();
-        strftime(format.as_bytes(), secs, offset, Some("UTC"), &mut out);
+        strftime(format.as_bytes(), (secs, 0), offset, Some("UTC"), &mut out);
         String::from_utf8_lossy(&out).into_owned()
     }
 
@@ -259,6 +273,9 @@ mod tests {
         assert_eq!(fmt("%F %j", 1_709_251_200, 0), "2024-03-01 061");
         assert_eq!(fmt("%F %T %a", -1, 0), "1969-12-31 23:59:59 Wed");
         assert_eq!(fmt("%z", 0, -(9 * 3600 + 30 * 60)), "-0930");
+        let mut out = Vec::new();
+        strftime(b"%S.%3N|%6N|%N|%0N", (5, 12_345_678), 0, None, &mut out);
+        assert_eq!(out, b"05.012|012345|012345678|%0N");
     }
 
     #[test]

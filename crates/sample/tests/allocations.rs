@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::SystemTime;
 
 use sluice_http::{Limits, Parse, RequestHead, ResponseHead, parse_request};
-use sluice_sample::{AclSet, Condition, Context, Expr, MapStore, Sample};
+use sluice_sample::{AclSet, Condition, Context, Expr, LogFormat, MapStore, Sample};
 
 struct Counting;
 
@@ -155,4 +155,27 @@ fn conditions_allocate_nothing_after_the_first_evaluation() {
         assert!(matches!(upper.eval(&ctx), Some(Sample::Str(_))));
     });
     assert_eq!(n, 1);
+}
+
+#[test]
+fn log_formats_allocate_only_their_output() {
+    let ctx = ctx();
+    let maps = MapStore::new();
+    let format = LogFormat::parse_log(
+        "%ci:%cp [%t] %f %b/%s %{+Q}r %ST %B %[req.hdr(host),lower] %{+Q,+E}[path] %HQ %Tt %ts",
+        &maps,
+    )
+    .unwrap();
+    let mut out = Vec::with_capacity(1024);
+    format.render(&ctx, &mut out);
+    let first = out.clone();
+    out.clear();
+    let n = allocations_of(|| format.render(&ctx, &mut out));
+    assert_eq!(n, 0, "allocated {n} times");
+    assert_eq!(out, first);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "10.1.2.3:5000 [-] fe fe/<NOSRV> \"GET /images/png/logo.png?x=1 HTTP/1.1\" - - \
+www.example.com \"/images/png/logo.png\" ?x=1 - -"
+    );
 }

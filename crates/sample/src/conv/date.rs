@@ -1,5 +1,5 @@
-//! Date converters (configuration.txt §7.3.1 `ltime`, `utime`, `http_date`): an integer
-//! date since the epoch turned into text.
+//! Date converters (configuration.txt §7.3.1 `ltime`, `utime`, their `ms_` and `us_`
+//! variants, `http_date`): an integer date since the epoch turned into text.
 //!
 //! Formatting is done by the crate's own `strftime` subset, so the output does not depend
 //! on the C library; local time is UTC shifted by the offset the
@@ -13,25 +13,37 @@ use crate::context::Context;
 use crate::time::{strftime, write_http_date};
 use crate::value::{Sample, SampleType};
 
-/// `ltime(format[,offset])` and `utime(format[,offset])`.
+/// `ltime(format[,offset])` and `utime(format[,offset])`, and their `ms_`/`us_` forms
+/// whose input and offset count `divisor`ths of seconds.
 #[derive(Debug)]
 struct Strftime {
     format: Vec<u8>,
     offset: i64,
     local: bool,
+    divisor: i64,
 }
 
 impl Convert for Strftime {
     fn convert<'a>(&'a self, input: Sample<'a>, ctx: &'a dyn Context) -> Option<Sample<'a>> {
-        let secs = into_int(&input)?.saturating_add(self.offset);
+        let value = into_int(&input)?.saturating_add(self.offset);
+        let secs = value.div_euclid(self.divisor);
+        let fraction = value.rem_euclid(self.divisor);
+        let nanos =
+            u32::try_from(fraction.saturating_mul(1_000_000_000 / self.divisor)).unwrap_or(0);
         let mut out = Vec::with_capacity(self.format.len() + 16);
         if self.local {
             // The offset is looked up for the date itself (summer time may differ from now);
             // dates before the epoch use the epoch's offset.
             let at = UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
-            strftime(&self.format, secs, ctx.utc_offset(at), None, &mut out);
+            strftime(
+                &self.format,
+                (secs, nanos),
+                ctx.utc_offset(at),
+                None,
+                &mut out,
+            );
         } else {
-            strftime(&self.format, secs, 0, Some("GMT"), &mut out);
+            strftime(&self.format, (secs, nanos), 0, Some("GMT"), &mut out);
         }
         Some(Sample::owned_str(out))
     }
@@ -56,12 +68,18 @@ impl Convert for HttpDate {
 fn build_strftime(b: &ConvBuild<'_>) -> Result<Built, String> {
     let format = str_arg(b.args, 0).unwrap_or("").as_bytes().to_vec();
     let offset = int_arg(b.args, 1)?.unwrap_or(0);
-    let local = b.name == "ltime";
+    let local = b.name.ends_with("ltime");
+    let divisor = match b.name.split_once('_') {
+        Some(("ms", _)) => 1_000,
+        Some(("us", _)) => 1_000_000,
+        _ => 1,
+    };
     Built::new(
         Strftime {
             format,
             offset,
             local,
+            divisor,
         },
         SampleType::Str,
     )
@@ -88,5 +106,9 @@ const INT: Option<SampleType> = Some(SampleType::Int);
 pub(super) static CONVERTERS: Table = &[
     ("ltime", def(1, 2, INT, build_strftime)),
     ("utime", def(1, 2, INT, build_strftime)),
+    ("ms_ltime", def(1, 2, INT, build_strftime)),
+    ("ms_utime", def(1, 2, INT, build_strftime)),
+    ("us_ltime", def(1, 2, INT, build_strftime)),
+    ("us_utime", def(1, 2, INT, build_strftime)),
     ("http_date", def(0, 2, INT, build_http_date)),
 ];

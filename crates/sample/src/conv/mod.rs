@@ -9,14 +9,16 @@
 //! Converters that only slice their input return borrowed data. The families live in
 //! submodules: `text` (case, slicing, fields, regsub, concatenation), `encode` (base64, hex,
 //! JSON, URL encoding), `arith` (integers, booleans, ipmask), `date` (`ltime`, `utime`, `http_date`), `hash` (checksums, digests,
-//! HMAC), `map` (map files). Read [`Convert`] first.
+//! HMAC), `map` (map files), `json` (`json_query`), `var` (`set-var`). Read [`Convert`] first.
 
 mod arith;
 mod date;
 mod encode;
 mod hash;
+mod json;
 mod map;
 mod text;
+mod var;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -85,6 +87,7 @@ pub(crate) fn lookup(name: &str) -> Option<ConvDef> {
         arith::CONVERTERS,
         hash::CONVERTERS,
         date::CONVERTERS,
+        OTHERS,
     ];
     tables
         .iter()
@@ -93,6 +96,13 @@ pub(crate) fn lookup(name: &str) -> Option<ConvDef> {
         .map(|(_, def)| *def)
         .or_else(|| map::lookup(name))
 }
+
+/// Converters with a module of their own.
+static OTHERS: Table = &[
+    ("json_query", def(1, 2, Some(SampleType::Str), json::build)),
+    // At most four conditions, as HAProxy allows.
+    ("set-var", def(1, 5, None, var::build)),
+];
 
 /// A converter table: keyword and definition.
 pub(crate) type Table = &'static [(&'static str, ConvDef)];

@@ -550,6 +550,18 @@ fn dates() {
     );
     assert_eq!(t("int(1704164645),ltime(%H:%M)").as_deref(), Some("03:04"));
     assert_eq!(
+        t("int(1704164645678),ms_utime(\"%H:%M:%S.%3N\",-1000)").as_deref(),
+        Some("03:04:04.678")
+    );
+    assert_eq!(
+        text("int(1704164645678901),us_ltime(%H:%M:%S.%6N)", &ctx).as_deref(),
+        Some("05:04:05.678901")
+    );
+    assert_eq!(
+        t("int(-1),ms_utime(%F %T.%3N)").as_deref(),
+        Some("1969-12-31 23:59:59.999")
+    );
+    assert_eq!(
         t("int(784887151),http_date").as_deref(),
         Some("Tue, 15 Nov 1994 08:12:31 GMT")
     );
@@ -568,5 +580,119 @@ fn dates() {
     assert_eq!(
         parse_err("int(1),utime"),
         "converter 'utime' : missing arguments (got 0/1)"
+    );
+}
+
+fn jq(doc: &str, query: &str) -> Option<Sample<'static>> {
+    let mut ctx = TestCtx::new();
+    ctx.body = Some(doc.as_bytes().to_vec());
+    eval(&format!("req.body,json_query({query})"), &ctx)
+}
+
+#[test]
+fn json_query() {
+    let doc = r#"{ "integer": 4, "float": 1.5, "big": 123456789, "tiny": 0.00001,
+        "my.key": "myvalue", "boolean-false": false, "t": true, "nothing": null,
+        "esc": "a\"b\\c\u00e9\ud83d\ude00\n", "obj": {"a": [10, {"b": "deep"}, "x]"]},
+        "roles": ["manage-account", "view-profile"], "empty": [], "neg": -2.7 }"#;
+    assert_eq!(jq(doc, "'$.integer','int'"), Some(Sample::Int(4)));
+    assert_eq!(jq(doc, "'$.integer'"), Some(s("4")));
+    assert_eq!(jq(doc, "'$.float'"), Some(s("1.5")));
+    assert_eq!(jq(doc, "'$.big'"), Some(s("1.23457e+08")));
+    assert_eq!(jq(doc, "'$.tiny'"), Some(s("1e-05")));
+    assert_eq!(jq(doc, "'$.neg',int"), Some(Sample::Int(-2)));
+    assert_eq!(jq(doc, "'$.my\\\\.key'"), Some(s("myvalue")));
+    assert_eq!(jq(doc, "\"$['my.key']\""), Some(s("myvalue")));
+    assert_eq!(jq(doc, "'$.boolean-false'"), Some(Sample::Bool(false)));
+    assert_eq!(jq(doc, "'$.t'"), Some(Sample::Bool(true)));
+    assert_eq!(jq(doc, "'$.esc'"), Some(s("a\"b\\cé😀\n")));
+    assert_eq!(jq(doc, "'$.obj.a[0]',int"), Some(Sample::Int(10)));
+    assert_eq!(jq(doc, "'$.obj.a[1].b'"), Some(s("deep")));
+    assert_eq!(jq(doc, "'$.obj.a[2]'"), Some(s("x]")));
+    assert_eq!(
+        jq(doc, "'$.roles'"),
+        Some(s(r#"["manage-account", "view-profile"]"#))
+    );
+    assert_eq!(jq(doc, "'$.roles[1]'"), Some(s("view-profile")));
+    // Missing, out of range, null, objects, type mismatches: no sample.
+    for query in [
+        "'$.nope'",
+        "'$.roles[2]'",
+        "'$.empty[0]'",
+        "'$.nothing'",
+        "'$.obj'",
+        "'$.esc',int",
+        "'$.integer.x'",
+        "'$.roles.x'",
+    ] {
+        assert_eq!(jq(doc, query), None, "{query}");
+    }
+    assert_eq!(
+        parse_err("str(x),json_query(a.b)"),
+        "converter 'json_query' : invalid json path 'a.b'"
+    );
+    assert_eq!(
+        parse_err("str(x),json_query($.a,float)"),
+        "converter 'json_query' : invalid output type 'float' (expected 'int' or 'string')"
+    );
+    assert_eq!(
+        parse_err("str(x),json_query($[x])"),
+        "converter 'json_query' : invalid json path '$[x]'"
+    );
+}
+
+#[test]
+fn json_query_survives_garbage() {
+    let doc = br#"{"a":[1,{"b":"c"}],"d":"\u00e9","e":[[[[]]]]}"#;
+    // Every prefix, and deep nesting, must fail quietly or answer.
+    for n in 0..=doc.len() {
+        let text = String::from_utf8_lossy(&doc[..n]).into_owned();
+        for q in ["'$.a[1].b'", "'$.d'", "'$.e'", "'$.a[0]',int"] {
+            let _ = jq(&text, q);
+        }
+    }
+    let deep = "[".repeat(100_000);
+    assert_eq!(jq(&deep, "'$[0]'"), None);
+    assert_eq!(jq("{\"a\":\"\\ud800\"}", "'$.a'"), None);
+    assert_eq!(jq("{\"a\":1e999}", "'$.a',int"), None);
+}
+
+#[test]
+fn set_var_converter() {
+    let ctx = TestCtx::new().var("txn.old", Sample::Int(5));
+    assert_eq!(
+        text("str(abc),set-var(txn.x),upper", &ctx).as_deref(),
+        Some("ABC")
+    );
+    assert_eq!(eval("int(7),set-var(txn.n)", &ctx), Some(Sample::Int(7)));
+    // Conditions: the store is skipped, the sample still flows.
+    assert_eq!(
+        text("str(),set-var(txn.e,ifnotempty)", &ctx).as_deref(),
+        Some("")
+    );
+    eval("int(9),set-var(txn.old,ifexists,iflt)", &ctx);
+    eval("int(1),set-var(txn.old,iflt)", &ctx);
+    eval("int(2),set-var(txn.new,ifnotexists,ifgt)", &ctx);
+    eval("int(3),set-var(txn.new,ifexists)", &ctx);
+    let stored: Vec<(String, Sample<'static>)> = ctx.stored.borrow().clone();
+    assert_eq!(
+        stored,
+        [
+            ("txn.x".to_string(), s("abc")),
+            ("txn.n".to_string(), Sample::Int(7)),
+            ("txn.old".to_string(), Sample::Int(9)),
+            ("txn.new".to_string(), Sample::Int(2)),
+        ]
+    );
+    // The output type is the input's.
+    let expr = Expr::parse("int(1),set-var(txn.a)", &MapStore::new()).unwrap();
+    assert_eq!(expr.out_type(), crate::SampleType::Int);
+    assert_eq!(
+        parse_err("str(x),set-var(x)"),
+        "converter 'set-var' : invalid variable name 'x' at position 1 (expected proc., sess., txn., req., res. or check. followed by a name)"
+    );
+    assert_eq!(
+        parse_err("str(x),set-var(txn.a,ifbig)"),
+        "converter 'set-var' : unknown condition 'ifbig' at position 2"
     );
 }

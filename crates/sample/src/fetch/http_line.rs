@@ -135,6 +135,7 @@ impl Line {
             Line::ProtoHttp => Some(Sample::Bool(ctx.request().is_some())),
             Line::ReqLen => ctx
                 .request_buffered()
+                .or_else(|| ctx.request_payload().map(<[u8]>::len))
                 .map(|n| Sample::Int(i64::try_from(n).unwrap_or(i64::MAX))),
         };
         emit(value, out)

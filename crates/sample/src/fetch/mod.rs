@@ -8,13 +8,16 @@
 //! header, all cookies of a name) when an ACL iterates over them, stopping as soon as the
 //! sink says so. The families live in submodules: `internal` (constants, environment,
 //! counters), `conn` (addresses, proxy names), `http_line` (method, URL, versions, status),
-//! `http_hdr` (header fields), `http_cookie` (cookies). Read [`Fetch::run`] first.
+//! `http_hdr` (header fields), `http_cookie` (cookies), `payload` (raw request bytes, the
+//! TLS hello parsed by `tls_hello`, the HTTP body). Read [`Fetch::run`] first.
 
 mod conn;
 mod http_cookie;
 mod http_hdr;
 mod http_line;
 mod internal;
+mod payload;
+mod tls_hello;
 
 pub(crate) use http_line::path_query;
 
@@ -55,6 +58,8 @@ pub(crate) enum Fetch {
     Hdr(http_hdr::Hdr),
     /// Cookies.
     Cookie(http_cookie::Cookie),
+    /// Raw request bytes: payload, TLS hello, body.
+    Payload(payload::Payload),
 }
 
 impl Fetch {
@@ -67,6 +72,7 @@ impl Fetch {
             Fetch::Line(f) => f.run(ctx, all, out),
             Fetch::Hdr(f) => f.run(ctx, all, out),
             Fetch::Cookie(f) => f.run(ctx, all, out),
+            Fetch::Payload(f) => f.run(ctx, all, out),
         }
     }
 }
@@ -79,6 +85,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FetchDef> {
         .chain(http_line::FETCHES)
         .chain(http_hdr::FETCHES)
         .chain(http_cookie::FETCHES)
+        .chain(payload::FETCHES)
         .find(|def| def.name == name)
 }
 

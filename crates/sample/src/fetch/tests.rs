@@ -406,3 +406,133 @@ fn iteration_for_acls() {
     }));
     assert_eq!(count, 2);
 }
+
+fn tcp(payload: &[u8]) -> TestCtx {
+    let mut ctx = TestCtx::new();
+    ctx.payload = Some(payload.to_vec());
+    ctx
+}
+
+#[test]
+fn payload_blocks() {
+    let ctx = tcp(b"\x00\x03abcdef");
+    assert_eq!(text("req.payload(2,3)", &ctx).as_deref(), Some("abc"));
+    assert_eq!(text("req.payload(4,0)", &ctx).as_deref(), Some("cdef"));
+    assert_eq!(text("payload(0,2),hex", &ctx).as_deref(), Some("0003"));
+    // Not all there (yet): no sample.
+    assert_eq!(eval("req.payload(6,3)", &ctx), None);
+    assert_eq!(eval("req.payload(9,0)", &ctx), None);
+    assert_eq!(text("req.payload(8,0)", &ctx).as_deref(), Some(""));
+    assert_eq!(text("req.payload_lv(0,2)", &ctx).as_deref(), Some("abc"));
+    assert_eq!(text("req.payload_lv(0,2,5)", &ctx).as_deref(), Some("def"));
+    assert_eq!(text("req.payload_lv(0,2,+1)", &ctx).as_deref(), Some("bcd"));
+    assert_eq!(text("payload_lv(0,2,-1)", &ctx).as_deref(), Some("\x03ab"));
+    assert_eq!(eval("req.payload_lv(0,2,+4)", &ctx), None);
+    assert_eq!(eval("req.payload_lv(0,2,-3)", &ctx), None);
+    assert_eq!(eval("req.len", &ctx), Some(Sample::Int(8)));
+    assert_eq!(eval("req.payload(0,1)", &TestCtx::new()), None);
+    assert_eq!(
+        parse_err("req.payload(-1,2)"),
+        "fetch method 'req.payload' : failed to parse '-1' as type 'positive integer' at position 1"
+    );
+    assert_eq!(
+        parse_err("req.payload_lv(0,9)"),
+        "fetch method 'req.payload_lv' : length size must be between 1 and 8 bytes (got 9)"
+    );
+    assert_eq!(
+        parse_err("req.payload_lv(0,1,+x)"),
+        "fetch method 'req.payload_lv' : failed to parse '+x' as type 'integer' at position 3"
+    );
+    // ACLs match payloads as hexadecimal binary by default.
+    assert!(crate::testing::matches("req.payload(0,2) 0003", &ctx));
+    assert!(!crate::testing::matches("req.payload(0,2) 0004", &ctx));
+}
+
+#[test]
+fn tls_hello_fetches() {
+    let hello = super::tls_hello::tests::client_hello();
+    let ctx = tcp(&hello);
+    assert_eq!(
+        text("req.ssl_sni", &ctx).as_deref(),
+        Some("www.example.com")
+    );
+    assert_eq!(
+        text("req_ssl_sni,upper", &ctx).as_deref(),
+        Some("WWW.EXAMPLE.COM")
+    );
+    assert_eq!(eval("req.ssl_hello_type", &ctx), Some(Sample::Int(1)));
+    assert_eq!(eval("req_ssl_hello_type", &ctx), Some(Sample::Int(1)));
+    assert_eq!(eval("req.ssl_ver", &ctx), Some(Sample::Int(0x30003)));
+    assert_eq!(eval("req_ssl_ver", &ctx), Some(Sample::Int(0x30003)));
+    assert_eq!(text("req.ssl_alpn", &ctx).as_deref(), Some("h2"));
+    assert_eq!(eval("req.ssl_ec_ext", &ctx), Some(Sample::Bool(true)));
+    assert_eq!(eval("req.ssl_st_ext", &ctx), Some(Sample::Int(1)));
+    // An ACL sees every ALPN protocol.
+    assert!(crate::testing::matches("req.ssl_alpn http/1.1", &ctx));
+    assert!(crate::testing::matches(
+        "req.ssl_sni -i WWW.example.com",
+        &ctx
+    ));
+    assert!(crate::testing::matches("req.ssl_hello_type 1", &ctx));
+    // Half a hello: nothing yet.
+    let half = tcp(&hello[..hello.len() / 2]);
+    for fetch in [
+        "req.ssl_sni",
+        "req.ssl_hello_type",
+        "req.ssl_ver",
+        "req.ssl_alpn",
+        "req.ssl_ec_ext",
+        "req.ssl_st_ext",
+    ] {
+        assert_eq!(eval(fetch, &half), None, "{fetch}");
+    }
+    // Plain HTTP is not TLS.
+    assert_eq!(eval("req.ssl_sni", &tcp(b"GET / HTTP/1.1\r\n\r\n")), None);
+}
+
+#[test]
+fn body_fetches() {
+    let mut ctx = TestCtx::request("POST /form HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n");
+    ctx.body = Some(b"user=bob&Pass=a%20b&flag&user=alice&x=".to_vec());
+    assert_eq!(
+        text("req.body", &ctx).as_deref(),
+        Some("user=bob&Pass=a%20b&flag&user=alice&x=")
+    );
+    assert_eq!(eval("req.body_len", &ctx), Some(Sample::Int(38)));
+    assert_eq!(eval("req.body_size", &ctx), Some(Sample::Int(40)));
+    assert_eq!(text("req.body_param(user)", &ctx).as_deref(), Some("bob"));
+    assert_eq!(text("req.body_param(pass)", &ctx), None);
+    assert_eq!(
+        text("req.body_param(pass,i)", &ctx).as_deref(),
+        Some("a%20b")
+    );
+    assert_eq!(text("req.body_param", &ctx).as_deref(), Some("bob"));
+    assert_eq!(text("req.body_param(x)", &ctx).as_deref(), Some(""));
+    assert_eq!(text("req.body_param(flag)", &ctx), None);
+    assert!(crate::testing::matches("req.body_param(user) alice", &ctx));
+    assert!(crate::testing::matches("req.body_param alice", &ctx));
+    assert_eq!(
+        parse_err("req.body_param(a,x)"),
+        "fetch method 'req.body_param' : failed to parse 'x' as type ''i'' at position 2"
+    );
+    // Chunked (no Content-Length): the size is what is there.
+    let mut chunked =
+        TestCtx::request("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    chunked.body = Some(b"abc".to_vec());
+    assert_eq!(eval("req.body_size", &chunked), Some(Sample::Int(3)));
+    assert_eq!(eval("req.body", &get()), None);
+    assert_eq!(eval("req.body_len", &get()), None);
+}
+
+#[test]
+fn payload_fetches_are_request_content_fetches() {
+    use crate::{Expr, MapStore, Stages};
+    for fetch in ["req.ssl_sni", "req.payload(0,1)", "req.body"] {
+        let expr = Expr::parse(fetch, &MapStore::new()).unwrap();
+        assert!(
+            expr.check_stages(Stages::TCP_REQ_CONTENT).is_ok(),
+            "{fetch}"
+        );
+        assert!(expr.check_stages(Stages::HTTP_RES).is_err(), "{fetch}");
+    }
+}

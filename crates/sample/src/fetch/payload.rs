@@ -1,0 +1,270 @@
+//! Fetches over raw request bytes (configuration.txt §7.3.5 and §7.3.6): `req.payload`,
+//! `req.payload_lv`, the TLS hello fetches (`req.ssl_sni`...) for `tcp-request content`
+//! rules, and the HTTP body fetches (`req.body`, `req.body_param`...).
+//!
+//! The payload fetches read [`Context::request_payload`], the bytes buffered from the
+//! client so far; the body fetches read [`Context::request_body`]. A fetch whose bytes are
+//! not all there yet produces no sample, so a content rule waiting for them
+//! (`tcp-request inspect-delay`) keeps waiting. The TLS parsing itself lives in
+//! `tls_hello`; everything here only slices.
+
+use std::borrow::Cow;
+
+use sluice_http::{header_name, header_value};
+
+use super::tls_hello::{self, ClientHello};
+use super::{Fetch, FetchDef, Sink, emit};
+use crate::args::{bad_arg, int_arg, str_arg};
+use crate::context::Context;
+use crate::stages::Source;
+use crate::value::{Sample, SampleType, parse_int_exact};
+
+/// A compiled payload, TLS or body fetch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Payload {
+    /// `req.payload(offset,length)`; length 0 means "to the end".
+    Block { offset: usize, length: usize },
+    /// `req.payload_lv(offset1,length[,offset2])`.
+    LengthValue {
+        len_offset: usize,
+        len_size: usize,
+        data: DataOffset,
+    },
+    /// `req.ssl_hello_type`.
+    HelloType,
+    /// `req.ssl_ver`.
+    SslVersion,
+    /// `req.ssl_sni`.
+    Sni,
+    /// `req.ssl_alpn`.
+    Alpn,
+    /// `req.ssl_ec_ext`.
+    EcExtension,
+    /// `req.ssl_st_ext`.
+    TicketExtension,
+    /// `req.body`.
+    Body,
+    /// `req.body_len`.
+    BodyLen,
+    /// `req.body_size`.
+    BodySize,
+    /// `req.body_param([name[,i]])`.
+    BodyParam { name: Option<String>, icase: bool },
+}
+
+/// Where `req.payload_lv`'s block starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DataOffset {
+    /// Right after the length field (no third argument).
+    AfterLength,
+    /// At this offset in the buffer.
+    Absolute(usize),
+    /// This many bytes after (or before) the end of the length field (`+n` / `-n`).
+    Relative(i64),
+}
+
+fn int<'a>(n: usize) -> Sample<'a> {
+    Sample::Int(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+impl Payload {
+    pub fn run<'a>(&'a self, ctx: &'a dyn Context, all: bool, out: Sink<'_, 'a>) -> bool {
+        let payload = || ctx.request_payload();
+        let hello = || payload().and_then(ClientHello::parse);
+        let value = match self {
+            Payload::Block { offset, length } => payload().and_then(|buf| {
+                let block = if *length == 0 {
+                    buf.get(*offset..)?
+                } else {
+                    buf.get(*offset..offset.checked_add(*length)?)?
+                };
+                Some(Sample::Bin(Cow::Borrowed(block)))
+            }),
+            Payload::LengthValue {
+                len_offset,
+                len_size,
+                data,
+            } => payload().and_then(|buf| length_value(buf, *len_offset, *len_size, *data)),
+            Payload::HelloType => payload().and_then(tls_hello::hello_type).map(Sample::Int),
+            Payload::SslVersion => payload().and_then(tls_hello::version).map(Sample::Int),
+            Payload::Sni => hello().and_then(|h| h.server_name()).map(Sample::str),
+            Payload::Alpn => {
+                let Some(h) = hello() else {
+                    return false;
+                };
+                // One protocol per value: the first as a sample, each for an ACL.
+                for name in h.alpn() {
+                    if out(Sample::str(name)) || !all {
+                        return true;
+                    }
+                }
+                return false;
+            }
+            Payload::EcExtension => hello().map(|h| Sample::Bool(h.has_supported_groups())),
+            Payload::TicketExtension => hello().map(|h| Sample::Int(h.session_ticket())),
+            Payload::Body => ctx.request_body().map(|b| Sample::Bin(Cow::Borrowed(b))),
+            Payload::BodyLen => ctx.request_body().map(|b| int(b.len())),
+            Payload::BodySize => content_length(ctx)
+                .map(Sample::Int)
+                .or_else(|| ctx.request_body().map(|b| int(b.len()))),
+            Payload::BodyParam { name, icase } => {
+                let Some(body) = ctx.request_body() else {
+                    return false;
+                };
+                for (key, value) in form_params(body) {
+                    let wanted = match name {
+                        None => true,
+                        Some(n) if *icase => key.eq_ignore_ascii_case(n.as_bytes()),
+                        Some(n) => key == n.as_bytes(),
+                    };
+                    if wanted && (out(Sample::str(value)) || !all) {
+                        return true;
+                    }
+                }
+                return false;
+            }
+        };
+        emit(value, out)
+    }
+}
+
+/// `req.payload_lv`: a big-endian length of `len_size` bytes at `len_offset`, then that
+/// many bytes where `data` says.
+fn length_value(
+    buf: &[u8],
+    len_offset: usize,
+    len_size: usize,
+    data: DataOffset,
+) -> Option<Sample<'_>> {
+    let field = buf.get(len_offset..len_offset.checked_add(len_size)?)?;
+    let length = field.iter().try_fold(0usize, |acc, &b| {
+        acc.checked_mul(256)?.checked_add(usize::from(b))
+    })?;
+    let after = len_offset.checked_add(len_size)?;
+    let start = match data {
+        DataOffset::AfterLength => after,
+        DataOffset::Absolute(at) => at,
+        DataOffset::Relative(delta) => {
+            let after = i64::try_from(after).ok()?;
+            usize::try_from(after.checked_add(delta)?).ok()?
+        }
+    };
+    buf.get(start..start.checked_add(length)?)
+        .map(|b| Sample::Bin(Cow::Borrowed(b)))
+}
+
+/// The request's Content-Length, when it has one that is a number.
+fn content_length(ctx: &dyn Context) -> Option<i64> {
+    let (buf, head) = ctx.request()?;
+    head.headers
+        .iter()
+        .find(|h| header_name(buf, h).eq_ignore_ascii_case(b"content-length"))
+        .and_then(|h| std::str::from_utf8(header_value(buf, h)).ok())
+        .and_then(parse_int_exact)
+}
+
+/// The `name=value` pairs of a url-encoded form, separated by `&`; parts without `=` are
+/// skipped. Values are returned as sent (no URL decoding, §7.3.6 `req.body_param`).
+fn form_params(body: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    body.split(|&b| b == b'&').filter_map(|part| {
+        let at = part.iter().position(|&b| b == b'=')?;
+        Some((part.get(..at)?, part.get(at + 1..)?))
+    })
+}
+
+/// A non-negative integer argument that fits in memory.
+fn offset_arg(args: &[String], index: usize) -> Result<usize, String> {
+    let text = str_arg(args, index).unwrap_or("");
+    int_arg(args, index)?
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| bad_arg(text, "positive integer", index))
+}
+
+fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
+    let payload = match def.name {
+        "req.payload" | "payload" => Payload::Block {
+            offset: offset_arg(args, 0)?,
+            length: offset_arg(args, 1)?,
+        },
+        "req.payload_lv" | "payload_lv" => {
+            let len_size = offset_arg(args, 1)?;
+            if !(1..=8).contains(&len_size) {
+                return Err(format!(
+                    "length size must be between 1 and 8 bytes (got {len_size})"
+                ));
+            }
+            let data = match str_arg(args, 2) {
+                None | Some("") => DataOffset::AfterLength,
+                Some(text) if text.starts_with(['+', '-']) => {
+                    let digits = text.strip_prefix('+').unwrap_or(text);
+                    DataOffset::Relative(
+                        parse_int_exact(digits).ok_or_else(|| bad_arg(text, "integer", 2))?,
+                    )
+                }
+                Some(_) => DataOffset::Absolute(offset_arg(args, 2)?),
+            };
+            Payload::LengthValue {
+                len_offset: offset_arg(args, 0)?,
+                len_size,
+                data,
+            }
+        }
+        "req.ssl_hello_type" | "req_ssl_hello_type" => Payload::HelloType,
+        "req.ssl_ver" | "req_ssl_ver" => Payload::SslVersion,
+        "req.ssl_sni" | "req_ssl_sni" => Payload::Sni,
+        "req.ssl_alpn" => Payload::Alpn,
+        "req.ssl_ec_ext" => Payload::EcExtension,
+        "req.ssl_st_ext" => Payload::TicketExtension,
+        "req.body" => Payload::Body,
+        "req.body_len" => Payload::BodyLen,
+        "req.body_size" => Payload::BodySize,
+        _ => {
+            let icase = match str_arg(args, 1) {
+                None | Some("") => false,
+                Some("i") => true,
+                Some(other) => return Err(bad_arg(other, "'i'", 1)),
+            };
+            Payload::BodyParam {
+                name: str_arg(args, 0)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string),
+                icase,
+            }
+        }
+    };
+    Ok(Fetch::Payload(payload))
+}
+
+macro_rules! def {
+    ($name:literal, $min:literal, $max:literal, $out:ident) => {
+        FetchDef {
+            name: $name,
+            min_args: $min,
+            max_args: $max,
+            out: SampleType::$out,
+            source: Source::RequestBuffer,
+            build,
+        }
+    };
+}
+
+/// The payload, TLS hello and body fetches.
+pub(super) static FETCHES: &[FetchDef] = &[
+    def!("req.payload", 2, 2, Bin),
+    def!("payload", 2, 2, Bin),
+    def!("req.payload_lv", 2, 3, Bin),
+    def!("payload_lv", 2, 3, Bin),
+    def!("req.ssl_hello_type", 0, 0, Int),
+    def!("req_ssl_hello_type", 0, 0, Int),
+    def!("req.ssl_ver", 0, 0, Int),
+    def!("req_ssl_ver", 0, 0, Int),
+    def!("req.ssl_sni", 0, 0, Str),
+    def!("req_ssl_sni", 0, 0, Str),
+    def!("req.ssl_alpn", 0, 0, Str),
+    def!("req.ssl_ec_ext", 0, 0, Bool),
+    def!("req.ssl_st_ext", 0, 0, Int),
+    def!("req.body", 0, 0, Bin),
+    def!("req.body_len", 0, 0, Int),
+    def!("req.body_size", 0, 0, Int),
+    def!("req.body_param", 0, 2, Str),
+];
