@@ -19,9 +19,10 @@
 //! neither allocates when the data stays borrowed from the request buffer. Pattern and map
 //! files go through one [`MapStore`] so each is read once. Nothing here panics on any input.
 //!
-//! Payload, TLS hello and body fetches (`req.payload`, `req.ssl_sni`, `req.body`...) read
-//! [`Context::request_payload`] and [`Context::request_body`], which the proxy does not
-//! answer yet.
+//! Payload and TLS hello fetches (`req.payload`, `req.ssl_sni`...) read
+//! [`Context::request_payload`], which the proxy answers during `mode tcp` content
+//! inspection; body fetches (`req.body`...) read [`Context::request_body`], which the proxy
+//! does not answer yet (it streams bodies without buffering them).
 //!
 //! Not available yet: fetches of a TLS connection Sluice terminates (`ssl_fc_sni`...),
 //! stick-table fetches and converters, `http_auth`, captures, and the `RDP_COOKIE`
