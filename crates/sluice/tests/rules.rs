@@ -533,3 +533,71 @@ backend echo
     assert!(closed.is_closed());
     assert!(closed.data().is_empty());
 }
+
+/// A minimal TLS 1.2 ClientHello record naming `sni` in its server_name extension.
+fn client_hello(sni: &str) -> Vec<u8> {
+    let name = sni.as_bytes();
+    let mut server_name = vec![0u8];
+    server_name.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    server_name.extend_from_slice(name);
+    let mut extension = vec![0, 0];
+    extension.extend_from_slice(&(server_name.len() as u16 + 2).to_be_bytes());
+    extension.extend_from_slice(&(server_name.len() as u16).to_be_bytes());
+    extension.extend_from_slice(&server_name);
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[7u8; 32]);
+    body.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
+    body.extend_from_slice(&(extension.len() as u16).to_be_bytes());
+    body.extend_from_slice(&extension);
+    let mut handshake = vec![1, 0];
+    handshake.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    handshake.extend_from_slice(&body);
+    let mut record = vec![0x16, 3, 1];
+    record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+    record.extend_from_slice(&handshake);
+    record
+}
+
+#[test]
+fn tls_passthrough_is_routed_by_sni_without_terminating_tls() {
+    let alpha = Backend::echo();
+    let beta = Backend::named("beta");
+    let config = format!(
+        "{TCP_DEFAULTS}
+frontend tls
+    {{bind}}
+    tcp-request inspect-delay 5s
+    tcp-request content accept if {{ req.ssl_hello_type 1 }}
+    use_backend alpha if {{ req.ssl_sni -i alpha.example.com }}
+    default_backend beta
+backend alpha
+    server s {}
+backend beta
+    server s {}
+",
+        alpha.addr(),
+        beta.addr()
+    );
+    let (_p, addr) = start(&config);
+    let hello = client_hello("ALPHA.example.com");
+    // Sent in two writes (which may reach the proxy as one or two pieces): the proxy waits
+    // until the whole record is there, then forwards every byte to the backend its SNI names.
+    let mut s = connect(addr);
+    s.write_all(&hello[..20]).unwrap();
+    s.flush().unwrap();
+    std::thread::yield_now();
+    s.write_all(&hello[20..]).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("expected the echo then a close");
+    };
+    assert_eq!(data, hello);
+
+    let mut s = connect(addr);
+    s.write_all(&client_hello("other.example.com")).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("expected the server's answer then a close");
+    };
+    assert!(String::from_utf8_lossy(&data).contains("beta"));
+}
