@@ -534,6 +534,14 @@ impl Balancer {
         self.refresh(index);
     }
 
+    /// Whether `index` is below its `maxconn` (always true without one).
+    pub fn has_room(&self, index: usize) -> bool {
+        match self.states.get(index).and_then(|s| s.maxconn) {
+            Some(limit) if limit > 0 => self.connections(index) < limit,
+            _ => true,
+        }
+    }
+
     /// Whether any server, active or backup, can be picked (ignoring `maxconn`).
     pub fn has_usable_server(&self) -> bool {
         self.active.members > 0 || self.backup.members > 0

@@ -78,6 +78,12 @@ pub struct ServerConf {
     /// `send-proxy-v2` (cleared by `no-send-proxy-v2`): a v2 header starts every connection;
     /// it wins over `send-proxy`, as in HAProxy.
     pub send_proxy_v2: bool,
+    /// `maxconn`: concurrent connections (requests in HTTP mode) the server is given; the
+    /// others wait in a queue. `None` (or 0) means no limit.
+    pub maxconn: Option<u32>,
+    /// `maxqueue`: requests that may wait in this server's own queue; past it, they are
+    /// balanced to another server. `None` (or 0) means no limit.
+    pub maxqueue: Option<u32>,
 }
 
 /// The PROXY protocol header a server receives.
@@ -124,6 +130,9 @@ pub struct Timeouts {
     pub http_request: Option<Duration>,
     /// `timeout http-keep-alive`: wait for the next request on a kept-alive connection.
     pub http_keep_alive: Option<Duration>,
+    /// `timeout queue`: how long a request may wait for a server slot (`timeout connect`
+    /// when unset, as in HAProxy).
+    pub queue: Option<Duration>,
 }
 
 /// What a `defaults`, `frontend`, `backend` or `listen` section says. Every field is optional
@@ -365,6 +374,7 @@ fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &m
         "server-fin" => (&mut t.server_fin, BACK),
         "http-request" => (&mut t.http_request, FRONT),
         "http-keep-alive" => (&mut t.http_keep_alive, FRONT),
+        "queue" => (&mut t.queue, BACK),
         _ => {
             diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
             return;
@@ -547,12 +557,25 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
         pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
         send_proxy_v1: false,
         send_proxy_v2: false,
+        maxconn: None,
+        maxqueue: None,
     };
     let mut i = 3;
     while i < d.words.len() {
         match d.words[i].as_str() {
             "weight" => {
                 server.weight = d.integer(i + 1, "a weight", 0, 256, diags)? as u32;
+                i += 1;
+            }
+            "maxconn" | "maxqueue" => {
+                let what = "a number of connections";
+                let n = d.integer(i + 1, what, 0, u64::from(u32::MAX), diags)? as u32;
+                let slot = if d.words[i] == "maxconn" {
+                    &mut server.maxconn
+                } else {
+                    &mut server.maxqueue
+                };
+                *slot = (n > 0).then_some(n);
                 i += 1;
             }
             "pool-max-conn" => {

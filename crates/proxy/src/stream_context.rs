@@ -144,10 +144,8 @@ impl Context for StreamView<'_> {
         Some(match stat {
             BackendStat::UsableServers => backend.usable_servers() as i64,
             BackendStat::Connections => backend.traffic.sessions.get() as i64,
-            // Sluice has no queues yet: nothing ever waits.
-            BackendStat::Queued => 0,
-            // Without server `maxconn`, the free slots are unlimited (-1, as HAProxy says).
-            BackendStat::FreeSlots => -1,
+            BackendStat::Queued => backend.queued() as i64,
+            BackendStat::FreeSlots => backend.free_slots(),
         })
     }
 
@@ -156,7 +154,7 @@ impl Context for StreamView<'_> {
         let (index, server) = backend.server_named(server)?;
         Some(match stat {
             ServerStat::Connections => server.traffic.sessions.get() as i64,
-            ServerStat::Queued => 0,
+            ServerStat::Queued => backend.server_queued(index) as i64,
             ServerStat::Up => i64::from(backend.is_server_usable(index)),
         })
     }

@@ -12,9 +12,9 @@ use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
-use sluice_runtime::proxy::{Backend, Frontend};
+use sluice_runtime::proxy::{Backend, Frontend, Unserved};
 use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 use tokio::io::AsyncWriteExt;
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`, and
@@ -62,7 +62,6 @@ pub async fn serve(
         retries: 0,
         request_line: None,
     };
-    record.timers.queue = Some(Duration::ZERO);
     // Only `balance source` has a key in TCP mode; the HTTP algorithms fall back to round robin.
     let source;
     let key = match backend.algorithm() {
@@ -72,15 +71,25 @@ pub async fn serve(
         }
         _ => None,
     };
-    match backend.pick_server(key) {
-        None => {
+    let queued_at = Instant::now();
+    let picked = backend.acquire_server(key).await;
+    record.timers.queue = Some(queued_at.elapsed());
+    match picked {
+        Err(unserved) => {
             backend.failed_connections.incr();
-            record.termination = Termination {
-                cause: Cause::ServerAbort,
-                phase: Phase::Connect,
+            // configuration.txt §8.5: "sQ" for a queue timeout, "SC" when no server was usable.
+            record.termination = match unserved {
+                Unserved::QueueTimeout => Termination {
+                    cause: Cause::ServerTimeout,
+                    phase: Phase::Queue,
+                },
+                _ => Termination {
+                    cause: Cause::ServerAbort,
+                    phase: Phase::Connect,
+                },
             };
         }
-        Some(lease) => {
+        Ok(lease) => {
             let server = lease.server();
             let _server_session = SessionMark::open(&server.traffic);
             record.server = Some(server.name());

@@ -9,9 +9,12 @@ use sluice_balance::{Algorithm, Balancer, PickInput, ServerState};
 use sluice_config::plan::{BackendPlan, FrontendPlan};
 use sluice_config::proxy::ServerConf;
 use sluice_net::stream::{self, Target};
+use std::collections::VecDeque;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
 /// A proxy's accepting side.
 #[derive(Debug)]
@@ -65,7 +68,7 @@ pub struct Backend {
     pub plan: BackendPlan,
     /// Servers, in declaration order.
     pub servers: Vec<Server>,
-    balancer: Mutex<Balancer>,
+    state: Mutex<Shared>,
     /// Sessions and bytes.
     pub traffic: Traffic,
     /// Connections that could not be established: every attempt failed, or no server was
@@ -75,6 +78,44 @@ pub struct Backend {
     pub retries: Counter,
     /// Invalid, missing or timed-out responses (`eresp`).
     pub response_errors: Counter,
+    /// Requests that waited in a queue longer than `timeout queue`.
+    pub queue_timeouts: Counter,
+}
+
+/// What server choice changes under the backend's lock: the balancer and the queues.
+#[derive(Debug)]
+struct Shared {
+    balancer: Balancer,
+    queues: Queues,
+}
+
+/// Requests waiting for a server slot (configuration.txt §5.2 `maxconn`, `maxqueue`): one
+/// queue for the backend (any server may serve them) and one per server (requests that
+/// must go to that server). Each waiter holds a ticket; a freed slot goes to the oldest
+/// ticket among its server's queue and the backend's.
+#[derive(Debug, Default)]
+struct Queues {
+    next_ticket: u64,
+    backend: VecDeque<Waiter>,
+    servers: Vec<VecDeque<Waiter>>,
+}
+
+/// A request waiting in a queue: woken with the index of the server whose slot it received.
+#[derive(Debug)]
+struct Waiter {
+    ticket: u64,
+    wake: oneshot::Sender<usize>,
+}
+
+/// Why no server could be given to a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unserved {
+    /// No server is usable: answer at once (503).
+    NoServer,
+    /// The request waited `timeout queue` without getting a slot (503, `sQ` in logs).
+    QueueTimeout,
+    /// The wanted server's own queue is full (`maxqueue`): balance instead.
+    QueueFull,
 }
 
 impl Backend {
@@ -93,7 +134,7 @@ impl Backend {
                 weight: s.conf.weight,
                 usable: !s.conf.disabled,
                 backup: s.conf.backup,
-                maxconn: None,
+                maxconn: s.conf.maxconn,
             })
             .collect();
         let ids: Vec<u32> = servers.iter().map(|s| s.id).collect();
@@ -105,15 +146,28 @@ impl Backend {
             plan.hash_balance_factor,
         )
         .with_ids(&ids);
+        let queues = Queues {
+            servers: servers.iter().map(|_| VecDeque::new()).collect(),
+            ..Queues::default()
+        };
         Backend {
-            balancer: Mutex::new(balancer),
+            state: Mutex::new(Shared { balancer, queues }),
             servers,
             plan,
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
             retries: Counter::default(),
             response_errors: Counter::default(),
+            queue_timeouts: Counter::default(),
         }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        // Every change under this lock leaves the state consistent before anything that could
+        // panic, so a poisoned lock is still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The proxy's name.
@@ -126,24 +180,63 @@ impl Backend {
         &self.plan.balance
     }
 
+    /// How long a request may wait in a queue: `timeout queue`, else `timeout connect`.
+    pub fn queue_timeout(&self) -> Option<Duration> {
+        self.plan.timeouts.queue.or(self.plan.timeouts.connect)
+    }
+
     /// The number of servers that can take traffic now (`nbsrv`).
     pub fn usable_servers(&self) -> usize {
-        let balancer = self
-            .balancer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let shared = self.lock();
         (0..self.servers.len())
-            .filter(|&i| balancer.state(i).is_some_and(|s| s.usable))
+            .filter(|&i| shared.balancer.state(i).is_some_and(|s| s.usable))
             .count()
     }
 
     /// Whether the server at `index` can take traffic now (`srv_is_up`).
     pub fn is_server_usable(&self, index: usize) -> bool {
-        let balancer = self
-            .balancer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        balancer.state(index).is_some_and(|s| s.usable)
+        self.lock().balancer.state(index).is_some_and(|s| s.usable)
+    }
+
+    /// Requests waiting in the backend's queue and its servers' (`queue`).
+    pub fn queued(&self) -> usize {
+        let shared = self.lock();
+        shared.queues.backend.len()
+            + shared
+                .queues
+                .servers
+                .iter()
+                .map(VecDeque::len)
+                .sum::<usize>()
+    }
+
+    /// Requests waiting in the queue of the server at `index` (`srv_queue`).
+    pub fn server_queued(&self, index: usize) -> usize {
+        self.lock()
+            .queues
+            .servers
+            .get(index)
+            .map_or(0, VecDeque::len)
+    }
+
+    /// Free connection slots of the usable servers plus free queue slots, or -1 when a limit is
+    /// unset (`connslots`, as HAProxy computes it).
+    pub fn free_slots(&self) -> i64 {
+        let shared = self.lock();
+        let mut free = 0i64;
+        for (i, server) in self.servers.iter().enumerate() {
+            if !shared.balancer.state(i).is_some_and(|s| s.usable) {
+                continue;
+            }
+            let (Some(maxconn), Some(maxqueue)) = (server.conf.maxconn, server.conf.maxqueue)
+            else {
+                return -1;
+            };
+            let busy = i64::from(shared.balancer.connections(i));
+            let waiting = shared.queues.servers.get(i).map_or(0, VecDeque::len) as i64;
+            free += (i64::from(maxconn) - busy).max(0) + (i64::from(maxqueue) - waiting).max(0);
+        }
+        free
     }
 
     /// The server named `name` and its index.
@@ -154,53 +247,156 @@ impl Backend {
             .find(|(_, s)| s.name() == name)
     }
 
-    /// Takes the server at `index` for a new connection (a `use-server` rule), if it is
-    /// usable; the lease counts the connection like [`Backend::pick_server`]'s.
-    pub fn lease_server(&self, index: usize) -> Option<ServerLease<'_>> {
-        let server = self.servers.get(index)?;
-        let mut balancer = self
-            .balancer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if !balancer.state(index).is_some_and(|s| s.usable) {
-            return None;
-        }
-        balancer.connection_started(index);
-        drop(balancer);
-        Some(ServerLease {
-            backend: self,
-            index,
-            server,
-        })
+    /// Chooses a server for a new connection (a request in HTTP mode) given the algorithm's
+    /// `key` (`None` when the algorithm uses none or it is missing: round robin then). When
+    /// every usable server is at its `maxconn`, the request waits in the backend's queue, in
+    /// arrival order, for at most [`Backend::queue_timeout`]. The lease counts the connection on
+    /// the server until it is dropped, which also hands the slot to the next waiter.
+    pub async fn acquire_server(&self, key: Option<&[u8]>) -> Result<ServerLease<'_>, Unserved> {
+        let waiting = {
+            let mut shared = self.lock();
+            let input = PickInput {
+                key,
+                random: next_random(),
+                exclude: None,
+            };
+            if let Some(index) = shared.balancer.pick(&input) {
+                return Ok(self.start(&mut shared, index));
+            }
+            if !shared.balancer.has_usable_server() {
+                return Err(Unserved::NoServer);
+            }
+            shared.queues.enqueue(None)
+        };
+        self.wait(waiting).await
     }
 
-    /// Chooses a server for a new connection given the algorithm's `key` (`None` when the
-    /// algorithm uses none or it is missing: round robin then), or `None` when no server is
-    /// usable. The returned lease counts the connection on the server until it is dropped, so
-    /// `leastconn` and `first` see live counts.
-    pub fn pick_server(&self, key: Option<&[u8]>) -> Option<ServerLease<'_>> {
-        let input = PickInput {
-            key,
-            random: next_random(),
-            exclude: None,
+    /// Takes the server at `index` (a `use-server` rule, a persistence cookie) if it is usable;
+    /// when it is at its `maxconn` the request waits in that server's own queue, unless the
+    /// queue holds `maxqueue` requests already ([`Unserved::QueueFull`]: balance instead).
+    pub async fn acquire_server_at(&self, index: usize) -> Result<ServerLease<'_>, Unserved> {
+        let waiting = {
+            let mut shared = self.lock();
+            let Some(server) = self.servers.get(index) else {
+                return Err(Unserved::NoServer);
+            };
+            if !shared.balancer.state(index).is_some_and(|s| s.usable) {
+                return Err(Unserved::NoServer);
+            }
+            if shared.balancer.has_room(index) {
+                return Ok(self.start(&mut shared, index));
+            }
+            let queued = shared.queues.servers.get(index).map_or(0, VecDeque::len);
+            if server
+                .conf
+                .maxqueue
+                .is_some_and(|max| queued >= max as usize)
+            {
+                return Err(Unserved::QueueFull);
+            }
+            shared.queues.enqueue(Some(index))
         };
-        let mut balancer = self
-            .balancer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let index = balancer.pick(&input)?;
-        balancer.connection_started(index);
-        drop(balancer);
-        let server = self.servers.get(index)?;
-        Some(ServerLease {
+        self.wait(waiting).await
+    }
+
+    fn start(&self, shared: &mut Shared, index: usize) -> ServerLease<'_> {
+        shared.balancer.connection_started(index);
+        ServerLease {
             backend: self,
             index,
-            server,
-        })
+            server: &self.servers[index],
+        }
+    }
+
+    /// Waits for a slot handed over by a finishing connection, or gives up after the queue
+    /// timeout (removing the ticket so queue lengths stay true).
+    async fn wait(
+        &self,
+        (ticket, woken): (u64, oneshot::Receiver<usize>),
+    ) -> Result<ServerLease<'_>, Unserved> {
+        let outcome = match self.queue_timeout() {
+            Some(limit) => tokio::time::timeout(limit, woken).await.ok(),
+            None => Some(woken.await),
+        };
+        match outcome {
+            Some(Ok(index)) => match self.servers.get(index) {
+                // The slot was counted for us by the one who handed it over.
+                Some(server) => Ok(ServerLease {
+                    backend: self,
+                    index,
+                    server,
+                }),
+                None => Err(Unserved::NoServer),
+            },
+            _ => {
+                let mut shared = self.lock();
+                shared.queues.remove(ticket);
+                drop(shared);
+                self.queue_timeouts.incr();
+                Err(Unserved::QueueTimeout)
+            }
+        }
+    }
+
+    /// Ends a connection of `index` and gives its slot to the oldest waiter that may use it.
+    fn release(&self, index: usize) {
+        let mut shared = self.lock();
+        shared.balancer.connection_ended(index);
+        while shared.balancer.state(index).is_some_and(|s| s.usable)
+            && shared.balancer.has_room(index)
+        {
+            let Some(waiter) = shared.queues.pop_for(index) else {
+                break;
+            };
+            // A waiter that gave up has dropped its receiver: try the next one.
+            if waiter.wake.send(index).is_ok() {
+                shared.balancer.connection_started(index);
+            }
+        }
     }
 }
 
-/// A server chosen for one connection; dropping it tells the balancer the connection ended.
+impl Queues {
+    /// Adds a waiter to the queue of `server` (or the backend's).
+    fn enqueue(&mut self, server: Option<usize>) -> (u64, oneshot::Receiver<usize>) {
+        let (wake, woken) = oneshot::channel();
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let queue = match server.and_then(|i| self.servers.get_mut(i)) {
+            Some(queue) => queue,
+            None => &mut self.backend,
+        };
+        queue.push_back(Waiter { ticket, wake });
+        (ticket, woken)
+    }
+
+    /// The oldest waiter that server `index` may serve: from its own queue or the backend's.
+    fn pop_for(&mut self, index: usize) -> Option<Waiter> {
+        let own = self
+            .servers
+            .get(index)
+            .and_then(|q| q.front())
+            .map(|w| w.ticket);
+        let shared = self.backend.front().map(|w| w.ticket);
+        match (own, shared) {
+            (Some(a), Some(b)) if b < a => self.backend.pop_front(),
+            (Some(_), _) => self.servers.get_mut(index)?.pop_front(),
+            (None, Some(_)) => self.backend.pop_front(),
+            (None, None) => None,
+        }
+    }
+
+    /// Forgets the waiter holding `ticket` (it gave up).
+    fn remove(&mut self, ticket: u64) {
+        self.backend.retain(|w| w.ticket != ticket);
+        for queue in &mut self.servers {
+            queue.retain(|w| w.ticket != ticket);
+        }
+    }
+}
+
+/// A server chosen for one connection; dropping it tells the balancer the connection ended
+/// and hands the slot to the next queued request.
 #[derive(Debug)]
 pub struct ServerLease<'a> {
     backend: &'a Backend,
@@ -225,12 +421,7 @@ impl std::ops::Deref for ServerLease<'_> {
 
 impl Drop for ServerLease<'_> {
     fn drop(&mut self) {
-        let mut balancer = self
-            .backend
-            .balancer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        balancer.connection_ended(self.index);
+        self.backend.release(self.index);
     }
 }
 
@@ -291,5 +482,146 @@ impl Server {
     /// Where to connect for a client that connected to port `client_dst_port`.
     pub fn target(&self, client_dst_port: Option<u16>) -> Option<Target> {
         stream::server_target(&self.conf.addr, self.ip, client_dst_port)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use sluice_config::cond::CondContext;
+    use sluice_config::reader::Source;
+
+    /// The first backend of a configuration whose servers need no name resolution.
+    fn backend(text: &str) -> Backend {
+        let no_env = |_: &str| None;
+        let ctx = CondContext {
+            lookup: &no_env,
+            features: &[],
+            enabled: &[],
+            version: "2.6",
+        };
+        let source = Source {
+            name: Arc::from("t.cfg"),
+            text: text.to_owned(),
+        };
+        let plan = sluice_config::plan::check(&[source], &ctx).plan.unwrap();
+        let bp = plan.backends.into_iter().next().unwrap();
+        let resolved = bp.servers.iter().map(|_| None).collect();
+        Backend::new(bp, resolved)
+    }
+
+    const TWO_SLOTS: &str = "backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n server z 127.0.0.1:2 maxconn 1 maxqueue 1\n";
+
+    /// Starts a task that takes a server (`at`: a given one) and reports its name, then
+    /// holds the slot until `release` fires.
+    fn waiter(
+        b: &Arc<Backend>,
+        at: Option<usize>,
+        report: tokio::sync::mpsc::UnboundedSender<Result<String, Unserved>>,
+        tag: &'static str,
+        release: tokio::sync::oneshot::Receiver<()>,
+    ) {
+        let b = Arc::clone(b);
+        tokio::task::spawn_local(async move {
+            let taken = match at {
+                Some(i) => b.acquire_server_at(i).await,
+                None => b.acquire_server(None).await,
+            };
+            match taken {
+                Ok(lease) => {
+                    report.send(Ok(format!("{tag}{}", lease.name()))).unwrap();
+                    let _ = release.await;
+                    drop(lease);
+                }
+                Err(e) => report.send(Err(e)).unwrap(),
+            }
+        });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queued_requests_get_freed_slots_in_arrival_order() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let b = Arc::new(backend(TWO_SLOTS));
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let mut releases = Vec::new();
+                for tag in ["0:", "1:", "2:", "3:", "4:"] {
+                    let (release, hold) = tokio::sync::oneshot::channel();
+                    releases.push(release);
+                    waiter(&b, None, tx.clone(), tag, hold);
+                    tokio::task::yield_now().await;
+                }
+                let mut served = vec![
+                    rx.recv().await.unwrap().unwrap(),
+                    rx.recv().await.unwrap().unwrap(),
+                ];
+                served.sort();
+                assert_eq!(
+                    served,
+                    ["0:a", "1:z"],
+                    "maxconn 1 each: both servers serve one"
+                );
+                assert_eq!(b.queued(), 3);
+                assert!(rx.try_recv().is_err(), "the others wait");
+                // Freeing a slot wakes the oldest waiter only, which gets that server.
+                releases.remove(0).send(()).unwrap();
+                assert_eq!(rx.recv().await.unwrap(), Ok("2:a".to_owned()));
+                assert_eq!(b.queued(), 2);
+                assert!(rx.try_recv().is_err());
+            })
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waiting_too_long_gets_a_queue_timeout() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let b = Arc::new(backend(TWO_SLOTS));
+                let _a = b.acquire_server(None).await.unwrap();
+                let _z = b.acquire_server(None).await.unwrap();
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let (_release, hold) = tokio::sync::oneshot::channel();
+                waiter(&b, None, tx, "", hold);
+                // Paused time jumps to the 10 s queue timeout once every task is idle.
+                assert_eq!(rx.recv().await.unwrap(), Err(Unserved::QueueTimeout));
+                assert_eq!(b.queued(), 0, "the ticket left the queue");
+                assert_eq!(b.queue_timeouts.get(), 1);
+            })
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_server_queue_sends_the_request_back_to_balancing() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let b = Arc::new(backend(TWO_SLOTS));
+                let z = b.acquire_server_at(1).await.unwrap();
+                assert_eq!(z.name(), "z");
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let (_keep, hold) = tokio::sync::oneshot::channel();
+                waiter(&b, Some(1), tx.clone(), "", hold);
+                tokio::task::yield_now().await;
+                assert_eq!(b.server_queued(1), 1, "maxqueue 1: one may wait for z");
+                assert_eq!(
+                    b.acquire_server_at(1).await.err(),
+                    Some(Unserved::QueueFull)
+                );
+                // The server-queued request is served by z when z frees its slot.
+                drop(z);
+                assert_eq!(rx.recv().await.unwrap(), Ok("z".to_owned()));
+                assert_eq!(b.free_slots(), -1, "a server without maxqueue: unlimited");
+            })
+            .await;
+    }
+
+    #[tokio::test]
+    async fn no_usable_server_is_answered_at_once() {
+        let b = backend("backend b\n server a 127.0.0.1:1 disabled\n");
+        assert_eq!(b.acquire_server(None).await.err(), Some(Unserved::NoServer));
+        assert_eq!(b.usable_servers(), 0);
     }
 }

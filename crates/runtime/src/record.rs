@@ -39,6 +39,8 @@ pub enum Phase {
     Done,
     /// Waiting for the request (`R`).
     Request,
+    /// Waiting in a queue for a server slot (`Q`).
+    Queue,
     /// Connecting to the server (`C`).
     Connect,
     /// Waiting for the response head (`H`).
@@ -78,6 +80,7 @@ impl Termination {
         let phase = match self.phase {
             Phase::Done => '-',
             Phase::Request => 'R',
+            Phase::Queue => 'Q',
             Phase::Connect => 'C',
             Phase::Headers => 'H',
             Phase::Data => 'D',

@@ -32,7 +32,7 @@ use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
-use sluice_runtime::proxy::{Backend, Frontend, Server, ServerLease};
+use sluice_runtime::proxy::{Backend, Frontend, Server, ServerLease, Unserved};
 use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
 use std::cell::Cell;
 use std::future::Future;
@@ -145,6 +145,7 @@ struct Facts<'a> {
     bytes_up: u64,
     bytes_down: u64,
     retries: u32,
+    queue: Option<Duration>,
 }
 
 /// Runs one exchange for the request whose head starts `input`, then reports it.
@@ -169,7 +170,7 @@ pub async fn run(
     if let Some(log) = &ctx.process.stream_log {
         let timers = Timers {
             request: Some(ctx.head_at.duration_since(ctx.request_start)),
-            queue: facts.server.map(|_| Duration::ZERO),
+            queue: facts.queue,
             connect: facts.connect,
             response: facts
                 .request_sent
@@ -248,14 +249,25 @@ async fn exchange<'a>(
             .and_then(|v| sluice_balance::hdr_key(v, *use_domain_only)),
         _ => None,
     };
-    let lease = match use_server(ctx, buf, &head) {
-        Some(lease) => Some(lease),
-        None => ctx.backend.pick_server(balance_key),
+    let queued_at = Instant::now();
+    let picked = match use_server(ctx, buf, &head).await {
+        Some(lease) => Ok(lease),
+        None => ctx.backend.acquire_server(balance_key).await,
     };
-    let Some(lease) = lease else {
-        ctx.backend.failed_connections.incr();
-        answer(client, s.server_error(503), s.client).await;
-        return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
+    facts.queue = Some(queued_at.elapsed());
+    let lease = match picked {
+        Ok(lease) => lease,
+        Err(unserved) => {
+            ctx.backend.failed_connections.incr();
+            answer(client, s.server_error(503), s.client).await;
+            // configuration.txt §8.5: "sQ" for a queue timeout, "SC" when no server was usable.
+            return match unserved {
+                Unserved::QueueTimeout => {
+                    Ending::close(Some(503), Cause::ServerTimeout, Phase::Queue)
+                }
+                _ => Ending::close(Some(503), Cause::ServerAbort, Phase::Connect),
+            };
+        }
     };
     let server = lease.server();
     facts.server = Some(server.name());
@@ -411,8 +423,13 @@ async fn exchange<'a>(
 }
 
 /// The server of the first `use-server` rule that applies, if it is usable (otherwise the
-/// balancing algorithm chooses, as in HAProxy).
-fn use_server<'b>(ctx: &Context<'b>, buf: &[u8], head: &RequestHead) -> Option<ServerLease<'b>> {
+/// balancing algorithm chooses, as in HAProxy); a full server makes the request wait in its
+/// own queue unless that queue is full.
+async fn use_server<'b>(
+    ctx: &Context<'b>,
+    buf: &[u8],
+    head: &RequestHead,
+) -> Option<ServerLease<'b>> {
     let rules = &ctx.backend.plan.use_server;
     if rules.is_empty() {
         return None;
@@ -424,7 +441,7 @@ fn use_server<'b>(ctx: &Context<'b>, buf: &[u8], head: &RequestHead) -> Option<S
         ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
     };
     let index = rules.iter().find(|r| r.applies(&view))?.action;
-    ctx.backend.lease_server(index)
+    ctx.backend.acquire_server_at(index).await.ok()
 }
 
 /// Picks the connection for this request: the session's own if it goes to the same server,
