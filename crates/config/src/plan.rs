@@ -18,7 +18,7 @@ use crate::reader::Source;
 use crate::rules::{BackendTarget, ProxyRules, Rule};
 use crate::sections::{self, Section, SectionKind};
 use sluice_balance::{Algorithm, HashType};
-use sluice_sample::{LogFormat, MapStore};
+use sluice_sample::{Expr, LogFormat, MapStore};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -99,6 +99,8 @@ pub struct BackendPlan {
     pub balance: Algorithm,
     /// How hash-based algorithms hash their key.
     pub hash_type: HashType,
+    /// The key expression of `balance hash EXPR`.
+    pub hash_expr: Option<Expr>,
     /// `option allbackups`.
     pub allbackups: bool,
     /// `hash-balance-factor`, when set and not 0.
@@ -313,6 +315,7 @@ fn plan_proxies(
             mode: p.conf.mode.unwrap_or(Mode::Tcp),
             balance: p.conf.balance.clone().unwrap_or(Algorithm::RoundRobin),
             hash_type: p.conf.hash_type.unwrap_or_default(),
+            hash_expr: p.conf.hash_expr.clone(),
             allbackups: p.conf.allbackups.unwrap_or(false),
             hash_balance_factor: p.conf.hash_balance_factor.filter(|&n| n != 0),
             servers: p.conf.servers.clone(),

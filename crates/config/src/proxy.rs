@@ -16,7 +16,7 @@ use crate::preprocess::Line;
 use crate::rules::{self, ProxyRules};
 use crate::sections::SectionKind;
 use sluice_balance::{Algorithm, HashType};
-use sluice_sample::MapStore;
+use sluice_sample::{Expr, MapStore, Stages};
 use std::time::Duration;
 
 /// The protocol a proxy speaks (`mode`).
@@ -151,6 +151,8 @@ pub struct ProxyConf {
     pub balance: Option<Algorithm>,
     /// `hash-type`.
     pub hash_type: Option<HashType>,
+    /// The compiled key of `balance hash EXPR`.
+    pub hash_expr: Option<Expr>,
     /// `timeout …`.
     pub timeouts: Timeouts,
     /// `retries`.
@@ -293,9 +295,23 @@ pub fn parse_proxy_line(
             if applies(&d, kind, BACK, diags) {
                 let words: Vec<&str> = line.words[1..].iter().map(String::as_str).collect();
                 match sluice_balance::parse_balance(&words) {
-                    // `balance hash EXPR` needs the sample engine in the data path.
-                    Ok(Algorithm::Hash(_)) => diags.push(Diagnostic::not_supported(&line.span, "balance hash")),
-                    Ok(algorithm) => conf.balance = Some(algorithm),
+                    // The key of `balance hash EXPR` is a sample expression evaluated when the
+                    // server is chosen.
+                    Ok(Algorithm::Hash(text)) => {
+                        let expr = Expr::parse(&text, maps)
+                            .and_then(|e| e.check_stages(Stages::USE_SERVER).map(|()| e));
+                        match expr {
+                            Ok(expr) => {
+                                conf.hash_expr = Some(expr);
+                                conf.balance = Some(Algorithm::Hash(text));
+                            }
+                            Err(message) => diags.push(d.alert(message)),
+                        }
+                    }
+                    Ok(algorithm) => {
+                        conf.hash_expr = None;
+                        conf.balance = Some(algorithm);
+                    }
                     Err(message) => diags.push(d.alert(message)),
                 }
             }

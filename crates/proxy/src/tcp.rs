@@ -7,6 +7,7 @@ use crate::forward::{self, End, Finish, IdleTimeouts};
 use crate::http::buffer::InBuf;
 use crate::http::rules::Scope;
 use crate::inspect::{Inspection, inspect};
+use crate::stream_context::StreamView;
 use crate::vars::Vars;
 use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
@@ -62,12 +63,28 @@ pub async fn serve(
         retries: 0,
         request_line: None,
     };
-    // Only `balance source` has a key in TCP mode; the HTTP algorithms fall back to round robin.
+    // `balance source` and `balance hash EXPR` (over the client's address and the inspected
+    // bytes) have a key in TCP mode; the HTTP algorithms fall back to round robin.
     let source;
+    let (hash_view, hash_sample, hash_key);
     let key = match backend.algorithm() {
         sluice_balance::Algorithm::Source => {
             source = endpoints.client.map(|a| sluice_balance::source_key(a.ip()));
             source.as_ref().map(|k| k.as_bytes())
+        }
+        sluice_balance::Algorithm::Hash(_) => {
+            hash_view = StreamView {
+                backend: Some(backend),
+                payload: Some(inspected.filled()),
+                ..StreamView::new(process, frontend, endpoints, vars)
+            };
+            hash_sample = backend
+                .plan
+                .hash_expr
+                .as_ref()
+                .and_then(|e| e.eval(&hash_view));
+            hash_key = hash_sample.as_ref().map(|s| s.to_bytes());
+            hash_key.as_deref()
         }
         _ => None,
     };

@@ -601,3 +601,41 @@ backend beta
     };
     assert!(String::from_utf8_lossy(&data).contains("beta"));
 }
+
+#[test]
+fn balance_hash_sends_one_key_to_one_server() {
+    let servers = [named_http("a"), named_http("b"), named_http("c")];
+    let lines: String = servers
+        .iter()
+        .enumerate()
+        .map(|(i, (s, _))| format!("    server s{i} {}\n", s.addr()))
+        .collect();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    default_backend b
+backend b
+    balance hash req.hdr(x-user),lower
+    hash-type consistent
+{lines}"
+    );
+    let (_p, addr) = start(&config);
+    let served_by = |user: &str| {
+        let answer = get(
+            addr,
+            &format!("GET / HTTP/1.1\r\nHost: h\r\nX-User: {user}\r\nConnection: close\r\n\r\n"),
+        );
+        body(&answer).to_owned()
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for n in 0..30 {
+        let user = format!("user{n}");
+        let first = served_by(&user);
+        // The converter runs before hashing: case does not matter.
+        assert_eq!(served_by(&user.to_uppercase()), first, "{user}");
+        assert_eq!(served_by(&user), first, "{user}");
+        seen.insert(first);
+    }
+    assert!(seen.len() > 1, "thirty keys spread over the servers: {seen:?}");
+}

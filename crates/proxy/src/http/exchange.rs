@@ -228,6 +228,8 @@ async fn exchange<'a>(
 
     // The key is extracted only for the algorithm that uses it (none for the rotations).
     let source;
+    // `balance hash EXPR`: the key stays borrowed from the request when it can.
+    let (hash_view, hash_sample, hash_key);
     let balance_key = match ctx.backend.algorithm() {
         Algorithm::Source => {
             source = ctx
@@ -247,6 +249,17 @@ async fn exchange<'a>(
             .header_values(buf, name)
             .next()
             .and_then(|v| sluice_balance::hdr_key(v, *use_domain_only)),
+        Algorithm::Hash(_) => {
+            hash_view = view_of(ctx, buf, &head);
+            hash_sample = ctx
+                .backend
+                .plan
+                .hash_expr
+                .as_ref()
+                .and_then(|e| e.eval(&hash_view));
+            hash_key = hash_sample.as_ref().map(|s| s.to_bytes());
+            hash_key.as_deref()
+        }
         _ => None,
     };
     let queued_at = Instant::now();
@@ -422,6 +435,16 @@ async fn exchange<'a>(
     }
 }
 
+/// What rules and `balance hash` see of the request while the server is chosen.
+fn view_of<'b>(ctx: &Context<'b>, buf: &'b [u8], head: &'b RequestHead) -> StreamView<'b> {
+    let scope = ctx.scope;
+    StreamView {
+        backend: Some(ctx.backend),
+        request: Some((buf, head)),
+        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+    }
+}
+
 /// The server of the first `use-server` rule that applies, if it is usable (otherwise the
 /// balancing algorithm chooses, as in HAProxy); a full server makes the request wait in its
 /// own queue unless that queue is full.
@@ -434,12 +457,7 @@ async fn use_server<'b>(
     if rules.is_empty() {
         return None;
     }
-    let scope = ctx.scope;
-    let view = StreamView {
-        backend: Some(ctx.backend),
-        request: Some((buf, head)),
-        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
-    };
+    let view = view_of(ctx, buf, head);
     let index = rules.iter().find(|r| r.applies(&view))?.action;
     ctx.backend.acquire_server_at(index).await.ok()
 }
