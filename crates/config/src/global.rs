@@ -7,6 +7,7 @@
 use crate::addr::{self, ListenAddr};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
+use crate::logging::{self, LogTarget};
 use crate::preprocess::Line;
 use std::time::Duration;
 
@@ -86,6 +87,10 @@ pub struct GlobalConf {
     pub bufsize: Option<u32>,
     /// `tune.maxrewrite`: part of a buffer kept free for header rewrites.
     pub maxrewrite: Option<u32>,
+    /// `log` targets of the `global` section (used by proxies with `log global`).
+    pub logs: Vec<LogTarget>,
+    /// `log-tag`: the syslog tag (the program's name by default).
+    pub log_tag: Option<String>,
 }
 
 /// HAProxy's default `tune.bufsize`.
@@ -181,6 +186,14 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             }
         }
         "stats" => parse_stats(conf, line, diags),
+        "log" => logging::parse_global_log_line(&mut conf.logs, line, diags),
+        "log-tag" => {
+            if let Some(tag) = d.word(1, "a tag", diags)
+                && d.no_more_than(2, diags)
+            {
+                conf.log_tag = Some(tag.to_owned());
+            }
+        }
         "tune.bufsize" => {
             // Below 1 KiB no request head fits; above 1 GiB is a typo.
             if let Some(n) = d.integer(1, "a buffer size in bytes", 1024, 1 << 30, diags) {

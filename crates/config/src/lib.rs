@@ -15,6 +15,7 @@ pub mod errors;
 pub mod global;
 pub mod http_options;
 pub mod lexer;
+pub mod logging;
 pub mod plan;
 pub mod preprocess;
 pub mod proxy;

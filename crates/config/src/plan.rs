@@ -12,6 +12,7 @@ use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::errors::{self, ErrorPages, HttpErrorSections};
 use crate::global::{self, GlobalConf};
 use crate::http_options::HttpConf;
+use crate::logging::ProxyLogConf;
 use crate::preprocess;
 use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
 use crate::reader::Source;
@@ -75,6 +76,8 @@ pub struct FrontendPlan {
     pub error_pages: ErrorPages,
     /// `use_backend` rules, backend names resolved to indices into [`Plan::backends`].
     pub use_backend: Vec<Rule<BackendChoice>>,
+    /// Logging settings (`log global` still to be resolved against [`Plan::global`]).
+    pub log: ProxyLogConf,
     /// The other rules of the section (`use_backend` is moved out to the field above).
     pub rules: Arc<ProxyRules>,
 }
@@ -409,6 +412,7 @@ fn plan_proxies(
             http: p.conf.http.clone(),
             error_pages: pages[i].clone(),
             use_backend,
+            log: p.conf.log.clone(),
             rules: Arc::clone(&rules[i]),
         });
     }

@@ -12,6 +12,7 @@ use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::errors::{self, ErrorDirective};
 use crate::http_options::{self, HttpConf};
+use crate::logging::{self, ProxyLogConf};
 use crate::preprocess::Line;
 use crate::rules::{self, ProxyRules};
 use crate::sections::SectionKind;
@@ -173,6 +174,8 @@ pub struct ProxyConf {
     pub error_directives: Vec<ErrorDirective>,
     /// ACLs and rules (`acl`, `http-request`, `use_backend`...).
     pub rules: ProxyRules,
+    /// Logging (`log`, `option httplog`, `log-format`...).
+    pub log: ProxyLogConf,
 }
 
 /// Which sections a keyword is valid in.
@@ -251,7 +254,9 @@ pub fn parse_proxy_line(
     let Some(first) = line.words.first() else {
         return;
     };
-    if rules::parse_rule_line(&mut conf.rules, kind, line, maps, diags) {
+    if rules::parse_rule_line(&mut conf.rules, kind, line, maps, diags)
+        || logging::parse_proxy_log_line(&mut conf.log, line, maps, diags)
+    {
         return;
     }
     if let Some(directive) = errors::parse_error_directive(line, diags) {
@@ -418,6 +423,9 @@ fn parse_option(
         diags.push(d.alert("expects an option name"));
         return;
     };
+    if logging::apply_log_option(&mut conf.log, &d, name, skip + 2, enable, diags) {
+        return;
+    }
     if http_options::is_http_option(name) {
         let (frontend, backend) = match name.as_str() {
             "accept-unsafe-violations-in-http-request" | "accept-invalid-http-request" => {

@@ -153,6 +153,7 @@ async fn session(
     }
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
+    frontend.log_connection(endpoints.client, endpoints.local);
     if client
         .configure(StreamOptions {
             keepalive: frontend.plan.clitcpka,

@@ -11,6 +11,7 @@ pub mod connect;
 pub mod forward;
 pub mod http;
 pub mod inspect;
+pub mod report;
 pub mod stream_context;
 pub mod tcp;
 pub mod vars;

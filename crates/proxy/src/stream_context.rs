@@ -13,7 +13,7 @@ use sluice_http::{RequestHead, ResponseHead};
 use sluice_net::listen::Endpoints;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
-use sluice_sample::{BackendStat, Context, Sample, ServerStat};
+use sluice_sample::{BackendStat, Context, LogFacts, Sample, ServerStat};
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
@@ -41,6 +41,8 @@ pub struct StreamView<'a> {
     /// Whether content inspection is over (`WAIT_END`): true except while `tcp-request
     /// content` rules may still wait for data.
     pub inspection_ended: bool,
+    /// What the log record says (timers, bytes, termination), when a log line is rendered.
+    pub facts: Option<&'a dyn LogFacts>,
 }
 
 impl<'a> StreamView<'a> {
@@ -62,6 +64,7 @@ impl<'a> StreamView<'a> {
             vars,
             payload: None,
             inspection_ended: true,
+            facts: None,
         }
     }
 
@@ -129,6 +132,10 @@ impl Context for StreamView<'_> {
 
     fn request_payload(&self) -> Option<&[u8]> {
         self.payload
+    }
+
+    fn log_facts(&self) -> Option<&dyn LogFacts> {
+        self.facts
     }
 
     fn set_var(&self, name: &str, value: Sample<'_>) {

@@ -7,6 +7,7 @@ use crate::forward::{self, End, Finish, IdleTimeouts};
 use crate::http::buffer::InBuf;
 use crate::http::rules::Scope;
 use crate::inspect::{Inspection, inspect};
+use crate::report::report;
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
 use sluice_net::listen::Endpoints;
@@ -14,7 +15,7 @@ use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Unserved};
-use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
+use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
 use std::time::{Instant, SystemTime};
 use tokio::io::AsyncWriteExt;
 
@@ -48,7 +49,7 @@ pub async fn serve(
             return;
         }
     };
-    let _backend_session = SessionMark::open(&backend.traffic);
+    let backend_session = SessionMark::open(&backend.traffic);
     let mut record = StreamRecord {
         start: started_at,
         client: endpoints.client,
@@ -62,6 +63,7 @@ pub async fn serve(
         termination: Termination::NORMAL,
         retries: 0,
         request_line: None,
+        counts: Counts::default(),
     };
     // `balance source` and `balance hash EXPR` (over the client's address and the inspected
     // bytes) have a key in TCP mode; the HTTP algorithms fall back to round robin.
@@ -154,9 +156,27 @@ pub async fn serve(
         }
     }
     record.timers.total = start.elapsed();
-    if let Some(log) = &process.stream_log {
-        log.tcp(&record);
-    }
+    // The log shows the counts after the session left the backend, as HAProxy's does.
+    drop(backend_session);
+    let server = record
+        .server
+        .and_then(|name| backend.server_named(name))
+        .map(|(_, s)| s);
+    let view = StreamView {
+        backend: Some(backend),
+        server,
+        payload: Some(inspected.filled()),
+        ..StreamView::new(process, frontend, endpoints, vars)
+    };
+    report(
+        process,
+        frontend,
+        Some(backend),
+        server,
+        &mut record,
+        false,
+        view,
+    );
 }
 
 /// The termination state of a forwarded session (configuration.txt §8.5).

@@ -6,10 +6,13 @@
 //! resolve is a start-up error (and a `-c` error), never a runtime surprise.
 
 use crate::counters::Traffic;
-use crate::proxy::{Backend, Frontend};
+use crate::logging::{LogHub, ProxyLogger};
+use crate::proxy::{Backend, Frontend, FrontendLog};
 use crate::record::StreamLog;
 use sluice_config::addr::{Host, ServerAddr};
 use sluice_config::global::GlobalConf;
+use sluice_config::logging::{LogAddr, LogTarget};
+use sluice_config::plan::FrontendPlan;
 use sluice_config::plan::Plan;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -98,6 +101,14 @@ impl Process {
                 Arc::new(Backend::new(bp, resolved))
             })
             .collect();
+        let logging = Logging::plan(&plan.global, &plan.frontends);
+        let hub = match logging.start() {
+            Ok(hub) => hub,
+            Err(err) => {
+                errors.push(format!("cannot open the log targets: {err}"));
+                None
+            }
+        };
         let frontends = plan
             .frontends
             .into_iter()
@@ -107,7 +118,12 @@ impl Process {
                     .maxconn
                     .or(opts.default_frontend_maxconn)
                     .unwrap_or(opts.maxconn);
-                Arc::new(Frontend::new(fp, backend, limit))
+                let logger = hub
+                    .as_ref()
+                    .and_then(|hub| logging.logger_for(hub, &plan.global, &fp));
+                let mut frontend = Frontend::new(fp, backend, limit);
+                frontend.logger = logger;
+                Arc::new(frontend)
             })
             .collect();
         if !errors.is_empty() {
@@ -149,6 +165,81 @@ impl Process {
     pub fn watch_listen_state(&self) -> watch::Receiver<ListenState> {
         self.listen_state.subscribe()
     }
+}
+
+/// The log targets of the whole process, each opened once however many proxies use it.
+struct Logging {
+    targets: Vec<LogAddr>,
+}
+
+impl Logging {
+    fn plan(global: &GlobalConf, frontends: &[FrontendPlan]) -> Logging {
+        let mut targets: Vec<LogAddr> = Vec::new();
+        let used = frontends.iter().filter(|f| f.log.enabled());
+        for fp in used {
+            let global_targets = if fp.log.use_global {
+                &global.logs[..]
+            } else {
+                &[]
+            };
+            for t in global_targets.iter().chain(&fp.log.targets) {
+                if !targets.contains(&t.addr) {
+                    targets.push(t.addr.clone());
+                }
+            }
+        }
+        Logging { targets }
+    }
+
+    fn start(&self) -> std::io::Result<Option<Arc<LogHub>>> {
+        if self.targets.is_empty() {
+            return Ok(None);
+        }
+        LogHub::start(self.targets.clone()).map(Some)
+    }
+
+    fn logger_for(
+        &self,
+        hub: &Arc<LogHub>,
+        global: &GlobalConf,
+        fp: &FrontendPlan,
+    ) -> Option<FrontendLog> {
+        if !fp.log.enabled() {
+            return None;
+        }
+        let global_targets = if fp.log.use_global {
+            &global.logs[..]
+        } else {
+            &[]
+        };
+        let targets: Vec<(usize, LogTarget)> = global_targets
+            .iter()
+            .chain(&fp.log.targets)
+            .filter_map(|t| Some((self.targets.iter().position(|a| *a == t.addr)?, t.clone())))
+            .collect();
+        let tag = fp
+            .log
+            .tag
+            .clone()
+            .or_else(|| global.log_tag.clone())
+            .unwrap_or_else(program_name);
+        Some(FrontendLog {
+            out: ProxyLogger::new(Arc::clone(hub), targets, tag),
+            conf: fp.log.clone(),
+        })
+    }
+}
+
+/// The default syslog tag: the name the program was started as (configuration.txt `log-tag`).
+fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|arg0| {
+            std::path::Path::new(&arg0)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "sluice".to_owned())
 }
 
 fn resolve_server(addr: &ServerAddr) -> std::io::Result<Option<IpAddr>> {

@@ -5,12 +5,17 @@
 //! takes a short lock on that state only (the servers' own state is read from atomics).
 
 use crate::counters::{Counter, Traffic};
+use crate::logging::{ProxyLogger, level};
+use crate::record::{Cause, Counts, StreamRecord};
 use sluice_balance::{Algorithm, Balancer, PickInput, ServerState};
+use sluice_config::logging::{LineFormat, ProxyLogConf};
 use sluice_config::plan::{BackendPlan, FrontendPlan};
 use sluice_config::proxy::ServerConf;
 use sluice_net::stream::{self, Target};
+use sluice_sample::LogFormat;
 use std::collections::VecDeque;
 use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -37,6 +42,105 @@ pub struct Frontend {
     pub denied_connections: Counter,
     /// Requests refused by `http-request deny` (`dreq`).
     pub denied_requests: Counter,
+    /// Where this proxy's log lines go, and how they look; `None` without `log` targets.
+    pub logger: Option<FrontendLog>,
+}
+
+/// A frontend's logging: its targets and its line settings.
+#[derive(Debug)]
+pub struct FrontendLog {
+    /// The targets.
+    pub out: ProxyLogger,
+    /// `option httplog|tcplog`, `log-format`, `option dontlognull`...
+    pub conf: ProxyLogConf,
+}
+
+impl Frontend {
+    /// Logs a finished stream if the frontend logs: the line in the frontend's format
+    /// (`custom` renders a `log-format`, which needs the data path's view of the stream).
+    pub fn log_stream(
+        &self,
+        record: &StreamRecord<'_>,
+        http: bool,
+        custom: &dyn Fn(&LogFormat, &mut Vec<u8>),
+    ) {
+        let Some(log) = &self.logger else {
+            return;
+        };
+        if log.conf.dont_log_null && record.bytes_from_client == 0 {
+            return;
+        }
+        let mut line = String::with_capacity(256);
+        match &log.conf.format {
+            // Minimal logging happens at the accept (see `log_connection`).
+            LineFormat::Minimal => return,
+            LineFormat::Tcp => record.write_tcp_line(&mut line),
+            LineFormat::Http if http => record.write_http_line(&mut line),
+            LineFormat::HttpClf if http => record.write_clf_line(&mut line),
+            LineFormat::Http | LineFormat::HttpClf => record.write_tcp_line(&mut line),
+            LineFormat::Custom(fmt) => {
+                let mut bytes = Vec::with_capacity(256);
+                custom(fmt, &mut bytes);
+                log.out.emit(severity(log, record), &bytes);
+                return;
+            }
+        }
+        log.out.emit(severity(log, record), line.as_bytes());
+    }
+
+    /// HAProxy's minimal log (no `option httplog|tcplog`, no `log-format`): one line when a
+    /// connection is accepted.
+    pub fn log_connection(&self, client: Option<SocketAddr>, local: Option<SocketAddr>) {
+        let Some(log) = &self.logger else {
+            return;
+        };
+        if !matches!(log.conf.format, LineFormat::Minimal) {
+            return;
+        }
+        let show = |a: Option<SocketAddr>| a.map_or("unix:0".to_owned(), |a| a.to_string());
+        let mode = match self.plan.mode {
+            sluice_config::proxy::Mode::Http => "HTTP",
+            sluice_config::proxy::Mode::Tcp => "TCP",
+        };
+        let line = format!(
+            "Connect from {} to {} ({}/{mode})",
+            show(client),
+            show(local),
+            self.name()
+        );
+        log.out.emit(level::INFO, line.as_bytes());
+    }
+}
+
+/// `info` for traffic; `err` for failed streams with `option log-separate-errors`.
+fn severity(log: &FrontendLog, record: &StreamRecord<'_>) -> u8 {
+    let failed = record.status.is_some_and(|s| s >= 500)
+        || !matches!(record.termination.cause, Cause::Normal | Cause::Local);
+    if log.conf.separate_errors && failed {
+        level::ERR
+    } else {
+        level::INFO
+    }
+}
+
+/// The connection and queue counts of a stream's log line, read when it ends.
+pub fn counts(
+    process_connections: u64,
+    frontend: &Frontend,
+    backend: Option<&Backend>,
+    server: Option<&Server>,
+) -> Counts {
+    Counts {
+        process: process_connections,
+        frontend: frontend.traffic.sessions.get(),
+        backend: backend.map_or(0, |b| b.traffic.sessions.get()),
+        server: server.map_or(0, |s| s.traffic.sessions.get()),
+        server_queue: match (backend, server) {
+            (Some(b), Some(s)) => b.server_queued(s.id as usize - 1) as u64,
+            _ => 0,
+        },
+        backend_queue: backend.map_or(0, |b| b.queued() as u64),
+    }
 }
 
 impl Frontend {
@@ -52,6 +156,7 @@ impl Frontend {
             request_errors: Counter::default(),
             denied_connections: Counter::default(),
             denied_requests: Counter::default(),
+            logger: None,
         }
     }
 

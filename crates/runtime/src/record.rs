@@ -7,6 +7,7 @@
 //! [`StreamRecord::write_tcp_line`] already produce the default `option httplog` and
 //! `option tcplog` lines, field for field (without captures, which do not exist yet).
 
+use sluice_sample::{LogFacts, LogNumber, LogText};
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -131,6 +132,95 @@ pub struct StreamRecord<'a> {
     pub retries: u32,
     /// The request line as received (HTTP only).
     pub request_line: Option<&'a [u8]>,
+    /// Connection and queue counts when the stream ended.
+    pub counts: Counts,
+}
+
+/// The connection and queue counts a log line shows (`%ac/%fc/%bc/%sc` and `%sq/%bq`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Connections of the process.
+    pub process: u64,
+    /// Connections of the frontend.
+    pub frontend: u64,
+    /// Connections of the backend.
+    pub backend: u64,
+    /// Connections of the server.
+    pub server: u64,
+    /// Requests waiting in the server's queue.
+    pub server_queue: u64,
+    /// Requests waiting in the backend's queues.
+    pub backend_queue: u64,
+}
+
+/// A record as the sample engine's log-format aliases read it (`%Tw`, `%ts`, `%B`...).
+pub struct RecordFacts<'r> {
+    record: &'r StreamRecord<'r>,
+    termination: [u8; 2],
+    termination_cookie: [u8; 4],
+}
+
+impl<'r> RecordFacts<'r> {
+    /// The facts of `record`.
+    pub fn new(record: &'r StreamRecord<'r>) -> Self {
+        let [a, b] = record.termination.chars();
+        let (a, b) = (a as u8, b as u8);
+        RecordFacts {
+            record,
+            termination: [a, b],
+            termination_cookie: [a, b, b'-', b'-'],
+        }
+    }
+}
+
+impl LogFacts for RecordFacts<'_> {
+    fn accept_date(&self) -> Option<SystemTime> {
+        Some(self.record.start)
+    }
+
+    fn request_date(&self) -> Option<SystemTime> {
+        Some(self.record.start)
+    }
+
+    fn number(&self, which: LogNumber) -> Option<i64> {
+        let r = self.record;
+        let t = &r.timers;
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as i64);
+        match which {
+            LogNumber::RequestHead | LogNumber::Request => ms(t.request),
+            LogNumber::Handshake | LogNumber::Idle => Some(0),
+            LogNumber::Queue => ms(t.queue).or(Some(-1)),
+            LogNumber::Connect => ms(t.connect).or(Some(-1)),
+            LogNumber::Response => ms(t.response).or(Some(-1)),
+            LogNumber::Active | LogNumber::Total | LogNumber::User => ms(Some(t.total)),
+            LogNumber::Data => {
+                let before: u128 = [t.request, t.queue, t.connect, t.response]
+                    .iter()
+                    .flatten()
+                    .map(Duration::as_millis)
+                    .sum();
+                Some(t.total.as_millis().saturating_sub(before) as i64)
+            }
+            LogNumber::BytesFromClient => Some(r.bytes_from_client as i64),
+            LogNumber::BytesToClient => Some(r.bytes_to_client as i64),
+            LogNumber::ProcessConnections => Some(r.counts.process as i64),
+            LogNumber::FrontendConnections => Some(r.counts.frontend as i64),
+            LogNumber::BackendQueue => Some(r.counts.backend_queue as i64),
+            LogNumber::ServerQueue => Some(r.counts.server_queue as i64),
+            LogNumber::Retries => Some(i64::from(r.retries)),
+            LogNumber::Pid => Some(i64::from(std::process::id())),
+            LogNumber::Status => r.status.map(i64::from),
+            _ => None,
+        }
+    }
+
+    fn text(&self, which: LogText) -> Option<&[u8]> {
+        match which {
+            LogText::TerminationState => Some(&self.termination),
+            LogText::TerminationStateCookie => Some(&self.termination_cookie),
+            _ => None,
+        }
+    }
 }
 
 /// Where finished streams are reported.
@@ -168,7 +258,7 @@ impl StreamRecord<'_> {
         let t = &self.timers;
         let _ = write!(
             out,
-            " {}/{}/{}/{}/{} {} {} - - {}{}-- 0/0/0/0/{} 0/0 \"",
+            " {}/{}/{}/{}/{} {} {} - - {}{}-- {}/{}/{}/{}/{} {}/{} \"",
             ms(t.request),
             ms(t.queue),
             ms(t.connect),
@@ -178,7 +268,13 @@ impl StreamRecord<'_> {
             self.bytes_to_client,
             self.termination.chars()[0],
             self.termination.chars()[1],
+            self.counts.process,
+            self.counts.frontend,
+            self.counts.backend,
+            self.counts.server,
             self.retries,
+            self.counts.server_queue,
+            self.counts.backend_queue,
         );
         if let Some(line) = self.request_line {
             out.push_str(&String::from_utf8_lossy(line));
@@ -195,14 +291,68 @@ impl StreamRecord<'_> {
         let t = &self.timers;
         let _ = write!(
             out,
-            " {}/{}/{} {} {}{} 0/0/0/0/{} 0/0",
+            " {}/{}/{} {} {}{} {}/{}/{}/{}/{} {}/{}",
             ms(t.queue),
             ms(t.connect),
             t.total.as_millis(),
             self.bytes_to_client,
             self.termination.chars()[0],
             self.termination.chars()[1],
+            self.counts.process,
+            self.counts.frontend,
+            self.counts.backend,
+            self.counts.server,
             self.retries,
+            self.counts.server_queue,
+            self.counts.backend_queue,
+        );
+    }
+
+    /// `option httplog clf`'s line: the Common Log Format, then HAProxy's extra fields.
+    pub fn write_clf_line(&self, out: &mut String) {
+        match self.client {
+            Some(addr) => {
+                let _ = write!(out, "{}", addr.ip());
+            }
+            None => out.push_str("unix"),
+        }
+        out.push_str(" - - [");
+        let mut date = String::with_capacity(24);
+        write_date(self.start, &mut date);
+        // The CLF date has no milliseconds and names its zone.
+        out.push_str(date.split('.').next().unwrap_or(&date));
+        out.push_str(" +0000] \"");
+        match self.request_line {
+            Some(line) => out.push_str(&String::from_utf8_lossy(line)),
+            None => out.push_str("<BADREQ>"),
+        }
+        let t = &self.timers;
+        let c = &self.counts;
+        let since = self.start.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let _ = write!(
+            out,
+            "\" {} {} \"\" \"\" {} {} \"{}\" \"{}\" \"{}\" {} {} {} {} {} {}{}-- {} {} {} {} {} {} {} \"\" \"\" ",
+            self.status.map_or(-1, i32::from),
+            self.bytes_to_client,
+            self.client.map_or(0, |a| a.port()),
+            since.subsec_millis(),
+            self.frontend,
+            self.backend.unwrap_or(self.frontend),
+            self.server.unwrap_or("<NOSRV>"),
+            ms(t.request),
+            ms(t.queue),
+            ms(t.connect),
+            ms(t.response),
+            t.total.as_millis(),
+            self.termination.chars()[0],
+            self.termination.chars()[1],
+            c.process,
+            c.frontend,
+            c.backend,
+            c.server,
+            self.retries,
+            c.server_queue,
+            c.backend_queue,
         );
     }
 
@@ -250,7 +400,7 @@ pub fn write_date(when: SystemTime, out: &mut String) {
 
 /// Days since 1970-01-01 to (year, month 1-12, day 1-31), proleptic Gregorian calendar
 /// (Howard Hinnant's `civil_from_days` algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -264,6 +414,7 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -287,6 +438,7 @@ mod tests {
             termination: Termination::NORMAL,
             retries: 0,
             request_line: Some(b"GET / HTTP/1.1"),
+            counts: Counts::default(),
         }
     }
 
@@ -315,6 +467,20 @@ mod tests {
             line,
             "127.0.0.1:41892 [22/Nov/2026:03:37:42.123] fe be/<NOSRV> 0/-1/9 146 SC 0/0/0/0/0 0/0"
         );
+    }
+
+    #[test]
+    fn clf_line_has_haproxy_fields_in_order() {
+        let mut line = String::new();
+        record().write_clf_line(&mut line);
+        let date_end = line.find(']').unwrap();
+        assert!(line.starts_with("127.0.0.1 - - ["), "{line}");
+        assert!(line[..date_end].ends_with(" +0000"), "{line}");
+        assert!(
+            line[date_end..].starts_with("] \"GET / HTTP/1.1\" 200 "),
+            "{line}"
+        );
+        assert!(line.ends_with(" \"\" \"\" "), "{line}");
     }
 
     #[test]

@@ -637,5 +637,8 @@ backend b
         assert_eq!(served_by(&user), first, "{user}");
         seen.insert(first);
     }
-    assert!(seen.len() > 1, "thirty keys spread over the servers: {seen:?}");
+    assert!(
+        seen.len() > 1,
+        "thirty keys spread over the servers: {seen:?}"
+    );
 }

@@ -17,9 +17,11 @@ use super::session::answer;
 use super::settings::HttpSettings;
 use crate::connect::connect_with_retries;
 use crate::forward::{self, IdleTimeouts};
+use crate::report::report;
 use crate::stream_context::StreamView;
 use sluice_balance::Algorithm;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
+use sluice_config::logging::LineFormat;
 use sluice_http::encode::{self, HeadEdits};
 use sluice_http::error::Side;
 use sluice_http::framing::{
@@ -33,7 +35,7 @@ use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server, ServerLease, Unserved};
-use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
+use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
 use std::cell::Cell;
 use std::future::Future;
 use std::net::IpAddr;
@@ -157,7 +159,8 @@ pub async fn run(
     attached: &mut Option<Attached>,
 ) -> Next {
     // The request line is copied only when a log wants it: no allocation otherwise.
-    let request_line = ctx.process.stream_log.as_ref().map(|_| {
+    let logged = ctx.process.stream_log.is_some() || ctx.frontend.logger.is_some();
+    let request_line = logged.then(|| {
         let buf = input.filled();
         let end = buf
             .iter()
@@ -165,9 +168,17 @@ pub async fn run(
             .unwrap_or(buf.len());
         buf[..end].to_vec()
     });
+    // A `log-format` may read the request (`%r`, `%[req.hdr(...)]`) after it was forwarded:
+    // keep a copy of its head only then (the offsets stay valid in the copy).
+    let custom_log = ctx
+        .frontend
+        .logger
+        .as_ref()
+        .is_some_and(|l| matches!(l.conf.format, LineFormat::Custom(_)));
+    let logged_head = custom_log.then(|| (input.filled()[..head.head_len].to_vec(), head.clone()));
     let mut facts = Facts::default();
     let ending = exchange(ctx, client, input, head, attached, &mut facts).await;
-    if let Some(log) = &ctx.process.stream_log {
+    if logged {
         let timers = Timers {
             request: Some(ctx.head_at.duration_since(ctx.request_start)),
             queue: facts.queue,
@@ -178,7 +189,7 @@ pub async fn run(
                 .map(|(sent, head)| head.saturating_duration_since(sent)),
             total: ctx.request_start.elapsed(),
         };
-        log.http(&StreamRecord {
+        let mut record = StreamRecord {
             start: ctx.request_start_at,
             client: ctx.endpoints.client,
             frontend: ctx.frontend.name(),
@@ -191,7 +202,28 @@ pub async fn run(
             termination: ending.termination,
             retries: facts.retries,
             request_line: request_line.as_deref(),
-        });
+            counts: Counts::default(),
+        };
+        let server = facts
+            .server
+            .and_then(|name| ctx.backend.server_named(name))
+            .map(|(_, s)| s);
+        let scope = ctx.scope;
+        let view = StreamView {
+            backend: Some(ctx.backend),
+            server,
+            request: logged_head.as_ref().map(|(buf, head)| (&buf[..], head)),
+            ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+        };
+        report(
+            ctx.process,
+            ctx.frontend,
+            Some(ctx.backend),
+            server,
+            &mut record,
+            true,
+            view,
+        );
     }
     ending.next
 }

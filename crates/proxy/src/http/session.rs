@@ -13,6 +13,8 @@ use super::buffer::{InBuf, ReadError};
 use super::exchange::{self, Attached, Next};
 use super::rules::{self, RequestVerdict, Scope};
 use super::settings::{BufferSizes, HttpSettings};
+use crate::report::report;
+use crate::stream_context::StreamView;
 use crate::vars::Vars;
 use sluice_config::http_options::HttpConnMode;
 use sluice_http::encode::connection_tokens;
@@ -22,7 +24,7 @@ use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::Frontend;
-use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
+use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -79,7 +81,14 @@ pub async fn serve(
                 } else {
                     Cause::Proxy
                 };
-                log_answer(&scope, started, status, page.len(), cause);
+                let answered = Answered {
+                    status,
+                    bytes: page.len(),
+                    cause,
+                    request: None,
+                    head: None,
+                };
+                log_answer(&scope, started, answered);
                 break;
             }
         };
@@ -109,7 +118,16 @@ pub async fn serve(
                 } else {
                     Cause::Local
                 };
-                log_answer(&scope, started, reply.status, reply.bytes.len(), cause);
+                let head_took = request_start.elapsed();
+                let line = request_line_of(input.filled());
+                let answered = Answered {
+                    status: reply.status,
+                    bytes: reply.bytes.len(),
+                    cause,
+                    request: Some((line, head_took)),
+                    head: Some((input.filled(), &head)),
+                };
+                log_answer(&scope, started, answered);
                 if !matches!(sent, Ok(Ok(()))) {
                     break;
                 }
@@ -172,24 +190,47 @@ fn can_answer_and_keep_alive(
         && settings.conn_mode == HttpConnMode::KeepAlive
 }
 
-/// Reports a request the proxy answered itself (error, rule, monitor) to the stream log.
-fn log_answer(
-    scope: &Scope<'_>,
-    (start, start_at): (std::time::Instant, SystemTime),
+/// The request line at the start of `buf`.
+fn request_line_of(buf: &[u8]) -> &[u8] {
+    let end = buf
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(buf.len());
+    &buf[..end]
+}
+
+/// What the log says of a request the proxy answered itself.
+struct Answered<'r> {
     status: u16,
     bytes: usize,
     cause: Cause,
+    /// The request line and the time its head took, when there was a head.
+    request: Option<(&'r [u8], std::time::Duration)>,
+    /// The request head, for log formats that read it.
+    head: Option<(&'r [u8], &'r RequestHead)>,
+}
+
+/// Reports a request the proxy answered itself (error, rule, monitor) to the logs.
+fn log_answer(
+    scope: &Scope<'_>,
+    (start, start_at): (std::time::Instant, SystemTime),
+    answered: Answered<'_>,
 ) {
-    let Some(log) = &scope.process.stream_log else {
-        return;
-    };
-    log.http(&StreamRecord {
+    let Answered {
+        status,
+        bytes,
+        cause,
+        request,
+        head,
+    } = answered;
+    let mut record = StreamRecord {
         start: start_at,
         client: scope.endpoints.client,
         frontend: scope.frontend.name(),
         backend: None,
         server: None,
         timers: Timers {
+            request: request.map(|(_, took)| took),
             total: start.elapsed(),
             ..Timers::default()
         },
@@ -201,8 +242,22 @@ fn log_answer(
             phase: Phase::Request,
         },
         retries: 0,
-        request_line: None,
-    });
+        request_line: request.map(|(line, _)| line),
+        counts: Counts::default(),
+    };
+    let view = StreamView {
+        request: head,
+        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+    };
+    report(
+        scope.process,
+        scope.frontend,
+        None,
+        None,
+        &mut record,
+        true,
+        view,
+    );
 }
 
 /// Reads until `input` starts with a complete request head.

@@ -1,0 +1,457 @@
+//! Logging keywords (configuration.txt §3.1 and §4.2 `log`, §8 "Logging"): where log lines go
+//! (`log` targets in `global` and proxies, `log global`, `no log`), what they look like
+//! (`option httplog [clf]`, `option tcplog`, `log-format`, `log-tag`) and which streams are
+//! logged (`option dontlognull`, `option log-separate-errors`).
+//!
+//! A target is a UDP syslog address (port 514 by default), a unix datagram socket path,
+//! `stdout`/`stderr`/`fd@N`, with a syslog header format (`local` by default, `rfc3164`,
+//! `rfc5424`, `short`, `timed`, `iso`, `priority`, `raw`), a facility and optional level
+//! bounds. `ring@` buffers and the stream-address forms are refused as not supported.
+//! Read [`parse_log_target`] first.
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::directive::Directive;
+use crate::preprocess::Line;
+use sluice_sample::{LogFormat, MapStore, Stages};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+/// Where a log target sends its lines.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LogAddr {
+    /// A syslog server over UDP.
+    Udp(SocketAddr),
+    /// A unix datagram socket (e.g. `/dev/log`).
+    Unix(PathBuf),
+    /// An inherited file descriptor (`stdout` is fd 1, `stderr` fd 2).
+    Fd(i32),
+}
+
+/// The header written before each message (configuration.txt §4.2 `log` `format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SyslogFormat {
+    /// `<PRI>Mmm dd hh:mm:ss tag[pid]: ` (RFC 3164 without the host name; the default).
+    Local,
+    /// RFC 3164 with the host name.
+    Rfc3164,
+    /// `<PRI>1 ISO-DATE host tag pid - - ` (RFC 5424).
+    Rfc5424,
+    /// `<PRI>` with the facility.
+    Priority,
+    /// `<LEVEL>` alone.
+    Short,
+    /// `<LEVEL>ISO-DATE `.
+    Timed,
+    /// `ISO-DATE `.
+    Iso,
+    /// Nothing: the message alone.
+    Raw,
+}
+
+/// One `log` target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogTarget {
+    /// Where lines go.
+    pub addr: LogAddr,
+    /// `len`: longest line sent (longer ones are truncated); 1024 by default.
+    pub max_len: usize,
+    /// `format`.
+    pub format: SyslogFormat,
+    /// `sample RANGES:SIZE`: send only the lines whose number (from 1, modulo SIZE) falls
+    /// in one of the ranges.
+    pub sample: Option<(Vec<(u32, u32)>, u32)>,
+    /// Syslog facility code (0..=23).
+    pub facility: u8,
+    /// Lines above this severity (a larger number) are not sent; `debug` (7) by default.
+    pub max_level: u8,
+    /// Lines below this severity are raised to it; `emerg` (0) by default.
+    pub min_level: u8,
+}
+
+/// The default longest line (configuration.txt §4.2 `log` `len`).
+pub const DEFAULT_LOG_LEN: usize = 1024;
+
+/// What a proxy logs per stream.
+#[derive(Clone, Debug, Default)]
+pub enum LineFormat {
+    /// No `option httplog`/`tcplog`/`log-format`: HAProxy's minimal connection line.
+    #[default]
+    Minimal,
+    /// `option tcplog`.
+    Tcp,
+    /// `option httplog`.
+    Http,
+    /// `option httplog clf`.
+    HttpClf,
+    /// `log-format`.
+    Custom(LogFormat),
+}
+
+/// A proxy's logging settings.
+#[derive(Clone, Debug, Default)]
+pub struct ProxyLogConf {
+    /// `log global` was given: the global targets apply.
+    pub use_global: bool,
+    /// The proxy's own targets.
+    pub targets: Vec<LogTarget>,
+    /// The line format.
+    pub format: LineFormat,
+    /// `option dontlognull`: streams that carried no data are not logged.
+    pub dont_log_null: bool,
+    /// `option log-separate-errors`: errors are logged at `err` instead of `info`.
+    pub separate_errors: bool,
+    /// `log-tag`: the syslog tag of this proxy's lines.
+    pub tag: Option<String>,
+}
+
+impl ProxyLogConf {
+    /// True if the proxy sends its lines anywhere.
+    pub fn enabled(&self) -> bool {
+        self.use_global || !self.targets.is_empty()
+    }
+}
+
+const FACILITIES: [&str; 24] = [
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "auth2",
+    "ftp", "ntp", "audit", "alert", "cron2", "local0", "local1", "local2", "local3", "local4",
+    "local5", "local6", "local7",
+];
+
+const LEVELS: [&str; 8] = [
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+];
+
+/// The syslog code of a severity name.
+pub fn level_code(name: &str) -> Option<u8> {
+    LEVELS.iter().position(|l| *l == name).map(|i| i as u8)
+}
+
+/// Parses the words after `log` (not `global`): `TARGET [len N] [format F] [sample R:S]
+/// FACILITY [LEVEL [MINLEVEL]]`.
+pub fn parse_log_target(words: &[String]) -> Result<LogTarget, String> {
+    let Some(target) = words.first() else {
+        return Err("expects a target, 'global', or use 'no log'".to_owned());
+    };
+    let addr = parse_log_addr(target)?;
+    let mut t = LogTarget {
+        addr,
+        max_len: DEFAULT_LOG_LEN,
+        format: SyslogFormat::Local,
+        sample: None,
+        facility: 0,
+        max_level: 7,
+        min_level: 0,
+    };
+    let mut i = 1;
+    loop {
+        let (Some(word), value) = (words.get(i), words.get(i + 1)) else {
+            return Err("expects a facility after the target".to_owned());
+        };
+        match word.as_str() {
+            "len" => {
+                t.max_len = value
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .filter(|n| (80..=65535).contains(n))
+                    .ok_or("'len' expects a length between 80 and 65535")?;
+            }
+            "format" => {
+                t.format = match value.map(String::as_str) {
+                    Some("local") => SyslogFormat::Local,
+                    Some("rfc3164") => SyslogFormat::Rfc3164,
+                    Some("rfc5424") => SyslogFormat::Rfc5424,
+                    Some("priority") => SyslogFormat::Priority,
+                    Some("short") => SyslogFormat::Short,
+                    Some("timed") => SyslogFormat::Timed,
+                    Some("iso") => SyslogFormat::Iso,
+                    Some("raw") => SyslogFormat::Raw,
+                    other => {
+                        return Err(format!(
+                            "unknown log format '{}' (local, rfc3164, rfc5424, priority, short, timed, iso or raw)",
+                            other.unwrap_or_default()
+                        ));
+                    }
+                };
+            }
+            "sample" => t.sample = Some(parse_sample(value.map_or("", |s| s.as_str()))?),
+            "profile" => return Err("'profile' is not supported by Sluice".to_owned()),
+            _ => break,
+        }
+        i += 2;
+    }
+    let facility = &words[i];
+    t.facility = FACILITIES
+        .iter()
+        .position(|f| f == facility)
+        .map(|f| f as u8)
+        .ok_or_else(|| format!("unknown log facility '{facility}'"))?;
+    if let Some(level) = words.get(i + 1) {
+        t.max_level = level_code(level).ok_or_else(|| format!("unknown log level '{level}'"))?;
+    }
+    if let Some(level) = words.get(i + 2) {
+        t.min_level = level_code(level).ok_or_else(|| format!("unknown log level '{level}'"))?;
+    }
+    if let Some(extra) = words.get(i + 3) {
+        return Err(format!("unexpected argument '{extra}'"));
+    }
+    Ok(t)
+}
+
+fn parse_log_addr(text: &str) -> Result<LogAddr, String> {
+    match text {
+        "stdout" => return Ok(LogAddr::Fd(1)),
+        "stderr" => return Ok(LogAddr::Fd(2)),
+        _ => {}
+    }
+    if let Some(fd) = text.strip_prefix("fd@") {
+        return match fd.parse::<i32>() {
+            Ok(fd @ (1 | 2)) => Ok(LogAddr::Fd(fd)),
+            Ok(_) => Err(format!(
+                "'{text}': log targets on file descriptors other than 1 and 2 are not supported by Sluice"
+            )),
+            Err(_) => Err(format!("invalid file descriptor in '{text}'")),
+        };
+    }
+    if let Some(path) = text.strip_prefix("unix@") {
+        return Ok(LogAddr::Unix(PathBuf::from(path)));
+    }
+    if text.starts_with('/') {
+        return Ok(LogAddr::Unix(PathBuf::from(text)));
+    }
+    for prefix in ["ring@", "tcp@", "tcp4@", "tcp6@", "uxst@", "backend@"] {
+        if text.starts_with(prefix) {
+            return Err(format!(
+                "'{prefix}' log targets are not supported by Sluice"
+            ));
+        }
+    }
+    let inet = ["udp@", "udp4@", "udp6@", "ipv4@", "ipv6@"]
+        .iter()
+        .find_map(|p| text.strip_prefix(p))
+        .unwrap_or(text);
+    parse_udp(inet).ok_or_else(|| format!("invalid log target '{text}'"))
+}
+
+/// `ADDR[:PORT]`, `[ADDR6]:PORT`, or a bare IPv6 address; port 514 by default.
+fn parse_udp(text: &str) -> Option<LogAddr> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Some(LogAddr::Udp(addr));
+    }
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Some(LogAddr::Udp(SocketAddr::new(ip, 514)));
+    }
+    let (host, port) = text.rsplit_once(':')?;
+    let ip = host.parse::<IpAddr>().ok()?;
+    let port = if port.is_empty() {
+        514
+    } else {
+        port.parse().ok()?
+    };
+    Some(LogAddr::Udp(SocketAddr::new(ip, port)))
+}
+
+fn parse_sample(text: &str) -> Result<(Vec<(u32, u32)>, u32), String> {
+    let err = || format!("'sample' expects RANGES:SIZE, not '{text}'");
+    let (ranges, size) = text.split_once(':').ok_or_else(err)?;
+    let size: u32 = size.parse().ok().filter(|n| *n > 0).ok_or_else(err)?;
+    let mut out = Vec::new();
+    for range in ranges.split(',') {
+        let (low, high) = match range.split_once('-') {
+            Some((l, h)) => (l.parse().ok(), h.parse().ok()),
+            None => (range.parse().ok(), range.parse().ok()),
+        };
+        match (low, high) {
+            (Some(l), Some(h)) if l >= 1 && l <= h && h <= size => out.push((l, h)),
+            _ => return Err(err()),
+        }
+    }
+    Ok((out, size))
+}
+
+/// Parses the logging keywords of a proxy section; false if `line` is not one.
+pub(crate) fn parse_proxy_log_line(
+    conf: &mut ProxyLogConf,
+    line: &Line,
+    maps: &MapStore,
+    diags: &mut Diagnostics,
+) -> bool {
+    let words = &line.words;
+    let first = words.first().map(String::as_str);
+    let second = words.get(1).map(String::as_str);
+    match (first, second) {
+        (Some("log"), Some("global")) => {
+            let d = Directive::new(line, 2);
+            if d.no_more_than(2, diags) {
+                conf.use_global = true;
+            }
+        }
+        (Some("no"), Some("log")) => {
+            let d = Directive::new(line, 2);
+            if d.no_more_than(2, diags) {
+                conf.use_global = false;
+                conf.targets.clear();
+            }
+        }
+        (Some("log"), _) => match parse_log_target(&words[1..]) {
+            Ok(target) => conf.targets.push(target),
+            Err(message) => diags.push(Directive::new(line, 1).alert(message)),
+        },
+        (Some("log-format"), _) => {
+            let d = Directive::new(line, 1);
+            let Some(text) = d.word(1, "a log format", diags) else {
+                return true;
+            };
+            if !d.no_more_than(2, diags) {
+                return true;
+            }
+            match LogFormat::parse_log(text, maps) {
+                Ok(fmt) => {
+                    // HAProxy warns, not fails, when a fetch cannot see its data at log time.
+                    if let Err(message) = fmt.check_stages(Stages::LOG) {
+                        diags.push(d.warning(message));
+                    }
+                    conf.format = LineFormat::Custom(fmt);
+                }
+                Err(message) => diags.push(d.alert(message)),
+            }
+        }
+        (Some("log-tag"), _) => {
+            let d = Directive::new(line, 1);
+            if let Some(tag) = d.word(1, "a tag", diags)
+                && d.no_more_than(2, diags)
+            {
+                conf.tag = Some(tag.to_owned());
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `log-separate-errors` (`enable`
+/// false for the `no option` form); false if `name` is not a logging option.
+pub(crate) fn apply_log_option(
+    conf: &mut ProxyLogConf,
+    d: &Directive<'_>,
+    name: &str,
+    args_at: usize,
+    enable: bool,
+    diags: &mut Diagnostics,
+) -> bool {
+    match name {
+        "httplog" => {
+            let clf = d.words.get(args_at).map(String::as_str) == Some("clf");
+            if d.no_more_than(args_at + usize::from(clf), diags) {
+                conf.format = match (enable, clf) {
+                    (false, _) => LineFormat::Minimal,
+                    (true, false) => LineFormat::Http,
+                    (true, true) => LineFormat::HttpClf,
+                };
+            }
+        }
+        "tcplog" => {
+            if d.no_more_than(args_at, diags) {
+                conf.format = if enable {
+                    LineFormat::Tcp
+                } else {
+                    LineFormat::Minimal
+                };
+            }
+        }
+        "dontlognull" => {
+            if d.no_more_than(args_at, diags) {
+                conf.dont_log_null = enable;
+            }
+        }
+        "log-separate-errors" => {
+            if d.no_more_than(args_at, diags) {
+                conf.separate_errors = enable;
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Reports a `log` line in the `global` section into `targets`.
+pub(crate) fn parse_global_log_line(
+    targets: &mut Vec<LogTarget>,
+    line: &Line,
+    diags: &mut Diagnostics,
+) {
+    match parse_log_target(&line.words[1..]) {
+        Ok(target) => targets.push(target),
+        Err(message) => diags.push(Diagnostic::alert(&line.span, "log", message)),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn target(text: &str) -> Result<LogTarget, String> {
+        let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+        parse_log_target(&words)
+    }
+
+    #[test]
+    fn targets_and_their_options() {
+        let t = target("127.0.0.1 local0").unwrap();
+        assert_eq!(t.addr, LogAddr::Udp("127.0.0.1:514".parse().unwrap()));
+        assert_eq!(
+            (t.facility, t.max_level, t.format),
+            (16, 7, SyslogFormat::Local)
+        );
+        let t = target("10.0.0.1:1514 len 2048 format rfc5424 daemon notice err").unwrap();
+        assert_eq!(t.addr, LogAddr::Udp("10.0.0.1:1514".parse().unwrap()));
+        assert_eq!((t.max_len, t.format), (2048, SyslogFormat::Rfc5424));
+        assert_eq!((t.facility, t.max_level, t.min_level), (3, 5, 3));
+        assert_eq!(
+            target("/dev/log local7").unwrap().addr,
+            LogAddr::Unix("/dev/log".into())
+        );
+        assert_eq!(
+            target("stdout format raw daemon").unwrap().addr,
+            LogAddr::Fd(1)
+        );
+        assert_eq!(target("fd@2 user").unwrap().addr, LogAddr::Fd(2));
+        assert_eq!(
+            target("[::1]:5514 local1").unwrap().addr,
+            LogAddr::Udp("[::1]:5514".parse().unwrap())
+        );
+        let t = target("127.0.0.1 sample 1-2,5:10 local0").unwrap();
+        assert_eq!(t.sample, Some((vec![(1, 2), (5, 5)], 10)));
+    }
+
+    #[test]
+    fn bad_targets_are_named() {
+        assert_eq!(
+            target("127.0.0.1 local9").unwrap_err(),
+            "unknown log facility 'local9'"
+        );
+        assert_eq!(
+            target("127.0.0.1 local0 loud").unwrap_err(),
+            "unknown log level 'loud'"
+        );
+        assert_eq!(
+            target("127.0.0.1").unwrap_err(),
+            "expects a facility after the target"
+        );
+        assert!(
+            target("ring@buf local0")
+                .unwrap_err()
+                .contains("not supported")
+        );
+        assert!(
+            target("127.0.0.1 len 10 local0")
+                .unwrap_err()
+                .contains("between 80")
+        );
+        assert!(target("127.0.0.1 sample 3:2 local0").is_err());
+        assert!(
+            target("nowhere local0")
+                .unwrap_err()
+                .contains("invalid log target")
+        );
+    }
+}

@@ -1,0 +1,327 @@
+//! Log lines on their way out (configuration.txt §4.2 `log`, §8.1): syslog headers, level
+//! filters, sampling, truncation, and one writer thread that owns every target.
+//!
+//! The data path never waits for a log target: it formats the message, then each
+//! [`ProxyLogger`] builds the framed line for each of its targets and hands it to the
+//! [`LogHub`]'s bounded queue with `try_send`. When the queue is full (a slow or absent
+//! syslog server) the line is dropped and counted in [`LogHub::dropped`], as HAProxy drops
+//! and counts. The writer thread sends UDP datagrams, unix datagrams (`/dev/log`) and writes
+//! to stdout/stderr.
+
+use crate::counters::Counter;
+use sluice_config::logging::{LogAddr, LogTarget, SyslogFormat};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::UdpSocket;
+use std::os::unix::net::UnixDatagram;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Lines waiting for the writer thread; past this, lines are dropped.
+const QUEUE_DEPTH: usize = 4096;
+
+/// Syslog severities used for traffic logs.
+pub mod level {
+    /// `err`: streams that ended in error with `option log-separate-errors`.
+    pub const ERR: u8 = 3;
+    /// `info`: traffic.
+    pub const INFO: u8 = 6;
+}
+
+/// The process's log output: the writer thread's queue and the targets it serves.
+#[derive(Debug)]
+pub struct LogHub {
+    sender: SyncSender<(usize, Vec<u8>)>,
+    /// Lines dropped because the queue was full or a target failed.
+    pub dropped: Arc<Counter>,
+    pid: u32,
+}
+
+impl LogHub {
+    /// Starts the writer thread for `targets` (indices into it are the target ids used by
+    /// [`ProxyLogger`]s).
+    pub fn start(targets: Vec<LogAddr>) -> std::io::Result<Arc<LogHub>> {
+        let sinks = targets
+            .into_iter()
+            .map(Sink::open)
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let (sender, receiver) = mpsc::sync_channel::<(usize, Vec<u8>)>(QUEUE_DEPTH);
+        let dropped = Arc::new(Counter::default());
+        let failures = Arc::clone(&dropped);
+        std::thread::Builder::new()
+            .name("sluice-log".to_owned())
+            .spawn(move || {
+                for (target, line) in receiver {
+                    let sent = sinks.get(target).is_some_and(|sink| sink.send(&line));
+                    if !sent {
+                        failures.incr();
+                    }
+                }
+            })?;
+        Ok(Arc::new(LogHub {
+            sender,
+            dropped,
+            pid: std::process::id(),
+        }))
+    }
+
+    fn push(&self, target: usize, line: Vec<u8>) {
+        match self.sender.try_send((target, line)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.dropped.incr(),
+        }
+    }
+}
+
+/// An open log target.
+enum Sink {
+    Udp(UdpSocket, std::net::SocketAddr),
+    Unix(UnixDatagram, std::path::PathBuf),
+    Stdout,
+    Stderr,
+}
+
+impl Sink {
+    fn open(addr: LogAddr) -> std::io::Result<Sink> {
+        Ok(match addr {
+            LogAddr::Udp(to) => {
+                let local = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+                Sink::Udp(UdpSocket::bind(local)?, to)
+            }
+            LogAddr::Unix(path) => Sink::Unix(UnixDatagram::unbound()?, path),
+            LogAddr::Fd(2) => Sink::Stderr,
+            LogAddr::Fd(_) => Sink::Stdout,
+        })
+    }
+
+    fn send(&self, line: &[u8]) -> bool {
+        match self {
+            Sink::Udp(socket, to) => socket.send_to(line, to).is_ok(),
+            Sink::Unix(socket, path) => socket.send_to(line, path).is_ok(),
+            Sink::Stdout => std::io::stdout().lock().write_all(line).is_ok(),
+            Sink::Stderr => std::io::stderr().lock().write_all(line).is_ok(),
+        }
+    }
+}
+
+/// The log targets of one proxy and how its lines are framed.
+#[derive(Debug)]
+pub struct ProxyLogger {
+    hub: Arc<LogHub>,
+    targets: Vec<(usize, LogTarget)>,
+    tag: String,
+    /// Lines emitted, for `sample` ranges.
+    emitted: AtomicU64,
+}
+
+impl ProxyLogger {
+    /// A logger sending to `targets` (hub id, settings) with the syslog tag `tag`.
+    pub fn new(hub: Arc<LogHub>, targets: Vec<(usize, LogTarget)>, tag: String) -> Self {
+        ProxyLogger {
+            hub,
+            targets,
+            tag,
+            emitted: AtomicU64::new(0),
+        }
+    }
+
+    /// Sends `message` at severity `level` to every target that accepts it.
+    pub fn emit(&self, level: u8, message: &[u8]) {
+        let number = self.emitted.fetch_add(1, Ordering::Relaxed);
+        let now = SystemTime::now();
+        for (id, target) in &self.targets {
+            if level > target.max_level || !sampled(target, number) {
+                continue;
+            }
+            let level = level.max(target.min_level);
+            let mut line = Vec::with_capacity(message.len() + 64);
+            write_header(target, level, &self.tag, self.hub.pid, now, &mut line);
+            let room = target.max_len.saturating_sub(line.len() + 1);
+            line.extend_from_slice(&message[..message.len().min(room)]);
+            line.push(b'\n');
+            self.hub.push(*id, line);
+        }
+    }
+}
+
+/// Whether line `number` (from 0) falls in the target's `sample` ranges.
+fn sampled(target: &LogTarget, number: u64) -> bool {
+    match &target.sample {
+        None => true,
+        Some((ranges, size)) => {
+            let position = (number % u64::from(*size)) + 1;
+            ranges
+                .iter()
+                .any(|(low, high)| (u64::from(*low)..=u64::from(*high)).contains(&position))
+        }
+    }
+}
+
+/// Writes the syslog header of `target`'s format, as HAProxy 2.6 writes them.
+fn write_header(
+    target: &LogTarget,
+    level: u8,
+    tag: &str,
+    pid: u32,
+    now: SystemTime,
+    out: &mut Vec<u8>,
+) {
+    let priority = u32::from(target.facility) * 8 + u32::from(level);
+    let mut text = String::with_capacity(64);
+    match target.format {
+        SyslogFormat::Local | SyslogFormat::Rfc3164 => {
+            let _ = write!(text, "<{priority}>");
+            write_bsd_date(now, &mut text);
+            if target.format == SyslogFormat::Rfc3164 {
+                text.push(' ');
+                text.push_str(&hostname());
+            }
+            let _ = write!(text, " {tag}[{pid}]: ");
+        }
+        SyslogFormat::Rfc5424 => {
+            let _ = write!(text, "<{priority}>1 ");
+            write_iso_date(now, &mut text);
+            let _ = write!(text, " - {tag} {pid} - - ");
+        }
+        SyslogFormat::Priority => {
+            let _ = write!(text, "<{priority}>");
+        }
+        SyslogFormat::Short => {
+            let _ = write!(text, "<{level}>");
+        }
+        SyslogFormat::Timed => {
+            let _ = write!(text, "<{level}>");
+            write_iso_date(now, &mut text);
+            text.push(' ');
+        }
+        SyslogFormat::Iso => {
+            write_iso_date(now, &mut text);
+            text.push(' ');
+        }
+        SyslogFormat::Raw => {}
+    }
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// `Mmm dd hh:mm:ss` (RFC 3164 §4.1.2: the day padded with a space), in UTC.
+fn write_bsd_date(now: SystemTime, out: &mut String) {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (_, month, day) = crate::record::civil_from_days((secs / 86400) as i64);
+    let _ = write!(
+        out,
+        "{} {day:2} {:02}:{:02}:{:02}",
+        MONTHS[(month as usize).saturating_sub(1) % 12],
+        secs % 86400 / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    );
+}
+
+/// `2026-11-22T05:57:25.116877+00:00`, in UTC.
+fn write_iso_date(now: SystemTime, out: &mut String) {
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (year, month, day) = crate::record::civil_from_days((secs / 86400) as i64);
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
+        secs % 86400 / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+        since.subsec_micros()
+    );
+}
+
+/// The machine's host name, for RFC 3164 headers.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn target(format: SyslogFormat) -> LogTarget {
+        LogTarget {
+            addr: LogAddr::Fd(1),
+            max_len: 1024,
+            format,
+            sample: None,
+            facility: 16,
+            max_level: 7,
+            min_level: 0,
+        }
+    }
+
+    fn header(format: SyslogFormat) -> String {
+        // 2026-11-06 05:57:25.116877 UTC
+        let when = UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877);
+        let mut out = Vec::new();
+        write_header(&target(format), 6, "haproxy", 42, when, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn headers_of_every_format() {
+        assert_eq!(
+            header(SyslogFormat::Local),
+            "<134>Nov  6 05:57:25 haproxy[42]: "
+        );
+        assert_eq!(
+            header(SyslogFormat::Rfc5424),
+            "<134>1 2026-11-06T05:57:25.116877+00:00 - haproxy 42 - - "
+        );
+        assert_eq!(header(SyslogFormat::Priority), "<134>");
+        assert_eq!(header(SyslogFormat::Short), "<6>");
+        assert_eq!(
+            header(SyslogFormat::Timed),
+            "<6>2026-11-06T05:57:25.116877+00:00 "
+        );
+        assert_eq!(
+            header(SyslogFormat::Iso),
+            "2026-11-06T05:57:25.116877+00:00 "
+        );
+        assert_eq!(header(SyslogFormat::Raw), "");
+    }
+
+    #[test]
+    fn sampling_keeps_the_ranges_of_each_period() {
+        let mut t = target(SyslogFormat::Raw);
+        t.sample = Some((vec![(1, 1), (3, 4)], 5));
+        let kept: Vec<u64> = (0..10).filter(|n| sampled(&t, *n)).collect();
+        assert_eq!(kept, [0, 2, 3, 5, 7, 8]);
+    }
+
+    #[test]
+    fn lines_are_framed_filtered_and_truncated() {
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let hub = LogHub::start(vec![LogAddr::Udp(addr)]).unwrap();
+        let mut quiet = target(SyslogFormat::Raw);
+        quiet.addr = LogAddr::Udp(addr);
+        quiet.max_level = 5;
+        let mut short = target(SyslogFormat::Short);
+        short.addr = LogAddr::Udp(addr);
+        short.max_len = 80;
+        let logger = ProxyLogger::new(hub, vec![(0, quiet), (0, short)], "t".to_owned());
+        logger.emit(level::INFO, &[b'x'; 200]);
+        let mut buf = [0u8; 2048];
+        let n = receiver.recv(&mut buf).unwrap();
+        // Only the short-format target accepts info; the line is cut to 80 bytes.
+        assert_eq!(n, 80);
+        assert!(buf[..n].starts_with(b"<6>xxx"));
+        assert_eq!(buf[n - 1], b'\n');
+    }
+}

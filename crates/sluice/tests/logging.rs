@@ -1,0 +1,161 @@
+//! End-to-end logging: lines reach a UDP syslog receiver in the configured format
+//! (`log-format` with fetches and aliases, the minimal "Connect from" line), streams without
+//! data are skipped with `option dontlognull`, and `option log-separate-errors` with a level
+//! bound sends only failed streams to an error-only target.
+//!
+//! The receiver is a UDP socket of the test; ordering (a skipped stream first, a logged one
+//! second) proves what was not sent without waiting for silence.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::http::{HTTP_DEFAULTS, ok_backend};
+use common::{Backend, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice};
+use std::io::Write;
+use std::net::{SocketAddr, UdpSocket};
+
+/// A syslog receiver: the UDP socket and its address.
+fn receiver() -> (UdpSocket, SocketAddr) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(GENEROUS)).unwrap();
+    let addr = socket.local_addr().unwrap();
+    (socket, addr)
+}
+
+fn next_line(socket: &UdpSocket) -> String {
+    let mut buf = [0u8; 4096];
+    let n = socket
+        .recv(&mut buf)
+        .expect("a log line within the time limit");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+fn start(config: &str) -> (common::Sluice, SocketAddr) {
+    let (listener, addr) = frontend();
+    let text = config.replace("{bind}", &format!("bind {}", fd_bind(&listener)));
+    (sluice(&text).inherit(listener).start(), addr)
+}
+
+fn get(addr: SocketAddr, path: &str) {
+    let mut s = connect(addr);
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    read_to_close(&mut s, GENEROUS);
+}
+
+#[test]
+fn log_format_renders_fetches_and_aliases_in_raw_format() {
+    let (backend, _) = ok_backend();
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    log {log_addr} format raw local0
+    log-format \"%ci %ST %[var(txn.path)] %ts %{{+Q}}r %b/%s\"
+    http-request set-var(txn.path) path
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    get(addr, "/some/path?q=1");
+    assert_eq!(
+        next_line(&syslog),
+        "127.0.0.1 200 /some/path -- \"GET /some/path?q=1 HTTP/1.1\" app/s1\n"
+    );
+}
+
+#[test]
+fn minimal_logging_reports_each_connection() {
+    let echo = Backend::echo();
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{TCP_DEFAULTS}
+global
+    log {log_addr} format short local0
+    log-tag edge
+frontend f
+    {{bind}}
+    log global
+    default_backend b
+backend b
+    server s {}
+",
+        echo.addr()
+    );
+    let (_p, addr) = start(&config);
+    let s = connect(addr);
+    let local = s.local_addr().unwrap();
+    assert_eq!(
+        next_line(&syslog),
+        format!("<6>Connect from {local} to {addr} (f/TCP)\n")
+    );
+}
+
+#[test]
+fn dontlognull_skips_silent_connections_and_tags_lines() {
+    let echo = Backend::echo();
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{TCP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {log_addr} local3
+    log-tag edge
+    option tcplog
+    option dontlognull
+    default_backend b
+backend b
+    server s {}
+",
+        echo.addr()
+    );
+    let (_p, addr) = start(&config);
+    // A connection that sends nothing: not logged.
+    let mut silent = connect(addr);
+    silent.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut silent, GENEROUS);
+    let mut talker = connect(addr);
+    talker.write_all(b"ping").unwrap();
+    talker.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut talker, GENEROUS);
+    let line = next_line(&syslog);
+    // local3 (19) * 8 + info (6) = 158, the tag, then the line of the talking connection.
+    assert!(line.starts_with("<158>"), "{line}");
+    assert!(line.contains(" edge["), "{line}");
+    assert!(line.contains(" f b/s "), "{line}");
+    assert!(
+        line.contains(" 4 --"),
+        "the silent connection was not logged: {line}"
+    );
+}
+
+#[test]
+fn separate_errors_reach_an_error_only_target() {
+    let (backend, _) = ok_backend();
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    log {log_addr} format raw local0 err
+    option httplog
+    option log-separate-errors
+    http-request deny if {{ path /forbidden }}
+    http-request return status 503 if {{ path /broken }}
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    get(addr, "/fine");
+    get(addr, "/broken");
+    let line = next_line(&syslog);
+    assert!(line.contains(" 503 "), "only the error is sent: {line}");
+    assert!(line.contains("\"GET /broken HTTP/1.1\""), "{line}");
+}
