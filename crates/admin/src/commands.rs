@@ -235,7 +235,7 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         process.listen_state(),
         sluice_runtime::process::ListenState::Stopped
     );
-    let fields: [(&str, String); 19] = [
+    let fields: [(&str, String); 22] = [
         ("Name", "Sluice".into()),
         ("Version", env!("CARGO_PKG_VERSION").into()),
         ("Release_date", crate_release_date().into()),
@@ -250,6 +250,10 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("Hard_maxconn", process.maxconn.to_string()),
         ("CurrConns", process.traffic.sessions.get().to_string()),
         ("CumConns", process.traffic.total_sessions.get().to_string()),
+        ("Maxpipes", process.pipes.max().unwrap_or(0).to_string()),
+        ("PipesUsed", process.pipes.used().to_string()),
+        // Pipes are closed when their session ends: none waits idle for reuse.
+        ("PipesFree", "0".into()),
         ("node", process.global.node.clone().unwrap_or_default()),
         ("Stopping", u8::from(stopping).to_string()),
         ("Listeners", listeners.to_string()),

@@ -91,6 +91,12 @@ pub struct GlobalConf {
     pub logs: Vec<LogTarget>,
     /// `log-tag`: the syslog tag (the program's name by default).
     pub log_tag: Option<String>,
+    /// `tune.pipesize`: size of the kernel pipes used by splicing.
+    pub pipesize: Option<usize>,
+    /// `maxpipes`: pipes the process may hold at once.
+    pub maxpipes: Option<usize>,
+    /// `nosplice`: never use `splice(2)`, whatever the proxies say.
+    pub nosplice: bool,
 }
 
 /// HAProxy's default `tune.bufsize`.
@@ -187,6 +193,21 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         }
         "stats" => parse_stats(conf, line, diags),
         "log" => logging::parse_global_log_line(&mut conf.logs, line, diags),
+        "tune.pipesize" => {
+            if let Some(n) = d.integer(1, "a pipe size in bytes", 4096, 1 << 30, diags) {
+                conf.pipesize = Some(n as usize);
+            }
+        }
+        "maxpipes" => {
+            if let Some(n) = d.integer(1, "a number of pipes", 0, u64::from(u32::MAX), diags) {
+                conf.maxpipes = Some(n as usize);
+            }
+        }
+        "nosplice" => {
+            if d.no_more_than(1, diags) {
+                conf.nosplice = true;
+            }
+        }
         "log-tag" => {
             if let Some(tag) = d.word(1, "a tag", diags)
                 && d.no_more_than(2, diags)

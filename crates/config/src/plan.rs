@@ -14,7 +14,7 @@ use crate::global::{self, GlobalConf};
 use crate::http_options::HttpConf;
 use crate::logging::ProxyLogConf;
 use crate::preprocess;
-use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
+use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, SpliceOptions, Timeouts};
 use crate::reader::Source;
 use crate::rules::{BackendTarget, ProxyRules, Rule};
 use crate::sections::{self, Section, SectionKind};
@@ -78,6 +78,8 @@ pub struct FrontendPlan {
     pub use_backend: Vec<Rule<BackendChoice>>,
     /// Logging settings (`log global` still to be resolved against [`Plan::global`]).
     pub log: ProxyLogConf,
+    /// `option splice-*` of the frontend.
+    pub splice: SpliceOptions,
     /// The other rules of the section (`use_backend` is moved out to the field above).
     pub rules: Arc<ProxyRules>,
 }
@@ -124,6 +126,8 @@ pub struct BackendPlan {
     pub use_server: Vec<Rule<usize>>,
     /// The section's rules (shared with the frontend side of a `listen` section).
     pub rules: Arc<ProxyRules>,
+    /// `option splice-*` of the backend.
+    pub splice: SpliceOptions,
 }
 
 /// The outcome of reading a configuration: the plan if it is valid, and every diagnostic.
@@ -328,6 +332,7 @@ fn plan_proxies(
             http: p.conf.http.clone(),
             error_pages: pages[i].clone(),
             use_server: resolve_use_server(p, &rules[i], diags),
+            splice: p.conf.splice,
             rules: Arc::clone(&rules[i]),
         });
     }
@@ -413,6 +418,7 @@ fn plan_proxies(
             error_pages: pages[i].clone(),
             use_backend,
             log: p.conf.log.clone(),
+            splice: p.conf.splice,
             rules: Arc::clone(&rules[i]),
         });
     }

@@ -176,6 +176,42 @@ pub struct ProxyConf {
     pub rules: ProxyRules,
     /// Logging (`log`, `option httplog`, `log-format`...).
     pub log: ProxyLogConf,
+    /// `option splice-auto`, `splice-request`, `splice-response`.
+    pub splice: SpliceOptions,
+}
+
+/// Which directions may be forwarded with `splice(2)` (configuration.txt §4.2
+/// `option splice-*`). Sluice splices a direction whenever it is allowed (`splice-auto`
+/// allows both), in `mode tcp`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpliceOptions {
+    /// `option splice-auto`.
+    pub auto: Option<bool>,
+    /// `option splice-request`: client to server.
+    pub request: Option<bool>,
+    /// `option splice-response`: server to client.
+    pub response: Option<bool>,
+}
+
+impl SpliceOptions {
+    /// These options completed by `other`'s where unset (a frontend's with its backend's).
+    pub fn or(self, other: SpliceOptions) -> SpliceOptions {
+        SpliceOptions {
+            auto: self.auto.or(other.auto),
+            request: self.request.or(other.request),
+            response: self.response.or(other.response),
+        }
+    }
+
+    /// Whether the client-to-server direction is spliced.
+    pub fn request(self) -> bool {
+        self.request.or(self.auto).unwrap_or(false)
+    }
+
+    /// Whether the server-to-client direction is spliced.
+    pub fn response(self) -> bool {
+        self.response.or(self.auto).unwrap_or(false)
+    }
 }
 
 /// Which sections a keyword is valid in.
@@ -450,6 +486,16 @@ fn parse_option(
         "tcpka" => (true, true),
         "clitcpka" => (true, false),
         "srvtcpka" => (false, true),
+        "splice-auto" | "splice-request" | "splice-response" => {
+            let slot = match name.as_str() {
+                "splice-auto" => &mut conf.splice.auto,
+                "splice-request" => &mut conf.splice.request,
+                _ => &mut conf.splice.response,
+            };
+            *slot = Some(enable);
+            d.no_more_than(skip + 2, diags);
+            return;
+        }
         "allbackups" => {
             if applies(&d, kind, BACK, diags) {
                 conf.allbackups = Some(enable);

@@ -5,10 +5,12 @@
 //! proxies or sessions. Binding happens before the event loops start, with blocking std sockets
 //! ([`listen::BoundListener`]); each event-loop thread then registers its own clone. The only
 //! `unsafe` code of the project lives in [`fd`]. The PROXY protocol is here too: a pure codec
-//! ([`proxy_protocol`]) and its use on streams ([`proxy_io`]).
+//! ([`proxy_protocol`]) and its use on streams ([`proxy_io`]), and zero-copy forwarding through
+//! kernel pipes ([`splice`]).
 
 pub mod fd;
 pub mod listen;
 pub mod proxy_io;
 pub mod proxy_protocol;
+pub mod splice;
 pub mod stream;

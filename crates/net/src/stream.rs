@@ -226,6 +226,15 @@ impl AsyncRead for Stream {
     }
 }
 
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
 impl AsyncWrite for Stream {
     fn poll_write(
         self: Pin<&mut Self>,

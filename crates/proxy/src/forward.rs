@@ -8,6 +8,8 @@
 //! `server-fin` once a direction is closed. Buffers are fixed-size (`tune.bufsize`, 16 KiB by
 //! default): a slow reader stops the other side's reads instead of growing memory.
 
+use sluice_net::splice::Pipe;
+use sluice_net::stream::Stream;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
@@ -88,6 +90,162 @@ enum PumpError {
     Write(io::Error),
 }
 
+/// One direction of a session: moves bytes from a reader to a writer.
+trait Mover<R: ?Sized, W: ?Sized> {
+    /// Moves as many bytes as possible without blocking; returns what moved.
+    fn poll_move(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut R,
+        writer: &mut W,
+    ) -> Result<Activity, PumpError>;
+    /// The end of stream was passed on to the writer.
+    fn shut(&self) -> bool;
+    /// Bytes moved so far.
+    fn copied(&self) -> u64;
+}
+
+impl<R, W> Mover<R, W> for Pump
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    fn poll_move(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut R,
+        writer: &mut W,
+    ) -> Result<Activity, PumpError> {
+        Pump::poll_move(self, cx, Pin::new(reader), Pin::new(writer))
+    }
+
+    fn shut(&self) -> bool {
+        self.shut
+    }
+
+    fn copied(&self) -> u64 {
+        self.copied
+    }
+}
+
+/// One direction through a kernel pipe (`splice(2)`): the bytes never enter user space.
+struct SplicePump {
+    pipe: Pipe,
+    eof: bool,
+    shut: bool,
+    copied: u64,
+}
+
+impl SplicePump {
+    fn new(pipe: Pipe) -> Self {
+        SplicePump {
+            pipe,
+            eof: false,
+            shut: false,
+            copied: 0,
+        }
+    }
+}
+
+impl Mover<Stream, Stream> for SplicePump {
+    fn poll_move(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut Stream,
+        writer: &mut Stream,
+    ) -> Result<Activity, PumpError> {
+        let mut activity = Activity::default();
+        loop {
+            if self.pipe.held() > 0 {
+                match self.pipe.poll_drain(cx, writer) {
+                    Poll::Ready(Ok(n)) => {
+                        self.copied += n as u64;
+                        activity.wrote = true;
+                        continue;
+                    }
+                    Poll::Ready(Err(err)) => return Err(PumpError::Write(err)),
+                    Poll::Pending => return Ok(activity),
+                }
+            }
+            if !self.eof {
+                match self.pipe.poll_fill(cx, reader) {
+                    Poll::Ready(Ok(0)) => self.eof = true,
+                    Poll::Ready(Ok(_)) => activity.read = true,
+                    Poll::Ready(Err(err)) => return Err(PumpError::Read(err)),
+                    Poll::Pending => return Ok(activity),
+                }
+                continue;
+            }
+            if !self.shut {
+                match Pin::new(&mut *writer).poll_shutdown(cx) {
+                    Poll::Ready(_) => self.shut = true,
+                    Poll::Pending => return Ok(activity),
+                }
+            }
+            return Ok(activity);
+        }
+    }
+
+    fn shut(&self) -> bool {
+        self.shut
+    }
+
+    fn copied(&self) -> u64 {
+        self.copied
+    }
+}
+
+/// How one direction of a [`forward_streams`] session moves its bytes.
+pub enum Direction {
+    /// Through a user-space buffer of this many bytes.
+    Copy(usize),
+    /// Through a kernel pipe.
+    Splice(Pipe),
+}
+
+/// A direction of a stream-to-stream session, either way.
+enum StreamMover {
+    Copy(Pump),
+    Splice(SplicePump),
+}
+
+impl StreamMover {
+    fn new(direction: Direction) -> Self {
+        match direction {
+            Direction::Copy(size) => StreamMover::Copy(Pump::new(size)),
+            Direction::Splice(pipe) => StreamMover::Splice(SplicePump::new(pipe)),
+        }
+    }
+}
+
+impl Mover<Stream, Stream> for StreamMover {
+    fn poll_move(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut Stream,
+        writer: &mut Stream,
+    ) -> Result<Activity, PumpError> {
+        match self {
+            StreamMover::Copy(p) => Mover::<Stream, Stream>::poll_move(p, cx, reader, writer),
+            StreamMover::Splice(p) => p.poll_move(cx, reader, writer),
+        }
+    }
+
+    fn shut(&self) -> bool {
+        match self {
+            StreamMover::Copy(p) => p.shut,
+            StreamMover::Splice(p) => p.shut,
+        }
+    }
+
+    fn copied(&self) -> u64 {
+        match self {
+            StreamMover::Copy(p) => p.copied,
+            StreamMover::Splice(p) => p.copied,
+        }
+    }
+}
+
 impl Pump {
     fn new(size: usize) -> Self {
         Pump {
@@ -98,10 +256,6 @@ impl Pump {
             shut: false,
             copied: 0,
         }
-    }
-
-    fn done(&self) -> bool {
-        self.shut
     }
 
     /// Moves as many bytes as possible without blocking; returns what moved.
@@ -178,8 +332,48 @@ where
     C: AsyncRead + AsyncWrite + Unpin + ?Sized,
     S: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    let mut up = Pump::new(buffer_size);
-    let mut down = Pump::new(buffer_size);
+    relay(
+        client,
+        server,
+        Pump::new(buffer_size),
+        Pump::new(buffer_size),
+        timeouts,
+    )
+    .await
+}
+
+/// Relays two sockets like [`forward`], each direction copying or splicing as given
+/// (`option splice-request` is the client-to-server direction, `splice-response` the other).
+pub async fn forward_streams(
+    client: &mut Stream,
+    server: &mut Stream,
+    timeouts: IdleTimeouts,
+    up: Direction,
+    down: Direction,
+) -> Outcome {
+    relay(
+        client,
+        server,
+        StreamMover::new(up),
+        StreamMover::new(down),
+        timeouts,
+    )
+    .await
+}
+
+async fn relay<C, S, U, D>(
+    client: &mut C,
+    server: &mut S,
+    mut up: U,
+    mut down: D,
+    timeouts: IdleTimeouts,
+) -> Outcome
+where
+    C: ?Sized,
+    S: ?Sized,
+    U: Mover<C, S>,
+    D: Mover<S, C>,
+{
     let now = Instant::now();
     let mut client_seen = now;
     let mut server_seen = now;
@@ -188,7 +382,7 @@ where
 
     let finish = poll_fn(|cx| {
         loop {
-            match up.poll_move(cx, Pin::new(&mut *client), Pin::new(&mut *server)) {
+            match up.poll_move(cx, &mut *client, &mut *server) {
                 Ok(a) => {
                     if a.read {
                         client_seen = Instant::now();
@@ -200,7 +394,7 @@ where
                 Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
                 Err(PumpError::Write(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
             }
-            match down.poll_move(cx, Pin::new(&mut *server), Pin::new(&mut *client)) {
+            match down.poll_move(cx, &mut *server, &mut *client) {
                 Ok(a) => {
                     if a.read {
                         server_seen = Instant::now();
@@ -212,15 +406,15 @@ where
                 Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
                 Err(PumpError::Write(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
             }
-            if up.done() && down.done() {
+            if up.shut() && down.shut() {
                 return Poll::Ready(Finish::Closed);
             }
 
             // `client-fin` applies once the server's end of stream was passed on to the client
             // (only the client's close is awaited there), `server-fin` once the client's was
             // passed on to the server, as HAProxy arms them.
-            let client_limit = pick_limit(timeouts.client, timeouts.client_fin, down.shut);
-            let server_limit = pick_limit(timeouts.server, timeouts.server_fin, up.shut);
+            let client_limit = pick_limit(timeouts.client, timeouts.client_fin, down.shut());
+            let server_limit = pick_limit(timeouts.server, timeouts.server_fin, up.shut());
             let client_deadline = client_limit.map(|d| client_seen + d);
             let server_deadline = server_limit.map(|d| server_seen + d);
             let now = Instant::now();
@@ -254,8 +448,8 @@ where
 
     Outcome {
         finish,
-        client_to_server: up.copied,
-        server_to_client: down.copied,
+        client_to_server: up.copied(),
+        server_to_client: down.copied(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! closed at once and the failure counted on the backend (`econ`).
 
 use crate::connect::connect_with_retries;
-use crate::forward::{self, End, Finish, IdleTimeouts};
+use crate::forward::{self, Direction, End, Finish, IdleTimeouts};
 use crate::http::buffer::InBuf;
 use crate::http::rules::Scope;
 use crate::inspect::{Inspection, inspect};
@@ -11,6 +11,7 @@ use crate::report::report;
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
 use sluice_net::listen::Endpoints;
+use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
@@ -135,11 +136,13 @@ pub async fn serve(
                         };
                     } else {
                         let timeouts = idle_timeouts(frontend, backend);
-                        let outcome = forward::forward(
+                        let (up, down) = directions(process, frontend, backend);
+                        let outcome = forward::forward_streams(
                             &mut client,
                             &mut upstream,
                             timeouts,
-                            forward::DEFAULT_BUFFER_SIZE,
+                            up,
+                            down,
                         )
                         .await;
                         let up = outcome.client_to_server + early.len() as u64;
@@ -177,6 +180,27 @@ pub async fn serve(
         false,
         view,
     );
+}
+
+/// How each direction moves its bytes: spliced when the frontend's or backend's `option
+/// splice-*` allows it (and `nosplice` does not forbid it) and a pipe is available, copied
+/// through a buffer otherwise.
+fn directions(process: &Process, frontend: &Frontend, backend: &Backend) -> (Direction, Direction) {
+    let global = &process.global;
+    let options = frontend.plan.splice.or(backend.plan.splice);
+    let direction = |spliced: bool| {
+        spliced
+            .then(|| Pipe::new(global.pipesize, &process.pipes))
+            .flatten()
+            .map_or(
+                Direction::Copy(forward::DEFAULT_BUFFER_SIZE),
+                Direction::Splice,
+            )
+    };
+    if global.nosplice {
+        return (direction(false), direction(false));
+    }
+    (direction(options.request()), direction(options.response()))
 }
 
 /// The termination state of a forwarded session (configuration.txt §8.5).

@@ -14,6 +14,7 @@ use sluice_config::global::GlobalConf;
 use sluice_config::logging::{LogAddr, LogTarget};
 use sluice_config::plan::FrontendPlan;
 use sluice_config::plan::Plan;
+use sluice_net::splice::PipeBudget;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -66,6 +67,9 @@ pub struct Process {
     pub started: Instant,
     /// All client connections of the process.
     pub traffic: Traffic,
+    /// The kernel pipes splicing may use (`maxpipes`, a quarter of `maxconn` by default as in
+    /// HAProxy).
+    pub pipes: Arc<PipeBudget>,
     /// Where finished streams are reported (the `-d` debug output for now).
     pub stream_log: Option<Box<dyn StreamLog>>,
     listen_state: watch::Sender<ListenState>,
@@ -101,6 +105,7 @@ impl Process {
                 Arc::new(Backend::new(bp, resolved))
             })
             .collect();
+        let plan_maxpipes = plan.global.maxpipes;
         let logging = Logging::plan(&plan.global, &plan.frontends);
         let hub = match logging.start() {
             Ok(hub) => hub,
@@ -140,6 +145,7 @@ impl Process {
             started_at: SystemTime::now(),
             started: Instant::now(),
             traffic: Traffic::default(),
+            pipes: PipeBudget::new(Some(plan_maxpipes.unwrap_or(opts.maxconn as usize / 4))),
             stream_log,
             listen_state: watch::channel(ListenState::Active).0,
         })

@@ -10,6 +10,7 @@ mod common;
 
 use common::{
     Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_n, read_to_close,
+    sluice,
 };
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -258,4 +259,74 @@ fn many_concurrent_clients_are_all_served() {
         c.join().unwrap();
     }
     assert_eq!(backend.accepted(), 20);
+}
+
+/// Relays a megabyte each way through `config` (a listen section in front of an echo server)
+/// and checks every byte, then the half-close.
+fn echo_a_megabyte(extra: &str, global: &str) {
+    let echo = Backend::echo();
+    let (listener, addr) = common::frontend();
+    let config = format!(
+        "global\n{global}\n{TCP_DEFAULTS}\nlisten l\n    bind {}\n{extra}\n    server s {}\n",
+        common::fd_bind(&listener),
+        echo.addr()
+    );
+    let _p = sluice(&config).inherit(listener).start();
+    let mut s = connect(addr);
+    let data: Vec<u8> = (0..1_048_576u32)
+        .map(|i| (i.wrapping_mul(31) % 253) as u8)
+        .collect();
+    let mut writer = s.try_clone().unwrap();
+    let sending = data.clone();
+    let sender = std::thread::spawn(move || {
+        writer.write_all(&sending).unwrap();
+        writer.shutdown(Shutdown::Write).unwrap();
+    });
+    let Closed::Eof(got) = read_to_close(&mut s, GENEROUS) else {
+        panic!("the echo and its end of stream must come back");
+    };
+    sender.join().unwrap();
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "the bytes come back unchanged");
+}
+
+#[test]
+fn splicing_relays_every_byte_both_ways() {
+    echo_a_megabyte("    option splice-auto", "    tune.pipesize 16384");
+}
+
+#[test]
+fn a_spliced_session_holds_one_pipe_per_direction() {
+    let echo = Backend::echo();
+    let (listener, addr) = common::frontend();
+    let config = format!(
+        "global\n    maxpipes 10\n{TCP_DEFAULTS}\nlisten l\n    bind {}\n    option splice-request\n    server s {}\n",
+        common::fd_bind(&listener),
+        echo.addr()
+    );
+    let p = sluice(&config).inherit(listener).start();
+    let pipes_used = || {
+        let info = p.cli("show info");
+        common::info_field(&info, "PipesUsed").map(str::to_owned)
+    };
+    assert_eq!(pipes_used().as_deref(), Some("0"));
+    let mut s = connect(addr);
+    s.write_all(b"ping").unwrap();
+    assert_eq!(common::read_n(&mut s, 4), b"ping");
+    // splice-request: only the client-to-server direction has a pipe.
+    assert_eq!(pipes_used().as_deref(), Some("1"));
+    assert_eq!(
+        common::info_field(&p.cli("show info"), "Maxpipes"),
+        Some("10")
+    );
+    drop(s);
+    assert!(common::wait_until(GENEROUS, || pipes_used().as_deref() == Some("0")));
+}
+
+#[test]
+fn splicing_one_direction_and_running_out_of_pipes_fall_back_to_copies() {
+    echo_a_megabyte("    option splice-response", "");
+    // No pipe may be created at all: both directions copy.
+    echo_a_megabyte("    option splice-auto", "    maxpipes 0");
+    echo_a_megabyte("    option splice-auto", "    nosplice");
 }
