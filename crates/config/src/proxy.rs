@@ -8,6 +8,7 @@
 //! when HAProxy merely ignores it (`timeout client` in a backend).
 
 use crate::addr::{self, ListenAddr, ServerAddr};
+use crate::cookie::{self, PersistConf};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::errors::{self, ErrorDirective};
@@ -78,6 +79,9 @@ pub struct ServerConf {
     /// `send-proxy-v2` (cleared by `no-send-proxy-v2`): a v2 header starts every connection;
     /// it wins over `send-proxy`, as in HAProxy.
     pub send_proxy_v2: bool,
+    /// `cookie VALUE`: the value naming this server in the backend's persistence cookie;
+    /// `None` means no persistence to this server.
+    pub cookie: Option<String>,
 }
 
 /// The PROXY protocol header a server receives.
@@ -162,14 +166,16 @@ pub struct ProxyConf {
     pub error_directives: Vec<ErrorDirective>,
     /// ACLs and rules (`acl`, `http-request`, `use_backend`...).
     pub rules: ProxyRules,
+    /// Persistence: `cookie`, `option persist|redispatch`, `force-persist`, `ignore-persist`.
+    pub persistence: PersistConf,
 }
 
 /// Which sections a keyword is valid in.
 #[derive(Clone, Copy)]
-struct Allowed {
-    defaults: bool,
-    frontend: bool,
-    backend: bool,
+pub(crate) struct Allowed {
+    pub defaults: bool,
+    pub frontend: bool,
+    pub backend: bool,
 }
 
 const FRONT: Allowed = Allowed {
@@ -177,7 +183,7 @@ const FRONT: Allowed = Allowed {
     frontend: true,
     backend: false,
 };
-const BACK: Allowed = Allowed {
+pub(crate) const BACK: Allowed = Allowed {
     defaults: true,
     frontend: false,
     backend: true,
@@ -185,7 +191,7 @@ const BACK: Allowed = Allowed {
 
 /// Checks that a keyword with `allowed` sections may be used in `kind`. A keyword of the
 /// other side is ignored with a warning, as HAProxy does; true if it applies here.
-fn applies(
+pub(crate) fn applies(
     d: &Directive<'_>,
     kind: SectionKind,
     allowed: Allowed,
@@ -241,6 +247,16 @@ pub fn parse_proxy_line(
         return;
     };
     if rules::parse_rule_line(&mut conf.rules, kind, line, maps, diags) {
+        return;
+    }
+    if cookie::parse_persist_line(
+        &mut conf.persistence,
+        &mut conf.rules.acls,
+        kind,
+        line,
+        maps,
+        diags,
+    ) {
         return;
     }
     if let Some(directive) = errors::parse_error_directive(line, diags) {
@@ -547,6 +563,7 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
         pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
         send_proxy_v1: false,
         send_proxy_v2: false,
+        cookie: None,
     };
     let mut i = 3;
     while i < d.words.len() {
@@ -580,6 +597,10 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
             "no-send-proxy" => server.send_proxy_v1 = false,
             "send-proxy-v2" => server.send_proxy_v2 = true,
             "no-send-proxy-v2" => server.send_proxy_v2 = false,
+            "cookie" => {
+                server.cookie = Some(cookie::server_cookie(d, i + 1, diags)?);
+                i += 1;
+            }
             other => {
                 diags.push(Diagnostic::not_supported(d.span, format!("server {other}")));
                 return None;
