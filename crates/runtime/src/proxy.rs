@@ -174,6 +174,24 @@ impl Backend {
         })
     }
 
+    /// Takes the server at `index` whatever its state: cookie persistence with `option
+    /// persist` or `force-persist` sends requests to a down server on purpose
+    /// (configuration.txt §4.2). The lease counts the connection like the others.
+    pub fn lease_server_forced(&self, index: usize) -> Option<ServerLease<'_>> {
+        let server = self.servers.get(index)?;
+        let mut balancer = self
+            .balancer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        balancer.connection_started(index);
+        drop(balancer);
+        Some(ServerLease {
+            backend: self,
+            index,
+            server,
+        })
+    }
+
     /// Chooses a server for a new connection given the algorithm's `key` (`None` when the
     /// algorithm uses none or it is missing: round robin then), or `None` when no server is
     /// usable. The returned lease counts the connection on the server until it is dropped, so

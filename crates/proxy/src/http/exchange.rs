@@ -11,13 +11,13 @@
 
 use super::body::{self, BodyError, BodySpec, BodyTimeouts, OutFraming};
 use super::buffer::{InBuf, ReadError};
+use super::persist::{self, PersistState};
 use super::pool::{self, ServerKey};
 use super::rules::{self, KeptRequest, ResponseVerdict, Scope};
 use super::session::answer;
 use super::settings::HttpSettings;
 use crate::connect::connect_with_retries;
 use crate::forward::{self, IdleTimeouts};
-use crate::stream_context::StreamView;
 use sluice_balance::Algorithm;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
 use sluice_http::encode::{self, HeadEdits};
@@ -32,7 +32,7 @@ use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
-use sluice_runtime::proxy::{Backend, Frontend, Server, ServerLease};
+use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
 use std::cell::Cell;
 use std::future::Future;
@@ -199,11 +199,22 @@ async fn exchange<'a>(
     ctx: &Context<'a>,
     client: &mut Stream,
     input: &mut InBuf,
-    head: RequestHead,
+    mut head: RequestHead,
     attached: &mut Option<Attached>,
     facts: &mut Facts<'a>,
 ) -> Ending {
     let s = ctx.settings;
+    // Persistence (use-server, the cookie) reads the request as the client sent it, then may
+    // rewrite its cookies: it runs before anything else reads the head.
+    let limits = Limits {
+        max_head: s.bufsize,
+        ..s.request_limits
+    };
+    let Ok(persistence) = persist::choose(ctx, input, &mut head, &limits) else {
+        answer(client, s.request_error(500), s.client).await;
+        return Ending::close(Some(500), Cause::Proxy, Phase::Request);
+    };
+    let persist_state = persistence.state;
     let buf = input.filled();
     let framing = match request_framing(buf, &head) {
         Ok(framing) => framing,
@@ -248,7 +259,7 @@ async fn exchange<'a>(
             .and_then(|v| sluice_balance::hdr_key(v, *use_domain_only)),
         _ => None,
     };
-    let lease = match use_server(ctx, buf, &head) {
+    let lease = match persistence.lease {
         Some(lease) => Some(lease),
         None => ctx.backend.pick_server(balance_key),
     };
@@ -311,6 +322,7 @@ async fn exchange<'a>(
                 head: &request_head,
                 kept,
                 server,
+                persist: &persist_state,
             },
             TransferShape {
                 framing,
@@ -408,23 +420,6 @@ async fn exchange<'a>(
             }
         }
     }
-}
-
-/// The server of the first `use-server` rule that applies, if it is usable (otherwise the
-/// balancing algorithm chooses, as in HAProxy).
-fn use_server<'b>(ctx: &Context<'b>, buf: &[u8], head: &RequestHead) -> Option<ServerLease<'b>> {
-    let rules = &ctx.backend.plan.use_server;
-    if rules.is_empty() {
-        return None;
-    }
-    let scope = ctx.scope;
-    let view = StreamView {
-        backend: Some(ctx.backend),
-        request: Some((buf, head)),
-        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
-    };
-    let index = rules.iter().find(|r| r.applies(&view))?.action;
-    ctx.backend.lease_server(index)
 }
 
 /// Picks the connection for this request: the session's own if it goes to the same server,
@@ -578,6 +573,8 @@ struct Outgoing<'r> {
     kept: KeptRequest<'r>,
     /// The server it goes to.
     server: &'r Server,
+    /// What persistence learned from the request.
+    persist: &'r PersistState,
 }
 
 /// Sends the request and relays the response, concurrently.
@@ -630,7 +627,7 @@ async fn transfer(
         ctx,
         &mut server_read,
         &mut client_write,
-        (outgoing.kept, outgoing.server),
+        (outgoing.kept, outgoing.server, outgoing.persist),
         shape,
         response_head,
     );
@@ -697,7 +694,7 @@ async fn relay_response<R, W>(
     ctx: &Context<'_>,
     server: &mut R,
     client: &mut W,
-    (kept, chosen): (KeptRequest<'_>, &Server),
+    (kept, chosen, persist_state): (KeptRequest<'_>, &Server, &PersistState),
     shape: TransferShape,
     started: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure>
@@ -724,6 +721,21 @@ where
                 &s.response_limits,
                 s.bufsize,
             );
+            if matches!(verdict, ResponseVerdict::Relay) {
+                let limits = Limits {
+                    max_head: s.bufsize,
+                    ..s.response_limits
+                };
+                persist::on_response(
+                    ctx.backend,
+                    chosen,
+                    persist_state,
+                    &mut input,
+                    &mut head,
+                    &limits,
+                )
+                .map_err(|_| ResponseFailure::Status(502))?;
+            }
             if let ResponseVerdict::Replace(reply) = verdict {
                 // The server's response is dropped: its connection cannot be reused.
                 started.set(Some((Instant::now(), reply.status)));
