@@ -192,6 +192,29 @@ impl Backend {
         })
     }
 
+    /// Chooses a server other than the one at `exclude` when one is usable (`option
+    /// redispatch` after failed connections), like [`Backend::pick_server`] without a key.
+    pub fn pick_other_server(&self, exclude: usize) -> Option<ServerLease<'_>> {
+        let input = PickInput {
+            key: None,
+            random: next_random(),
+            exclude: Some(exclude),
+        };
+        let mut balancer = self
+            .balancer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let index = balancer.pick(&input)?;
+        balancer.connection_started(index);
+        drop(balancer);
+        let server = self.servers.get(index)?;
+        Some(ServerLease {
+            backend: self,
+            index,
+            server,
+        })
+    }
+
     /// Chooses a server for a new connection given the algorithm's `key` (`None` when the
     /// algorithm uses none or it is missing: round robin then), or `None` when no server is
     /// usable. The returned lease counts the connection on the server until it is dropped, so
@@ -230,6 +253,11 @@ impl<'a> ServerLease<'a> {
     /// The chosen server, for as long as its backend lives.
     pub fn server(&self) -> &'a Server {
         self.server
+    }
+
+    /// The server's position in its backend.
+    pub fn index(&self) -> usize {
+        self.index
     }
 }
 

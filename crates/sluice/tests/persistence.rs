@@ -280,3 +280,39 @@ fn use_server_wins_over_the_cookie() {
     assert!(fields(&answer, "set-cookie").is_empty(), "{answer}");
     assert_eq!(last(&s.one).header("cookie"), None);
 }
+
+/// A proxy whose persisted server `one` refuses connections, with `lines` in its section.
+fn refusing_setup(lines: &str) -> (common::Sluice, SocketAddr, Backend, Log) {
+    let (two_backend, two) = server("two");
+    let (listener, addr) = frontend();
+    let config = format!(
+        "{HTTP_DEFAULTS}\nlisten px\n    bind {}\n    timeout connect 100ms\n    retries 1\n    cookie SRV insert indirect\n    http-send-name-header X-Server\n{lines}\n    server one {} cookie one\n    server two {} cookie two\n",
+        fd_bind(&listener),
+        common::refused_addr(),
+        two_backend.addr(),
+    );
+    (
+        sluice(&config).inherit(listener).start(),
+        addr,
+        two_backend,
+        two,
+    )
+}
+
+#[test]
+fn option_redispatch_moves_a_persisted_request_off_a_refusing_server() {
+    let (_sluice, addr, _two, two) = refusing_setup("    option redispatch");
+    // The last retry goes to the other server, which the client then sticks to.
+    let answer = get(addr, "Cookie: SRV=one\r\n");
+    assert_eq!(body(&answer), "two");
+    assert_eq!(fields(&answer, "set-cookie"), ["SRV=two; path=/"]);
+    assert_eq!(last(&two).header("x-server").as_deref(), Some("two"));
+
+    // Without it, or when force-persist holds, the request fails.
+    let (_sluice, addr, _two, _) = refusing_setup("");
+    assert!(get(addr, "Cookie: SRV=one\r\n").starts_with("HTTP/1.1 503"));
+    let (_sluice, addr, _two, _) =
+        refusing_setup("    option redispatch\n    force-persist if { req.hdr(x-f) -m found }");
+    assert!(get(addr, "Cookie: SRV=one\r\nX-F: 1\r\n").starts_with("HTTP/1.1 503"));
+    assert_eq!(body(&get(addr, "Cookie: SRV=one\r\n")), "two");
+}

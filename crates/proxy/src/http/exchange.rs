@@ -16,7 +16,6 @@ use super::pool::{self, ServerKey};
 use super::rules::{self, KeptRequest, ResponseVerdict, Scope};
 use super::session::answer;
 use super::settings::HttpSettings;
-use crate::connect::connect_with_retries;
 use crate::forward::{self, IdleTimeouts};
 use sluice_balance::Algorithm;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
@@ -32,7 +31,7 @@ use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
-use sluice_runtime::proxy::{Backend, Frontend, Server};
+use sluice_runtime::proxy::{Backend, Frontend, Server, ServerLease};
 use sluice_runtime::record::{Cause, Phase, StreamRecord, Termination, Timers};
 use std::cell::Cell;
 use std::future::Future;
@@ -214,7 +213,7 @@ async fn exchange<'a>(
         answer(client, s.request_error(500), s.client).await;
         return Ending::close(Some(500), Cause::Proxy, Phase::Request);
     };
-    let persist_state = persistence.state;
+    let mut persist_state = persistence.state;
     let buf = input.filled();
     let framing = match request_framing(buf, &head) {
         Ok(framing) => framing,
@@ -263,31 +262,33 @@ async fn exchange<'a>(
         Some(lease) => Some(lease),
         None => ctx.backend.pick_server(balance_key),
     };
-    let Some(lease) = lease else {
+    let Some(mut lease) = lease else {
         ctx.backend.failed_connections.incr();
         answer(client, s.server_error(503), s.client).await;
         return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
     };
-    let server = lease.server();
+    let mut server = lease.server();
     facts.server = Some(server.name());
     let _backend_session = SessionMark::open(&ctx.backend.traffic);
-    let _server_session = SessionMark::open(&server.traffic);
-    let key = ServerKey {
+    let mut _server_session = SessionMark::open(&server.traffic);
+    let mut key = ServerKey {
         backend: ctx.backend.plan.id.uid,
         server: server.id,
     };
 
-    let request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
+    let mut request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
     input.consume(head.head_len);
     // Response rules may read the request's method and version: keep the head we sent,
     // parsed again, only when there are such rules.
-    let kept_head = rules::wants_request_copy(ctx.frontend, ctx.backend)
-        .then(|| match parse_request(&request_head, &Limits::default()) {
-            Ok(Parse::Complete(head)) => Some(head),
-            _ => None,
-        })
-        .flatten();
-    let kept = kept_head.as_ref().map(|h| (&request_head[..], h));
+    let keep_head = |request_head: &[u8]| {
+        rules::wants_request_copy(ctx.frontend, ctx.backend)
+            .then(|| match parse_request(request_head, &Limits::default()) {
+                Ok(Parse::Complete(head)) => Some(head),
+                _ => None,
+            })
+            .flatten()
+    };
+    let mut kept_head = keep_head(&request_head);
 
     // A request without a body can be replayed if a reused connection turns out to be dead.
     let mut attempts = if framing == BodyFraming::None { 2 } else { 1 };
@@ -295,16 +296,39 @@ async fn exchange<'a>(
         attempts -= 1;
         let force_new = attempts == 0 && framing == BodyFraming::None;
         let connecting = Instant::now();
-        let (mut server_stream, was_reused) =
-            match server_connection(ctx, server, key, attached, force_new, facts).await {
-                Some(c) => c,
-                None => {
-                    ctx.backend.failed_connections.incr();
-                    server.failed_connections.incr();
-                    answer(client, s.server_error(503), s.client).await;
-                    return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
-                }
-            };
+        let connection = server_connection(
+            ctx,
+            &mut lease,
+            &mut persist_state,
+            key,
+            attached,
+            force_new,
+            facts,
+        )
+        .await;
+        if !std::ptr::eq(lease.server(), server) {
+            // `option redispatch` moved the request to another server.
+            server = lease.server();
+            facts.server = Some(server.name());
+            _server_session = SessionMark::open(&server.traffic);
+            key.server = server.id;
+            if let Some(name) = s.send_name_header
+                && let Some(renamed) = persist::rename_server(&request_head, name, server.name())
+            {
+                request_head = renamed;
+                kept_head = keep_head(&request_head);
+            }
+        }
+        let kept = kept_head.as_ref().map(|h| (&request_head[..], h));
+        let (mut server_stream, was_reused) = match connection {
+            Some(c) => c,
+            None => {
+                ctx.backend.failed_connections.incr();
+                server.failed_connections.incr();
+                answer(client, s.server_error(503), s.client).await;
+                return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
+            }
+        };
         // A reused connection costs no connect time (HAProxy logs Tc = 0 for it).
         facts.connect = Some(if was_reused {
             Duration::ZERO
@@ -424,14 +448,17 @@ async fn exchange<'a>(
 
 /// Picks the connection for this request: the session's own if it goes to the same server,
 /// then an idle one from the thread's pool when `http-reuse` allows, else a new one.
-async fn server_connection(
-    ctx: &Context<'_>,
-    server: &Server,
+#[allow(clippy::too_many_arguments)]
+async fn server_connection<'b>(
+    ctx: &Context<'b>,
+    lease: &mut ServerLease<'b>,
+    persist_state: &mut PersistState,
     key: ServerKey,
     attached: &mut Option<Attached>,
     force_new: bool,
     facts: &mut Facts<'_>,
 ) -> Option<(Stream, bool)> {
+    let server = lease.server();
     if !force_new {
         if let Some(conn) = attached.take() {
             if conn.key == key && conn.stream.is_idle_usable() {
@@ -456,7 +483,7 @@ async fn server_connection(
             return Some((idle.stream, true));
         }
     }
-    let connection = connect_with_retries(ctx.backend, server, &ctx.endpoints).await;
+    let connection = persist::connect(ctx, lease, persist_state).await;
     facts.retries = connection.retries;
     connection.stream.map(|stream| (stream, false))
 }
