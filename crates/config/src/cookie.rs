@@ -491,8 +491,10 @@ mod tests {
         let (conf, _) = parse(SectionKind::Backend, "cookie S insert");
         assert!(conf.plan(true).cookie.is_some());
         assert!(conf.plan(false).cookie.is_none());
-        let mut conf = PersistConf::default();
-        conf.redispatch = Some(0);
+        let conf = PersistConf {
+            redispatch: Some(0),
+            ..PersistConf::default()
+        };
         assert_eq!(conf.plan(true).redispatch, None);
     }
 

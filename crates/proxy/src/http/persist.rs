@@ -157,7 +157,7 @@ fn find_server<'b>(backend: &'b Backend, id: &[u8], down_ok: bool) -> Option<Ser
 fn redispatches(retry: u32, retries: u32, interval: i32) -> bool {
     match interval {
         0 => false,
-        p if p > 0 => retry % p.unsigned_abs() == 0,
+        p if p > 0 => retry.is_multiple_of(p.unsigned_abs()),
         n => i64::from(retry) == i64::from(retries) + 1 + i64::from(n),
     }
 }
@@ -457,11 +457,12 @@ pub fn on_response(
             changed.push((i, field));
         }
     }
+    // No cookie for a client that already has the right one, nor when the server set its
+    // own under `preserve`, nor outside POST under `postonly`.
+    let preserved = server_set_ours && cookie.preserve;
+    let wrong_method = cookie.postonly && !state.post;
     let insert = cookie.mode == CookieMode::Insert
-        && !(server_set_ours && cookie.preserve)
-        && !state.direct
-        && !state.ignored
-        && (!cookie.postonly || state.post);
+        && !(preserved || state.direct || state.ignored || wrong_method);
     let set_cookie = insert.then(|| set_cookie_value(cookie, server_cookie));
     let mut added: Vec<(&str, &[u8])> = Vec::with_capacity(2);
     if let Some(value) = &set_cookie {
