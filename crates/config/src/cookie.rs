@@ -7,7 +7,7 @@
 //! (`rewrite`) or prepends to it (`prefix`), or only reads (no mode). Everything about the
 //! cookie is checked here, once, so the data path (`sluice_proxy::http::persist`) only
 //! matches and formats: a name or value that could break a header is refused at start-up,
-//! never sent. `maxidle`, `maxlife` and `dynamic` are refused as "not supported".
+//! never sent. `dynamic` is refused as "not supported".
 
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
@@ -15,6 +15,7 @@ use crate::preprocess::Line;
 use crate::proxy::{self, Allowed};
 use crate::rules::Rule;
 use crate::sections::SectionKind;
+use crate::units::{self, TimeUnit};
 use sluice_sample::{AclSet, Condition, MapStore, Stages};
 
 /// How the persistence cookie is managed.
@@ -59,6 +60,10 @@ pub struct CookieConf {
     pub domains: Vec<String>,
     /// `attr VALUE`, in order: extra attributes of the inserted cookie.
     pub attrs: Vec<String>,
+    /// `maxidle`: seconds after which a cookie not refreshed is ignored (insert mode).
+    pub maxidle: Option<u32>,
+    /// `maxlife`: seconds after its first emission when a cookie is ignored (insert mode).
+    pub maxlife: Option<u32>,
 }
 
 /// What a `force-persist` or `ignore-persist` rule does when its condition holds.
@@ -289,6 +294,8 @@ fn parse_cookie(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<CookieConf
         secure: false,
         domains: Vec::new(),
         attrs: Vec::new(),
+        maxidle: None,
+        maxlife: None,
     };
     let mut i = 2;
     while let Some(option) = d.words.get(i) {
@@ -329,7 +336,29 @@ fn parse_cookie(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<CookieConf
                 list.push(value.to_owned());
                 i += 1;
             }
-            "maxidle" | "maxlife" | "dynamic" => {
+            "maxidle" | "maxlife" => {
+                let word = d.word(i + 1, &format!("a time after '{option}'"), diags)?;
+                // Seconds by default; 0 disables, as in HAProxy.
+                let seconds = match units::parse_time(word, TimeUnit::S) {
+                    Ok(t) if t.as_secs() <= u64::from(u32::MAX) => t.as_secs() as u32,
+                    Ok(_) => {
+                        diags.push(d.alert(format!("'{option}' value '{word}' is too large")));
+                        return None;
+                    }
+                    Err(err) => {
+                        diags.push(d.alert(format!("invalid time value '{word}': {err}")));
+                        return None;
+                    }
+                };
+                let slot = if option == "maxidle" {
+                    &mut cookie.maxidle
+                } else {
+                    &mut cookie.maxlife
+                };
+                *slot = (seconds > 0).then_some(seconds);
+                i += 1;
+            }
+            "dynamic" => {
                 diags.push(Diagnostic::not_supported(
                     d.span,
                     format!("cookie {option}"),
@@ -338,7 +367,7 @@ fn parse_cookie(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<CookieConf
             }
             other => {
                 diags.push(d.alert(format!(
-                    "unknown option '{other}' (expected 'rewrite', 'insert', 'prefix', 'indirect', 'nocache', 'postonly', 'preserve', 'httponly', 'secure', 'domain' or 'attr')"
+                    "unknown option '{other}' (expected 'rewrite', 'insert', 'prefix', 'indirect', 'nocache', 'postonly', 'preserve', 'httponly', 'secure', 'domain', 'maxidle', 'maxlife' or 'attr')"
                 )));
                 return None;
             }
@@ -419,6 +448,9 @@ mod tests {
         assert!(c.indirect && c.nocache && c.postonly && c.preserve && c.httponly && c.secure);
         assert_eq!(c.domains, [".a.com", "b.com"]);
         assert_eq!(c.attrs, ["SameSite=Lax"]);
+        let c = cookie("cookie S insert maxidle 30m maxlife 3600");
+        assert_eq!((c.maxidle, c.maxlife), (Some(1800), Some(3600)));
+        assert_eq!(cookie("cookie S insert maxidle 0").maxidle, None);
         assert_eq!(cookie("cookie JS").mode, CookieMode::Passive);
         assert_eq!(cookie("cookie JS prefix").mode, CookieMode::Prefix);
         assert_eq!(
@@ -437,10 +469,8 @@ mod tests {
         assert!(error(b, "cookie S insert attr a;b").contains("not permitted"));
         assert!(error(b, "cookie S insert frob").contains("unknown option 'frob'"));
         assert!(error(b, "cookie S;x insert").contains("invalid cookie name"));
-        assert!(
-            error(b, "cookie S insert maxidle 30m")
-                .ends_with("cookie maxidle: not supported by Sluice")
-        );
+        assert!(error(b, "cookie S insert maxidle").contains("expects a time after 'maxidle'"));
+        assert!(error(b, "cookie S insert maxlife 3x").contains("invalid time value '3x'"));
         assert!(error(b, "cookie S dynamic").ends_with("cookie dynamic: not supported by Sluice"));
     }
 

@@ -316,3 +316,56 @@ fn option_redispatch_moves_a_persisted_request_off_a_refusing_server() {
     assert!(get(addr, "Cookie: SRV=one\r\nX-F: 1\r\n").starts_with("HTTP/1.1 503"));
     assert_eq!(body(&get(addr, "Cookie: SRV=one\r\n")), "two");
 }
+
+/// A cookie date as HAProxy writes it: `seconds` since the epoch in 4-second units, five
+/// base64 digits.
+fn cookie_date(seconds: u64) -> String {
+    const DIGITS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let units = (seconds + 3) >> 2;
+    [24, 18, 12, 6, 0]
+        .iter()
+        .map(|shift| char::from(DIGITS[((units >> shift) & 63) as usize]))
+        .collect()
+}
+
+#[test]
+fn maxidle_and_maxlife_date_the_cookie_and_expire_it() {
+    let s = setup(
+        "    cookie SRV insert indirect maxidle 30m maxlife 8h",
+        "cookie one",
+        "cookie two",
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // A new client gets both dates.
+    let answer = get(s.addr, "");
+    let set = fields(&answer, "set-cookie");
+    let value = set[0].strip_prefix("SRV=one|").unwrap();
+    let (last, rest) = value.split_at(5);
+    assert!(
+        rest.starts_with('|') && rest[1..].starts_with(last),
+        "{value}"
+    );
+    // A cookie seen ten minutes ago persists and is refreshed, keeping its first date.
+    let first = cookie_date(now - 3600);
+    let answer = get(
+        s.addr,
+        &format!("Cookie: SRV=two|{}|{first}\r\n", cookie_date(now - 600)),
+    );
+    assert_eq!(body(&answer), "two");
+    let set = fields(&answer, "set-cookie");
+    assert!(set[0].starts_with("SRV=two|") && set[0].ends_with(&format!("|{first}; path=/")));
+    // Idle for 40 minutes, or first issued 9 hours ago: ignored, balanced, reissued.
+    for (last, first) in [(now - 2400, now - 3600), (now - 60, now - 9 * 3600)] {
+        let cookie = format!(
+            "Cookie: SRV=two|{}|{}\r\n",
+            cookie_date(last),
+            cookie_date(first)
+        );
+        let answer = get(s.addr, &cookie);
+        assert_eq!(body(&answer), "one", "{cookie}");
+        assert!(fields(&answer, "set-cookie")[0].starts_with("SRV=one|"));
+    }
+}

@@ -9,8 +9,10 @@
 //! prefix stripped, or the inserted cookie removed with `indirect`), by rebuilding the head
 //! and parsing it again as `rewrite` does for rules. [`on_response`] edits the server's own
 //! `Set-Cookie` fields and appends ours, with `Cache-control: private` under `nocache` when
-//! the response could otherwise be stored by a cache. The behaviour follows HAProxy 2.6 as
-//! observed, including what counts as a cacheable response. A backend without a cookie and
+//! the response could otherwise be stored by a cache. Under `maxidle`/`maxlife` the inserted
+//! value carries HAProxy's dates (`VALUE|last|first`, 30-bit counts of 4-second units in
+//! base64), so cookies issued by one proxy are understood by the other. The behaviour follows
+//! HAProxy 2.6 as observed, including what counts as a cacheable response. A backend without a cookie and
 //! without rules pays nothing here.
 
 use super::buffer::InBuf;
@@ -48,6 +50,12 @@ pub struct PersistState {
     post: bool,
     /// The method allows a cacheable response (GET, HEAD, OPTIONS, TRACE, as in HAProxy).
     cacheable_method: bool,
+    /// The last-seen date of the client's valid cookie, in 4-second units.
+    last_date: Option<u32>,
+    /// The first-emission date of the client's valid cookie, in 4-second units.
+    first_date: Option<u32>,
+    /// When the request was handled, in seconds since the epoch.
+    now: u64,
 }
 
 /// Runs the persistence rules, `use-server` and the cookie for the request in `input`,
@@ -101,6 +109,7 @@ pub fn choose<'b>(
         .any(|m| head.is_method(buf, m));
 
     let down_ok = plan.persist || state.forced;
+    state.now = unix_now();
     let mut changed: Vec<(usize, Vec<u8>)> = Vec::new();
     for (i, h) in head.headers().iter().enumerate() {
         if !header_name(buf, h).eq_ignore_ascii_case(b"cookie") {
@@ -111,8 +120,16 @@ pub fn choose<'b>(
             // An empty identifier never matches: a client that learned an empty cookie
             // (from a server without `cookie`) must not stick to anything.
             if lease.is_none() && !state.ignored && !id.is_empty() {
-                lease = find_server(backend, id, down_ok);
-                state.direct = lease.is_some();
+                let (last, first) = match (cookie.mode, real) {
+                    (CookieMode::Prefix, _) | (_, None) => (None, None),
+                    (_, Some(dates)) => parse_dates(dates),
+                };
+                if dates_valid(cookie, last, first, state.now) {
+                    state.last_date = last;
+                    state.first_date = first;
+                    lease = find_server(backend, id, down_ok);
+                    state.direct = lease.is_some();
+                }
             }
             match (cookie.mode, real) {
                 (CookieMode::Prefix, Some(real)) => ElementEdit::Value(real),
@@ -215,10 +232,9 @@ pub fn rename_server(request_head: &[u8], name: &str, server: &str) -> Option<Ve
     Some(out)
 }
 
-/// Splits a persistence cookie's value into the server identifier and, in prefix mode, the
-/// application's value after `~` (`None` when there is no `~`: the whole value is the
-/// identifier then). In the other modes an identifier ends at `|`, where HAProxy writes the
-/// dates of `maxidle`/`maxlife`.
+/// Splits a persistence cookie's value into the server identifier and what follows its
+/// delimiter: in prefix mode the application's value after `~`, in the other modes the dates
+/// after `|`. Without a delimiter the whole value is the identifier.
 fn split_value(mode: CookieMode, value: &[u8]) -> (&[u8], Option<&[u8]>) {
     let delimiter = if mode == CookieMode::Prefix {
         b'~'
@@ -226,10 +242,64 @@ fn split_value(mode: CookieMode, value: &[u8]) -> (&[u8], Option<&[u8]>) {
         b'|'
     };
     match value.iter().position(|&b| b == delimiter) {
-        Some(at) if mode == CookieMode::Prefix => (&value[..at], Some(&value[at + 1..])),
-        Some(at) => (&value[..at], None),
+        Some(at) => (&value[..at], Some(&value[at + 1..])),
         None => (value, None),
     }
+}
+
+/// The characters of HAProxy's cookie dates (standard base64).
+const DATE_DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// A 30-bit date in 4-second units as five base64 digits, most significant first.
+fn encode_date(units: u32) -> String {
+    [24, 18, 12, 6, 0]
+        .iter()
+        .map(|shift| char::from(DATE_DIGITS[((units >> shift) & 63) as usize]))
+        .collect()
+}
+
+/// The date written in the first five bytes of `text`, if they are all date digits.
+fn decode_date(text: &[u8]) -> Option<u32> {
+    let digits = text.get(..5)?;
+    digits.iter().try_fold(0u32, |acc, &b| {
+        let digit = DATE_DIGITS.iter().position(|&d| d == b)?;
+        Some((acc << 6) | digit as u32)
+    })
+}
+
+/// The dates after the identifier's `|`: the last-seen date, then after another `|` the
+/// first-emission date. Anything shorter than a date is no date, as in HAProxy.
+fn parse_dates(dates: &[u8]) -> (Option<u32>, Option<u32>) {
+    let last = decode_date(dates);
+    let first = match dates.get(5) {
+        Some(b'|') => decode_date(&dates[6..]),
+        _ => None,
+    };
+    (last, first)
+}
+
+/// The current date in 4-second units, rounded up as HAProxy rounds it.
+fn date_units(now: u64) -> u32 {
+    ((now.saturating_add(3) >> 2) & 0x3fff_ffff) as u32
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A dated cookie is ignored when `maxidle` or `maxlife` has passed since its dates, or when
+/// a date lies more than a day in the future (configuration.txt §4.2 `cookie`).
+fn dates_valid(cookie: &CookieConf, last: Option<u32>, first: Option<u32>, now: u64) -> bool {
+    let fresh = |limit: Option<u32>, date: Option<u32>| match (limit, date) {
+        (Some(limit), Some(date)) => {
+            let seconds = u64::from(date) << 2;
+            seconds + u64::from(limit) >= now && seconds <= now + 86_400
+        }
+        _ => true,
+    };
+    fresh(cookie.maxidle, last) && fresh(cookie.maxlife, first)
 }
 
 /// What becomes of one `name=value` element of a Cookie field.
@@ -461,9 +531,23 @@ pub fn on_response(
     // own under `preserve`, nor outside POST under `postonly`.
     let preserved = server_set_ours && cookie.preserve;
     let wrong_method = cookie.postonly && !state.post;
+    // A direct access still gets a new cookie when its dates need refreshing, or when dates
+    // must be added or dropped after a configuration change.
+    let stale = (cookie.maxidle.is_some() || state.last_date.is_some())
+        && state
+            .last_date
+            .is_none_or(|last| (u64::from(last) << 2) < state.now);
+    let dates_change = cookie.maxlife.is_some() != state.first_date.is_some();
     let insert = cookie.mode == CookieMode::Insert
-        && !(preserved || state.direct || state.ignored || wrong_method);
-    let set_cookie = insert.then(|| set_cookie_value(cookie, server_cookie));
+        && (!state.direct || stale || dates_change)
+        && !(preserved || state.ignored || wrong_method);
+    let set_cookie = insert.then(|| {
+        let dates = Dates {
+            now: state.now,
+            first: state.first_date,
+        };
+        set_cookie_value(cookie, server_cookie, dates)
+    });
     let mut added: Vec<(&str, &[u8])> = Vec::with_capacity(2);
     if let Some(value) = &set_cookie {
         added.push(("Set-Cookie", value.as_bytes()));
@@ -506,11 +590,30 @@ fn set_cookie_parts(value: &[u8]) -> Option<SetCookieParts> {
     })
 }
 
+/// The dates an inserted cookie carries under `maxidle`/`maxlife`.
+#[derive(Clone, Copy, Debug)]
+pub struct Dates {
+    /// Now, in seconds since the epoch: the last-seen date.
+    pub now: u64,
+    /// The first-emission date the client's cookie had, in 4-second units (now if none).
+    pub first: Option<u32>,
+}
+
 /// The value of the Set-Cookie field inserted for a server whose `cookie` is `id`. A server
 /// without one gets a cookie that expired long ago, which makes the client forget any
 /// persistence it had.
-pub fn set_cookie_value(cookie: &CookieConf, id: Option<&str>) -> String {
+pub fn set_cookie_value(cookie: &CookieConf, id: Option<&str>, dates: Dates) -> String {
     let mut out = match id {
+        Some(id) if cookie.maxidle.is_some() || cookie.maxlife.is_some() => {
+            let now = date_units(dates.now);
+            let mut value = format!("{}={id}|{}", cookie.name, encode_date(now));
+            if cookie.maxlife.is_some() {
+                value.push('|');
+                value.push_str(&encode_date(dates.first.unwrap_or(now)));
+            }
+            value.push_str("; path=/");
+            value
+        }
         Some(id) => format!("{}={id}; path=/", cookie.name),
         None => format!(
             "{}=; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/",
@@ -662,7 +765,7 @@ mod tests {
         assert_eq!(split_value(CookieMode::Prefix, b"abc"), (&b"abc"[..], None));
         assert_eq!(
             split_value(CookieMode::Insert, b"s1|AbCdE"),
-            (&b"s1"[..], None)
+            (&b"s1"[..], Some(&b"AbCdE"[..]))
         );
         assert_eq!(
             split_value(CookieMode::Rewrite, b"s1~x"),
@@ -683,15 +786,21 @@ mod tests {
             secure: false,
             domains: Vec::new(),
             attrs: Vec::new(),
+            maxidle: None,
+            maxlife: None,
         }
     }
 
     #[test]
     fn set_cookie_values_match_haproxy() {
         let mut c = conf("SRV");
-        assert_eq!(set_cookie_value(&c, Some("one")), "SRV=one; path=/");
+        let at = Dates {
+            now: 1_795_327_649,
+            first: None,
+        };
+        assert_eq!(set_cookie_value(&c, Some("one"), at), "SRV=one; path=/");
         assert_eq!(
-            set_cookie_value(&c, None),
+            set_cookie_value(&c, None, at),
             "SRV=; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/"
         );
         c.domains = vec![".a.com".into(), "b.com".into()];
@@ -700,9 +809,61 @@ mod tests {
         c.attrs = vec!["x=y".into(), "z".into()];
         // Observed on HAProxy 2.6 with the same options.
         assert_eq!(
-            set_cookie_value(&c, Some("one")),
+            set_cookie_value(&c, Some("one"), at),
             "SRV=one; path=/; domain=.a.com; domain=b.com; HttpOnly; Secure; x=y; z"
         );
+        // HAProxy 2.6 sent these at that second with `maxidle 30m` and `maxidle 30m maxlife 8h`.
+        let mut c = conf("SRV");
+        c.maxidle = Some(1800);
+        assert_eq!(
+            set_cookie_value(&c, Some("one"), at),
+            "SRV=one|awKGp; path=/"
+        );
+        c.maxlife = Some(8 * 3600);
+        assert_eq!(
+            set_cookie_value(&c, Some("one"), at),
+            "SRV=one|awKGp|awKGp; path=/"
+        );
+        let kept = Dates {
+            first: decode_date(b"awJ4r"),
+            ..at
+        };
+        assert_eq!(
+            set_cookie_value(&c, Some("one"), kept),
+            "SRV=one|awKGp|awJ4r; path=/"
+        );
+        assert_eq!(
+            set_cookie_value(&c, None, at),
+            "SRV=; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/"
+        );
+    }
+
+    #[test]
+    fn cookie_dates() {
+        assert_eq!(encode_date(date_units(1_795_327_649)), "awKGp");
+        for t in [0u32, 1, 448_831_913, 0x3fff_ffff] {
+            assert_eq!(decode_date(encode_date(t).as_bytes()), Some(t));
+        }
+        assert_eq!(parse_dates(b"abc"), (None, None));
+        assert_eq!(parse_dates(b"aw?Gp"), (None, None));
+        let (last, first) = parse_dates(b"awKGp|awJ4r");
+        assert_eq!(last, decode_date(b"awKGp"));
+        assert_eq!(first, decode_date(b"awJ4r"));
+        assert_eq!(parse_dates(b"awKGpX").1, None);
+
+        let now = 1_795_327_649;
+        let units = |t: u64| Some(date_units(t));
+        let mut c = conf("SRV");
+        c.maxidle = Some(1800);
+        c.maxlife = Some(8 * 3600);
+        assert!(dates_valid(&c, None, None, now));
+        assert!(dates_valid(&c, units(now - 600), units(now - 3600), now));
+        assert!(dates_valid(&c, units(now + 3600), None, now));
+        assert!(!dates_valid(&c, units(now - 2400), None, now));
+        assert!(!dates_valid(&c, units(now + 90_000), None, now));
+        assert!(!dates_valid(&c, units(now), units(now - 40_000), now));
+        // Without limits the dates are not checked.
+        assert!(dates_valid(&conf("SRV"), units(0), units(0), now));
     }
 
     fn response(text: &str) -> (Vec<u8>, ResponseHead) {
