@@ -10,6 +10,7 @@
 
 pub mod addr;
 pub mod cond;
+pub mod cookie;
 pub mod diag;
 pub mod errors;
 pub mod global;

@@ -8,6 +8,7 @@
 
 use crate::addr::ListenAddr;
 use crate::cond::CondContext;
+use crate::cookie::PersistPlan;
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::errors::{self, ErrorPages, HttpErrorSections};
 use crate::global::{self, GlobalConf};
@@ -128,6 +129,8 @@ pub struct BackendPlan {
     pub rules: Arc<ProxyRules>,
     /// `option splice-*` of the backend.
     pub splice: SpliceOptions,
+    /// Cookie persistence, `option persist|redispatch`, `force-persist`, `ignore-persist`.
+    pub persistence: PersistPlan,
 }
 
 /// The outcome of reading a configuration: the plan if it is valid, and every diagnostic.
@@ -334,6 +337,7 @@ fn plan_proxies(
             use_server: resolve_use_server(p, &rules[i], diags),
             splice: p.conf.splice,
             rules: Arc::clone(&rules[i]),
+            persistence: plan_persistence(p, diags),
         });
     }
 
@@ -514,6 +518,24 @@ fn resolve_use_server(
             })
         })
         .collect()
+}
+
+/// The persistence of a backend: a cookie needs `mode http` (HAProxy ignores it, and the
+/// servers' values, with a warning otherwise).
+fn plan_persistence(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> PersistPlan {
+    let http = p.conf.mode.unwrap_or(Mode::Tcp) == Mode::Http;
+    let persistence = &p.conf.persistence;
+    if !http && let Some(cookie) = &persistence.cookie {
+        diags.push(Diagnostic::warning(
+            &cookie.span,
+            "cookie",
+            format!(
+                "cookie ignored for backend '{}' as it requires 'mode http'",
+                p.name
+            ),
+        ));
+    }
+    persistence.plan(http)
 }
 
 fn proxy_id(p: &ParsedProxy<'_>, index: usize) -> ProxyId {

@@ -8,6 +8,7 @@
 //! when HAProxy merely ignores it (`timeout client` in a backend).
 
 use crate::addr::{self, ListenAddr, ServerAddr};
+use crate::cookie::{self, PersistConf};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::errors::{self, ErrorDirective};
@@ -85,6 +86,9 @@ pub struct ServerConf {
     /// `maxqueue`: requests that may wait in this server's own queue; past it, they are
     /// balanced to another server. `None` (or 0) means no limit.
     pub maxqueue: Option<u32>,
+    /// `cookie VALUE`: the value naming this server in the backend's persistence cookie;
+    /// `None` means no persistence to this server.
+    pub cookie: Option<String>,
 }
 
 /// The PROXY protocol header a server receives.
@@ -178,6 +182,8 @@ pub struct ProxyConf {
     pub log: ProxyLogConf,
     /// `option splice-auto`, `splice-request`, `splice-response`.
     pub splice: SpliceOptions,
+    /// Persistence: `cookie`, `option persist|redispatch`, `force-persist`, `ignore-persist`.
+    pub persistence: PersistConf,
 }
 
 /// Which directions may be forwarded with `splice(2)` (configuration.txt §4.2
@@ -216,10 +222,10 @@ impl SpliceOptions {
 
 /// Which sections a keyword is valid in.
 #[derive(Clone, Copy)]
-struct Allowed {
-    defaults: bool,
-    frontend: bool,
-    backend: bool,
+pub(crate) struct Allowed {
+    pub defaults: bool,
+    pub frontend: bool,
+    pub backend: bool,
 }
 
 const FRONT: Allowed = Allowed {
@@ -227,7 +233,7 @@ const FRONT: Allowed = Allowed {
     frontend: true,
     backend: false,
 };
-const BACK: Allowed = Allowed {
+pub(crate) const BACK: Allowed = Allowed {
     defaults: true,
     frontend: false,
     backend: true,
@@ -235,7 +241,7 @@ const BACK: Allowed = Allowed {
 
 /// Checks that a keyword with `allowed` sections may be used in `kind`. A keyword of the
 /// other side is ignored with a warning, as HAProxy does; true if it applies here.
-fn applies(
+pub(crate) fn applies(
     d: &Directive<'_>,
     kind: SectionKind,
     allowed: Allowed,
@@ -293,6 +299,16 @@ pub fn parse_proxy_line(
     if rules::parse_rule_line(&mut conf.rules, kind, line, maps, diags)
         || logging::parse_proxy_log_line(&mut conf.log, line, maps, diags)
     {
+        return;
+    }
+    if cookie::parse_persist_line(
+        &mut conf.persistence,
+        &mut conf.rules.acls,
+        kind,
+        line,
+        maps,
+        diags,
+    ) {
         return;
     }
     if let Some(directive) = errors::parse_error_directive(line, diags) {
@@ -629,6 +645,7 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
         send_proxy_v2: false,
         maxconn: None,
         maxqueue: None,
+        cookie: None,
     };
     let mut i = 3;
     while i < d.words.len() {
@@ -673,6 +690,10 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
             "no-send-proxy" => server.send_proxy_v1 = false,
             "send-proxy-v2" => server.send_proxy_v2 = true,
             "no-send-proxy-v2" => server.send_proxy_v2 = false,
+            "cookie" => {
+                server.cookie = Some(cookie::server_cookie(d, i + 1, diags)?);
+                i += 1;
+            }
             other => {
                 diags.push(Diagnostic::not_supported(d.span, format!("server {other}")));
                 return None;

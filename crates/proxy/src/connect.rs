@@ -35,6 +35,19 @@ pub async fn connect_with_retries(
     server: &Server,
     endpoints: &Endpoints,
 ) -> Connection {
+    connect_attempts(backend, server, endpoints, 0..=backend.plan.retries).await
+}
+
+/// Makes the attempts numbered `attempts` (0 is the first attempt, the others are retries,
+/// each after the pause) on `server`: `option redispatch` splits one request's attempts
+/// between servers. `retries` in the result is the number of the last attempt made.
+pub async fn connect_attempts(
+    backend: &Backend,
+    server: &Server,
+    endpoints: &Endpoints,
+    attempts: std::ops::RangeInclusive<u32>,
+) -> Connection {
+    let last = *attempts.end();
     let dst_port = endpoints.local.map(|a| a.port());
     let Some(target) = server.target(dst_port) else {
         return Connection {
@@ -46,7 +59,7 @@ pub async fn connect_with_retries(
     let opts = StreamOptions {
         keepalive: backend.plan.srvtcpka,
     };
-    for attempt in 0..=backend.plan.retries {
+    for attempt in attempts {
         if attempt > 0 {
             backend.retries.incr();
             server.retries.incr();
@@ -75,6 +88,6 @@ pub async fn connect_with_retries(
     }
     Connection {
         stream: None,
-        retries: backend.plan.retries,
+        retries: last,
     }
 }

@@ -404,6 +404,29 @@ impl Backend {
         self.wait(waiting).await
     }
 
+    /// Takes the server at `index` whatever its state: cookie persistence with `option
+    /// persist` or `force-persist` sends requests to a down server on purpose
+    /// (configuration.txt §4.2). The lease counts the connection like the others; `maxconn`
+    /// does not apply to a forced choice.
+    pub fn lease_server_forced(&self, index: usize) -> Option<ServerLease<'_>> {
+        self.servers.get(index)?;
+        let mut shared = self.lock();
+        Some(self.start(&mut shared, index))
+    }
+
+    /// Chooses a usable server other than the one at `exclude` (`option redispatch` after
+    /// failed connections), without a key and without waiting in a queue.
+    pub fn pick_other_server(&self, exclude: usize) -> Option<ServerLease<'_>> {
+        let input = PickInput {
+            key: None,
+            random: next_random(),
+            exclude: Some(exclude),
+        };
+        let mut shared = self.lock();
+        let index = shared.balancer.pick(&input)?;
+        Some(self.start(&mut shared, index))
+    }
+
     fn start(&self, shared: &mut Shared, index: usize) -> ServerLease<'_> {
         shared.balancer.connection_started(index);
         ServerLease {
@@ -513,6 +536,11 @@ impl<'a> ServerLease<'a> {
     /// The chosen server, for as long as its backend lives.
     pub fn server(&self) -> &'a Server {
         self.server
+    }
+
+    /// The server's position in its backend.
+    pub fn index(&self) -> usize {
+        self.index
     }
 }
 

@@ -11,11 +11,11 @@
 
 use super::body::{self, BodyError, BodySpec, BodyTimeouts, OutFraming};
 use super::buffer::{InBuf, ReadError};
+use super::persist::{self, PersistState};
 use super::pool::{self, ServerKey};
 use super::rules::{self, KeptRequest, ResponseVerdict, Scope};
 use super::session::answer;
 use super::settings::HttpSettings;
-use crate::connect::connect_with_retries;
 use crate::forward::{self, IdleTimeouts};
 use crate::report::report;
 use crate::stream_context::StreamView;
@@ -232,11 +232,22 @@ async fn exchange<'a>(
     ctx: &Context<'a>,
     client: &mut Stream,
     input: &mut InBuf,
-    head: RequestHead,
+    mut head: RequestHead,
     attached: &mut Option<Attached>,
     facts: &mut Facts<'a>,
 ) -> Ending {
     let s = ctx.settings;
+    // Persistence (use-server, the cookie) reads the request as the client sent it, then may
+    // rewrite its cookies: it runs before anything else reads the head.
+    let limits = Limits {
+        max_head: s.bufsize,
+        ..s.request_limits
+    };
+    let Ok(persistence) = persist::choose(ctx, input, &mut head, &limits) else {
+        answer(client, s.request_error(500), s.client).await;
+        return Ending::close(Some(500), Cause::Proxy, Phase::Request);
+    };
+    let mut persist_state = persistence.state;
     let buf = input.filled();
     let framing = match request_framing(buf, &head) {
         Ok(framing) => framing,
@@ -295,12 +306,26 @@ async fn exchange<'a>(
         _ => None,
     };
     let queued_at = Instant::now();
-    let picked = match use_server(ctx, buf, &head).await {
-        Some(lease) => Ok(lease),
+    let picked = match persistence.target {
+        // `option persist`/`force-persist`: the down server is used on purpose, no queue.
+        Some(target) if target.forced => ctx
+            .backend
+            .lease_server_forced(target.index)
+            .ok_or(Unserved::NoServer),
+        // A persisted or `use-server` server: its own queue when full; a full queue or an
+        // unusable server gives the request back to the balancing (configuration.txt §5.2
+        // `maxqueue`).
+        Some(target) => match ctx.backend.acquire_server_at(target.index).await {
+            Err(Unserved::QueueFull | Unserved::NoServer) => {
+                persist_state.direct = false;
+                ctx.backend.acquire_server(balance_key).await
+            }
+            other => other,
+        },
         None => ctx.backend.acquire_server(balance_key).await,
     };
     facts.queue = Some(queued_at.elapsed());
-    let lease = match picked {
+    let mut lease = match picked {
         Ok(lease) => lease,
         Err(unserved) => {
             ctx.backend.failed_connections.incr();
@@ -314,26 +339,28 @@ async fn exchange<'a>(
             };
         }
     };
-    let server = lease.server();
+    let mut server = lease.server();
     facts.server = Some(server.name());
     let _backend_session = SessionMark::open(&ctx.backend.traffic);
-    let _server_session = SessionMark::open(&server.traffic);
-    let key = ServerKey {
+    let mut _server_session = SessionMark::open(&server.traffic);
+    let mut key = ServerKey {
         backend: ctx.backend.plan.id.uid,
         server: server.id,
     };
 
-    let request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
+    let mut request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
     input.consume(head.head_len);
     // Response rules may read the request's method and version: keep the head we sent,
     // parsed again, only when there are such rules.
-    let kept_head = rules::wants_request_copy(ctx.frontend, ctx.backend)
-        .then(|| match parse_request(&request_head, &Limits::default()) {
-            Ok(Parse::Complete(head)) => Some(head),
-            _ => None,
-        })
-        .flatten();
-    let kept = kept_head.as_ref().map(|h| (&request_head[..], h));
+    let keep_head = |request_head: &[u8]| {
+        rules::wants_request_copy(ctx.frontend, ctx.backend)
+            .then(|| match parse_request(request_head, &Limits::default()) {
+                Ok(Parse::Complete(head)) => Some(head),
+                _ => None,
+            })
+            .flatten()
+    };
+    let mut kept_head = keep_head(&request_head);
 
     // A request without a body can be replayed if a reused connection turns out to be dead.
     let mut attempts = if framing == BodyFraming::None { 2 } else { 1 };
@@ -341,16 +368,39 @@ async fn exchange<'a>(
         attempts -= 1;
         let force_new = attempts == 0 && framing == BodyFraming::None;
         let connecting = Instant::now();
-        let (mut server_stream, was_reused) =
-            match server_connection(ctx, server, key, attached, force_new, facts).await {
-                Some(c) => c,
-                None => {
-                    ctx.backend.failed_connections.incr();
-                    server.failed_connections.incr();
-                    answer(client, s.server_error(503), s.client).await;
-                    return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
-                }
-            };
+        let connection = server_connection(
+            ctx,
+            &mut lease,
+            &mut persist_state,
+            key,
+            attached,
+            force_new,
+            facts,
+        )
+        .await;
+        if !std::ptr::eq(lease.server(), server) {
+            // `option redispatch` moved the request to another server.
+            server = lease.server();
+            facts.server = Some(server.name());
+            _server_session = SessionMark::open(&server.traffic);
+            key.server = server.id;
+            if let Some(name) = s.send_name_header
+                && let Some(renamed) = persist::rename_server(&request_head, name, server.name())
+            {
+                request_head = renamed;
+                kept_head = keep_head(&request_head);
+            }
+        }
+        let kept = kept_head.as_ref().map(|h| (&request_head[..], h));
+        let (mut server_stream, was_reused) = match connection {
+            Some(c) => c,
+            None => {
+                ctx.backend.failed_connections.incr();
+                server.failed_connections.incr();
+                answer(client, s.server_error(503), s.client).await;
+                return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
+            }
+        };
         // A reused connection costs no connect time (HAProxy logs Tc = 0 for it).
         facts.connect = Some(if was_reused {
             Duration::ZERO
@@ -368,6 +418,7 @@ async fn exchange<'a>(
                 head: &request_head,
                 kept,
                 server,
+                persist: &persist_state,
             },
             TransferShape {
                 framing,
@@ -477,33 +528,19 @@ fn view_of<'b>(ctx: &Context<'b>, buf: &'b [u8], head: &'b RequestHead) -> Strea
     }
 }
 
-/// The server of the first `use-server` rule that applies, if it is usable (otherwise the
-/// balancing algorithm chooses, as in HAProxy); a full server makes the request wait in its
-/// own queue unless that queue is full.
-async fn use_server<'b>(
-    ctx: &Context<'b>,
-    buf: &[u8],
-    head: &RequestHead,
-) -> Option<ServerLease<'b>> {
-    let rules = &ctx.backend.plan.use_server;
-    if rules.is_empty() {
-        return None;
-    }
-    let view = view_of(ctx, buf, head);
-    let index = rules.iter().find(|r| r.applies(&view))?.action;
-    ctx.backend.acquire_server_at(index).await.ok()
-}
-
 /// Picks the connection for this request: the session's own if it goes to the same server,
 /// then an idle one from the thread's pool when `http-reuse` allows, else a new one.
-async fn server_connection(
-    ctx: &Context<'_>,
-    server: &Server,
+#[allow(clippy::too_many_arguments)]
+async fn server_connection<'b>(
+    ctx: &Context<'b>,
+    lease: &mut ServerLease<'b>,
+    persist_state: &mut PersistState,
     key: ServerKey,
     attached: &mut Option<Attached>,
     force_new: bool,
     facts: &mut Facts<'_>,
 ) -> Option<(Stream, bool)> {
+    let server = lease.server();
     if !force_new {
         if let Some(conn) = attached.take() {
             if conn.key == key && conn.stream.is_idle_usable() {
@@ -528,7 +565,7 @@ async fn server_connection(
             return Some((idle.stream, true));
         }
     }
-    let connection = connect_with_retries(ctx.backend, server, &ctx.endpoints).await;
+    let connection = persist::connect(ctx, lease, persist_state).await;
     facts.retries = connection.retries;
     connection.stream.map(|stream| (stream, false))
 }
@@ -645,6 +682,8 @@ struct Outgoing<'r> {
     kept: KeptRequest<'r>,
     /// The server it goes to.
     server: &'r Server,
+    /// What persistence learned from the request.
+    persist: &'r PersistState,
 }
 
 /// Sends the request and relays the response, concurrently.
@@ -697,7 +736,7 @@ async fn transfer(
         ctx,
         &mut server_read,
         &mut client_write,
-        (outgoing.kept, outgoing.server),
+        (outgoing.kept, outgoing.server, outgoing.persist),
         shape,
         response_head,
     );
@@ -764,7 +803,7 @@ async fn relay_response<R, W>(
     ctx: &Context<'_>,
     server: &mut R,
     client: &mut W,
-    (kept, chosen): (KeptRequest<'_>, &Server),
+    (kept, chosen, persist_state): (KeptRequest<'_>, &Server, &PersistState),
     shape: TransferShape,
     started: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure>
@@ -791,6 +830,21 @@ where
                 &s.response_limits,
                 s.bufsize,
             );
+            if matches!(verdict, ResponseVerdict::Relay) {
+                let limits = Limits {
+                    max_head: s.bufsize,
+                    ..s.response_limits
+                };
+                persist::on_response(
+                    ctx.backend,
+                    chosen,
+                    persist_state,
+                    &mut input,
+                    &mut head,
+                    &limits,
+                )
+                .map_err(|_| ResponseFailure::Status(502))?;
+            }
             if let ResponseVerdict::Replace(reply) = verdict {
                 // The server's response is dropped: its connection cannot be reused.
                 started.set(Some((Instant::now(), reply.status)));
