@@ -114,15 +114,65 @@ http {{
         self.proc.wait()
 
 
-def proxy_config(kind, mode, work):
+# The `rules` scenario's rule set, the same for Sluice and HAProxy: 20 ACLs, header rewrites
+# and map-based routing, all evaluated on every request (nothing matches the benchmark's
+# requests but the map lookup, so every request runs the whole set).
+RULES = """
+    acl a1 path_beg /admin
+    acl a2 path_end .php
+    acl a3 hdr(host) -i evil.example.com
+    acl a4 src 10.0.0.0/8 192.168.0.0/16
+    acl a5 method POST PUT DELETE
+    acl a6 hdr_sub(user-agent) -i bot crawler spider
+    acl a7 path_reg ^/api/v[0-9]+/internal
+    acl a8 req.hdr_cnt(x-forwarded-for) gt 5
+    acl a9 url_param(debug) -m found
+    acl a10 hdr(x-api-key) -m found
+    acl a11 path_beg /static/ /assets/
+    acl a12 path_end .css .js .png
+    acl a13 hdr_beg(host) -i api.
+    acl a14 req.cook(session) -m found
+    acl a15 query -m sub token=
+    acl a16 hdr(accept-language) -m beg fr
+    acl a17 path_dir private
+    acl a18 hdr_end(host) -i .internal
+    acl a19 req.ver 1.0
+    acl a20 path_len gt 2000
+    http-request deny if a1 !a4
+    http-request deny if a3 || a6 a2
+    http-request deny if a7 a9 || a8 || a20
+    http-request set-header X-Forwarded-Proto http
+    http-request set-header X-Request-Start t=%[date()]
+    http-request add-header X-Client-Addr %[src]
+    http-request del-header X-Debug
+    http-request set-var(txn.route) path,map_beg({work}/routes.map,origin)
+    http-request set-header X-Route %[var(txn.route)]
+    http-response set-header X-Frame-Options DENY
+    http-response del-header Server
+"""
+
+
+def proxy_config(kind, mode, work, scenario=""):
     """The same scenario for each proxy: one thread, keep-alive both sides."""
+    extra = ""
+    global_extra = ""
+    if scenario == "tcp-splice":
+        extra = "    option splice-auto\n"
+        # HAProxy reserves two descriptors per possible pipe at start-up: keep it under the
+        # file-descriptor limit.
+        global_extra = "    maxpipes 512\n"
+    elif scenario == "rules" and kind != "nginx":
+        with open(os.path.join(work, "routes.map"), "w") as f:
+            f.writelines(f"/section{n}/ backend{n}\n" for n in range(200))
+            f.write("/ origin\n")
+        extra = RULES.replace("{work}", work)
     if kind in ("sluice", "haproxy"):
-        path = os.path.join(work, f"{kind}-{mode}.cfg")
+        path = os.path.join(work, f"{kind}-{mode}-{scenario}.cfg")
         with open(path, "w") as f:
             f.write(f"""global
     nbthread 1
     maxconn 9000
-defaults
+{global_extra}defaults
     mode {mode}
     timeout connect 5s
     timeout client 30s
@@ -130,7 +180,7 @@ defaults
     http-reuse always
 listen bench
     bind 127.0.0.1:{PROXY_PORT}
-    server origin 127.0.0.1:{ORIGIN_PORT}
+{extra}    server origin 127.0.0.1:{ORIGIN_PORT}
 """)
         return path
     path = os.path.join(work, f"nginx-{mode}.conf")
@@ -159,17 +209,22 @@ events {{ worker_connections 20000; }}
     return path
 
 
-def start_proxy(kind, mode, work, binary):
-    cfg = proxy_config(kind, mode, work)
+def start_proxy(kind, mode, work, binary, scenario=""):
+    cfg = proxy_config(kind, mode, work, scenario)
     if kind == "sluice":
         cmd = [binary, "-db", "-f", cfg]
     elif kind == "haproxy":
         cmd = ["haproxy", "-db", "-f", cfg]
     else:
         cmd = ["nginx", "-c", cfg, "-p", work]
-    proc = subprocess.Popen(["taskset", "-c", PROXY_CPU] + cmd,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(PROXY_PORT)
+    log = open(os.path.join(work, f"{kind}.log"), "w")
+    proc = subprocess.Popen(["taskset", "-c", PROXY_CPU] + cmd, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_port(PROXY_PORT)
+    except RuntimeError:
+        proc.kill()
+        with open(log.name) as f:
+            raise RuntimeError(f"{kind} did not start:\n{f.read()[-2000:]}")
     return proc
 
 
@@ -183,7 +238,7 @@ def stop_proxy(proc):
     time.sleep(0.2)  # let the port be released before the next proxy binds it
 
 
-def wrk(path, seconds, connections, extra=()):
+def wrk(path, seconds, connections, extra=(), latencies=None):
     out = subprocess.run(["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s",
                           "--latency", *extra, f"http://127.0.0.1:{PROXY_PORT}{path}"],
                          capture_output=True, text=True, timeout=seconds + 30).stdout
@@ -193,6 +248,11 @@ def wrk(path, seconds, connections, extra=()):
     transfer = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", out)
     scale = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9}[transfer.group(2)]
     requests = int(re.search(r"(\d+) requests in", out).group(1))
+    if latencies is not None:
+        unit = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+        for pct in ("50", "99"):
+            m = re.search(rf"^\s+{pct}(?:\.000)?%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+            latencies[pct] = float(m.group(1)) * unit[m.group(2)]
     return rate, float(transfer.group(1)) * scale * 8 / 1e9, requests
 
 
@@ -218,22 +278,30 @@ SCENARIOS = {
     "http-keepalive": ("http", "req/s"),
     "http-close": ("http", "conn/s"),
     "tcp-throughput": ("tcp", "Gbit/s"),
+    "tcp-splice": ("tcp", "Gbit/s (option splice-auto; nginx copies)"),
+    "latency": ("http", "p99 ms with 10 kept-alive connections (p50 in the per-CPU column)"),
+    "rules": ("http", "req/s with 20 ACLs, rewrites and a map (nginx without rules)"),
     "idle-memory": ("http", "MiB for N idle connections"),
 }
 
 
 def run_once(scenario, kind, work, binary, seconds, idle):
     mode = SCENARIOS[scenario][0]
-    proc = start_proxy(kind, mode, work, binary)
+    proc = start_proxy(kind, mode, work, binary, scenario)
     try:
         cpu0 = cpu_seconds(proc.pid)
-        if scenario == "http-keepalive":
+        if scenario in ("http-keepalive", "rules"):
             rate, _, requests = wrk("/small", seconds, 50)
             value = rate
+        elif scenario == "latency":
+            latencies = {}
+            wrk("/small", seconds, 10, latencies=latencies)
+            # Lower is better here; the second column carries the median instead of a rate.
+            return latencies["99"], latencies["50"]
         elif scenario == "http-close":
             rate, _, requests = wrk("/small", seconds, 50, ("-H", "Connection: close"))
             value = rate
-        elif scenario == "tcp-throughput":
+        elif scenario in ("tcp-throughput", "tcp-splice"):
             _, gbits, requests = wrk("/big", seconds, 4)
             value = gbits
         else:
