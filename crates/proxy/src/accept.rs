@@ -163,14 +163,19 @@ async fn session(
         return;
     }
     match frontend.plan.mode {
-        Mode::Tcp => tcp::serve(&process, &frontend, client, endpoints, &vars).await,
+        // Each mode's session state is boxed: a session future holds only the mode it runs,
+        // not the larger of the two.
+        Mode::Tcp => Box::pin(tcp::serve(&process, &frontend, client, endpoints, &vars)).await,
         Mode::Http => {
             let global = &process.global;
             let buffers = http::settings::BufferSizes {
                 bufsize: global.bufsize(),
                 maxrewrite: global.maxrewrite(),
             };
-            http::session::serve(&process, &frontend, client, endpoints, buffers, &vars).await
+            let serving =
+                http::session::serve(&process, &frontend, client, endpoints, buffers, &vars);
+            eprintln!("HTTP FUT {}", std::mem::size_of_val(&serving));
+            Box::pin(serving).await
         }
     }
 }

@@ -63,17 +63,22 @@ pub async fn serve(
     let mut input = InBuf::new(settings.bufsize);
     let mut attached: Option<Attached> = None;
     let mut first = true;
+    let session = Session {
+        settings: &settings,
+        scope: &scope,
+        buffers,
+    };
     loop {
         let request_start = std::time::Instant::now();
         let request_start_at = SystemTime::now();
         let started = (request_start, request_start_at);
-        let mut head = match read_head(&mut client, &mut input, &settings, first).await {
+        let head = match read_head(&mut client, &mut input, &settings, first).await {
             Ok(head) => head,
             Err(HeadEnd::Quiet) => break,
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
                 let page = settings.request_error(status);
-                answer(&mut client, page, settings.client).await;
+                Box::pin(answer(&mut client, page, settings.client)).await;
                 // configuration.txt §8.5: a refused request is "PR", a request that did not
                 // arrive in time "cR".
                 let cause = if status == 408 {
@@ -92,20 +97,59 @@ pub async fn serve(
                 break;
             }
         };
-        vars.end_transaction();
+        // Boxed: what a request needs while it is handled (rules, the exchange with both
+        // bodies in flight, the response relay) is large and only needed while a request is
+        // active; an idle keep-alive session keeps only what waiting for the next head needs
+        // (HAProxy's idle connections are small too).
+        let handled =
+            Box::pin(session.handle(&mut client, &mut input, &mut attached, first, head, started))
+                .await;
+        match handled {
+            Next::KeepAlive => first = false,
+            Next::Close => break,
+        }
+    }
+    if let Some(conn) = attached {
+        exchange::release(&settings, conn);
+    }
+}
+
+/// What every request of a session shares.
+struct Session<'s> {
+    settings: &'s HttpSettings<'s>,
+    scope: &'s Scope<'s>,
+    buffers: BufferSizes,
+}
+
+impl Session<'_> {
+    /// Handles one request whose head was read: rules, then the proxy's own answer or the
+    /// exchange with a server. Says whether the client connection carries another request
+    /// (it was already closed gracefully otherwise).
+    async fn handle(
+        &self,
+        client: &mut Stream,
+        input: &mut InBuf,
+        attached: &mut Option<Attached>,
+        first: bool,
+        mut head: RequestHead,
+        started: (std::time::Instant, SystemTime),
+    ) -> Next {
+        let (settings, scope) = (self.settings, self.scope);
+        let (process, frontend) = (scope.process, scope.frontend);
+        let (request_start, request_start_at) = started;
+        scope.vars.end_transaction();
         let verdict = rules::process_request(
-            &scope,
-            &mut input,
+            scope,
+            input,
             &mut head,
             &settings.request_limits,
             settings.bufsize,
         );
         let backend = match verdict {
             RequestVerdict::Forward(backend) => backend,
-            RequestVerdict::Reject => break,
+            RequestVerdict::Reject => return Next::Close,
             RequestVerdict::Answer(reply) => {
-                let keep_alive =
-                    !reply.close && can_answer_and_keep_alive(&input, &head, &settings);
+                let keep_alive = !reply.close && can_answer_and_keep_alive(input, &head, settings);
                 let sent = tokio::time::timeout(
                     settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
                     client.write_all(&reply.bytes),
@@ -127,17 +171,16 @@ pub async fn serve(
                     request: Some((line, head_took)),
                     head: Some((input.filled(), &head)),
                 };
-                log_answer(&scope, started, answered);
+                log_answer(scope, started, answered);
                 if !matches!(sent, Ok(Ok(()))) {
-                    break;
+                    return Next::Close;
                 }
                 if keep_alive {
                     input.consume(head.head_len);
-                    first = false;
-                    continue;
+                    return Next::KeepAlive;
                 }
-                close_gracefully(&mut client, settings.client).await;
-                break;
+                close_gracefully(client, settings.client).await;
+                return Next::Close;
             }
         };
         // The settings combine the frontend with the backend the request goes to.
@@ -147,9 +190,9 @@ pub async fn serve(
             .as_deref()
             .is_some_and(|default| std::ptr::eq(default, backend))
         {
-            &settings
+            settings
         } else {
-            chosen = HttpSettings::with_backend(frontend, Some(backend), buffers);
+            chosen = HttpSettings::with_backend(frontend, Some(backend), self.buffers);
             &chosen
         };
         let ctx = exchange::Context {
@@ -160,20 +203,15 @@ pub async fn serve(
             frontend,
             backend,
             settings,
-            endpoints,
+            endpoints: scope.endpoints,
             first,
-            scope: &scope,
+            scope,
         };
-        match exchange::run(&ctx, &mut client, &mut input, head, &mut attached).await {
-            Next::KeepAlive => first = false,
-            Next::Close => {
-                close_gracefully(&mut client, settings.client).await;
-                break;
-            }
+        let next = exchange::run(&ctx, client, input, head, attached).await;
+        if next == Next::Close {
+            close_gracefully(client, settings.client).await;
         }
-    }
-    if let Some(conn) = attached {
-        exchange::release(&settings, conn);
+        next
     }
 }
 
