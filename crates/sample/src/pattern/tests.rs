@@ -287,7 +287,10 @@ fn indexed_lists_agree_with_matching_each_pattern() {
                 list.add(&text, icase, IntOp::Eq).unwrap();
                 reference.push(Pattern::parse(method, &text, icase, IntOp::Eq).unwrap());
             }
-            assert!(list.others.is_empty(), "{method:?}: patterns left unindexed");
+            assert!(
+                list.others.is_empty(),
+                "{method:?}: patterns left unindexed"
+            );
             for _ in 0..50 {
                 let ip;
                 let word;
