@@ -50,6 +50,8 @@ pub use cond::Condition;
 pub use context::{BackendStat, Context, ServerStat};
 pub use expr::Expr;
 pub use logformat::{LogFacts, LogFormat, LogNumber, LogText};
+#[doc(hidden)]
+pub use map::MapProbe;
 pub use map::MapStore;
 pub use pattern::{IntOp, MatchMethod};
 pub use stages::{Source, Stages};

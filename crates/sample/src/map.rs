@@ -5,16 +5,29 @@
 //! meaningful lines (leading blanks stripped, empty lines and `#` comments skipped), and
 //! [`MapStore::map`] compiles a file into a [`Map`] for one matching method and value type,
 //! once per combination. A map line is a key (the first word) and a value (the rest, trailing
-//! blanks removed). [`Map::lookup`] follows the manual: exact strings and addresses find the
-//! first of the finest match (the longest network for addresses), every other method the
-//! first matching line. The store is a cheap handle (`Clone` shares it); compiled maps are
-//! `Arc`s that expressions keep after the store is gone. Read [`MapStore`] first.
+//! blanks removed). [`Map::lookup`] follows the manual (§7.3.1: "IP addresses and strings
+//! are stored in trees, so the first of the finest match will be used. Other keys are stored
+//! in lists, so the first matching occurrence will be used"): exact strings are hashed (first
+//! line of equal keys); addresses find the longest network, HAProxy's way (the sample's
+//! family first, then the other one through the mapped address, then IPv4 networks with
+//! non-contiguous masks in file order); every other method finds the first matching line in
+//! file order. `ip`, `beg`, `end`, `dom` and `dir` maps answer from an index
+//! (`pattern::PatternIndex`: radix and byte tries) that returns exactly that line, so a
+//! lookup costs the input's length, not the map's; `sub`, `reg`, `int`, `len` and `bin` keep
+//! the scan (a substring or regex can match anywhere, ranges and blocks are few), which also
+//! stays as the reference the index is tested against. Note that HAProxy 2.6's source keeps
+//! case-sensitive `beg` keys in a prefix tree and so returns the *longest* matching prefix;
+//! Sluice follows the manual, which lists only addresses and exact strings as trees. The store
+//! is a cheap handle (`Clone` shares it); compiled maps are `Arc`s that expressions keep after
+//! the store is gone. Read [`MapStore`] first.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::pattern::{IntOp, MatchMethod, Pattern, Prepared, with_prepared};
+use crate::pattern::{
+    IntOp, IpPattern, MatchMethod, Pattern, PatternIndex, Prepared, with_prepared,
+};
 use crate::value::{Sample, parse_int_exact, parse_ip};
 
 /// The meaningful lines of one file: 1-based line number and text.
@@ -58,6 +71,9 @@ pub(crate) struct MapEntry {
 pub(crate) struct Map {
     method: MatchMethod,
     exact: HashMap<Vec<u8>, usize>,
+    /// The keys of `ip`, `beg`, `end`, `dom` and `dir` maps, by line index; `None` for the
+    /// other methods, scanned in file order.
+    index: Option<PatternIndex>,
     entries: Vec<MapEntry>,
 }
 
@@ -73,27 +89,37 @@ impl Map {
     }
 
     fn find(&self, s: Prepared<'_>) -> Option<usize> {
-        let first = match s {
-            Prepared::Bytes(b) => self.exact.get(b).copied(),
-            _ => None,
-        };
-        let rest = || {
-            self.entries.iter().enumerate().filter(|(_, e)| {
-                e.pattern
-                    .as_ref()
-                    .is_some_and(|p| p.matches(self.method, s))
-            })
-        };
-        match (first, self.method) {
-            (Some(i), _) => Some(i),
-            (None, MatchMethod::Ip) => rest()
+        match (&self.index, s) {
+            (_, Prepared::Bytes(b)) if self.method == MatchMethod::Str => {
+                self.exact.get(b).copied()
+            }
+            (Some(index), _) => index.find(s),
+            (None, _) => self.find_linear(s),
+        }
+    }
+
+    /// The reference lookup, one line after the other: what the index must answer, and
+    /// what the methods without an index do.
+    fn find_linear(&self, s: Prepared<'_>) -> Option<usize> {
+        if let Prepared::Bytes(b) = s
+            && let Some(&i) = self.exact.get(b)
+        {
+            return Some(i);
+        }
+        let mut matching = self.entries.iter().enumerate().filter(|(_, e)| {
+            e.pattern
+                .as_ref()
+                .is_some_and(|p| p.matches(self.method, s))
+        });
+        match (self.method, s) {
+            // Best rank first, then the earliest line.
+            (MatchMethod::Ip, Prepared::Ip(ip)) => matching
                 .max_by_key(|(i, e)| match &e.pattern {
-                    // Longest prefix first, then the earliest line.
-                    Some(Pattern::Ip(net)) => (net.prefix_len(), usize::MAX - i),
-                    _ => (0, usize::MAX - i),
+                    Some(Pattern::Ip(net)) => (ip_rank(*net, ip), usize::MAX - i),
+                    _ => ((0, 0), usize::MAX - i),
                 })
                 .map(|(i, _)| i),
-            (None, _) => rest().map(|(i, _)| i).next(),
+            _ => matching.next().map(|(i, _)| i),
         }
     }
 
@@ -113,6 +139,44 @@ impl Map {
             crate::conv::expand(&subst, &caps, &mut out);
             Some(out)
         })
+    }
+}
+
+/// Benchmark support (`benches/maps.rs`), not part of the API: one map compiled from text,
+/// looked up through its index or through the reference scan.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct MapProbe {
+    map: Arc<Map>,
+}
+
+impl MapProbe {
+    /// Compiles `contents` as a map for `method` with string values.
+    pub fn new(contents: &str, method: MatchMethod) -> Result<MapProbe, String> {
+        let store = MapStore::new();
+        store.set_contents("probe", contents);
+        let map = store.map("probe", method, MapOutput::Str)?;
+        Ok(MapProbe { map })
+    }
+
+    /// The index of the line [`Map::lookup`] finds.
+    pub fn indexed(&self, sample: &Sample<'_>) -> Option<usize> {
+        let mut found = None;
+        with_prepared(self.map.method, sample, |s| {
+            found = self.map.find(s);
+            found.is_some()
+        });
+        found
+    }
+
+    /// The index of the line the linear scan finds.
+    pub fn linear(&self, sample: &Sample<'_>) -> Option<usize> {
+        let mut found = None;
+        with_prepared(self.map.method, sample, |s| {
+            found = self.map.find_linear(s);
+            found.is_some()
+        });
+        found
     }
 }
 
@@ -209,6 +273,7 @@ impl MapStore {
         let mut map = Map {
             method,
             exact: HashMap::new(),
+            index: PatternIndex::for_method(method),
             entries: Vec::new(),
         };
         for (number, line) in &lines.lines {
@@ -232,6 +297,13 @@ impl MapStore {
             } else {
                 Some(Pattern::parse(method, key, false, IntOp::Eq).map_err(at)?)
             };
+            // A key the index refuses (none today) sends the whole map back to the scan:
+            // the index answers for all lines or for none.
+            if let (Some(tree), Some(p)) = (&mut map.index, &pattern)
+                && !tree.insert(p, index)
+            {
+                map.index = None;
+            }
             map.entries.push(MapEntry {
                 key: key.as_bytes().to_vec(),
                 value,
@@ -241,6 +313,20 @@ impl MapStore {
         let map = Arc::new(map);
         self.lock().maps.insert(key, Arc::clone(&map));
         Ok(map)
+    }
+}
+
+/// How well the network `net` matches the address `ip`, HAProxy's way (`pat_match_ip`): a
+/// network of the sample's family beats one of the other family (reached through
+/// `::ffff:a.b.c.d` or the IPv4 address an IPv6 sample embeds), which beats an IPv4 network
+/// with a non-contiguous mask; within the first two tiers the longest prefix wins.
+fn ip_rank(net: IpPattern, ip: IpAddr) -> (u8, u32) {
+    match (net, ip) {
+        (IpPattern::V4 { mask, .. }, _) if mask.leading_ones() != mask.count_ones() => (0, 0),
+        (IpPattern::V4 { .. }, IpAddr::V4(_)) | (IpPattern::V6 { .. }, IpAddr::V6(_)) => {
+            (2, net.prefix_len())
+        }
+        _ => (1, net.prefix_len()),
     }
 }
 
@@ -257,6 +343,7 @@ pub(crate) fn split_map_line(line: &str) -> (&str, &str) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::testing::Rng;
 
     #[test]
     fn lines_skip_comments_and_blanks() {
@@ -322,5 +409,110 @@ mod tests {
         assert_eq!(value("10.1.9.9"), Some(MapValue::Str(b"narrow".to_vec())));
         assert_eq!(value("10.9.9.9"), Some(MapValue::Str(b"wide".to_vec())));
         assert_eq!(value("11.0.0.1"), None);
+    }
+
+    /// Builds random maps for every indexed method and checks that the index finds the
+    /// same line as the reference scan for many random inputs.
+    #[test]
+    fn indexes_agree_with_the_linear_scan() {
+        let mut rng = Rng(0x5eed_1234_abcd_0001);
+        let store = MapStore::new();
+        // Lookups that find a line, per method: the inputs must hit, not only miss.
+        let mut hits = HashMap::<MatchMethod, usize>::new();
+        for round in 0..60 {
+            let lines = 1 + rng.below(if round % 2 == 0 { 12 } else { 200 });
+            for method in [
+                MatchMethod::Ip,
+                MatchMethod::Beg,
+                MatchMethod::End,
+                MatchMethod::Dom,
+                MatchMethod::Dir,
+            ] {
+                let text: String = (0..lines)
+                    .map(|i| match method {
+                        MatchMethod::Ip => format!("{} v{i}\n", rng.network()),
+                        _ => format!("{} v{i}\n", rng.word(1, 5)),
+                    })
+                    .collect();
+                let path = format!("{round}-{}", method.name());
+                store.set_contents(&path, &text);
+                let map = store.map(&path, method, MapOutput::Str).unwrap();
+                assert!(map.index.is_some(), "{path} not indexed");
+                let probe = MapProbe {
+                    map: Arc::clone(&map),
+                };
+                for _ in 0..300 {
+                    let (indexed, linear, input) = if method == MatchMethod::Ip {
+                        let ip = rng.address();
+                        let s = Sample::Ip(ip);
+                        (probe.indexed(&s), probe.linear(&s), ip.to_string())
+                    } else {
+                        let word = rng.word(0, 12);
+                        let s = Sample::str(word.as_bytes());
+                        (probe.indexed(&s), probe.linear(&s), word)
+                    };
+                    assert_eq!(indexed, linear, "{method:?} <{input}> in\n{text}");
+                    *hits.entry(method).or_default() += usize::from(indexed.is_some());
+                }
+            }
+        }
+        for (method, n) in hits {
+            // 60 rounds of 300 lookups: well over a tenth must find a line.
+            assert!(n > 1_800, "{method:?}: only {n} hits");
+        }
+    }
+
+    #[test]
+    fn address_families_rank_like_haproxy() {
+        let store = MapStore::new();
+        store.set_contents(
+            "fam",
+            "::ffff:10.0.0.0/104 mapped\n10.0.0.0/8 v4\n10.0.0.1/255.0.0.255 odd\n\
+             2002::/16 sixtofour\n",
+        );
+        let map = store.map("fam", MatchMethod::Ip, MapOutput::Key).unwrap();
+        let key = |ip: &str| {
+            map.lookup(&Sample::Ip(ip.parse().unwrap()))
+                .map(|e| String::from_utf8_lossy(&e.key).into_owned())
+        };
+        // The sample's own family first, however long the other family's prefix.
+        assert_eq!(key("10.1.1.1").as_deref(), Some("10.0.0.0/8"));
+        assert_eq!(
+            key("::ffff:10.1.1.1").as_deref(),
+            Some("::ffff:10.0.0.0/104")
+        );
+        // The other family through the embedded address.
+        assert_eq!(key("2002:0a01:0101::").as_deref(), Some("2002::/16"));
+        assert_eq!(key("::10.1.1.1").as_deref(), Some("10.0.0.0/8"));
+        // Non-contiguous masks last.
+        assert_eq!(key("11.0.0.1"), None);
+        store.set_contents("odd", "10.0.0.1/255.0.0.255 odd\n11.0.0.0/8 eleven\n");
+        let map = store.map("odd", MatchMethod::Ip, MapOutput::Str).unwrap();
+        let hit = map
+            .lookup(&Sample::Ip("10.9.9.1".parse().unwrap()))
+            .unwrap();
+        assert_eq!(hit.value, MapValue::Str(b"odd".to_vec()));
+    }
+
+    #[test]
+    fn string_methods_return_the_first_matching_line() {
+        let store = MapStore::new();
+        store.set_contents(
+            "s",
+            "/api first\n/api/v2 longer\n/ root\nexample.com dom\nwww.example.com sub\n",
+        );
+        let value = |method, input: &str| {
+            let map = store.map("s", method, MapOutput::Str).unwrap();
+            map.lookup(&Sample::str(input.as_bytes()))
+                .map(|e| e.value.clone())
+        };
+        let v = |s: &str| Some(MapValue::Str(s.as_bytes().to_vec()));
+        // The manual's "first matching occurrence", not the longest prefix.
+        assert_eq!(value(MatchMethod::Beg, "/api/v2/x"), v("first"));
+        assert_eq!(value(MatchMethod::Beg, "/static"), v("root"));
+        assert_eq!(value(MatchMethod::Dom, "www.example.com"), v("dom"));
+        assert_eq!(value(MatchMethod::End, "mail.example.com"), v("dom"));
+        assert_eq!(value(MatchMethod::Dir, "/x/api/y"), v("first"));
+        assert_eq!(value(MatchMethod::Dom, "example.org"), None);
     }
 }

@@ -17,6 +17,10 @@ use regex::bytes::Regex;
 use crate::conv::{compile_regex, parse_hex, parse_mask4};
 use crate::value::{Sample, SampleType, embedded_v4, parse_int_exact};
 
+mod index;
+
+pub(crate) use index::PatternIndex;
+
 /// How an ACL compares samples with its patterns (`-m` names, §7.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MatchMethod {
@@ -500,6 +504,11 @@ pub(crate) struct PatternList {
     method: MatchMethod,
     /// Case-sensitive exact strings, looked up in one step.
     exact: HashSet<Vec<u8>>,
+    /// Addresses and prefix, suffix, domain and directory strings, for lists of those
+    /// methods.
+    index: Option<PatternIndex>,
+    /// How many patterns `index` holds.
+    indexed: usize,
     /// Every other pattern, tried in order.
     others: Vec<Pattern>,
 }
@@ -509,6 +518,8 @@ impl PatternList {
         PatternList {
             method,
             exact: HashSet::new(),
+            index: PatternIndex::for_method(method),
+            indexed: 0,
             others: Vec::new(),
         }
     }
@@ -519,7 +530,7 @@ impl PatternList {
 
     /// True when no pattern was given.
     pub fn is_empty(&self) -> bool {
-        self.exact.is_empty() && self.others.is_empty()
+        self.exact.is_empty() && self.others.is_empty() && self.indexed == 0
     }
 
     /// Adds the value `text`. `found` and `bool` ignore values, as HAProxy does.
@@ -531,8 +542,15 @@ impl PatternList {
             self.exact.insert(text.as_bytes().to_vec());
             return Ok(());
         }
-        self.others
-            .push(Pattern::parse(self.method, text, icase, op)?);
+        let pattern = Pattern::parse(self.method, text, icase, op)?;
+        // Any id works for a yes/no answer; counting keeps them distinct for debugging.
+        if let Some(index) = &mut self.index
+            && index.insert(&pattern, self.indexed)
+        {
+            self.indexed += 1;
+            return Ok(());
+        }
+        self.others.push(pattern);
         Ok(())
     }
 
@@ -546,7 +564,10 @@ impl PatternList {
             {
                 return true;
             }
-            self.others.iter().any(|p| p.matches(method, prepared))
+            self.index
+                .as_ref()
+                .is_some_and(|index| index.find(prepared).is_some())
+                || self.others.iter().any(|p| p.matches(method, prepared))
         })
     }
 }

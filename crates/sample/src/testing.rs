@@ -1,10 +1,11 @@
 //! A [`Context`] over a parsed request (and optionally a response) for the unit tests, and
-//! shorthands to compile and evaluate expressions and conditions.
+//! shorthands to compile and evaluate expressions and conditions, and a seeded random
+//! generator of words and networks for the property tests of the pattern indexes.
 
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, SystemTime};
 
 use sluice_http::{Limits, Parse, RequestHead, ResponseHead, parse_request, parse_response};
@@ -229,4 +230,86 @@ pub fn temp_file(name: &str, contents: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, contents).unwrap();
     path.to_string_lossy().into_owned()
+}
+
+/// A small deterministic PRNG (xorshift64*): the same maps on every run.
+pub(crate) struct Rng(pub u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub(crate) fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
+    }
+
+    /// A word over an alphabet with every delimiter and both cases, so that random
+    /// keys overlap, nest and collide.
+    pub(crate) fn word(&mut self, min: usize, max: usize) -> String {
+        let len = min + self.below(max - min + 1);
+        (0..len)
+            .map(|_| self.pick(&['a', 'b', 'A', 'B', '.', '/', '?', ':', 'c']))
+            .collect()
+    }
+
+    /// An IPv4 address from a small space, so that random networks nest.
+    pub(crate) fn v4(&mut self) -> [u8; 4] {
+        [
+            self.pick(&[10, 192, 0]),
+            self.pick(&[0, 1, 168]),
+            self.pick(&[0, 2, 128]),
+            self.pick(&[0, 3, 255]),
+        ]
+    }
+
+    /// An IPv4 or IPv6 network in every form §7.1.6 accepts for map keys.
+    pub(crate) fn network(&mut self) -> String {
+        let [a, b, c, d] = self.v4();
+        match self.below(8) {
+            0..=2 => format!("{a}.{b}.{c}.{d}/{}", self.below(33)),
+            3 => format!("{a}.{b}.{c}.{d}"),
+            4 => format!(
+                "{a}.{b}.{c}.{d}/{}.{}.{}.{}",
+                self.pick(&[255, 0, 128]),
+                self.pick(&[255, 0]),
+                self.pick(&[255, 0, 254]),
+                self.pick(&[255, 0])
+            ),
+            5 => format!("::ffff:{a}.{b}.{c}.{d}/{}", 80 + self.below(49)),
+            6 => format!(
+                "2002:{:x}:{:x}::/{}",
+                u16::from_be_bytes([a, b]),
+                u16::from_be_bytes([c, d]),
+                self.below(65)
+            ),
+            _ => format!("2001:db8:{:x}::{d}/{}", self.below(3), self.below(129)),
+        }
+    }
+
+    /// An address to look up: IPv4, IPv4-mapped, IPv4-compatible, 6to4 or plain IPv6.
+    pub(crate) fn address(&mut self) -> IpAddr {
+        let [a, b, c, d] = self.v4();
+        let v4 = std::net::Ipv4Addr::new(a, b, c, d);
+        match self.below(5) {
+            0 | 1 => IpAddr::V4(v4),
+            2 => IpAddr::V6(v4.to_ipv6_mapped()),
+            3 => IpAddr::V6(v4.to_ipv6_compatible()),
+            _ => format!(
+                "{}:{:x}:{:x}::{d}",
+                self.pick(&["2002", "2001:db8"]),
+                u16::from_be_bytes([a, b]),
+                u16::from_be_bytes([c, d]),
+            )
+            .parse()
+            .unwrap(),
+        }
+    }
 }

@@ -122,6 +122,32 @@ fn borrowed_expressions_allocate_nothing() {
 }
 
 #[test]
+fn indexed_map_lookups_allocate_nothing() {
+    let ctx = ctx();
+    let maps = MapStore::new();
+    maps.set_contents("paths.map", "/static st\n/images img\n");
+    maps.set_contents(
+        "ips.map",
+        "192.168.0.0/16 b\n10.0.0.0/8 lan\n10.1.0.0/16 narrow\n",
+    );
+    maps.set_contents("doms.map", "example.org org\nexample.com com\n");
+    maps.set_contents("dirs.map", "png png\n");
+    for text in [
+        "path,map_beg(paths.map)",
+        "src,map_ip(ips.map)",
+        "req.hdr(host),map_dom(doms.map)",
+        "req.hdr(host),map_end(doms.map)",
+        "path,map_dir(dirs.map)",
+    ] {
+        let expr = Expr::parse(text, &maps).unwrap();
+        let n = allocations_of(|| {
+            assert!(std::hint::black_box(expr.eval(&ctx)).is_some(), "{text}");
+        });
+        assert_eq!(n, 0, "{text} allocated {n} times");
+    }
+}
+
+#[test]
 fn conditions_allocate_nothing_after_the_first_evaluation() {
     let ctx = ctx();
     let mut acls = AclSet::new(MapStore::new());

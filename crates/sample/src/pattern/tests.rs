@@ -261,3 +261,53 @@ fn found_and_bool() {
     assert!(b.matches(&Sample::str(b"1")));
     assert!(!b.matches(&Sample::str(b"abc")));
 }
+
+/// Random ACL pattern lists mixing case-sensitive and `-i` values: the indexed list answers
+/// like matching every pattern in turn.
+#[test]
+fn indexed_lists_agree_with_matching_each_pattern() {
+    let mut rng = crate::testing::Rng(0x0ac1_5eed_0000_0042);
+    let mut hits = 0usize;
+    for _ in 0..200 {
+        for method in [
+            MatchMethod::Ip,
+            MatchMethod::Beg,
+            MatchMethod::End,
+            MatchMethod::Dom,
+            MatchMethod::Dir,
+        ] {
+            let mut list = PatternList::new(method);
+            let mut reference = Vec::new();
+            for _ in 0..1 + rng.below(30) {
+                let icase = rng.below(2) == 0;
+                let text = match method {
+                    MatchMethod::Ip => rng.network(),
+                    _ => rng.word(0, 4),
+                };
+                list.add(&text, icase, IntOp::Eq).unwrap();
+                reference.push(Pattern::parse(method, &text, icase, IntOp::Eq).unwrap());
+            }
+            assert!(
+                list.others.is_empty(),
+                "{method:?}: patterns left unindexed"
+            );
+            for _ in 0..50 {
+                let ip;
+                let word;
+                let sample = if method == MatchMethod::Ip {
+                    ip = rng.address();
+                    Sample::Ip(ip)
+                } else {
+                    word = rng.word(0, 10);
+                    Sample::str(word.as_bytes())
+                };
+                let expected = with_prepared(method, &sample, |s| {
+                    reference.iter().any(|p| p.matches(method, s))
+                });
+                assert_eq!(list.matches(&sample), expected, "{method:?} {sample:?}");
+                hits += usize::from(expected);
+            }
+        }
+    }
+    assert!(hits > 10_000, "only {hits} matches");
+}
