@@ -172,6 +172,9 @@ pub fn resolve_name(name: &str, family: Family) -> io::Result<IpAddr> {
 fn bind_tcp(addr: SocketAddr, opts: &BindOptions) -> io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    // As HAProxy does on Linux: a new process started with `-sf`/`-st` binds the same address
+    // while the old one still listens, so a reload never refuses a connection.
+    socket.set_reuse_port(true)?;
     if addr.is_ipv6() {
         if opts.v6only {
             socket.set_only_v6(true)?;

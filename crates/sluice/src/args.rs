@@ -1,8 +1,8 @@
 //! The command line, compatible with HAProxy's (management.txt §3).
 //!
 //! [`parse`] turns `argv` into [`Options`] or a usage error. Options that belong to features
-//! not built yet (`-W`, `-sf`, `-st`, `-S`, `-x`) are refused with a message saying so, rather
-//! than accepted and ignored.
+//! not built yet (`-W`, `-S`, `-x`) are refused with a message saying so, rather than accepted
+//! and ignored.
 
 use std::path::PathBuf;
 
@@ -41,19 +41,30 @@ pub struct Options {
     pub local_peer: Option<String>,
     /// `-C DIR`: change directory before reading files.
     pub chdir: Option<PathBuf>,
+    /// `-sf PID...` / `-st PID...`: the processes to stop once this one listens, and how.
+    pub replaces: Option<(Replace, Vec<i32>)>,
+}
+
+/// How the processes named by `-sf`/`-st` are stopped once the new one listens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replace {
+    /// `-sf`: soft stop (SIGUSR1): they stop listening and finish their sessions.
+    Finish,
+    /// `-st`: terminate (SIGTERM) at once.
+    Terminate,
 }
 
 /// A command line Sluice cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
-/// Options of the reload and master-worker features, not implemented yet.
-const RELOAD_OPTIONS: &[&str] = &["-W", "-Ws", "-sf", "-st", "-S", "-x"];
+/// Options of the master-worker mode and socket transfer, not implemented yet.
+const RELOAD_OPTIONS: &[&str] = &["-W", "-Ws", "-S", "-x"];
 
 /// Parses the arguments after the program name.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageError> {
     let mut opts = Options::default();
-    let mut args = args.into_iter();
+    let mut args = args.into_iter().peekable();
     while let Some(arg) = args.next() {
         let mut value = |name: &str| {
             args.next()
@@ -87,6 +98,22 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
             "-N" => opts.proxy_maxconn = Some(number("-N", &value("-N")?)?),
             "-L" => opts.local_peer = Some(value("-L")?),
             "-C" => opts.chdir = Some(PathBuf::from(value("-C")?)),
+            "-sf" | "-st" => {
+                // As in HAProxy, the process ids are every following number.
+                let mut pids = Vec::new();
+                while let Some(pid) = args.peek().and_then(|a| a.parse::<i32>().ok()) {
+                    args.next();
+                    if pid > 0 {
+                        pids.push(pid);
+                    }
+                }
+                let how = if arg == "-sf" {
+                    Replace::Finish
+                } else {
+                    Replace::Terminate
+                };
+                opts.replaces = Some((how, pids));
+            }
             other if RELOAD_OPTIONS.contains(&other) => {
                 return Err(UsageError(format!(
                     "option '{other}' (reload and master-worker mode) is not supported by Sluice yet"
@@ -129,6 +156,7 @@ Usage : sluice [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn>
         -N sets the default, per-proxy maximum # of connections
         -L set local peer name
         -p writes pids of all children to this file
+        -sf/-st [pid ]* finishes/terminates old pids once this process listens.
 ";
 
 #[cfg(test)]
@@ -199,11 +227,23 @@ mod tests {
             "unknown option '-Z'"
         );
         assert!(
-            args(&["-f", "x", "-sf", "12"])
+            args(&["-f", "x", "-W"])
                 .unwrap_err()
                 .0
                 .contains("not supported by Sluice yet")
         );
+    }
+
+    #[test]
+    fn replaced_processes_are_every_following_number() {
+        let o = args(&["-f", "x", "-sf", "12", "34", "-p", "pid"]).unwrap();
+        assert_eq!(o.replaces, Some((Replace::Finish, vec![12, 34])));
+        assert_eq!(o.pidfile, Some(PathBuf::from("pid")));
+        let o = args(&["-st", "7", "-f", "x"]).unwrap();
+        assert_eq!(o.replaces, Some((Replace::Terminate, vec![7])));
+        // An empty list (a pid file that was empty) is accepted: nothing to stop.
+        let o = args(&["-f", "x", "-sf"]).unwrap();
+        assert_eq!(o.replaces, Some((Replace::Finish, vec![])));
     }
 
     #[test]

@@ -208,9 +208,28 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
             process.maxconn
         );
     }
+    if let Some((how, pids)) = &opts.replaces {
+        replace_old_processes(*how, pids, debug);
+    }
     let code = event_loops::run_control(process, cli_sockets, debug)
         .map_err(|e| vec![format!("[ALERT] control loop failed: {e}")])?;
     Ok(u8::try_from(code).unwrap_or(1))
+}
+
+/// Now that this process listens, tells the old ones (`-sf`: finish your sessions and exit,
+/// `-st`: exit now), as HAProxy's reload does (management.txt §4). A process that is gone
+/// already is no error.
+fn replace_old_processes(how: args::Replace, pids: &[i32], debug: bool) {
+    let signal = match how {
+        args::Replace::Finish => nix::sys::signal::Signal::SIGUSR1,
+        args::Replace::Terminate => nix::sys::signal::Signal::SIGTERM,
+    };
+    for &pid in pids {
+        let sent = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+        if debug && sent.is_err() {
+            eprintln!("[WARNING] could not signal old process {pid}: it may have exited already");
+        }
+    }
 }
 
 fn hostname() -> String {

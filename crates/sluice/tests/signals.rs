@@ -2,7 +2,8 @@
 //! live sessions included; SIGUSR1 is a soft stop (listeners close so new connections are
 //! refused, live sessions keep relaying, the process exits 0 once the last one ends, and
 //! `hard-stop-after` bounds the wait); SIGTTOU pauses the listeners (new connections are not
-//! served, live sessions go on) and SIGTTIN resumes them.
+//! served, live sessions go on) and SIGTTIN resumes them. A reload (`-sf`/`-st`) starts a new
+//! process on the same address while the old one still listens.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -186,4 +187,66 @@ fn sighup_does_not_stop_the_process() {
     // A round trip on a new connection after the signal proves the process still serves.
     let _c = live_session(addr);
     proxy.assert_alive();
+}
+
+/// A configuration listening on a real port (a reload binds the same address twice).
+fn port_proxy_config(port: u16, backend: &Backend) -> String {
+    format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind 127.0.0.1:{port}\n    server s1 {}\n",
+        backend.addr()
+    )
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn reload_with_sf_hands_over_the_port_and_lets_old_sessions_finish() {
+    let backend = Backend::echo();
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let cfg = port_proxy_config(port, &backend);
+    let mut old = common::sluice(&cfg).start();
+    let mut old_session = live_session(addr);
+    let mut new = common::sluice(&cfg)
+        .arg("-sf")
+        .arg(&old.pid().to_string())
+        .start();
+    // The new process serves new connections; the old one finishes its session and exits.
+    assert!(new_connection_served(addr, GENEROUS));
+    old_session.write_all(b"still here").unwrap();
+    assert_eq!(read_n(&mut old_session, 10), b"still here");
+    old_session.shutdown(Shutdown::Write).unwrap();
+    assert!(matches!(
+        read_to_close(&mut old_session, GENEROUS),
+        Closed::Eof(_)
+    ));
+    assert_exit_zero(&mut old);
+    for _ in 0..5 {
+        assert!(new_connection_served(addr, GENEROUS));
+    }
+    new.assert_alive();
+}
+
+#[test]
+fn reload_with_st_terminates_the_old_process_at_once() {
+    let backend = Backend::echo();
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let cfg = port_proxy_config(port, &backend);
+    let mut old = common::sluice(&cfg).start();
+    let _old_session = live_session(addr);
+    let mut new = common::sluice(&cfg)
+        .arg("-st")
+        .arg(&old.pid().to_string())
+        .start();
+    // The old process exits even though its session is still open.
+    assert_exit_zero(&mut old);
+    assert!(new_connection_served(addr, GENEROUS));
+    new.assert_alive();
 }
