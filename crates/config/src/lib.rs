@@ -21,6 +21,7 @@ pub mod plan;
 pub mod preprocess;
 pub mod proxy;
 pub mod reader;
+pub mod retry;
 pub mod rules;
 pub mod sections;
 pub mod units;

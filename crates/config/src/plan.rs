@@ -17,6 +17,7 @@ use crate::logging::ProxyLogConf;
 use crate::preprocess;
 use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, SpliceOptions, Timeouts};
 use crate::reader::Source;
+use crate::retry::RetryOn;
 use crate::rules::{BackendTarget, ProxyRules, Rule};
 use crate::sections::{self, Section, SectionKind};
 use sluice_balance::{Algorithm, HashType};
@@ -115,6 +116,8 @@ pub struct BackendPlan {
     pub servers: Vec<ServerConf>,
     /// Extra connection attempts after a failed one.
     pub retries: u32,
+    /// Which failures are retried (`retry-on`; connection failures by default).
+    pub retry_on: RetryOn,
     /// Timeouts (the server-side ones apply here).
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on server connections.
@@ -330,6 +333,7 @@ fn plan_proxies(
             hash_balance_factor: p.conf.hash_balance_factor.filter(|&n| n != 0),
             servers: p.conf.servers.clone(),
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
+            retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,
             srvtcpka: p.conf.srvtcpka.unwrap_or(false),
             http: p.conf.http.clone(),

@@ -15,6 +15,7 @@ use crate::errors::{self, ErrorDirective};
 use crate::http_options::{self, HttpConf};
 use crate::logging::{self, ProxyLogConf};
 use crate::preprocess::Line;
+use crate::retry::RetryOn;
 use crate::rules::{self, ProxyRules};
 use crate::sections::SectionKind;
 use sluice_balance::{Algorithm, HashType};
@@ -162,6 +163,8 @@ pub struct ProxyConf {
     pub timeouts: Timeouts,
     /// `retries`.
     pub retries: Option<u32>,
+    /// `retry-on`.
+    pub retry_on: Option<RetryOn>,
     /// `maxconn` (frontend side).
     pub maxconn: Option<u32>,
     /// `option clitcpka` (or `option tcpka`): SO_KEEPALIVE on client connections.
@@ -391,6 +394,14 @@ pub fn parse_proxy_line(
                 let words: Vec<&str> = line.words[1..].iter().map(String::as_str).collect();
                 match sluice_balance::parse_hash_type(&words) {
                     Ok(hash_type) => conf.hash_type = Some(hash_type),
+                    Err(message) => diags.push(d.alert(message)),
+                }
+            }
+        }
+        "retry-on" => {
+            if applies(&d, kind, BACK, diags) {
+                match RetryOn::parse(&line.words[1..]) {
+                    Ok(retry_on) => conf.retry_on = Some(retry_on),
                     Err(message) => diags.push(d.alert(message)),
                 }
             }

@@ -35,7 +35,13 @@ pub async fn connect_with_retries(
     server: &Server,
     endpoints: &Endpoints,
 ) -> Connection {
-    connect_attempts(backend, server, endpoints, 0..=backend.plan.retries).await
+    // `retry-on` without `conn-failure`: a failed connection is not retried.
+    let retries = if backend.plan.retry_on.conn_failure {
+        backend.plan.retries
+    } else {
+        0
+    };
+    connect_attempts(backend, server, endpoints, 0..=retries).await
 }
 
 /// Makes the attempts numbered `attempts` (0 is the first attempt, the others are retries,

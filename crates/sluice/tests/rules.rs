@@ -642,3 +642,48 @@ backend b
         "thirty keys spread over the servers: {seen:?}"
     );
 }
+
+#[test]
+fn retry_on_sends_a_bodiless_request_again_after_the_failures_it_names() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // The first request gets a 503, the second nothing at all (a close), the third a 200.
+    let seen = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&seen);
+    let flaky = Backend::start(move |s| {
+        let mut writer = s.try_clone().unwrap();
+        let mut reader = BufReader::new(s);
+        while common::http::read_message(&mut reader).is_some() {
+            let answer = match count.fetch_add(1, Ordering::SeqCst) % 3 {
+                0 => "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n",
+                1 => return,
+                _ => "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            };
+            if writer.write_all(answer.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    default_backend b
+backend b
+    retries 3
+    retry-on 503 empty-response
+    server s {}
+",
+        flaky.addr()
+    );
+    let (_p, addr) = start(&config);
+    let answer = get(addr, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    assert_eq!(status_of(answer.as_bytes()), 200, "{answer}");
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+    // A request with a body is never replayed: the 503 reaches the client.
+    let answer = get(
+        addr,
+        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+    );
+    assert_eq!(status_of(answer.as_bytes()), 503, "{answer}");
+    assert_eq!(seen.load(Ordering::SeqCst), 4);
+}

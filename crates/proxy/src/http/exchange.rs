@@ -118,6 +118,8 @@ enum ResponseFailure {
     ClosedBeforeAnswer,
     /// The transfer broke after the head was sent: just close. Names who broke it.
     Broken(Cause),
+    /// The response's status is one `retry-on` retries; nothing was sent to the client.
+    RetryStatus(u16),
 }
 
 /// What an exchange ends with: what the session does next, and what the log reports.
@@ -362,8 +364,16 @@ async fn exchange<'a>(
     };
     let mut kept_head = keep_head(&request_head);
 
-    // A request without a body can be replayed if a reused connection turns out to be dead.
+    // A request without a body can be replayed if a reused connection turns out to be dead,
+    // and, with `retry-on`, after the failures it names (within `retries`).
     let mut attempts = if framing == BodyFraming::None { 2 } else { 1 };
+    let retry_on = &ctx.backend.plan.retry_on;
+    let mut l7_retries = if framing == BodyFraming::None && retry_on.layer7() {
+        ctx.backend.plan.retries
+    } else {
+        0
+    };
+    let mut l7_retried = 0;
     loop {
         attempts -= 1;
         let force_new = attempts == 0 && framing == BodyFraming::None;
@@ -378,6 +388,7 @@ async fn exchange<'a>(
             facts,
         )
         .await;
+        facts.retries += l7_retried;
         if !std::ptr::eq(lease.server(), server) {
             // `option redispatch` moved the request to another server.
             server = lease.server();
@@ -421,6 +432,7 @@ async fn exchange<'a>(
                 persist: &persist_state,
             },
             TransferShape {
+                retry_status: l7_retries > 0,
                 framing,
                 client_version,
                 client_wants_keepalive,
@@ -434,6 +446,23 @@ async fn exchange<'a>(
         let answered = response_head.get();
         facts.response_head = answered.map(|(at, _)| at);
         let status = answered.map(|(_, status)| status);
+        // `retry-on`: a failure it names, with nothing sent to the client yet, sends the
+        // request again on a new connection.
+        let retryable = match &outcome {
+            Err(ResponseFailure::RetryStatus(_)) => true,
+            Err(ResponseFailure::ClosedBeforeAnswer) => !was_reused && retry_on.empty_response,
+            Err(ResponseFailure::Status(504)) => retry_on.response_timeout,
+            Err(ResponseFailure::Status(502)) => retry_on.junk_response,
+            _ => false,
+        };
+        if retryable && l7_retries > 0 && answered.is_none() {
+            l7_retries -= 1;
+            l7_retried += 1;
+            ctx.backend.retries.incr();
+            server.retries.incr();
+            attempts = 1;
+            continue;
+        }
         match outcome {
             Ok(done) if done.tunnel => {
                 count_bytes(ctx, server, facts, done.bytes_up, done.bytes_down);
@@ -513,6 +542,12 @@ async fn exchange<'a>(
             }
             Err(ResponseFailure::Broken(cause)) => {
                 return Ending::close(status, cause, Phase::Data);
+            }
+            // Only produced while retries are left, which the check above used.
+            Err(ResponseFailure::RetryStatus(status)) => {
+                ctx.backend.response_errors.incr();
+                answer(client, s.server_error(status), s.client).await;
+                return Ending::close(Some(status), Cause::ServerAbort, Phase::Headers);
             }
         }
     }
@@ -666,6 +701,8 @@ fn wants_address_header(
 /// The facts about the request that shape the response handling.
 #[derive(Clone, Copy)]
 struct TransferShape {
+    /// A `retry-on` status may still be retried: such a response is not relayed.
+    retry_status: bool,
     framing: BodyFraming,
     client_version: Version,
     client_wants_keepalive: bool,
@@ -819,6 +856,9 @@ where
     loop {
         let mut head = read_response_head(server, &mut input, s, &mut got_anything).await?;
         let interim = (100..200).contains(&head.status) && head.status != 101;
+        if shape.retry_status && ctx.backend.plan.retry_on.retries_status(head.status) {
+            return Err(ResponseFailure::RetryStatus(head.status));
+        }
         if !interim {
             let verdict = rules::process_response(
                 ctx.scope,

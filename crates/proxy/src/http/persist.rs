@@ -214,7 +214,12 @@ pub async fn connect<'b>(
     state: &mut PersistState,
 ) -> Connection {
     let backend = ctx.backend;
-    let retries = backend.plan.retries;
+    // `retry-on` without `conn-failure`: a failed connection is not retried.
+    let retries = if backend.plan.retry_on.conn_failure {
+        backend.plan.retries
+    } else {
+        0
+    };
     let interval = match backend.plan.persistence.redispatch {
         Some(interval) if !state.forced => interval,
         _ => 0,
