@@ -11,7 +11,7 @@ use sluice_config::proxy::SendProxy;
 use sluice_net::listen::Endpoints;
 use sluice_net::proxy_io::{self, Version};
 use sluice_net::stream::{Stream, StreamOptions};
-use sluice_runtime::proxy::{Backend, Server};
+use sluice_runtime::proxy::{Backend, Server, ServerLease};
 use std::time::Duration;
 
 /// The longest pause between two connection attempts.
@@ -95,5 +95,73 @@ pub async fn connect_attempts(
     Connection {
         stream: None,
         retries: last,
+    }
+}
+
+/// Whether `option redispatch` with `interval` sends retry number `retry` (from 1) of
+/// `retries` to another server: every `interval`th retry when it is positive, the
+/// `-interval`th retry before the last one when it is negative (configuration.txt §4.2).
+fn redispatches(retry: u32, retries: u32, interval: i32) -> bool {
+    match interval {
+        0 => false,
+        p if p > 0 => retry.is_multiple_of(p.unsigned_abs()),
+        n => i64::from(retry) == i64::from(retries) + 1 + i64::from(n),
+    }
+}
+
+/// Connects to the leased server with the backend's retries; under `option redispatch`
+/// (when `may_redispatch`, i.e. no `force-persist`), the retries it names go to another
+/// server, which then replaces the lease. Also says whether the lease moved.
+pub async fn connect_redispatching<'b>(
+    backend: &'b Backend,
+    lease: &mut ServerLease<'b>,
+    endpoints: &Endpoints,
+    may_redispatch: bool,
+) -> (Connection, bool) {
+    // `retry-on` without `conn-failure`: a failed connection is not retried.
+    let retries = if backend.plan.retry_on.conn_failure {
+        backend.plan.retries
+    } else {
+        0
+    };
+    let interval = match backend.plan.persistence.redispatch {
+        Some(interval) if may_redispatch => interval,
+        _ => 0,
+    };
+    let mut first = 0;
+    let mut moved = false;
+    loop {
+        let switch = (first + 1..=retries).find(|&r| redispatches(r, retries, interval));
+        let last = switch.map_or(retries, |r| r - 1);
+        let connection = connect_attempts(backend, lease.server(), endpoints, first..=last).await;
+        let Some(next) = switch.filter(|_| connection.stream.is_none()) else {
+            return (connection, moved);
+        };
+        lease.server().failed_connections.incr();
+        if let Some(other) = backend.pick_other_server(lease.index()) {
+            *lease = other;
+            moved = true;
+        }
+        first = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redispatch_intervals() {
+        let on = |retries, interval| {
+            (1..=retries)
+                .filter(|&r| redispatches(r, retries, interval))
+                .collect::<Vec<u32>>()
+        };
+        assert_eq!(on(3, -1), [3]);
+        assert_eq!(on(3, -2), [2]);
+        assert_eq!(on(3, -5), Vec::<u32>::new());
+        assert_eq!(on(6, 2), [2, 4, 6]);
+        assert_eq!(on(3, 1), [1, 2, 3]);
+        assert_eq!(on(3, 0), Vec::<u32>::new());
     }
 }

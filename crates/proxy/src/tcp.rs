@@ -2,7 +2,7 @@
 //! until done. When no server is usable or every attempt failed, the client connection is
 //! closed at once and the failure counted on the backend (`econ`).
 
-use crate::connect::connect_with_retries;
+use crate::connect::connect_redispatching;
 use crate::forward::{self, Direction, End, Finish, IdleTimeouts};
 use crate::http::buffer::InBuf;
 use crate::http::rules::Scope;
@@ -109,12 +109,14 @@ pub async fn serve(
                 },
             };
         }
-        Ok(lease) => {
+        Ok(mut lease) => {
+            let connecting = Instant::now();
+            // `option redispatch` may move the session to another server.
+            let (connection, _) =
+                connect_redispatching(backend, &mut lease, &endpoints, true).await;
             let server = lease.server();
             let _server_session = SessionMark::open(&server.traffic);
             record.server = Some(server.name());
-            let connecting = Instant::now();
-            let connection = connect_with_retries(backend, server, &endpoints).await;
             record.retries = connection.retries;
             match connection.stream {
                 None => {

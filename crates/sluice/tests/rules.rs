@@ -676,7 +676,10 @@ backend b
         flaky.addr()
     );
     let (_p, addr) = start(&config);
-    let answer = get(addr, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    let answer = get(
+        addr,
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
     assert_eq!(status_of(answer.as_bytes()), 200, "{answer}");
     assert_eq!(seen.load(Ordering::SeqCst), 3);
     // A request with a body is never replayed: the 503 reaches the client.

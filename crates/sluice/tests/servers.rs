@@ -315,3 +315,22 @@ fn first_backup_serves_alone_unless_allbackups() {
     got.sort();
     assert_eq!(got, ["b1", "b1", "b2", "b2"]);
 }
+
+#[test]
+fn option_redispatch_moves_a_tcp_session_off_a_refusing_server() {
+    let alive = Backend::named("alive");
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "defaults\n    mode tcp\n    timeout connect 100ms\n    timeout client 30s\n    timeout server 30s\n    retries 1\n\
+         listen app\n    bind {}\n    balance first\n    option redispatch\n    server dead {}\n    server alive {}\n",
+        fd_bind(&fe),
+        refused_addr(),
+        alive.addr()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut c = connect(addr);
+    let Closed::Eof(data) = read_to_close(&mut c, GENEROUS) else {
+        panic!("the session must reach the live server and end");
+    };
+    assert_eq!(data, b"alive", "the last retry went to the other server");
+}

@@ -18,7 +18,7 @@
 use super::buffer::InBuf;
 use super::exchange::Context;
 use super::rewrite::{self, RewriteFailed};
-use crate::connect::{Connection, connect_attempts};
+use crate::connect::{Connection, connect_redispatching};
 use crate::stream_context::StreamView;
 use sluice_config::cookie::{CookieConf, CookieMode, PersistAction};
 use sluice_http::encode::{self, HeadEdits, is_valid_field};
@@ -193,17 +193,6 @@ fn find_server(backend: &Backend, id: &[u8], down_ok: bool) -> Option<Target> {
         .find_map(|(i, _)| lease_server(backend, i, down_ok))
 }
 
-/// Whether `option redispatch` with `interval` sends retry number `retry` (from 1) of
-/// `retries` to another server: every `interval`th retry when it is positive, the
-/// `-interval`th retry before the last one when it is negative (configuration.txt §4.2).
-fn redispatches(retry: u32, retries: u32, interval: i32) -> bool {
-    match interval {
-        0 => false,
-        p if p > 0 => retry.is_multiple_of(p.unsigned_abs()),
-        n => i64::from(retry) == i64::from(retries) + 1 + i64::from(n),
-    }
-}
-
 /// Connects to the leased server with the backend's retries; under `option redispatch`
 /// (and without `force-persist`), the retries it names go to another server, which then
 /// replaces the lease. The request is no longer a direct access then: the client gets the
@@ -213,33 +202,12 @@ pub async fn connect<'b>(
     lease: &mut ServerLease<'b>,
     state: &mut PersistState,
 ) -> Connection {
-    let backend = ctx.backend;
-    // `retry-on` without `conn-failure`: a failed connection is not retried.
-    let retries = if backend.plan.retry_on.conn_failure {
-        backend.plan.retries
-    } else {
-        0
-    };
-    let interval = match backend.plan.persistence.redispatch {
-        Some(interval) if !state.forced => interval,
-        _ => 0,
-    };
-    let mut first = 0;
-    loop {
-        let switch = (first + 1..=retries).find(|&r| redispatches(r, retries, interval));
-        let last = switch.map_or(retries, |r| r - 1);
-        let connection =
-            connect_attempts(backend, lease.server(), &ctx.endpoints, first..=last).await;
-        let Some(next) = switch.filter(|_| connection.stream.is_none()) else {
-            return connection;
-        };
-        lease.server().failed_connections.incr();
-        if let Some(other) = backend.pick_other_server(lease.index()) {
-            *lease = other;
-            state.direct = false;
-        }
-        first = next;
+    let (connection, moved) =
+        connect_redispatching(ctx.backend, lease, &ctx.endpoints, !state.forced).await;
+    if moved {
+        state.direct = false;
     }
+    connection
 }
 
 /// `request_head` (a head Sluice encoded) with the `http-send-name-header` field `name`
@@ -769,21 +737,6 @@ mod tests {
             Some("x=1; JS=a, JS=b")
         );
         assert_eq!(strip("JS = s~v ; y").as_deref(), Some("JS = v ; y"));
-    }
-
-    #[test]
-    fn redispatch_intervals() {
-        let on = |retries, interval| {
-            (1..=retries)
-                .filter(|&r| redispatches(r, retries, interval))
-                .collect::<Vec<u32>>()
-        };
-        assert_eq!(on(3, -1), [3]);
-        assert_eq!(on(3, -2), [2]);
-        assert_eq!(on(3, -5), Vec::<u32>::new());
-        assert_eq!(on(6, 2), [2, 4, 6]);
-        assert_eq!(on(3, 1), [1, 2, 3]);
-        assert_eq!(on(3, 0), Vec::<u32>::new());
     }
 
     #[test]
