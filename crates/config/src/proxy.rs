@@ -7,7 +7,8 @@
 //! means nothing is an alert when it would change behaviour (`bind` in a backend) and a warning
 //! when HAProxy merely ignores it (`timeout client` in a backend).
 
-use crate::addr::{self, ListenAddr, ServerAddr};
+use crate::addr::{self, ListenAddr, ServerAddr, ServerPort};
+use crate::checks::{self, DefaultServerLine, ProxyChecks, ServerChecks, ServerOption};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::errors::{self, ErrorDirective};
@@ -68,6 +69,8 @@ pub struct ServerConf {
     pub pool_max_conn: Option<u32>,
     /// `pool-purge-delay`: how often idle connections are trimmed (5 s by default).
     pub pool_purge_delay: Duration,
+    /// Health-check settings (`check`, `inter`, `agent-check`, `track`...).
+    pub checks: ServerChecks,
 }
 
 /// HAProxy's default `pool-purge-delay`.
@@ -92,6 +95,8 @@ pub struct Timeouts {
     pub http_request: Option<Duration>,
     /// `timeout http-keep-alive`: wait for the next request on a kept-alive connection.
     pub http_keep_alive: Option<Duration>,
+    /// `timeout check`: a health check must complete within this time once connected.
+    pub check: Option<Duration>,
 }
 
 /// What a `defaults`, `frontend`, `backend` or `listen` section says. Every field is optional
@@ -128,6 +133,10 @@ pub struct ProxyConf {
     pub http: HttpConf,
     /// `errorfile`, `errorloc*` and `errorfiles`, in order.
     pub error_directives: Vec<ErrorDirective>,
+    /// `option httpchk`, `option tcp-check`, `http-check`, `tcp-check`.
+    pub checks: ProxyChecks,
+    /// `default-server` lines, applied before each following `server` line's own options.
+    pub default_servers: Vec<DefaultServerLine>,
 }
 
 /// Which sections a keyword is valid in.
@@ -229,9 +238,22 @@ pub fn parse_proxy_line(
         }
         "server" => {
             if only_in(&d, kind, kind.has_backend(), "backend and listen sections", diags)
-                && let Some(server) = parse_server(&d, diags)
+                && let Some(server) = parse_server(&d, &conf.default_servers, diags)
             {
                 conf.servers.push(server);
+            }
+        }
+        "default-server" => {
+            if applies(&d, kind, BACK, diags) && parse_default_server(&d, diags) {
+                conf.default_servers.push(DefaultServerLine {
+                    span: line.span.clone(),
+                    words: line.words.clone(),
+                });
+            }
+        }
+        "http-check" | "tcp-check" => {
+            if applies(&d, kind, BACK, diags) {
+                checks::parse_rule_line(&mut conf.checks, kind, line, diags);
             }
         }
         "default_backend" => {
@@ -327,6 +349,7 @@ fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &m
         "server-fin" => (&mut t.server_fin, BACK),
         "http-request" => (&mut t.http_request, FRONT),
         "http-keep-alive" => (&mut t.http_keep_alive, FRONT),
+        "check" => (&mut t.check, BACK),
         _ => {
             diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
             return;
@@ -371,6 +394,12 @@ fn parse_option(
         };
         if applies(&d, kind, allowed, diags) {
             http_options::apply_http_option(&mut conf.http, &d, name, skip + 2, enable, diags);
+        }
+        return;
+    }
+    if checks::is_check_option(name) {
+        if applies(&d, kind, BACK, diags) {
+            checks::parse_check_option(&mut conf.checks, line, skip, enable, diags);
         }
         return;
     }
@@ -484,7 +513,11 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
     ok.then_some(bind)
 }
 
-fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf> {
+fn parse_server(
+    d: &Directive<'_>,
+    defaults: &[DefaultServerLine],
+    diags: &mut Diagnostics,
+) -> Option<ServerConf> {
     let name = d.word(1, "a server name and an address", diags)?;
     let text = d.word(2, "an address", diags)?;
     let addr = match addr::parse_server_addr(text) {
@@ -505,8 +538,48 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
         backup: false,
         pool_max_conn: None,
         pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
+        checks: ServerChecks::default(),
     };
-    let mut i = 3;
+    for default in defaults {
+        // Already reported when the `default-server` line was read.
+        let line = default.line();
+        let _ = server_options(&mut server, &Directive::new(&line, 1), 1, &mut Vec::new());
+    }
+    server_options(&mut server, d, 3, diags)?;
+    let fixed_port = matches!(
+        server.addr,
+        ServerAddr::Inet {
+            port: ServerPort::Fixed(_),
+            ..
+        }
+    );
+    checks::validate_server(&server.checks, fixed_port, d, diags).then_some(server)
+}
+
+/// `default-server [options]`: checked now against a placeholder server.
+fn parse_default_server(d: &Directive<'_>, diags: &mut Diagnostics) -> bool {
+    let mut scratch = ServerConf {
+        span: d.span.clone(),
+        name: String::new(),
+        addr: ServerAddr::Unix(String::new()),
+        weight: 1,
+        disabled: false,
+        backup: false,
+        pool_max_conn: None,
+        pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
+        checks: ServerChecks::default(),
+    };
+    server_options(&mut scratch, d, 1, diags).is_some()
+}
+
+/// Applies the server options of `d` from word `first` on.
+fn server_options(
+    server: &mut ServerConf,
+    d: &Directive<'_>,
+    first: usize,
+    diags: &mut Diagnostics,
+) -> Option<()> {
+    let mut i = first;
     while i < d.words.len() {
         match d.words[i].as_str() {
             "weight" => {
@@ -534,12 +607,19 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
             "disabled" => server.disabled = true,
             "enabled" => server.disabled = false,
             "backup" => server.backup = true,
-            other => {
-                diags.push(Diagnostic::not_supported(d.span, format!("server {other}")));
-                return None;
-            }
+            other => match checks::parse_server_option(&mut server.checks, d, i, diags) {
+                ServerOption::Consumed(extra) => i += extra,
+                ServerOption::Failed => return None,
+                ServerOption::Unknown => {
+                    diags.push(Diagnostic::not_supported(
+                        d.span,
+                        format!("{} {other}", d.words[0]),
+                    ));
+                    return None;
+                }
+            },
         }
         i += 1;
     }
-    Some(server)
+    Some(())
 }
