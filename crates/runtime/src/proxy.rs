@@ -115,6 +115,13 @@ impl Backend {
         &self.plan.id.name
     }
 
+    /// The balancer, for server events (see [`crate::health`]).
+    pub(crate) fn balancer_lock(&self) -> std::sync::MutexGuard<'_, Balancer> {
+        self.balancer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The algorithm choosing servers (the data path extracts its key from the request).
     pub fn algorithm(&self) -> &Algorithm {
         &self.plan.balance
@@ -215,17 +222,20 @@ pub struct Server {
     pub failed_connections: Counter,
     /// Retried attempts (`wretr`).
     pub retries: Counter,
+    /// Health: checks, agent, administrative state (see [`crate::health`]).
+    pub health: crate::health::ServerHealth,
 }
 
 impl Server {
     fn new(conf: ServerConf, id: u32, ip: Option<IpAddr>) -> Self {
         Server {
-            conf,
             id,
             ip,
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
             retries: Counter::default(),
+            health: crate::health::ServerHealth::new(conf.disabled),
+            conf,
         }
     }
 

@@ -1,0 +1,184 @@
+//! A server's live health: what its health check, its agent and its administrative state say,
+//! and how that becomes the [`ServerState`] its backend's balancer works with.
+//!
+//! The check engine (`sluice-check`) writes here; the data path never reads it, because the
+//! result is pushed into the balancer with [`Backend::apply_health`] whenever it changes (the
+//! "driven by server events" rule: a pick costs the same whatever the checks do). The state is
+//! a small struct behind a mutex taken only by the checks and the CLI, a few times per check
+//! interval at most.
+
+use crate::proxy::Backend;
+use sluice_balance::ServerState;
+use std::sync::Mutex;
+
+/// The administrative state (configuration `disabled`, agent `drain`/`maint`/`ready`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admin {
+    /// Serving normally.
+    Ready,
+    /// No new traffic (weight 0), existing connections continue.
+    Drain,
+    /// Out of service.
+    Maint,
+}
+
+/// The last check's result, kept for reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LastCheck {
+    /// HAProxy's status code (`L4OK`, `L7STS`...).
+    pub status: &'static str,
+    /// The HTTP status (or agent code) when there was one.
+    pub code: Option<u16>,
+    /// How long the check took, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// Everything that decides whether a server takes traffic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthState {
+    /// The health check (or the tracked server) says the server is up; true without checks.
+    pub check_up: bool,
+    /// The agent has not said `down`, `fail` or `stopped`; true without an agent.
+    pub agent_up: bool,
+    /// `http-check disable-on-404` saw a 404: running, but no new traffic ("stopping").
+    pub stopping: bool,
+    /// Administrative state.
+    pub admin: Admin,
+    /// Weight as a percentage of the configured one (agent `NN%`).
+    pub weight_percent: u32,
+    /// The last health check's result.
+    pub last_check: Option<LastCheck>,
+}
+
+impl HealthState {
+    /// Up as far as checks, agent and tracking go (maintenance aside).
+    pub fn operational(&self) -> bool {
+        self.check_up && self.agent_up
+    }
+}
+
+/// A server's health, shared between the check engine and the CLI.
+#[derive(Debug)]
+pub struct ServerHealth {
+    state: Mutex<HealthState>,
+}
+
+impl ServerHealth {
+    /// The state of a server at start-up: up, in maintenance if configured `disabled`.
+    pub fn new(disabled: bool) -> Self {
+        ServerHealth {
+            state: Mutex::new(HealthState {
+                check_up: true,
+                agent_up: true,
+                stopping: false,
+                admin: if disabled { Admin::Maint } else { Admin::Ready },
+                weight_percent: 100,
+                last_check: None,
+            }),
+        }
+    }
+
+    /// A copy of the current state.
+    pub fn get(&self) -> HealthState {
+        self.lock().clone()
+    }
+
+    /// Changes the state with `f`; returns the states before and after.
+    pub fn update(&self, f: impl FnOnce(&mut HealthState)) -> (HealthState, HealthState) {
+        let mut state = self.lock();
+        let before = state.clone();
+        f(&mut state);
+        (before, state.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HealthState> {
+        // A panic elsewhere must not stop the checks: the state is plain data, still valid.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The balancer's view of a server of configured `weight` and `backup` in `state`.
+pub fn server_state(weight: u32, backup: bool, state: &HealthState) -> ServerState {
+    let usable = state.operational() && state.admin != Admin::Maint;
+    let weight = if state.stopping || state.admin == Admin::Drain {
+        0
+    } else {
+        // Rounded up, as HAProxy does, so a small percentage of a small weight is not 0.
+        (weight * state.weight_percent).div_ceil(100)
+    };
+    ServerState {
+        weight,
+        usable,
+        backup,
+        maxconn: None,
+    }
+}
+
+/// How many servers of a backend take traffic, for the transition messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usable {
+    /// Active servers that are usable with a weight above 0.
+    pub active: usize,
+    /// Backup servers likewise.
+    pub backup: usize,
+}
+
+impl Backend {
+    /// Pushes server `index`'s health into the balancer; returns the usable servers after it
+    /// and the server's current connections.
+    pub fn apply_health(&self, index: usize) -> (Usable, u32) {
+        let Some(server) = self.servers.get(index) else {
+            return (self.usable(), 0);
+        };
+        let state = server_state(server.conf.weight, server.conf.backup, &server.health.get());
+        let mut balancer = self.balancer_lock();
+        balancer.update(index, state);
+        let connections = balancer.connections(index);
+        drop(balancer);
+        (self.usable(), connections)
+    }
+
+    /// Counts the servers taking traffic.
+    pub fn usable(&self) -> Usable {
+        let balancer = self.balancer_lock();
+        let mut usable = Usable::default();
+        for i in 0..balancer.server_count() {
+            if let Some(s) = balancer.state(i)
+                && s.usable
+                && s.weight > 0
+            {
+                if s.backup {
+                    usable.backup += 1;
+                } else {
+                    usable.active += 1;
+                }
+            }
+        }
+        usable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_to_balancer_view() {
+        let h = ServerHealth::new(false);
+        assert_eq!(server_state(10, false, &h.get()), ServerState::new(10));
+        h.update(|s| s.weight_percent = 50);
+        assert_eq!(server_state(3, false, &h.get()).weight, 2);
+        h.update(|s| s.admin = Admin::Drain);
+        let s = server_state(3, false, &h.get());
+        assert!(s.usable && s.weight == 0);
+        h.update(|s| {
+            s.admin = Admin::Ready;
+            s.check_up = false;
+        });
+        assert!(!server_state(3, true, &h.get()).usable);
+        let disabled = ServerHealth::new(true);
+        assert!(!server_state(3, false, &disabled.get()).usable);
+    }
+}
