@@ -365,7 +365,14 @@ pub async fn run(program: &Program, ep: &Endpoint, limits: Limits, state: Option
                         ));
                     }
                     match read_more(c, &mut buf, deadline).await {
-                        Err(()) => return Outcome::new(Status::L7Tout),
+                        // HAProxy's wording, leading space included.
+                        Err(()) => {
+                            return Outcome::new(Status::L7Tout).info(format!(
+                                " at step {number} of tcp-check (expect {} '{}')",
+                                kind_word(rule),
+                                rule.source
+                            ));
+                        }
                         Ok(more) => eof = !more,
                     }
                 }
@@ -385,6 +392,16 @@ pub async fn run(program: &Program, ep: &Endpoint, limits: Limits, state: Option
     match response {
         Some(r) => Outcome::new(Status::L7Ok).code(r.status).info(r.reason),
         None => Outcome::new(Status::L7Ok).code(0).info("(tcp-check)"),
+    }
+}
+
+/// The rule's keyword: `string`, `rstring`, `binary` or `rbinary`.
+fn kind_word(rule: &Rule) -> &'static str {
+    match rule.pattern {
+        Pattern::Bytes(_, expect::Kind::Text) => "string",
+        Pattern::Bytes(_, expect::Kind::Binary) => "binary",
+        Pattern::Regex(_, expect::Kind::Binary) => "rbinary",
+        _ => "rstring",
     }
 }
 

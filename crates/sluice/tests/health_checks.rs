@@ -1,0 +1,367 @@
+//! Health checks end to end, with short intervals (`inter 50`) and every wait a `wait_until` on
+//! something observable (a transition message on stderr, or where traffic goes): a refusing
+//! server goes down and traffic avoids it, then comes back after `rise` successes; `option
+//! httpchk` with `http-check expect status`; `tcp-check send/expect`; a hanging check cut by
+//! `timeout check`; agent `drain`, `ready`, `down` and `NN%`; `track`; backup takeover; a
+//! backend without any usable server answers 503 at once; the messages' exact form.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{
+    Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close,
+    refused_addr, wait_until,
+};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a transition may take to show: many check intervals on a loaded machine.
+const TRANSITION: Duration = Duration::from_secs(10);
+
+/// The answer of one TCP connection to a frontend whose servers send their name.
+fn name_of(addr: SocketAddr) -> String {
+    let mut c = connect(addr);
+    match read_to_close(&mut c, GENEROUS) {
+        Closed::Eof(d) => String::from_utf8(d).unwrap(),
+        other => panic!("connection not served: {other:?}"),
+    }
+}
+
+fn names(addr: SocketAddr, n: usize) -> Vec<String> {
+    (0..n).map(|_| name_of(addr)).collect()
+}
+
+/// Waits until the process's stderr contains `text`; returns the whole stderr.
+fn wait_for_message(proxy: &common::Sluice, text: &str) -> String {
+    let mut seen = String::new();
+    let found = wait_until(TRANSITION, || {
+        seen = proxy.stderr();
+        seen.contains(text)
+    });
+    assert!(
+        found,
+        "no '{text}' on stderr within {TRANSITION:?}:\n{seen}"
+    );
+    seen
+}
+
+/// Reads an HTTP request head from `s`; returns it.
+fn read_head(s: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// An HTTP server answering every request with `status reason` and `body`, then closing;
+/// records the request lines it saw.
+fn http_server(
+    status: u16,
+    reason: &'static str,
+    body: &'static str,
+) -> (Backend, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let backend = Backend::start(move |mut s| {
+        let Some(head) = read_head(&mut s) else {
+            return;
+        };
+        log.lock()
+            .unwrap()
+            .push(head.lines().next().unwrap_or_default().to_owned());
+        let _ = write!(
+            s,
+            "HTTP/1.1 {status} {reason}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    });
+    (backend, seen)
+}
+
+/// One HTTP/1.1 request through the proxy: the status and the body.
+fn get(addr: SocketAddr) -> (u16, String) {
+    let mut c = connect(addr);
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let data = read_to_close(&mut c, GENEROUS);
+    let text = String::from_utf8_lossy(data.data()).into_owned();
+    let status = text
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+    (status, body)
+}
+
+const HTTP_DEFAULTS: &str = "\
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+";
+
+#[test]
+fn a_refusing_server_goes_down_then_comes_back_after_rise() {
+    let one = Backend::named("one");
+    let late = refused_addr();
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} check inter 50 rise 2 fall 2\n    server s2 {late} check inter 50 rise 2 fall 2\n",
+        fd_bind(&fe),
+        one.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Server app/s2 is DOWN");
+    // The exact form, as HAProxy 2.6 prints it (the duration may vary).
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("Server app/s2 is DOWN"))
+        .unwrap();
+    let prefix = format!(
+        "[WARNING]  ({}) : Server app/s2 is DOWN, reason: Layer4 connection problem, info: \"Connection refused\", check duration: ",
+        proxy.pid()
+    );
+    assert!(line.starts_with(&prefix), "{line}");
+    assert!(
+        line.ends_with(
+            "ms. 1 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
+        ),
+        "{line}"
+    );
+    assert_eq!(names(addr, 4), ["one"; 4]);
+
+    // The server appears: two good checks later it takes its share again.
+    let listener = TcpListener::bind(late).expect("rebind the server port");
+    let _two = Backend::serve(listener, |mut s| {
+        let _ = s.write_all(b"two");
+    });
+    let stderr = wait_for_message(&proxy, "Server app/s2 is UP");
+    let up = stderr
+        .lines()
+        .find(|l| l.contains("Server app/s2 is UP"))
+        .unwrap();
+    assert!(
+        up.contains(", reason: Layer4 check passed, check duration: ")
+            && up.ends_with(
+                "ms. 2 active and 0 backup servers online. 0 sessions requeued, 0 total in queue."
+            ),
+        "{up}"
+    );
+    let mut got = names(addr, 4);
+    got.sort();
+    assert_eq!(got, ["one", "one", "two", "two"]);
+}
+
+#[test]
+fn httpchk_expect_status_takes_a_failing_server_out() {
+    let (good, good_seen) = http_server(200, "OK", "good");
+    let (bad, _) = http_server(500, "Internal Server Error", "bad");
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    option httpchk GET /health\n    http-check expect status 200\n    server good {} check inter 50\n    server bad {} check inter 50\n",
+        fd_bind(&fe),
+        good.addr(),
+        bad.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Server app/bad is DOWN");
+    assert!(
+        stderr.contains("Server app/bad is DOWN, reason: Layer7 wrong status, code: 500, info: \"Internal Server Error\", check duration: "),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("has no server available"),
+        "one server is still up: {stderr}"
+    );
+    for _ in 0..4 {
+        assert_eq!(get(addr), (200, "good".to_owned()));
+    }
+    assert!(
+        good_seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l == "GET /health HTTP/1.0"),
+        "the check request is 'GET /health HTTP/1.0'"
+    );
+    assert!(!stderr.contains("Server app/good is DOWN"), "{stderr}");
+}
+
+#[test]
+fn a_backend_without_usable_server_answers_503_at_once() {
+    let dead = refused_addr();
+    let (fe, addr) = frontend();
+    // A long connect timeout and retries would be visible if the proxy still tried the server.
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 3s\n    timeout client 30s\n    timeout server 30s\n    retries 3\n\
+         backend be\n    server s1 {dead} check inter 50\n\
+         frontend fe\n    bind {}\n    default_backend be\n",
+        fd_bind(&fe),
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "has no server available!");
+    assert!(
+        stderr.contains(&format!(
+            "[ALERT]    ({}) : backend 'be' has no server available!",
+            proxy.pid()
+        )),
+        "{stderr}"
+    );
+    let started = Instant::now();
+    assert_eq!(get(addr).0, 503);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A server answering `reply` to the first thing it receives, then closing unless `hang`.
+fn line_server(reply: &'static str, hang: bool) -> Backend {
+    Backend::start(move |mut s| {
+        let mut buf = [0u8; 256];
+        if matches!(s.read(&mut buf), Ok(n) if n > 0)
+            && s.write_all(reply.as_bytes()).is_ok()
+            && hang
+        {
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+        }
+    })
+}
+
+#[test]
+fn tcp_check_send_and_expect() {
+    let pong = line_server("+PONG\r\n", true);
+    let err = line_server("-ERR\r\n", false);
+    let hang = line_server("-ERR\r\n", true);
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}    timeout check 200ms\nlisten app\n    bind {}\n    option tcp-check\n    tcp-check send PING\\r\\n\n    tcp-check expect string +PONG\n    server pong {} check inter 50\n    server err {} check inter 50\n    server hang {} check inter 50\n",
+        fd_bind(&fe),
+        pong.addr(),
+        err.addr(),
+        hang.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Server app/err is DOWN");
+    assert!(
+        stderr.contains("Server app/err is DOWN, reason: Layer7 invalid response, info: \"TCPCHK did not match content '+PONG' at step 2\", check duration: "),
+        "{stderr}"
+    );
+    // A server that answers something else and waits: HAProxy waits too, until the timeout.
+    let stderr = wait_for_message(&proxy, "Server app/hang is DOWN");
+    assert!(
+        stderr.contains("Server app/hang is DOWN, reason: Layer7 timeout, info: \" at step 2 of tcp-check (expect string '+PONG')\", check duration: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Server app/pong is DOWN"), "{stderr}");
+}
+
+#[test]
+fn timeout_check_cuts_a_hanging_check() {
+    let silent = Backend::silent();
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}    timeout check 100ms\nlisten app\n    bind {}\n    option httpchk\n    server s1 {} check inter 5s\n",
+        fd_bind(&fe),
+        silent.addr()
+    );
+    let started = Instant::now();
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Server app/s1 is DOWN");
+    assert!(
+        stderr.contains("reason: Layer7 timeout, check duration: 1"),
+        "{stderr}"
+    );
+    // Cut after 100ms, long before `inter` (5s).
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// An agent answering the current contents of `word` to each connection.
+fn agent(word: Arc<Mutex<String>>) -> Backend {
+    Backend::start(move |mut s| {
+        let text = word.lock().unwrap().clone();
+        let _ = s.write_all(format!("{text}\n").as_bytes());
+    })
+}
+
+#[test]
+fn agent_words_drain_ready_down_and_weight() {
+    let one = Backend::named("one");
+    let two = Backend::named("two");
+    let word = Arc::new(Mutex::new("drain".to_owned()));
+    let agent = agent(Arc::clone(&word));
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} weight 2 agent-check agent-port {} agent-inter 50\n    server s2 {} weight 2\n",
+        fd_bind(&fe),
+        one.addr(),
+        agent.addr().port(),
+        two.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Server app/s1 enters drain state.");
+    assert!(
+        stderr.contains("Server app/s1 enters drain state. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue."),
+        "{stderr}"
+    );
+    assert_eq!(names(addr, 4), ["two"; 4]);
+
+    *word.lock().unwrap() = "ready".to_owned();
+    wait_for_message(&proxy, "Server app/s1 is UP/READY (leaving forced drain)");
+    let mut got = names(addr, 4);
+    got.sort();
+    assert_eq!(got, ["one", "one", "two", "two"]);
+
+    // 50% of weight 2 is 1 against 2: one connection in three for s1.
+    *word.lock().unwrap() = "50%".to_owned();
+    assert!(
+        wait_until(TRANSITION, || {
+            let got = names(addr, 6);
+            got.iter().filter(|n| *n == "one").count() == 2
+        }),
+        "the agent's 50% never took effect"
+    );
+
+    *word.lock().unwrap() = "down".to_owned();
+    let stderr = wait_for_message(&proxy, "Server app/s1 is DOWN");
+    assert!(
+        stderr.contains("Server app/s1 is DOWN, reason: Layer7 wrong status, code: 0, info: \"via agent : down\", check duration: "),
+        "{stderr}"
+    );
+    assert_eq!(names(addr, 3), ["two"; 3]);
+}
+
+#[test]
+fn a_tracking_server_follows_its_target_and_backups_take_over() {
+    let one = Backend::named("one");
+    let spare = Backend::named("spare");
+    let dead = refused_addr();
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nbackend checked\n    server s1 {dead} check inter 50\n\
+         listen app\n    bind {}\n    server t1 {} track checked/s1\n    server b1 {} backup\n",
+        fd_bind(&fe),
+        one.addr(),
+        spare.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Server app/t1 is DOWN via checked/s1.");
+    assert!(
+        stderr.contains("Server app/t1 is DOWN via checked/s1. 0 active and 1 backup servers left. Running on backup. 0 sessions active, 0 requeued, 0 remaining in queue."),
+        "{stderr}"
+    );
+    assert_eq!(names(addr, 3), ["spare"; 3]);
+}
