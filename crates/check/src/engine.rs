@@ -428,6 +428,9 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
                 }
                 Some(AgentOp::Up) => {
                     machine.force(Phase::Up);
+                    let mut o = Outcome::new(Status::L7Ok).code(0).info("via agent : up");
+                    o.duration = started.elapsed();
+                    outcome = Some(o);
                 }
                 None => {
                     machine.record(true);

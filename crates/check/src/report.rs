@@ -23,7 +23,7 @@ pub enum Event<'a> {
     Drain,
     /// Set to maintenance (agent).
     Maint,
-    /// Leaving drain.
+    /// Leaving drain (`ready`).
     Ready,
     /// Leaving maintenance.
     LeaveMaint,
@@ -61,8 +61,9 @@ pub fn message(
         Event::Stopping(o) => with_reason(&mut m, "is stopping", *o, None),
         Event::Drain => m.push_str("enters drain state"),
         Event::Maint => m.push_str("is going DOWN for maintenance"),
-        Event::Ready => m.push_str("is UP/READY (leaving forced drain)"),
-        Event::LeaveMaint => m.push_str("is UP (leaving forced maintenance)"),
+        // HAProxy gives no counts when a server leaves a forced state.
+        Event::Ready => return m + "is UP (leaving forced drain).",
+        Event::LeaveMaint => return m + "is UP/READY (leaving forced maintenance).",
     }
     let gone = event.gone();
     m.push_str(&format!(
@@ -152,6 +153,14 @@ mod tests {
         assert_eq!(
             message("be6", "s1", &Event::Down(Some(&agent), None), both, 0),
             "Server be6/s1 is DOWN, reason: Layer7 wrong status, code: 0, info: \"via agent : down\", check duration: 0ms. 1 active and 1 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
+        );
+        assert_eq!(
+            message("be", "s1", &Event::Ready, one, 0),
+            "Server be/s1 is UP (leaving forced drain)."
+        );
+        assert_eq!(
+            message("be", "s1", &Event::LeaveMaint, one, 0),
+            "Server be/s1 is UP/READY (leaving forced maintenance)."
         );
         assert_eq!(
             message("b", "t", &Event::Down(None, Some("b/s")), none, 2),

@@ -320,7 +320,7 @@ fn agent_words_drain_ready_down_and_weight() {
     assert_eq!(names(addr, 4), ["two"; 4]);
 
     *word.lock().unwrap() = "ready".to_owned();
-    wait_for_message(&proxy, "Server app/s1 is UP/READY (leaving forced drain)");
+    wait_for_message(&proxy, "Server app/s1 is UP (leaving forced drain).");
     let mut got = names(addr, 4);
     got.sort();
     assert_eq!(got, ["one", "one", "two", "two"]);
@@ -342,6 +342,13 @@ fn agent_words_drain_ready_down_and_weight() {
         "{stderr}"
     );
     assert_eq!(names(addr, 3), ["two"; 3]);
+
+    *word.lock().unwrap() = "up".to_owned();
+    let stderr = wait_for_message(&proxy, "Server app/s1 is UP, reason");
+    assert!(
+        stderr.contains("Server app/s1 is UP, reason: Layer7 check passed, code: 0, info: \"via agent : up\", check duration: "),
+        "{stderr}"
+    );
 }
 
 #[test]
