@@ -783,6 +783,33 @@ pub fn decode_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// HAProxy warns when a proxy has rules its check mode does not use: they are ignored.
+pub(crate) fn warn_unused_rules(
+    c: &ProxyChecks,
+    name: &str,
+    span: &Span,
+    keyword: &str,
+    diags: &mut Diagnostics,
+) {
+    let http = matches!(c.mode, CheckMode::Http(_));
+    let tcp = c.mode == CheckMode::TcpCheck;
+    let mut warn = |kind: &str, option: &str| {
+        diags.push(Diagnostic::warning(
+            span,
+            keyword,
+            format!(
+                "proxy '{name}' uses {kind} rules without 'option {option}', so the rules are ignored"
+            ),
+        ));
+    };
+    if !c.http_rules.is_empty() && !http {
+        warn("http-check", "httpchk");
+    }
+    if !c.tcp_rules.is_empty() && !tcp {
+        warn("tcp-check", "tcp-check");
+    }
+}
+
 /// One `default-server` line, kept as written: its options are applied to every following
 /// `server` line of the section (and of the sections inheriting it), before the server's own.
 #[derive(Clone, Debug, PartialEq, Eq)]

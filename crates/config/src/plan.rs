@@ -276,6 +276,8 @@ fn plan_proxies(
             continue;
         }
         check_unique_servers(&p.conf.servers, diags);
+        let keyword = p.section.kind.keyword();
+        crate::checks::warn_unused_rules(&p.conf.checks, &p.name, &p.section.span, keyword, diags);
         backend_index.insert(&p.name, backends.len());
         backends.push(BackendPlan {
             id: proxy_id(p, i),
