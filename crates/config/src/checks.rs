@@ -10,6 +10,7 @@
 //! not implement (`ssl`, `send-proxy`, `on-success`, log-format strings...) are refused as "not
 //! supported", never ignored.
 
+use crate::canned;
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::preprocess::Line;
@@ -392,10 +393,21 @@ pub(crate) fn validate_server(
 
 /// True for the `option` names this module handles.
 pub(crate) fn is_check_option(name: &str) -> bool {
-    matches!(name, "httpchk" | "tcp-check" | "redis-check")
+    matches!(
+        name,
+        "httpchk"
+            | "tcp-check"
+            | "redis-check"
+            | "smtpchk"
+            | "pgsql-check"
+            | "mysql-check"
+            | "ldap-check"
+            | "ssl-hello-chk"
+    )
 }
 
-/// `option httpchk|tcp-check|redis-check` (or `no option ...`); `skip` is 1 for the `no` form.
+/// `option httpchk|tcp-check` or a ready-made check (or `no option ...`); `skip` is 1 for the
+/// `no` form.
 pub(crate) fn parse_check_option(
     c: &mut ProxyChecks,
     line: &Line,
@@ -433,25 +445,67 @@ pub(crate) fn parse_check_option(
             }
             c.mode = CheckMode::Http(request);
         }
-        "redis-check" => {
-            // configuration.txt §4.2: PING, then "+PONG" expected. Expressed as tcp-check rules.
-            if !d.no_more_than(skip + 2, diags) {
-                return;
-            }
-            c.mode = CheckMode::TcpCheck;
-            c.tcp_rules = vec![
-                CheckRule::Send(b"PING\r\n".to_vec()),
-                CheckRule::Expect(Expect {
-                    negate: false,
-                    kind: ExpectKind::String(b"+PONG".to_vec()),
-                }),
-            ];
-            c.tcp_inherited = false;
-        }
-        _ => {
+        "tcp-check" => {
             if d.no_more_than(skip + 2, diags) {
                 c.mode = CheckMode::TcpCheck;
             }
+        }
+        _ => {
+            if let Some(rules) = canned_rules(&d, name, args, skip, diags) {
+                c.mode = CheckMode::TcpCheck;
+                c.tcp_rules = rules;
+                // Like inherited rules: `tcp-check` lines of the proxy replace them.
+                c.tcp_inherited = true;
+            }
+        }
+    }
+}
+
+/// The rules of a ready-made check `option NAME ARGS`.
+fn canned_rules(
+    d: &Directive<'_>,
+    name: &str,
+    args: &[String],
+    skip: usize,
+    diags: &mut Diagnostics,
+) -> Option<Vec<CheckRule>> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let bad = |diags: &mut Diagnostics, what: &str| {
+        diags.push(d.alert(format!("expects {what}")));
+        None
+    };
+    match (name, args.as_slice()) {
+        ("redis-check", []) => Some(canned::redis()),
+        ("ldap-check", []) => Some(canned::ldap()),
+        ("ssl-hello-chk", []) => Some(canned::ssl_hello()),
+        ("smtpchk", []) => Some(canned::smtp("HELO", "localhost")),
+        // configuration.txt: any other command than EHLO becomes HELO.
+        ("smtpchk", [hello, domain]) => Some(canned::smtp(
+            if hello.eq_ignore_ascii_case("EHLO") {
+                "EHLO"
+            } else {
+                "HELO"
+            },
+            domain,
+        )),
+        ("smtpchk", _) => bad(diags, "nothing, or a hello command and a domain"),
+        ("pgsql-check", ["user", user]) => Some(canned::pgsql(user)),
+        ("pgsql-check", _) => bad(diags, "'user <username>'"),
+        ("mysql-check", []) => Some(canned::mysql(None)),
+        ("mysql-check", ["user", user]) | ("mysql-check", ["user", user, "post-41"]) => {
+            Some(canned::mysql(Some(user)))
+        }
+        ("mysql-check", ["user", _, "pre-41"]) => {
+            diags.push(Diagnostic::not_supported(
+                d.span,
+                format!("{} pre-41", d.keyword),
+            ));
+            None
+        }
+        ("mysql-check", _) => bad(diags, "nothing, or 'user <username> [post-41]'"),
+        _ => {
+            d.no_more_than(skip + 2, diags);
+            None
         }
     }
 }
@@ -1031,6 +1085,46 @@ mod tests {
         assert_eq!(
             d[7],
             "[ALERT] t.cfg:1: tcp-check connect ssl: not supported by Sluice"
+        );
+    }
+
+    #[test]
+    fn ready_made_checks() {
+        let (c, d) = rules(&["option smtpchk EHLO example.com"]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(c.mode, CheckMode::TcpCheck);
+        assert_eq!(
+            c.tcp_rules[1],
+            CheckRule::Send(b"EHLO example.com\r\n".to_vec())
+        );
+        let (c, _) = rules(&["option smtpchk FOO x"]);
+        assert_eq!(c.tcp_rules[1], CheckRule::Send(b"HELO x\r\n".to_vec()));
+        for ok in [
+            "option redis-check",
+            "option ldap-check",
+            "option ssl-hello-chk",
+            "option pgsql-check user hap",
+            "option mysql-check",
+            "option mysql-check user hap post-41",
+        ] {
+            let (c, d) = rules(&[ok]);
+            assert!(d.is_empty(), "{ok}: {d:?}");
+            assert!(!c.tcp_rules.is_empty(), "{ok}");
+        }
+        let (_, d) = rules(&[
+            "option smtpchk HELO",
+            "option pgsql-check",
+            "option mysql-check user hap pre-41",
+            "option ldap-check x",
+        ]);
+        assert_eq!(
+            d,
+            [
+                "[ALERT] t.cfg:1: option smtpchk: expects nothing, or a hello command and a domain",
+                "[ALERT] t.cfg:1: option pgsql-check: expects 'user <username>'",
+                "[ALERT] t.cfg:1: option mysql-check pre-41: not supported by Sluice",
+                "[ALERT] t.cfg:1: option ldap-check: unexpected argument 'x'",
+            ]
         );
     }
 

@@ -372,3 +372,35 @@ fn a_tracking_server_follows_its_target_and_backups_take_over() {
     );
     assert_eq!(names(addr, 3), ["spare"; 3]);
 }
+
+/// An SMTP-like server: `banner`, then `reply` to each line.
+fn smtp_server(banner: &'static str, reply: &'static str) -> Backend {
+    Backend::start(move |mut s| {
+        if s.write_all(banner.as_bytes()).is_err() {
+            return;
+        }
+        let mut buf = [0u8; 256];
+        while matches!(s.read(&mut buf), Ok(n) if n > 0) {
+            if s.write_all(reply.as_bytes()).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+#[test]
+fn smtpchk_wants_2xx_answers() {
+    let good = smtp_server("220 mail ready\r\n", "250 hello\r\n");
+    let refusing = smtp_server("554 go away\r\n", "554 no\r\n");
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    option smtpchk EHLO example.com\n    server good {} check inter 50\n    server refusing {} check inter 50\n",
+        fd_bind(&fe),
+        good.addr(),
+        refusing.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Server app/refusing is DOWN");
+    assert!(stderr.contains("Layer7"), "{stderr}");
+    assert!(!stderr.contains("Server app/good is DOWN"), "{stderr}");
+}
