@@ -167,6 +167,15 @@ impl Engine {
                 &report::message(backend.name(), server.name(), &event, count, sessions),
             );
         }
+        let c = &server.conf.checks;
+        if c.shutdown_on_down && before.operational() && !after.operational() {
+            server.health.kill_sessions();
+        }
+        if c.shutdown_backups_on_up && !server.conf.backup && !usable(&before) && usable(&after) {
+            for backup in backend.servers.iter().filter(|s| s.conf.backup) {
+                backup.health.kill_sessions();
+            }
+        }
         if usable(&before) && !usable(&after) && count.active + count.backup == 0 {
             let listen = backend.plan.id.kind == SectionKind::Listen;
             self.print("[ALERT]", &report::no_server(listen, backend.name()));

@@ -67,6 +67,11 @@ pub struct ServerChecks {
     pub agent_addr: Option<IpAddr>,
     /// `track`: take the state of another server instead of checking.
     pub track: Option<Track>,
+    /// `on-marked-down shutdown-sessions`: end the server's sessions when it goes down.
+    pub shutdown_on_down: bool,
+    /// `on-marked-up shutdown-backup-sessions`: end the backup servers' sessions when this
+    /// server comes up.
+    pub shutdown_backups_on_up: bool,
 }
 
 impl ServerChecks {
@@ -341,6 +346,24 @@ pub(crate) fn parse_server_option(
                 }
             },
         },
+        "on-marked-down" | "on-marked-up" => {
+            let (action, slot) = if word == "on-marked-down" {
+                ("shutdown-sessions", &mut c.shutdown_on_down)
+            } else {
+                ("shutdown-backup-sessions", &mut c.shutdown_backups_on_up)
+            };
+            match d.word(i + 1, &format!("'{action}'"), diags) {
+                Some(a) if a == action => {
+                    *slot = true;
+                    Some(1)
+                }
+                Some(other) => {
+                    diags.push(d.alert(format!("'{word}' expects '{action}', not '{other}'")));
+                    None
+                }
+                None => None,
+            }
+        }
         "agent-send" => d.word(i + 1, "a string", diags).map(|s| {
             c.agent_send = Some(s.as_bytes().to_vec());
             1
@@ -835,6 +858,32 @@ pub fn decode_hex(text: &str) -> Option<Vec<u8>> {
             u8::from_str_radix(s, 16).ok()
         })
         .collect()
+}
+
+/// `on-marked-down shutdown-sessions` and `on-marked-up shutdown-backup-sessions` end TCP
+/// sessions only: an HTTP backend with them is refused rather than silently not obeying.
+pub(crate) fn refuse_http_shutdowns(
+    http: bool,
+    servers: &[crate::proxy::ServerConf],
+    diags: &mut Diagnostics,
+) {
+    if !http {
+        return;
+    }
+    for s in servers {
+        for (set, keyword) in [
+            (s.checks.shutdown_on_down, "server on-marked-down"),
+            (s.checks.shutdown_backups_on_up, "server on-marked-up"),
+        ] {
+            if set {
+                diags.push(Diagnostic::alert(
+                    &s.span,
+                    keyword,
+                    "not supported by Sluice in mode http",
+                ));
+            }
+        }
+    }
 }
 
 /// HAProxy warns when a proxy has rules its check mode does not use: they are ignored.

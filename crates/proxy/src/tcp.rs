@@ -76,13 +76,28 @@ pub async fn serve(
                 Some(mut upstream) => {
                     record.timers.connect = Some(connecting.elapsed());
                     let timeouts = idle_timeouts(frontend, backend);
-                    let outcome = forward::forward(
+                    let relay = forward::forward(
                         &mut client,
                         &mut upstream,
                         timeouts,
                         forward::DEFAULT_BUFFER_SIZE,
-                    )
-                    .await;
+                    );
+                    // `on-marked-down shutdown-sessions` and the like end the relay at once.
+                    let mut killed = server.health.kill_signal();
+                    let outcome = tokio::select! {
+                        outcome = relay => outcome,
+                        () = killed.wait() => {
+                            record.termination = Termination {
+                                cause: Cause::Killed,
+                                phase: Phase::Data,
+                            };
+                            record.timers.total = start.elapsed();
+                            if let Some(log) = &process.stream_log {
+                                log.tcp(&record);
+                            }
+                            return;
+                        }
+                    };
                     for traffic in [&frontend.traffic, &backend.traffic, &server.traffic] {
                         traffic.bytes_in.add(outcome.client_to_server);
                         traffic.bytes_out.add(outcome.server_to_client);

@@ -10,6 +10,7 @@
 use crate::proxy::Backend;
 use sluice_balance::ServerState;
 use std::sync::Mutex;
+use tokio::sync::watch;
 
 /// The administrative state (configuration `disabled`, agent `drain`/`maint`/`ready`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +62,22 @@ impl HealthState {
 #[derive(Debug)]
 pub struct ServerHealth {
     state: Mutex<HealthState>,
+    /// Bumped to end the server's sessions (`on-marked-down shutdown-sessions`).
+    kill: watch::Sender<u64>,
+}
+
+/// What a session waits on to learn that its server's sessions must end.
+#[derive(Debug)]
+pub struct KillSignal(watch::Receiver<u64>);
+
+impl KillSignal {
+    /// Completes when the sessions are told to end (never, if that never happens).
+    pub async fn wait(&mut self) {
+        if self.0.changed().await.is_err() {
+            // The server is gone with the process: nothing will ever ask again.
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 impl ServerHealth {
@@ -75,7 +92,18 @@ impl ServerHealth {
                 weight_percent: 100,
                 last_check: None,
             }),
+            kill: watch::channel(0).0,
         }
+    }
+
+    /// A signal for a session starting now: it fires at the next [`ServerHealth::kill_sessions`].
+    pub fn kill_signal(&self) -> KillSignal {
+        KillSignal(self.kill.subscribe())
+    }
+
+    /// Ends every session that holds a [`KillSignal`] of this server.
+    pub fn kill_sessions(&self) {
+        self.kill.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// A copy of the current state.
@@ -180,5 +208,15 @@ mod tests {
         assert!(!server_state(3, true, &h.get()).usable);
         let disabled = ServerHealth::new(true);
         assert!(!server_state(3, false, &disabled.get()).usable);
+    }
+
+    #[tokio::test]
+    async fn kill_signal_fires_for_sessions_started_before() {
+        let h = ServerHealth::new(false);
+        let mut signal = h.kill_signal();
+        h.kill_sessions();
+        tokio::time::timeout(std::time::Duration::from_secs(1), signal.wait())
+            .await
+            .expect("the signal fires");
     }
 }

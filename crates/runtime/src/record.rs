@@ -28,6 +28,8 @@ pub enum Cause {
     ServerTimeout,
     /// A local resource was missing (`R`), e.g. no server to send the request to.
     Resource,
+    /// The session was killed by the proxy (`K`), e.g. `on-marked-down shutdown-sessions`.
+    Killed,
 }
 
 /// How far the stream had got: the second character of the termination state.
@@ -71,6 +73,7 @@ impl Termination {
             Cause::ClientTimeout => 'c',
             Cause::ServerTimeout => 's',
             Cause::Resource => 'R',
+            Cause::Killed => 'K',
         };
         let phase = match self.phase {
             Phase::Done => '-',

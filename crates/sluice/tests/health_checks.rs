@@ -404,3 +404,60 @@ fn smtpchk_wants_2xx_answers() {
     assert!(stderr.contains("Layer7"), "{stderr}");
     assert!(!stderr.contains("Server app/good is DOWN"), "{stderr}");
 }
+
+/// An echo session through `addr`: connected, and proven to reach the server.
+fn echo_session(addr: SocketAddr) -> TcpStream {
+    let mut c = connect(addr);
+    c.write_all(b"ping").unwrap();
+    assert_eq!(common::read_n(&mut c, 4), b"ping");
+    c
+}
+
+#[test]
+fn on_marked_down_shutdown_sessions_ends_the_servers_sessions() {
+    let echo = Backend::echo();
+    // The checks go to a port of their own, so the test decides when they fail.
+    let health = Backend::start(|_| {});
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} check port {} inter 50 fall 1 on-marked-down shutdown-sessions\n",
+        fd_bind(&fe),
+        echo.addr(),
+        health.addr().port()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut session = echo_session(addr);
+    drop(health);
+    wait_for_message(&proxy, "Server app/s1 is DOWN");
+    assert!(
+        read_to_close(&mut session, GENEROUS).is_closed(),
+        "the session outlived its server's fall"
+    );
+}
+
+#[test]
+fn on_marked_up_shutdown_backup_sessions_ends_the_backups_sessions() {
+    let echo = Backend::echo();
+    let spare = Backend::echo();
+    let health_addr = refused_addr();
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} check port {} inter 50 rise 1 on-marked-up shutdown-backup-sessions\n    server b1 {} backup\n",
+        fd_bind(&fe),
+        echo.addr(),
+        health_addr.port(),
+        spare.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    wait_for_message(&proxy, "Server app/s1 is DOWN");
+    let mut session = echo_session(addr);
+    let before = spare.accepted();
+    assert_eq!(before, 1, "the session goes to the backup");
+    let listener = TcpListener::bind(health_addr).expect("rebind the health port");
+    let _health = Backend::serve(listener, |_| {});
+    wait_for_message(&proxy, "Server app/s1 is UP");
+    assert!(
+        read_to_close(&mut session, GENEROUS).is_closed(),
+        "the backup session outlived the active server's return"
+    );
+}
