@@ -14,6 +14,7 @@ use crate::probe::{self, Endpoint, Limits, Program};
 use crate::report::{self, Event};
 use crate::status::{Outcome, Status};
 use sluice_config::addr::{ServerAddr, ServerPort};
+use sluice_config::checks::OnError;
 use sluice_config::sections::SectionKind;
 use sluice_runtime::health::{Admin, HealthState, LastCheck, server_state};
 use sluice_runtime::process::Process;
@@ -25,7 +26,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::{Instant, sleep};
+use tokio::time::{Instant, sleep, sleep_until};
 
 /// A server by (backend index, server index).
 type Key = (usize, usize);
@@ -364,6 +365,7 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
     let (rise, fall) = (c.rise(), c.fall());
     let mut machine = Machine::new(rise, fall);
     let mut jitter = Jitter::new(key, engine.spread);
+    server.health.set_observing(c.observe);
     let node = engine.process.global.node.as_deref().unwrap_or_default();
     sleep(first).await;
     loop {
@@ -393,7 +395,51 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
             None,
             0,
         );
-        sleep(jitter.apply(machine.interval(&intervals))).await;
+        let mut next = Instant::now() + jitter.apply(machine.interval(&intervals));
+        // Until the next check, the traffic's failures may bring it forward (`observe`).
+        loop {
+            tokio::select! {
+                () = sleep_until(next) => break,
+                () = server.health.observed() => {}
+            }
+            let errors = server.health.observed_errors();
+            if errors < c.error_limit() {
+                continue;
+            }
+            server.health.reset_observed_errors();
+            let outcome = Outcome::new(Status::Hana).info(format!(
+                "Detected {errors} consecutive errors, last one was: L4 unsuccessful connection"
+            ));
+            let failed = match c.on_error {
+                OnError::Fastinter => false,
+                OnError::FailCheck => {
+                    machine.record(false);
+                    true
+                }
+                OnError::SuddenDeath => {
+                    machine.sudden_death();
+                    false
+                }
+                OnError::MarkDown => {
+                    machine.force(Phase::Down);
+                    true
+                }
+            };
+            if failed {
+                let up = machine.phase() == Phase::Up;
+                engine.apply(
+                    key,
+                    &|h| {
+                        h.check_up = up;
+                        h.stopping = h.stopping && up;
+                    },
+                    Some(&outcome),
+                    None,
+                    0,
+                );
+            }
+            next = next.min(Instant::now() + c.fastinter());
+        }
     }
 }
 

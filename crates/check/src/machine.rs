@@ -115,6 +115,13 @@ impl Machine {
         }
     }
 
+    /// `on-error sudden-death`: an up server is left one failure from down.
+    pub fn sudden_death(&mut self) {
+        if self.health > self.rise {
+            self.health = self.rise;
+        }
+    }
+
     /// The time until the next check.
     pub fn interval(&self, i: &Intervals) -> Duration {
         if self.health == self.top() {
@@ -185,6 +192,15 @@ mod tests {
         assert_eq!(m.interval(&i), i.fastinter);
         m.record(false);
         assert_eq!(m.interval(&i), i.downinter);
+    }
+
+    #[test]
+    fn sudden_death_leaves_one_failure() {
+        let mut m = Machine::new(2, 3);
+        m.record(true);
+        m.sudden_death();
+        assert_eq!(m.phase(), Phase::Up);
+        assert_eq!(m.record(false), Change::WentDown);
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub enum Status {
     L7OkC,
     /// The HTTP status (or the agent's word) said no.
     L7Sts,
+    /// The traffic's errors (`observe`) reached `error-limit`.
+    Hana,
 }
 
 impl Status {
@@ -50,6 +52,7 @@ impl Status {
             Status::L7Ok => "L7OK",
             Status::L7OkC => "L7OKC",
             Status::L7Sts => "L7STS",
+            Status::Hana => "HANA",
         }
     }
 
@@ -65,6 +68,7 @@ impl Status {
             Status::L7Ok => "Layer7 check passed",
             Status::L7OkC => "Layer7 check conditionally passed",
             Status::L7Sts => "Layer7 wrong status",
+            Status::Hana => "Health analyze",
         }
     }
 
@@ -129,10 +133,13 @@ impl Outcome {
             }
             out.push('"');
         }
-        out.push_str(&format!(
-            ", check duration: {}ms",
-            self.duration.as_millis()
-        ));
+        // An analysis of the traffic is not a check: it has no duration.
+        if self.status != Status::Hana {
+            out.push_str(&format!(
+                ", check duration: {}ms",
+                self.duration.as_millis()
+            ));
+        }
     }
 }
 

@@ -67,6 +67,12 @@ pub struct ServerChecks {
     pub agent_addr: Option<IpAddr>,
     /// `track`: take the state of another server instead of checking.
     pub track: Option<Track>,
+    /// `observe layer4`: connection failures of the traffic count as check failures.
+    pub observe: bool,
+    /// `error-limit`: consecutive observed failures that trigger `on-error` (10 by default).
+    pub error_limit: Option<u32>,
+    /// `on-error`: what the limit triggers.
+    pub on_error: OnError,
     /// `on-marked-down shutdown-sessions`: end the server's sessions when it goes down.
     pub shutdown_on_down: bool,
     /// `on-marked-up shutdown-backup-sessions`: end the backup servers' sessions when this
@@ -100,10 +106,29 @@ impl ServerChecks {
         self.fall.unwrap_or(DEFAULT_FALL)
     }
 
+    /// Consecutive observed failures that trigger `on-error`.
+    pub fn error_limit(&self) -> u32 {
+        self.error_limit.unwrap_or(10)
+    }
+
     /// The interval between agent checks.
     pub fn agent_inter(&self) -> Duration {
         self.agent_inter.unwrap_or(DEFAULT_INTER)
     }
+}
+
+/// `on-error`: what `error-limit` consecutive observed failures do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnError {
+    /// Check again at `fastinter` (the default).
+    #[default]
+    Fastinter,
+    /// Count a failed check.
+    FailCheck,
+    /// Leave the server one failed check from down, and check at `fastinter`.
+    SuddenDeath,
+    /// Mark the server down at once.
+    MarkDown,
 }
 
 /// Which health check a backend's servers get.
@@ -346,6 +371,51 @@ pub(crate) fn parse_server_option(
                 }
             },
         },
+        "observe" => match d.word(i + 1, "'layer4' or 'layer7'", diags) {
+            Some("layer4") => {
+                c.observe = true;
+                Some(1)
+            }
+            Some("layer7") => {
+                diags.push(Diagnostic::not_supported(
+                    d.span,
+                    format!("{} observe layer7", d.words[0]),
+                ));
+                None
+            }
+            Some(other) => {
+                diags.push(d.alert(format!(
+                    "'observe' expects 'layer4' or 'layer7', not '{other}'"
+                )));
+                None
+            }
+            None => None,
+        },
+        "error-limit" => d
+            .integer(i + 1, "a count after 'error-limit'", 1, 65535, diags)
+            .map(|n| {
+                c.error_limit = Some(n as u32);
+                1
+            }),
+        "on-error" => {
+            let action = match d.word(i + 1, "an action after 'on-error'", diags) {
+                Some("fastinter") => Some(OnError::Fastinter),
+                Some("fail-check") => Some(OnError::FailCheck),
+                Some("sudden-death") => Some(OnError::SuddenDeath),
+                Some("mark-down") => Some(OnError::MarkDown),
+                Some(other) => {
+                    diags.push(d.alert(format!(
+                        "'on-error' expects 'fastinter', 'fail-check', 'sudden-death' or 'mark-down', not '{other}'"
+                    )));
+                    None
+                }
+                None => None,
+            };
+            action.map(|a| {
+                c.on_error = a;
+                1
+            })
+        }
         "on-marked-down" | "on-marked-up" => {
             let (action, slot) = if word == "on-marked-down" {
                 ("shutdown-sessions", &mut c.shutdown_on_down)
@@ -398,6 +468,11 @@ pub(crate) fn validate_server(
     let mut ok = true;
     if c.agent && c.agent_port.is_none() {
         diags.push(d.alert("'agent-check' needs 'agent-port'"));
+        ok = false;
+    }
+    if c.observe && !c.check {
+        // The observed failures act on the health check: without one they would do nothing.
+        diags.push(d.alert("'observe' needs 'check'"));
         ok = false;
     }
     if c.check && c.track.is_some() {

@@ -44,7 +44,10 @@ pub async fn connect_with_retries(
             let pause = connect_timeout.map_or(MAX_RETRY_PAUSE, |t| t.min(MAX_RETRY_PAUSE));
             tokio::time::sleep(pause).await;
         }
-        if let Ok(stream) = Stream::connect(&target, connect_timeout, opts).await {
+        let result = Stream::connect(&target, connect_timeout, opts).await;
+        // `observe layer4`: the health checks learn of every attempt.
+        server.health.observe_connect(result.is_ok());
+        if let Ok(stream) = result {
             return Connection {
                 stream: Some(stream),
                 retries: attempt,

@@ -10,7 +10,8 @@
 use crate::proxy::Backend;
 use sluice_balance::ServerState;
 use std::sync::Mutex;
-use tokio::sync::watch;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use tokio::sync::{Notify, watch};
 
 /// The administrative state (configuration `disabled`, agent `drain`/`maint`/`ready`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +65,12 @@ pub struct ServerHealth {
     state: Mutex<HealthState>,
     /// Bumped to end the server's sessions (`on-marked-down shutdown-sessions`).
     kill: watch::Sender<u64>,
+    /// `observe layer4`: the data path reports its connection attempts.
+    observing: AtomicBool,
+    /// Consecutive failed connection attempts seen by the data path.
+    errors: AtomicU32,
+    /// Wakes the check engine after a failed attempt.
+    observed: Notify,
 }
 
 /// What a session waits on to learn that its server's sessions must end.
@@ -93,7 +100,44 @@ impl ServerHealth {
                 last_check: None,
             }),
             kill: watch::channel(0).0,
+            observing: AtomicBool::new(false),
+            errors: AtomicU32::new(0),
+            observed: Notify::new(),
         }
+    }
+
+    /// Turns on the data path's reports (`observe layer4`).
+    pub fn set_observing(&self, on: bool) {
+        self.observing.store(on, Ordering::Relaxed);
+    }
+
+    /// The data path's report of one connection attempt to this server: one atomic load when
+    /// the server is not observed.
+    pub fn observe_connect(&self, ok: bool) {
+        if !self.observing.load(Ordering::Relaxed) {
+            return;
+        }
+        if ok {
+            self.errors.store(0, Ordering::Relaxed);
+        } else {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            self.observed.notify_one();
+        }
+    }
+
+    /// Completes after a failed attempt was reported.
+    pub async fn observed(&self) {
+        self.observed.notified().await;
+    }
+
+    /// The consecutive failures reported so far.
+    pub fn observed_errors(&self) -> u32 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// Starts counting consecutive failures again.
+    pub fn reset_observed_errors(&self) {
+        self.errors.store(0, Ordering::Relaxed);
     }
 
     /// A signal for a session starting now: it fires at the next [`ServerHealth::kill_sessions`].
@@ -208,6 +252,22 @@ mod tests {
         assert!(!server_state(3, true, &h.get()).usable);
         let disabled = ServerHealth::new(true);
         assert!(!server_state(3, false, &disabled.get()).usable);
+    }
+
+    #[tokio::test]
+    async fn observed_errors_are_consecutive_and_wake_the_engine() {
+        let h = ServerHealth::new(false);
+        h.observe_connect(false);
+        assert_eq!(h.observed_errors(), 0, "not observing");
+        h.set_observing(true);
+        h.observe_connect(false);
+        h.observe_connect(false);
+        assert_eq!(h.observed_errors(), 2);
+        tokio::time::timeout(std::time::Duration::from_secs(1), h.observed())
+            .await
+            .expect("woken");
+        h.observe_connect(true);
+        assert_eq!(h.observed_errors(), 0);
     }
 
     #[tokio::test]

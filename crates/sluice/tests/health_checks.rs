@@ -461,3 +461,35 @@ fn on_marked_up_shutdown_backup_sessions_ends_the_backups_sessions() {
         "the backup session outlived the active server's return"
     );
 }
+
+#[test]
+fn observe_layer4_marks_a_failing_server_down() {
+    let two = Backend::named("two");
+    let health = Backend::start(|_| {});
+    let dead = refused_addr();
+    let (fe, addr) = frontend();
+    // The checks (every 10s, to a port that answers) would keep s1 up: only the traffic's
+    // connection failures can take it down.
+    let cfg = format!(
+        "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 30s\n    timeout server 30s\n    retries 0\n\
+         listen app\n    bind {}\n    server s1 {dead} check port {} inter 10s observe layer4 error-limit 2 on-error mark-down\n    server s2 {}\n",
+        fd_bind(&fe),
+        health.addr().port(),
+        two.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    // Round robin sends every other connection to s1, which fails.
+    let mut stderr = String::new();
+    let down = wait_until(TRANSITION, || {
+        let mut c = connect(addr);
+        let _ = read_to_close(&mut c, GENEROUS);
+        stderr = proxy.stderr();
+        stderr.contains("Server app/s1 is DOWN")
+    });
+    assert!(down, "{stderr}");
+    assert!(
+        stderr.contains("Server app/s1 is DOWN, reason: Health analyze, info: \"Detected 2 consecutive errors, last one was: L4 unsuccessful connection\". 1 active and 0 backup servers left."),
+        "{stderr}"
+    );
+    assert_eq!(names(addr, 3), ["two"; 3]);
+}
