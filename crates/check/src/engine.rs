@@ -373,7 +373,7 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         let state = program
             .send_state
             .then(|| state_header(node, backend, server, &machine, rise, fall));
-        let mut outcome = probe::run(&program, &ep, limits, state.as_deref()).await;
+        let mut outcome = probe::run(&program, &ep, limits, state.as_deref(), c.send_proxy).await;
         outcome.duration = started.elapsed();
         machine.record(outcome.status.passed());
         let up = machine.phase() == Phase::Up;

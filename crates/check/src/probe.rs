@@ -219,6 +219,25 @@ impl Conn {
     }
 }
 
+/// A PROXY protocol v1 line for a check connection: its own addresses, as HAProxy sends them.
+fn proxy_line(c: &Conn) -> String {
+    let addrs = match c {
+        Conn::Tcp(s) => s.local_addr().ok().zip(s.peer_addr().ok()),
+        Conn::Unix(_) => None,
+    };
+    match addrs {
+        Some((local, peer)) if local.is_ipv4() == peer.is_ipv4() => format!(
+            "PROXY {} {} {} {} {}\r\n",
+            if local.is_ipv4() { "TCP4" } else { "TCP6" },
+            local.ip(),
+            peer.ip(),
+            local.port(),
+            peer.port()
+        ),
+        _ => "PROXY UNKNOWN\r\n".to_owned(),
+    }
+}
+
 /// The text of an I/O error without Rust's " (os error N)" suffix, as HAProxy shows strerror.
 pub fn error_text(e: &io::Error) -> String {
     let text = e.to_string();
@@ -279,8 +298,15 @@ async fn read_more(conn: &mut Conn, buf: &mut Vec<u8>, deadline: Instant) -> Res
 }
 
 /// Runs `program` against `ep`; `state` is the `X-Haproxy-Server-State` value for
-/// `send-state`.
-pub async fn run(program: &Program, ep: &Endpoint, limits: Limits, state: Option<&str>) -> Outcome {
+/// `send-state`; `send_proxy` starts every connection with a PROXY protocol line
+/// (`check-send-proxy`).
+pub async fn run(
+    program: &Program,
+    ep: &Endpoint,
+    limits: Limits,
+    state: Option<&str>,
+    send_proxy: bool,
+) -> Outcome {
     let mut conn: Option<Conn> = None;
     let mut deadline = Instant::now() + limits.connect + limits.rest;
     let mut buf: Vec<u8> = Vec::new();
@@ -289,11 +315,18 @@ pub async fn run(program: &Program, ep: &Endpoint, limits: Limits, state: Option
     for (i, (number, step)) in program.steps.iter().enumerate() {
         match step {
             Step::Connect(rule) => {
-                conn = Some(match connect(&ep.with(rule), limits.connect).await {
+                let mut c = match connect(&ep.with(rule), limits.connect).await {
                     Ok(c) => c,
                     Err(outcome) => return outcome,
-                });
+                };
                 deadline = Instant::now() + limits.rest;
+                if send_proxy || rule.send_proxy {
+                    let line = proxy_line(&c);
+                    if let Err(outcome) = send(&mut c, line.as_bytes(), deadline).await {
+                        return outcome;
+                    }
+                }
+                conn = Some(c);
                 buf.clear();
                 eof = false;
                 response = None;

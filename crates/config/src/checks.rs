@@ -73,6 +73,8 @@ pub struct ServerChecks {
     pub error_limit: Option<u32>,
     /// `on-error`: what the limit triggers.
     pub on_error: OnError,
+    /// `check-send-proxy`: health-check connections start with a PROXY protocol v1 line.
+    pub send_proxy: bool,
     /// `on-marked-down shutdown-sessions`: end the server's sessions when it goes down.
     pub shutdown_on_down: bool,
     /// `on-marked-up shutdown-backup-sessions`: end the backup servers' sessions when this
@@ -232,6 +234,8 @@ pub struct ConnectRule {
     pub port: Option<u16>,
     /// `addr`: instead of the check address.
     pub addr: Option<IpAddr>,
+    /// `send-proxy`: start with a PROXY protocol v1 line.
+    pub send_proxy: bool,
 }
 
 /// `http-check send`: parts of the request replacing `option httpchk`'s.
@@ -322,6 +326,10 @@ pub(crate) fn parse_server_option(
         }
         "agent-check" => {
             c.agent = true;
+            Some(0)
+        }
+        "check-send-proxy" => {
+            c.send_proxy = true;
             Some(0)
         }
         "no-agent-check" => {
@@ -696,6 +704,7 @@ fn parse_connect(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ConnectRu
                 }
                 i += 1;
             }
+            "send-proxy" => rule.send_proxy = true,
             // A comment only labels the step in reports.
             "comment" => i += 1,
             other => {
@@ -1270,7 +1279,8 @@ mod tests {
             vec![
                 CheckRule::Connect(ConnectRule {
                     port: Some(6379),
-                    addr: None
+                    addr: None,
+                    send_proxy: false,
                 }),
                 CheckRule::Send(b"PING".to_vec()),
                 CheckRule::Send(vec![0x0a, 0x0d]),

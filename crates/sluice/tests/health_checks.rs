@@ -493,3 +493,39 @@ fn observe_layer4_marks_a_failing_server_down() {
     );
     assert_eq!(names(addr, 3), ["two"; 3]);
 }
+
+#[test]
+fn check_send_proxy_starts_checks_with_a_proxy_line() {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&seen);
+    let server = Backend::start(move |mut s| {
+        let mut data = Vec::new();
+        let mut buf = [0u8; 256];
+        while !data.ends_with(b"PING\r\n") {
+            match s.read(&mut buf) {
+                Ok(n) if n > 0 => data.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+        let _ = s.write_all(b"+PONG\r\n");
+        log.lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(&data).into_owned());
+    });
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    option tcp-check\n    tcp-check send PING\\r\\n\n    tcp-check expect string +PONG\n    server s1 {} check inter 50 check-send-proxy\n",
+        fd_bind(&fe),
+        server.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    assert!(wait_until(TRANSITION, || !seen.lock().unwrap().is_empty()));
+    let first = seen.lock().unwrap()[0].clone();
+    let port = server.addr().port();
+    assert!(
+        first.starts_with("PROXY TCP4 127.0.0.1 127.0.0.1 ")
+            && first.ends_with(&format!(" {port}\r\nPING\r\n")),
+        "{first:?}"
+    );
+    assert!(!proxy.stderr().contains("is DOWN"), "{}", proxy.stderr());
+}
