@@ -331,12 +331,17 @@ fn state_header(
         (_, Phase::Down) => format!("DOWN {health}/{rise}"),
     };
     let total: u32 = backend.servers.iter().map(|s| s.conf.weight).sum();
+    let (address, port) = match endpoint(server, None, None) {
+        Some(Endpoint::Inet(sa)) => (sa.ip().to_string(), sa.port()),
+        _ => (String::new(), 0),
+    };
     format!(
-        "{state}; name={}/{}; node={}; weight={}/{total}; scur=0/0; qcur=0",
+        "{state}; address={address}; port={port}; name={}/{}; node={node}; weight={}/{total}; scur={}/{}; qcur=0",
         backend.name(),
         server.name(),
-        node,
-        server.conf.weight
+        server.conf.weight,
+        server.traffic.sessions.get(),
+        backend.traffic.sessions.get(),
     )
 }
 

@@ -352,7 +352,7 @@ pub async fn run(
                     && let Some(state) = state
                 {
                     request.extend_from_slice(
-                        format!("X-Haproxy-Server-State: {state}\r\n").as_bytes(),
+                        format!("x-haproxy-server-state: {state}\r\n").as_bytes(),
                     );
                 }
                 request.extend_from_slice(b"\r\n");

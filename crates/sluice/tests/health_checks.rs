@@ -529,3 +529,69 @@ fn check_send_proxy_starts_checks_with_a_proxy_line() {
     );
     assert!(!proxy.stderr().contains("is DOWN"), "{}", proxy.stderr());
 }
+
+#[test]
+fn agent_send_is_written_before_the_agent_answers() {
+    let one = Backend::named("one");
+    let two = Backend::named("two");
+    // This agent answers only after reading the expected line: without `agent-send` it would
+    // never drain the server.
+    let agent = Backend::start(|mut s| {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\n") {
+            match s.read(&mut byte) {
+                Ok(1) => line.push(byte[0]),
+                _ => return,
+            }
+        }
+        if line == b"status?\n" {
+            let _ = s.write_all(b"drain\n");
+        }
+    });
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} agent-check agent-port {} agent-inter 50 agent-send \"status?\\n\"\n    server s2 {}\n",
+        fd_bind(&fe),
+        one.addr(),
+        agent.addr().port(),
+        two.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    wait_for_message(&proxy, "Server app/s1 enters drain state.");
+}
+
+#[test]
+fn send_state_tells_the_server_its_state() {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&seen);
+    let server = Backend::start(move |mut s| {
+        let Some(head) = read_head(&mut s) else {
+            return;
+        };
+        log.lock().unwrap().push(head);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    });
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    option httpchk\n    http-check send-state\n    server s1 {} check inter 50\n",
+        fd_bind(&fe),
+        server.addr()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    // The second check sees a stable server.
+    assert!(wait_until(TRANSITION, || seen.lock().unwrap().len() >= 2));
+    let head = seen.lock().unwrap()[1].clone();
+    let state = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-haproxy-server-state: "))
+        .unwrap_or_else(|| panic!("no state header in {head:?}"));
+    let port = server.addr().port();
+    assert!(
+        state.starts_with(&format!(
+            "UP; address=127.0.0.1; port={port}; name=app/s1; node="
+        )),
+        "{state}"
+    );
+    assert!(state.ends_with("; weight=1/1; scur=0/0; qcur=0"), "{state}");
+}
