@@ -73,6 +73,8 @@ pub struct ServerChecks {
     pub error_limit: Option<u32>,
     /// `on-error`: what the limit triggers.
     pub on_error: OnError,
+    /// `init-addr`: how a host name is turned into an address at start-up (empty: `last,libc`).
+    pub init_addr: Vec<InitAddr>,
     /// `check-send-proxy`: health-check connections start with a PROXY protocol v1 line.
     pub send_proxy: bool,
     /// `on-marked-down shutdown-sessions`: end the server's sessions when it goes down.
@@ -117,6 +119,19 @@ impl ServerChecks {
     pub fn agent_inter(&self) -> Duration {
         self.agent_inter.unwrap_or(DEFAULT_INTER)
     }
+}
+
+/// One method of `init-addr`, tried in order until one gives an address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitAddr {
+    /// The address in the server state file: Sluice has none, so this never succeeds.
+    Last,
+    /// The system resolver.
+    Libc,
+    /// Start without an address, in maintenance.
+    None,
+    /// This address.
+    Ip(IpAddr),
 }
 
 /// `on-error`: what `error-limit` consecutive observed failures do.
@@ -328,6 +343,32 @@ pub(crate) fn parse_server_option(
             c.agent = true;
             Some(0)
         }
+        "init-addr" => match d.word(i + 1, "a list of methods", diags) {
+            None => None,
+            Some(list) => {
+                let methods: Option<Vec<InitAddr>> = list
+                    .split(',')
+                    .map(|m| match m {
+                        "last" => Some(InitAddr::Last),
+                        "libc" => Some(InitAddr::Libc),
+                        "none" => Some(InitAddr::None),
+                        ip => ip.parse().ok().map(InitAddr::Ip),
+                    })
+                    .collect();
+                match methods {
+                    Some(m) => {
+                        c.init_addr = m;
+                        Some(1)
+                    }
+                    None => {
+                        diags.push(d.alert(format!(
+                            "'init-addr' expects 'last', 'libc', 'none' or IP addresses, comma-separated, not '{list}'"
+                        )));
+                        None
+                    }
+                }
+            }
+        },
         "check-send-proxy" => {
             c.send_proxy = true;
             Some(0)

@@ -595,3 +595,31 @@ fn send_state_tells_the_server_its_state() {
     );
     assert!(state.ends_with("; weight=1/1; scur=0/0; qcur=0"), "{state}");
 }
+
+#[test]
+fn init_addr_falls_back_to_an_address_or_to_no_address() {
+    let one = Backend::named("one");
+    let (fe, addr) = frontend();
+    let port = one.addr().port();
+    // s1's name does not resolve: `none` starts it without address, in maintenance. s2's name
+    // does not resolve either: its fallback address is the test server's.
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 sluice-test.invalid:{port} init-addr last,libc,none\n    server s2 sluice-test.invalid:{port} init-addr libc,127.0.0.1\n",
+        fd_bind(&fe),
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    assert_eq!(names(addr, 4), ["one"; 4]);
+}
+
+#[test]
+fn a_name_that_does_not_resolve_without_init_addr_fallback_is_an_error() {
+    let dir = common::TempDir::new();
+    let cfg = dir.write(
+        "c.cfg",
+        &format!("{TCP_DEFAULTS}\nlisten app\n    bind 127.0.0.1:1\n    server s1 sluice-test.invalid:80 init-addr last,libc\n"),
+    );
+    let out = common::run(&["-c", "-f", cfg.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("app/s1"), "{stderr}");
+}
