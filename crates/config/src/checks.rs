@@ -10,6 +10,7 @@
 //! not implement (`ssl`, `send-proxy`, `on-success`, log-format strings...) are refused as "not
 //! supported", never ignored.
 
+use crate::addr::{ServerAddr, ServerPort};
 use crate::canned;
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
@@ -510,11 +511,29 @@ pub(crate) fn parse_server_option(
 /// Cross-option rules of one server line, checked once all its options are read.
 pub(crate) fn validate_server(
     c: &ServerChecks,
-    has_fixed_port: bool,
+    addr: &ServerAddr,
     d: &Directive<'_>,
     diags: &mut Diagnostics,
 ) -> bool {
     let mut ok = true;
+    let has_fixed_port = matches!(
+        addr,
+        ServerAddr::Inet {
+            port: ServerPort::Fixed(_),
+            ..
+        }
+    );
+    if let ServerAddr::Unix(_) = addr {
+        // A port means nothing on a unix socket: the check would silently go to the socket.
+        if c.port.is_some() && c.addr.is_none() {
+            diags.push(d.alert("'port' on a unix socket server needs 'addr'"));
+            ok = false;
+        }
+        if c.agent && c.agent_addr.is_none() && c.addr.is_none() {
+            diags.push(d.alert("'agent-check' on a unix socket server needs 'agent-addr'"));
+            ok = false;
+        }
+    }
     if c.agent && c.agent_port.is_none() {
         diags.push(d.alert("'agent-check' needs 'agent-port'"));
         ok = false;
@@ -1396,7 +1415,8 @@ mod tests {
         assert_eq!(c.agent_port, Some(99));
         assert_eq!(c.agent_send.as_deref(), Some(&b"hi"[..]));
         assert_eq!(c.track.as_ref().unwrap().backend.as_deref(), Some("b"));
-        assert!(!validate_server(&c, true, &d, &mut diags));
+        let fixed = crate::addr::parse_server_addr("1.2.3.4:80").unwrap();
+        assert!(!validate_server(&c, &fixed, &d, &mut diags));
         assert_eq!(
             diags[0].to_string(),
             "[ALERT] t.cfg:1: server: unable to enable checks and tracking at the same time"

@@ -7,7 +7,7 @@
 //! means nothing is an alert when it would change behaviour (`bind` in a backend) and a warning
 //! when HAProxy merely ignores it (`timeout client` in a backend).
 
-use crate::addr::{self, ListenAddr, ServerAddr, ServerPort};
+use crate::addr::{self, ListenAddr, ServerAddr};
 use crate::checks::{self, DefaultServerLine, ProxyChecks, ServerChecks, ServerOption};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
@@ -546,14 +546,7 @@ fn parse_server(
         let _ = server_options(&mut server, &Directive::new(&line, 1), 1, &mut Vec::new());
     }
     server_options(&mut server, d, 3, diags)?;
-    let fixed_port = matches!(
-        server.addr,
-        ServerAddr::Inet {
-            port: ServerPort::Fixed(_),
-            ..
-        }
-    );
-    checks::validate_server(&server.checks, fixed_port, d, diags).then_some(server)
+    checks::validate_server(&server.checks, &server.addr, d, diags).then_some(server)
 }
 
 /// `default-server [options]`: checked now against a placeholder server.
