@@ -467,10 +467,12 @@ fn judge_http(program: &Program, rule: Option<&Rule>, r: &HttpResponse) -> Optio
     match rule {
         None => (!(200..400).contains(&r.status)).then(wrong_status),
         Some(rule) if expect::match_http(rule, r) => None,
+        // HAProxy's verdicts: status and header rules fail as a wrong status, body rules as an
+        // invalid response.
         Some(rule) => Some(match rule.pattern {
-            Pattern::Status(_) | Pattern::RStatus(_) => wrong_status(),
-            Pattern::Header { .. } => {
-                Outcome::new(Status::L7Rsp).info("HTTP header check did not match")
+            Pattern::Status(_) | Pattern::RStatus(_) | Pattern::Header { .. } => wrong_status(),
+            _ if rule.negate => {
+                Outcome::new(Status::L7Rsp).info("HTTP check matched unwanted content")
             }
             _ => Outcome::new(Status::L7Rsp).info("HTTP content check did not match"),
         }),
@@ -484,7 +486,7 @@ async fn read_http(
     deadline: Instant,
 ) -> Result<HttpResponse, Outcome> {
     let mut buf = Vec::new();
-    let invalid = || Outcome::new(Status::L7Rsp).info("Invalid HTTP response");
+    let invalid = || Outcome::new(Status::L7Rsp);
     let (head_len, mut response, framing) = loop {
         let mut fields = [httparse::EMPTY_HEADER; 64];
         let mut parsed = httparse::Response::new(&mut fields);

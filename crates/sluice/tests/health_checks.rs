@@ -623,3 +623,52 @@ fn a_name_that_does_not_resolve_without_init_addr_fallback_is_an_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("app/s1"), "{stderr}");
 }
+
+#[test]
+fn http_expect_failures_are_reported_as_haproxy_reports_them() {
+    let (ok, _) = http_server(200, "OK", "hello");
+    let garbage = Backend::start(|mut s| {
+        let _ = read_head(&mut s);
+        let _ = s.write_all(b"NOT HTTP AT ALL\r\n\r\n");
+    });
+    let (fe, _addr) = frontend();
+    let rules = [
+        ("hdr", "http-check expect hdr name x-missing", ok.addr()),
+        ("rstatus", "http-check expect rstatus ^5", ok.addr()),
+        ("notstring", "http-check expect ! string hello", ok.addr()),
+        ("notstatus", "http-check expect ! status 200", ok.addr()),
+        ("string", "http-check expect string world", ok.addr()),
+        ("garbage", "", garbage.addr()),
+    ];
+    let mut cfg = format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    bind {}\n    default_backend hdr\n",
+        fd_bind(&fe)
+    );
+    for (name, rule, server) in &rules {
+        cfg.push_str(&format!(
+            "backend {name}\n    option httpchk\n    {rule}\n    server s1 {server} check inter 50\n"
+        ));
+    }
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let expected = [
+        ("hdr", "Layer7 wrong status, code: 200, info: \"OK\""),
+        ("rstatus", "Layer7 wrong status, code: 200, info: \"OK\""),
+        (
+            "notstring",
+            "Layer7 invalid response, info: \"HTTP check matched unwanted content\"",
+        ),
+        ("notstatus", "Layer7 wrong status, code: 200, info: \"OK\""),
+        (
+            "string",
+            "Layer7 invalid response, info: \"HTTP content check did not match\"",
+        ),
+        ("garbage", "Layer7 invalid response, check duration"),
+    ];
+    for (name, reason) in expected {
+        let stderr = wait_for_message(&proxy, &format!("Server {name}/s1 is DOWN"));
+        assert!(
+            stderr.contains(&format!("Server {name}/s1 is DOWN, reason: {reason}")),
+            "{name}: {stderr}"
+        );
+    }
+}
