@@ -317,6 +317,15 @@ pub async fn run(
             Step::Connect(rule) => {
                 let mut c = match connect(&ep.with(rule), limits.connect).await {
                     Ok(c) => c,
+                    // An explicit tcp-check step says where it failed, as HAProxy does.
+                    Err(mut outcome) if *number > 0 && !program.http => {
+                        let port = rule.port.map(|p| format!(" port {p}")).unwrap_or_default();
+                        let text = outcome.info.take().unwrap_or_default();
+                        outcome.info = Some(format!(
+                            "{text} at step {number} of tcp-check (connect{port})"
+                        ));
+                        return outcome;
+                    }
                     Err(outcome) => return outcome,
                 };
                 deadline = Instant::now() + limits.rest;
@@ -438,11 +447,13 @@ fn kind_word(rule: &Rule) -> &'static str {
     }
 }
 
+/// How HAProxy names the pattern in its messages: only plain strings are quoted.
 fn describe(rule: &Rule) -> String {
     match rule.pattern {
         Pattern::Bytes(_, expect::Kind::Text) => format!("'{}'", rule.source),
-        Pattern::Bytes(_, expect::Kind::Binary) => format!("(binary) '{}'", rule.source),
-        _ => format!("(regex) '{}'", rule.source),
+        Pattern::Bytes(_, expect::Kind::Binary) => "(binary)".to_owned(),
+        Pattern::Regex(_, expect::Kind::Binary) => "(binary regex)".to_owned(),
+        _ => "(regex)".to_owned(),
     }
 }
 

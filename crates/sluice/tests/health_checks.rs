@@ -672,3 +672,70 @@ fn http_expect_failures_are_reported_as_haproxy_reports_them() {
         );
     }
 }
+
+#[test]
+fn tcp_expect_failures_are_reported_as_haproxy_reports_them() {
+    let banner = Backend::start(|mut s| {
+        let _ = s.write_all(b"+PONG\r\n");
+    });
+    let dead = refused_addr();
+    let (fe, _addr) = frontend();
+    let rules = [
+        ("notstring", "tcp-check expect ! string +PONG"),
+        ("binary", "tcp-check expect binary 2d45"),
+        ("rstring", "tcp-check expect rstring ^-ERR"),
+        ("rbinary", "tcp-check expect rbinary ^2D"),
+        ("notrstring", "tcp-check expect ! rstring ^\\+PO"),
+        (
+            "connect",
+            &format!("tcp-check connect port {}", dead.port()),
+        ),
+    ];
+    let mut cfg = format!(
+        "{TCP_DEFAULTS}\nfrontend fe\n    bind {}\n    default_backend binary\n",
+        fd_bind(&fe)
+    );
+    for (name, rule) in &rules {
+        cfg.push_str(&format!(
+            "backend {name}\n    option tcp-check\n    {rule}\n    server s1 {} check inter 50\n",
+            banner.addr()
+        ));
+    }
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let expected = [
+        (
+            "notstring",
+            "Layer7 invalid response, info: \"TCPCHK matched unwanted content '+PONG' at step 1\"",
+        ),
+        (
+            "binary",
+            "Layer7 invalid response, info: \"TCPCHK did not match content (binary) at step 1\"",
+        ),
+        (
+            "rstring",
+            "Layer7 invalid response, info: \"TCPCHK did not match content (regex) at step 1\"",
+        ),
+        (
+            "rbinary",
+            "Layer7 invalid response, info: \"TCPCHK did not match content (binary regex) at step 1\"",
+        ),
+        (
+            "notrstring",
+            "Layer7 invalid response, info: \"TCPCHK matched unwanted content (regex) at step 1\"",
+        ),
+        (
+            "connect",
+            &format!(
+                "Layer4 connection problem, info: \"Connection refused at step 1 of tcp-check (connect port {})\"",
+                dead.port()
+            ),
+        ),
+    ];
+    for (name, reason) in expected {
+        let stderr = wait_for_message(&proxy, &format!("Server {name}/s1 is DOWN"));
+        assert!(
+            stderr.contains(&format!("Server {name}/s1 is DOWN, reason: {reason}")),
+            "{name}: {stderr}"
+        );
+    }
+}
