@@ -7,7 +7,7 @@
 //! ([`start`]), so a slow or hanging check never delays the data path's event loops, and the
 //! data path never waits for a check: the balancer only sees events. The pieces: [`status`]
 //! (HAProxy's status codes and messages), [`machine`] (rise/fall, pure), [`expect`] (rule
-//! matching, pure), [`agent`] (the agent's words, pure), [`probe`] (the network side of one
+//! matching, pure), [`reply`] (the ready-made checks' verdicts, pure), [`agent`] (the agent's words, pure), [`probe`] (the network side of one
 //! check), [`report`] (transition messages) and [`engine`] (tasks, timing, state changes).
 
 pub mod agent;
@@ -15,6 +15,7 @@ pub mod engine;
 pub mod expect;
 pub mod machine;
 pub mod probe;
+pub mod reply;
 pub mod report;
 pub mod status;
 

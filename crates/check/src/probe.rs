@@ -9,8 +9,11 @@
 //! closes its check connections, so a thousand checked servers do not fill the TIME_WAIT table.
 
 use crate::expect::{self, HttpResponse, Pattern, Rule};
+use crate::reply::{self, Verdict};
 use crate::status::{Outcome, Status};
-use sluice_config::checks::{CheckMode, CheckRule, ConnectRule, HttpRequestLine, ProxyChecks};
+use sluice_config::checks::{
+    CheckMode, CheckRule, ConnectRule, HttpRequestLine, ProxyChecks, Reply,
+};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -74,6 +77,8 @@ pub enum Step {
     },
     /// Read and compare (tcp-check).
     Expect(Rule),
+    /// Read and judge a protocol's answer (ready-made checks).
+    Protocol(Reply),
     /// Compare the HTTP response; `None` is the default "2xx or 3xx".
     HttpExpect(Option<Rule>),
 }
@@ -116,6 +121,7 @@ impl Program {
                         CheckRule::Connect(r) => Step::Connect(r.clone()),
                         CheckRule::Send(b) => Step::Send(b.clone()),
                         CheckRule::Expect(e) => Step::Expect(Rule::compile(e)),
+                        CheckRule::Protocol(r) => Step::Protocol(*r),
                     };
                     n += 1;
                     steps.push((n, step));
@@ -135,7 +141,9 @@ impl Program {
                 let mut n = 0;
                 for rule in &c.http_rules {
                     let step = match rule {
-                        CheckRule::Comment(_) | CheckRule::Send(_) => continue,
+                        CheckRule::Comment(_) | CheckRule::Send(_) | CheckRule::Protocol(_) => {
+                            continue;
+                        }
                         CheckRule::Connect(r) => Step::Connect(r.clone()),
                         CheckRule::HttpSend(s) => http_send(line, s),
                         CheckRule::Expect(e) => Step::HttpExpect(Some(Rule::compile(e))),
@@ -380,6 +388,28 @@ pub async fn run(
                 };
                 if let Some(outcome) = judge_http(program, rule.as_ref(), r) {
                     return outcome;
+                }
+            }
+            Step::Protocol(kind) => {
+                let Some(c) = conn.as_mut() else {
+                    return Outcome::new(Status::L7Rsp).info("no connection to read from");
+                };
+                loop {
+                    match reply::judge(*kind, &buf, eof || buf.len() >= MAX_RESPONSE) {
+                        Verdict::Pass => break,
+                        Verdict::Fail(outcome) => return outcome,
+                        Verdict::Pending => {}
+                    }
+                    match read_more(c, &mut buf, deadline).await {
+                        Err(()) => return Outcome::new(Status::L7Tout),
+                        Ok(more) => eof = !more,
+                    }
+                }
+                if matches!(
+                    program.steps.get(i + 1),
+                    Some((_, Step::Send(_) | Step::Connect(_)))
+                ) {
+                    buf.clear();
                 }
             }
             Step::Expect(rule) => {

@@ -20,6 +20,8 @@ pub enum Status {
     L4Tout,
     /// The connection was refused or reset.
     L4Con,
+    /// The TLS answer was not a handshake (`ssl-hello-chk`).
+    L6Rsp,
     /// The response did not arrive in time.
     L7Tout,
     /// The response was invalid or did not match.
@@ -47,6 +49,7 @@ impl Status {
             Status::L4Ok => "L4OK",
             Status::L4Tout => "L4TOUT",
             Status::L4Con => "L4CON",
+            Status::L6Rsp => "L6RSP",
             Status::L7Tout => "L7TOUT",
             Status::L7Rsp => "L7RSP",
             Status::L7Ok => "L7OK",
@@ -63,6 +66,7 @@ impl Status {
             Status::L4Ok => "Layer4 check passed",
             Status::L4Tout => "Layer4 timeout",
             Status::L4Con => "Layer4 connection problem",
+            Status::L6Rsp => "Layer6 invalid response",
             Status::L7Tout => "Layer7 timeout",
             Status::L7Rsp => "Layer7 invalid response",
             Status::L7Ok => "Layer7 check passed",

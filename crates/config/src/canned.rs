@@ -4,47 +4,27 @@
 //!
 //! The protocol messages are built here from the protocols' own descriptions: a PostgreSQL
 //! StartupMessage, a MySQL 4.1 handshake response and COM_QUIT, an LDAPv3 anonymous simple
-//! bind (RFC 4511, BER-encoded), a TLS ClientHello (RFC 5246). Answers are recognised with
-//! `rbinary` expressions over the answer's hexadecimal form (upper case), anchored at its start.
+//! bind (RFC 4511, BER-encoded), a TLS ClientHello (RFC 5246). Answers are judged by
+//! [`CheckRule::Protocol`] steps, which the check engine evaluates as soon as enough of the
+//! answer has arrived and reports with HAProxy's wording (an SMTP code, a MySQL error...).
 
-use crate::checks::{CheckRule, Expect, ExpectKind};
+use crate::checks::{CheckRule, Reply};
 
 fn send(bytes: &[u8]) -> CheckRule {
     CheckRule::Send(bytes.to_vec())
 }
 
-fn expect_regex(hex_regex: &str) -> CheckRule {
-    CheckRule::Expect(Expect {
-        negate: false,
-        kind: ExpectKind::RBinary(hex_regex.to_owned()),
-    })
-}
-
-fn expect_text(regex: &str) -> CheckRule {
-    CheckRule::Expect(Expect {
-        negate: false,
-        kind: ExpectKind::RString(regex.to_owned()),
-    })
-}
-
 /// `option redis-check`: `PING`, then `+PONG`.
 pub fn redis() -> Vec<CheckRule> {
-    vec![
-        send(b"PING\r\n"),
-        CheckRule::Expect(Expect {
-            negate: false,
-            kind: ExpectKind::String(b"+PONG".to_vec()),
-        }),
-    ]
+    vec![send(b"PING\r\n"), CheckRule::Protocol(Reply::RedisPong)]
 }
 
 /// `option smtpchk [HELO|EHLO <domain>]`: a 2xx banner, then a 2xx answer to the greeting.
 pub fn smtp(hello: &str, domain: &str) -> Vec<CheckRule> {
-    let reply = "^2[0-9]{2}[- \r]";
     vec![
-        expect_text(reply),
+        CheckRule::Protocol(Reply::Smtp),
         send(format!("{hello} {domain}\r\n").as_bytes()),
-        expect_text(reply),
+        CheckRule::Protocol(Reply::Smtp),
         send(b"QUIT\r\n"),
     ]
 }
@@ -59,7 +39,7 @@ pub fn pgsql(user: &str) -> Vec<CheckRule> {
     body.extend_from_slice(b"\0\0");
     let mut message = ((body.len() + 4) as u32).to_be_bytes().to_vec();
     message.extend_from_slice(&body);
-    vec![send(&message), expect_regex("^52")]
+    vec![send(&message), CheckRule::Protocol(Reply::PgsqlStartup)]
 }
 
 /// A MySQL packet: 3-byte little-endian length, sequence number, payload.
@@ -75,8 +55,7 @@ fn mysql_packet(sequence: u8, payload: &[u8]) -> Vec<u8> {
 /// (an error packet starts with FF instead); with a user, a 4.1 handshake response without
 /// password must be answered with an OK packet, then COM_QUIT closes the session cleanly.
 pub fn mysql(user: Option<&str>) -> Vec<CheckRule> {
-    // Header (any length, sequence 0), then the protocol version 10.
-    let mut rules = vec![expect_regex("^(?:[0-9A-F]{2}){3}000A")];
+    let mut rules = vec![CheckRule::Protocol(Reply::MysqlHandshake)];
     if let Some(user) = user {
         // CLIENT_LONG_PASSWORD | CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION.
         let mut payload = 0x0000_8201u32.to_le_bytes().to_vec();
@@ -87,30 +66,25 @@ pub fn mysql(user: Option<&str>) -> Vec<CheckRule> {
         payload.push(0);
         payload.push(0);
         rules.push(send(&mysql_packet(1, &payload)));
-        // OK packet: sequence 2, first byte 00.
-        rules.push(expect_regex("^(?:[0-9A-F]{2}){3}0200"));
+        rules.push(CheckRule::Protocol(Reply::MysqlOk));
         rules.push(send(&mysql_packet(0, &[0x01])));
     }
     rules
 }
 
 /// `option ldap-check`: an anonymous LDAPv3 simple bind; the BindResponse must carry
-/// resultCode 0 (success). BER lengths may be short or long form.
+/// resultCode 0 (success).
 pub fn ldap() -> Vec<CheckRule> {
     // SEQUENCE { messageID 1, [APPLICATION 0] BindRequest { version 3, name "", simple "" } }
     let bind = [
         0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
     ];
-    let len = "(?:[0-7][0-9A-F]|8[1-4](?:[0-9A-F]{2}){1,4})";
-    vec![
-        send(&bind),
-        expect_regex(&format!("^30{len}02010161{len}0A0100")),
-    ]
+    vec![send(&bind), CheckRule::Protocol(Reply::LdapBind)]
 }
 
 /// `option ssl-hello-chk`: a TLS ClientHello; the server must answer with a handshake record.
 pub fn ssl_hello() -> Vec<CheckRule> {
-    vec![send(&client_hello()), expect_regex("^1603")]
+    vec![send(&client_hello()), CheckRule::Protocol(Reply::SslHello)]
 }
 
 /// A TLS 1.2 ClientHello offering common suites, with the extensions ECDHE needs.

@@ -282,6 +282,27 @@ pub enum CheckRule {
     Expect(Expect),
     /// `comment`: a note shown in reports (no effect on the check).
     Comment(String),
+    /// Read and judge a protocol's answer (the ready-made checks, [`crate::canned`]).
+    Protocol(Reply),
+}
+
+/// An answer the ready-made checks know how to judge, with HAProxy's verdicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// An SMTP reply line: 2xx passes, other codes fail with their code and text.
+    Smtp,
+    /// A Redis reply line: `+PONG` passes.
+    RedisPong,
+    /// A PostgreSQL Authentication request (`R`) passes, an ErrorResponse fails.
+    PgsqlStartup,
+    /// A MySQL handshake (protocol 10) passes, an error packet fails with its code.
+    MysqlHandshake,
+    /// A MySQL OK packet passes, an error packet fails with its code.
+    MysqlOk,
+    /// An LDAPv3 BindResponse with resultCode 0 passes.
+    LdapBind,
+    /// A TLS handshake record passes.
+    SslHello,
 }
 
 /// A backend's check settings.

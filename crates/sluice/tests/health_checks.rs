@@ -739,3 +739,64 @@ fn tcp_expect_failures_are_reported_as_haproxy_reports_them() {
         );
     }
 }
+
+#[test]
+fn ready_made_check_failures_are_reported_as_haproxy_reports_them() {
+    // Each server reads what the check sends (if anything), then answers `answer` and closes.
+    fn answering(read_first: bool, answer: &'static [u8]) -> Backend {
+        Backend::start(move |mut s| {
+            if read_first {
+                let mut buf = [0u8; 512];
+                let _ = s.read(&mut buf);
+            }
+            let _ = s.write_all(answer);
+        })
+    }
+    let smtp = answering(false, b"554 go away\r\n");
+    let http = answering(true, b"HTTP/1.0 400 Bad\r\n\r\n");
+    let pg = answering(true, b"E\0\0\0\x13SFATAL\0C28000\0\0");
+    let mysql = answering(false, b"\x16\0\0\0\xff\x15\x04#28000Access denied");
+    let (fe, _addr) = frontend();
+    let checks = [
+        ("smtp", "option smtpchk", smtp.addr()),
+        ("ssl", "option ssl-hello-chk", http.addr()),
+        ("pgsql", "option pgsql-check user hap", pg.addr()),
+        ("ldap", "option ldap-check", http.addr()),
+        ("mysql", "option mysql-check user hap", mysql.addr()),
+        ("redis", "option redis-check", http.addr()),
+    ];
+    let mut cfg = format!(
+        "{TCP_DEFAULTS}\nfrontend fe\n    bind {}\n    default_backend smtp\n",
+        fd_bind(&fe)
+    );
+    for (name, option, server) in &checks {
+        cfg.push_str(&format!(
+            "backend {name}\n    {option}\n    server s1 {server} check inter 50\n"
+        ));
+    }
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let expected = [
+        ("smtp", "Layer7 wrong status, code: 554, info: \"go away\""),
+        ("ssl", "Layer6 invalid response, check duration"),
+        ("pgsql", "Layer7 invalid response, info: \"FATAL\""),
+        (
+            "ldap",
+            "Layer7 invalid response, info: \"Not LDAPv3 protocol\"",
+        ),
+        (
+            "mysql",
+            "Layer7 wrong status, code: 1045, info: \"#28000Access denied\"",
+        ),
+        (
+            "redis",
+            "Layer7 wrong status, code: 0, info: \"HTTP/1.0 400 Bad\"",
+        ),
+    ];
+    for (name, reason) in expected {
+        let stderr = wait_for_message(&proxy, &format!("Server {name}/s1 is DOWN"));
+        assert!(
+            stderr.contains(&format!("Server {name}/s1 is DOWN, reason: {reason}")),
+            "{name}: {stderr}"
+        );
+    }
+}
