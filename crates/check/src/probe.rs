@@ -320,6 +320,8 @@ pub async fn run(
     let mut buf: Vec<u8> = Vec::new();
     let mut eof = false;
     let mut response: Option<HttpResponse> = None;
+    // What a ready-made check's last verdict says on success.
+    let mut success: Option<Outcome> = None;
     for (i, (number, step)) in program.steps.iter().enumerate() {
         match step {
             Step::Connect(rule) => {
@@ -396,7 +398,10 @@ pub async fn run(
                 };
                 loop {
                     match reply::judge(*kind, &buf, eof || buf.len() >= MAX_RESPONSE) {
-                        Verdict::Pass => break,
+                        Verdict::Pass(outcome) => {
+                            success = Some(outcome);
+                            break;
+                        }
                         Verdict::Fail(outcome) => return outcome,
                         Verdict::Pending => {}
                     }
@@ -461,9 +466,11 @@ pub async fn run(
     if program.connect_only() {
         return Outcome::new(Status::L4Ok);
     }
-    match response {
-        Some(r) => Outcome::new(Status::L7Ok).code(r.status).info(r.reason),
-        None => Outcome::new(Status::L7Ok).code(0).info("(tcp-check)"),
+    // HAProxy reports an HTTP success by its status alone.
+    match (response, success) {
+        (Some(r), _) => Outcome::new(Status::L7Ok).code(r.status),
+        (None, Some(outcome)) => outcome,
+        (None, None) => Outcome::new(Status::L7Ok).code(0).info("(tcp-check)"),
     }
 }
 

@@ -14,8 +14,8 @@ use sluice_config::checks::Reply;
 pub enum Verdict {
     /// Not enough bytes yet.
     Pending,
-    /// The answer is good.
-    Pass,
+    /// The answer is good; the report HAProxy gives when it is the check's last word.
+    Pass(Outcome),
     /// The answer is bad, with the report.
     Fail(Outcome),
 }
@@ -76,7 +76,7 @@ pub fn judge(reply: Reply, buf: &[u8], eof: bool) -> Verdict {
         Reply::LdapBind => ldap(buf),
         Reply::SslHello => match buf.first() {
             None => Verdict::Pending,
-            Some(0x16) => Verdict::Pass,
+            Some(0x16) => Verdict::Pass(Outcome::new(Status::L6Ok)),
             Some(_) => Verdict::Fail(Outcome::new(Status::L6Rsp)),
         },
     };
@@ -100,7 +100,14 @@ fn smtp(buf: &[u8]) -> Verdict {
         .and_then(|c| std::str::from_utf8(c).ok())
         .and_then(|c| c.parse::<u16>().ok());
     match code {
-        Some(code) if (200..300).contains(&code) => Verdict::Pass,
+        Some(code) if (200..300).contains(&code) => {
+            let rest = line.get(3..).unwrap_or_default();
+            let rest = rest
+                .strip_prefix(b" ")
+                .or(rest.strip_prefix(b"-"))
+                .unwrap_or(rest);
+            Verdict::Pass(Outcome::new(Status::L7Ok).code(code).info(text(rest)))
+        }
         Some(code) => {
             let rest = line.get(3..).unwrap_or_default();
             let rest = rest
@@ -116,7 +123,11 @@ fn smtp(buf: &[u8]) -> Verdict {
 fn redis(buf: &[u8]) -> Verdict {
     match first_line(buf) {
         None => Verdict::Pending,
-        Some(line) if line.starts_with(b"+PONG") => Verdict::Pass,
+        Some(line) if line.starts_with(b"+PONG") => Verdict::Pass(
+            Outcome::new(Status::L7Ok)
+                .code(0)
+                .info("Redis server is ok"),
+        ),
         Some(line) => Verdict::Fail(Outcome::new(Status::L7Sts).code(0).info(text(line))),
     }
 }
@@ -124,7 +135,11 @@ fn redis(buf: &[u8]) -> Verdict {
 fn pgsql(buf: &[u8]) -> Verdict {
     match buf.first() {
         None => Verdict::Pending,
-        Some(b'R') => Verdict::Pass,
+        Some(b'R') => Verdict::Pass(
+            Outcome::new(Status::L7Ok)
+                .code(0)
+                .info("PostgreSQL server is ok"),
+        ),
         Some(b'E') => {
             let Some(len) = buf
                 .get(1..5)
@@ -157,7 +172,7 @@ fn mysql(buf: &[u8], good: u8) -> Verdict {
         return Verdict::Pending;
     };
     match payload.first() {
-        Some(&b) if b == good => Verdict::Pass,
+        Some(&b) if b == good => Verdict::Pass(Outcome::new(Status::L7Ok).code(0)),
         Some(0xff) => {
             let code = payload
                 .get(1..3)
@@ -198,7 +213,7 @@ fn ldap(buf: &[u8]) -> Verdict {
     match parsed {
         Err(Short) => Verdict::Pending,
         Ok(None) => not_ldap(),
-        Ok(Some(0)) => Verdict::Pass,
+        Ok(Some(0)) => Verdict::Pass(Outcome::new(Status::L7Ok).code(0)),
         Ok(Some(code)) => Verdict::Fail(
             Outcome::new(Status::L7Sts)
                 .code(u16::from(code))
@@ -221,7 +236,10 @@ mod tests {
     #[test]
     fn smtp_codes() {
         assert_eq!(judge(Reply::Smtp, b"220 hi", false), Verdict::Pending);
-        assert_eq!(judge(Reply::Smtp, b"220-hi\r\n", false), Verdict::Pass);
+        assert!(matches!(
+            judge(Reply::Smtp, b"220-hi\r\n", false),
+            Verdict::Pass(_)
+        ));
         assert_eq!(
             fail(Reply::Smtp, b"554 go away\r\n"),
             Outcome::new(Status::L7Sts).code(554).info("go away")
@@ -235,25 +253,28 @@ mod tests {
 
     #[test]
     fn redis_and_ssl() {
-        assert_eq!(judge(Reply::RedisPong, b"+PONG\r\n", false), Verdict::Pass);
+        assert!(matches!(
+            judge(Reply::RedisPong, b"+PONG\r\n", false),
+            Verdict::Pass(_)
+        ));
         assert_eq!(
             fail(Reply::RedisPong, b"-ERR no\r\n"),
             Outcome::new(Status::L7Sts).code(0).info("-ERR no")
         );
-        assert_eq!(
+        assert!(matches!(
             judge(Reply::SslHello, b"\x16\x03\x03", false),
-            Verdict::Pass
-        );
+            Verdict::Pass(_)
+        ));
         assert_eq!(fail(Reply::SslHello, b"\x15\x03").status, Status::L6Rsp);
         assert_eq!(judge(Reply::SslHello, b"", false), Verdict::Pending);
     }
 
     #[test]
     fn pgsql_answers() {
-        assert_eq!(
+        assert!(matches!(
             judge(Reply::PgsqlStartup, b"R\0\0\0\x08", false),
-            Verdict::Pass
-        );
+            Verdict::Pass(_)
+        ));
         let msg = b"SFATAL\0C28000\0\0";
         let mut e = vec![b'E'];
         e.extend_from_slice(&(msg.len() as u32 + 4).to_be_bytes());
@@ -271,10 +292,10 @@ mod tests {
             judge(Reply::MysqlHandshake, b"\x05\0\0\0\x0a5.7", false),
             Verdict::Pending
         );
-        assert_eq!(
+        assert!(matches!(
             judge(Reply::MysqlHandshake, b"\x05\0\0\0\x0a5.7.", false),
-            Verdict::Pass
-        );
+            Verdict::Pass(_)
+        ));
         let err = b"\x16\0\0\0\xff\x15\x04#28000Access denied";
         assert_eq!(
             fail(Reply::MysqlOk, err),
@@ -282,10 +303,10 @@ mod tests {
                 .code(1045)
                 .info("#28000Access denied")
         );
-        assert_eq!(
+        assert!(matches!(
             judge(Reply::MysqlOk, b"\x07\0\0\x02\0\0\0\x02\0\0\0", false),
-            Verdict::Pass
-        );
+            Verdict::Pass(_)
+        ));
     }
 
     #[test]
@@ -293,7 +314,10 @@ mod tests {
         let ok = [
             0x30, 0x0c, 0x02, 0x01, 0x01, 0x61, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00,
         ];
-        assert_eq!(judge(Reply::LdapBind, &ok, false), Verdict::Pass);
+        assert!(matches!(
+            judge(Reply::LdapBind, &ok, false),
+            Verdict::Pass(_)
+        ));
         assert_eq!(judge(Reply::LdapBind, &ok[..6], false), Verdict::Pending);
         // Long-form lengths, as some directories send them.
         let long = [

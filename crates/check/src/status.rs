@@ -20,6 +20,8 @@ pub enum Status {
     L4Tout,
     /// The connection was refused or reset.
     L4Con,
+    /// The TLS answer was a handshake (`ssl-hello-chk`).
+    L6Ok,
     /// The TLS answer was not a handshake (`ssl-hello-chk`).
     L6Rsp,
     /// The response did not arrive in time.
@@ -39,7 +41,10 @@ pub enum Status {
 impl Status {
     /// Whether the check counts as a success for rise/fall (a conditional pass does).
     pub fn passed(self) -> bool {
-        matches!(self, Status::L4Ok | Status::L7Ok | Status::L7OkC)
+        matches!(
+            self,
+            Status::L4Ok | Status::L6Ok | Status::L7Ok | Status::L7OkC
+        )
     }
 
     /// The short code shown in statistics.
@@ -49,6 +54,7 @@ impl Status {
             Status::L4Ok => "L4OK",
             Status::L4Tout => "L4TOUT",
             Status::L4Con => "L4CON",
+            Status::L6Ok => "L6OK",
             Status::L6Rsp => "L6RSP",
             Status::L7Tout => "L7TOUT",
             Status::L7Rsp => "L7RSP",
@@ -66,6 +72,7 @@ impl Status {
             Status::L4Ok => "Layer4 check passed",
             Status::L4Tout => "Layer4 timeout",
             Status::L4Con => "Layer4 connection problem",
+            Status::L6Ok => "Layer6 check passed",
             Status::L6Rsp => "Layer6 invalid response",
             Status::L7Tout => "Layer7 timeout",
             Status::L7Rsp => "Layer7 invalid response",
