@@ -370,7 +370,10 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
     let (rise, fall) = (c.rise(), c.fall());
     let mut machine = Machine::new(rise, fall);
     let mut jitter = Jitter::new(key, engine.spread);
-    server.health.set_observing(c.observe);
+    server.health.set_observing(
+        c.observe.is_some(),
+        c.observe == Some(sluice_config::checks::Observe::Layer7),
+    );
     let node = engine.process.global.node.as_deref().unwrap_or_default();
     sleep(first).await;
     loop {
@@ -413,7 +416,8 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
             }
             server.health.reset_observed_errors();
             let outcome = Outcome::new(Status::Hana).info(format!(
-                "Detected {errors} consecutive errors, last one was: L4 unsuccessful connection"
+                "Detected {errors} consecutive errors, last one was: {}",
+                server.health.last_observed().description()
             ));
             let failed = match c.on_error {
                 OnError::Fastinter => false,

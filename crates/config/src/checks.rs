@@ -68,8 +68,8 @@ pub struct ServerChecks {
     pub agent_addr: Option<IpAddr>,
     /// `track`: take the state of another server instead of checking.
     pub track: Option<Track>,
-    /// `observe layer4`: connection failures of the traffic count as check failures.
-    pub observe: bool,
+    /// `observe`: the traffic's errors count against the server.
+    pub observe: Option<Observe>,
     /// `error-limit`: consecutive observed failures that trigger `on-error` (10 by default).
     pub error_limit: Option<u32>,
     /// `on-error`: what the limit triggers.
@@ -135,13 +135,23 @@ pub enum InitAddr {
     Ip(IpAddr),
 }
 
-/// `on-error`: what `error-limit` consecutive observed failures do.
+/// What `observe` watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observe {
+    /// Connection failures.
+    Layer4,
+    /// Connection failures and HTTP responses (5xx but 501 and 505, invalid, timed out).
+    Layer7,
+}
+
+/// `on-error`: what `error-limit` consecutive observed failures do (every action also checks
+/// again at `fastinter`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnError {
-    /// Check again at `fastinter` (the default).
-    #[default]
+    /// Only check again sooner.
     Fastinter,
-    /// Count a failed check.
+    /// Count a failed check (the default).
+    #[default]
     FailCheck,
     /// Leave the server one failed check from down, and check at `fastinter`.
     SuddenDeath,
@@ -444,15 +454,12 @@ pub(crate) fn parse_server_option(
         },
         "observe" => match d.word(i + 1, "'layer4' or 'layer7'", diags) {
             Some("layer4") => {
-                c.observe = true;
+                c.observe = Some(Observe::Layer4);
                 Some(1)
             }
             Some("layer7") => {
-                diags.push(Diagnostic::not_supported(
-                    d.span,
-                    format!("{} observe layer7", d.words[0]),
-                ));
-                None
+                c.observe = Some(Observe::Layer7);
+                Some(1)
             }
             Some(other) => {
                 diags.push(d.alert(format!(
@@ -559,7 +566,7 @@ pub(crate) fn validate_server(
         diags.push(d.alert("'agent-check' needs 'agent-port'"));
         ok = false;
     }
-    if c.observe && !c.check {
+    if c.observe.is_some() && !c.check {
         // The observed failures act on the health check: without one they would do nothing.
         diags.push(d.alert("'observe' needs 'check'"));
         ok = false;
@@ -1025,13 +1032,23 @@ pub fn decode_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Server options that depend on the proxy's mode: `observe layer7` needs HTTP;
 /// `on-marked-down shutdown-sessions` and `on-marked-up shutdown-backup-sessions` end TCP
-/// sessions only: an HTTP backend with them is refused rather than silently not obeying.
-pub(crate) fn refuse_http_shutdowns(
+/// sessions only, so an HTTP backend with them is refused rather than silently not obeying.
+pub(crate) fn check_server_modes(
     http: bool,
     servers: &[crate::proxy::ServerConf],
     diags: &mut Diagnostics,
 ) {
+    for s in servers {
+        if !http && s.checks.observe == Some(Observe::Layer7) {
+            diags.push(Diagnostic::alert(
+                &s.span,
+                "server observe",
+                "'layer7' can only be used in http proxies",
+            ));
+        }
+    }
     if !http {
         return;
     }

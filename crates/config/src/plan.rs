@@ -279,7 +279,7 @@ fn plan_proxies(
         let keyword = p.section.kind.keyword();
         crate::checks::warn_unused_rules(&p.conf.checks, &p.name, &p.section.span, keyword, diags);
         let http = p.conf.mode == Some(Mode::Http);
-        crate::checks::refuse_http_shutdowns(http, &p.conf.servers, diags);
+        crate::checks::check_server_modes(http, &p.conf.servers, diags);
         backend_index.insert(&p.name, backends.len());
         backends.push(BackendPlan {
             id: proxy_id(p, i),

@@ -10,7 +10,7 @@
 use crate::proxy::Backend;
 use sluice_balance::ServerState;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use tokio::sync::{Notify, watch};
 
 /// The administrative state (configuration `disabled`, agent `drain`/`maint`/`ready`).
@@ -65,12 +65,57 @@ pub struct ServerHealth {
     state: Mutex<HealthState>,
     /// Bumped to end the server's sessions (`on-marked-down shutdown-sessions`).
     kill: watch::Sender<u64>,
-    /// `observe layer4`: the data path reports its connection attempts.
-    observing: AtomicBool,
-    /// Consecutive failed connection attempts seen by the data path.
+    /// What the data path reports: 0 nothing, 4 connection attempts, 7 responses too.
+    observing: AtomicU8,
+    /// Consecutive errors seen by the data path.
     errors: AtomicU32,
+    /// The last of them ([`Observed`] as a number).
+    last_error: AtomicU8,
     /// Wakes the check engine after a failed attempt.
     observed: Notify,
+}
+
+/// An error the data path saw (`observe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// A connection attempt failed.
+    Connect,
+    /// A 5xx status other than 501 and 505.
+    WrongStatus,
+    /// An invalid response, or none.
+    InvalidResponse,
+    /// The response did not come in time.
+    Timeout,
+}
+
+impl Observed {
+    /// HAProxy's words for it in the "Detected N consecutive errors" message.
+    pub fn description(self) -> &'static str {
+        match self {
+            Observed::Connect => "L4 unsuccessful connection",
+            Observed::WrongStatus => "Wrong http response",
+            Observed::InvalidResponse => "Invalid http response",
+            Observed::Timeout => "Read timeout (http)",
+        }
+    }
+
+    fn from_u8(n: u8) -> Observed {
+        match n {
+            1 => Observed::WrongStatus,
+            2 => Observed::InvalidResponse,
+            3 => Observed::Timeout,
+            _ => Observed::Connect,
+        }
+    }
+
+    fn to_u8(self) -> u8 {
+        match self {
+            Observed::Connect => 0,
+            Observed::WrongStatus => 1,
+            Observed::InvalidResponse => 2,
+            Observed::Timeout => 3,
+        }
+    }
 }
 
 /// What a session waits on to learn that its server's sessions must end.
@@ -100,29 +145,58 @@ impl ServerHealth {
                 last_check: None,
             }),
             kill: watch::channel(0).0,
-            observing: AtomicBool::new(false),
+            observing: AtomicU8::new(0),
             errors: AtomicU32::new(0),
+            last_error: AtomicU8::new(0),
             observed: Notify::new(),
         }
     }
 
-    /// Turns on the data path's reports (`observe layer4`).
-    pub fn set_observing(&self, on: bool) {
-        self.observing.store(on, Ordering::Relaxed);
+    /// Turns on the data path's reports: `layer7` adds responses to connection attempts.
+    pub fn set_observing(&self, on: bool, layer7: bool) {
+        let level = match (on, layer7) {
+            (false, _) => 0,
+            (true, false) => 4,
+            (true, true) => 7,
+        };
+        self.observing.store(level, Ordering::Relaxed);
     }
 
     /// The data path's report of one connection attempt to this server: one atomic load when
     /// the server is not observed.
     pub fn observe_connect(&self, ok: bool) {
-        if !self.observing.load(Ordering::Relaxed) {
+        match (self.observing.load(Ordering::Relaxed), ok) {
+            (0, _) => {}
+            // In layer 7 a connection is only good once its response is: as in HAProxy, a
+            // successful connect does not reset the count.
+            (7, true) => {}
+            (_, true) => self.record(Ok(())),
+            (_, false) => self.record(Err(Observed::Connect)),
+        }
+    }
+
+    /// The data path's report of one HTTP response (`observe layer7` only).
+    pub fn observe_response(&self, result: Result<(), Observed>) {
+        if self.observing.load(Ordering::Relaxed) != 7 {
             return;
         }
-        if ok {
-            self.errors.store(0, Ordering::Relaxed);
-        } else {
-            self.errors.fetch_add(1, Ordering::Relaxed);
-            self.observed.notify_one();
+        self.record(result);
+    }
+
+    fn record(&self, result: Result<(), Observed>) {
+        match result {
+            Ok(()) => self.errors.store(0, Ordering::Relaxed),
+            Err(kind) => {
+                self.last_error.store(kind.to_u8(), Ordering::Relaxed);
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                self.observed.notify_one();
+            }
         }
+    }
+
+    /// The last error the data path reported.
+    pub fn last_observed(&self) -> Observed {
+        Observed::from_u8(self.last_error.load(Ordering::Relaxed))
     }
 
     /// Completes after a failed attempt was reported.
@@ -259,14 +333,20 @@ mod tests {
         let h = ServerHealth::new(false);
         h.observe_connect(false);
         assert_eq!(h.observed_errors(), 0, "not observing");
-        h.set_observing(true);
+        h.set_observing(true, false);
         h.observe_connect(false);
         h.observe_connect(false);
-        assert_eq!(h.observed_errors(), 2);
+        h.observe_response(Ok(()));
+        assert_eq!(h.observed_errors(), 2, "responses count in layer7 only");
+        h.set_observing(true, true);
+        h.observe_response(Err(Observed::WrongStatus));
+        h.observe_connect(true);
+        assert_eq!(h.observed_errors(), 3);
+        assert_eq!(h.last_observed(), Observed::WrongStatus);
         tokio::time::timeout(std::time::Duration::from_secs(1), h.observed())
             .await
             .expect("woken");
-        h.observe_connect(true);
+        h.observe_response(Ok(()));
         assert_eq!(h.observed_errors(), 0);
     }
 

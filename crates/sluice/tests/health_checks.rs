@@ -800,3 +800,35 @@ fn ready_made_check_failures_are_reported_as_haproxy_reports_them() {
         );
     }
 }
+
+#[test]
+fn observe_layer7_counts_server_errors_against_the_server() {
+    let (failing, _) = http_server(500, "Internal Server Error", "oops");
+    let (good, _) = http_server(200, "OK", "good");
+    let health = Backend::start(|_| {});
+    let (fe, addr) = frontend();
+    // Checks (every 10s, to a port that answers) keep s1 up: only its 500s can take it down,
+    // through the default on-error (fail-check).
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} check port {} inter 10s observe layer7 error-limit 2\n    server s2 {}\n",
+        fd_bind(&fe),
+        failing.addr(),
+        health.addr().port(),
+        good.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut stderr = String::new();
+    let down = wait_until(TRANSITION, || {
+        let _ = get(addr);
+        stderr = proxy.stderr();
+        stderr.contains("Server app/s1 is DOWN")
+    });
+    assert!(down, "{stderr}");
+    assert!(
+        stderr.contains("Server app/s1 is DOWN, reason: Health analyze, info: \"Detected 2 consecutive errors, last one was: Wrong http response\". 1 active and 0 backup servers left."),
+        "{stderr}"
+    );
+    for _ in 0..3 {
+        assert_eq!(get(addr), (200, "good".to_owned()));
+    }
+}
