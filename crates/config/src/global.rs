@@ -97,6 +97,8 @@ pub struct GlobalConf {
     pub maxpipes: Option<usize>,
     /// `nosplice`: never use `splice(2)`, whatever the proxies say.
     pub nosplice: bool,
+    /// `spread-checks`: random jitter added to check intervals, in percent (0 to 50).
+    pub spread_checks: Option<u32>,
 }
 
 /// HAProxy's default `tune.bufsize`.
@@ -226,6 +228,10 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             if let Some(n) = d.integer(1, "a size in bytes", 0, 1 << 29, diags) {
                 conf.maxrewrite = Some(n as u32);
             }
+            d.no_more_than(2, diags);
+        }
+        "spread-checks" => {
+            conf.spread_checks = d.integer(1, "a percentage", 0, 50, diags).map(|n| n as u32);
             d.no_more_than(2, diags);
         }
         "nbproc" => diags.push(

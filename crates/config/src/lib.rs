@@ -9,6 +9,8 @@
 //! defaults into the `*Plan` the runtime is built from. Start reading at [`plan::Plan`].
 
 pub mod addr;
+pub mod canned;
+pub mod checks;
 pub mod cond;
 pub mod cookie;
 pub mod diag;

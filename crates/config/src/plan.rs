@@ -134,6 +134,8 @@ pub struct BackendPlan {
     pub splice: SpliceOptions,
     /// Cookie persistence, `option persist|redispatch`, `force-persist`, `ignore-persist`.
     pub persistence: PersistPlan,
+    /// Health-check kind and rules.
+    pub checks: crate::checks::ProxyChecks,
 }
 
 /// The outcome of reading a configuration: the plan if it is valid, and every diagnostic.
@@ -322,6 +324,10 @@ fn plan_proxies(
             continue;
         }
         check_unique_servers(&p.conf.servers, diags);
+        let keyword = p.section.kind.keyword();
+        crate::checks::warn_unused_rules(&p.conf.checks, &p.name, &p.section.span, keyword, diags);
+        let http = p.conf.mode == Some(Mode::Http);
+        crate::checks::check_server_modes(http, &p.conf.servers, diags);
         backend_index.insert(&p.name, backends.len());
         backends.push(BackendPlan {
             id: proxy_id(p, i),
@@ -342,8 +348,14 @@ fn plan_proxies(
             splice: p.conf.splice,
             rules: Arc::clone(&rules[i]),
             persistence: plan_persistence(p, diags),
+            checks: p.conf.checks.clone(),
         });
     }
+    let mut named: Vec<(String, &mut Vec<ServerConf>)> = backends
+        .iter_mut()
+        .map(|b: &mut BackendPlan| (b.id.name.clone(), &mut b.servers))
+        .collect();
+    crate::checks::resolve_tracks(&mut named, diags);
 
     let mut frontends = Vec::new();
     for (i, p) in proxies.iter().enumerate() {
@@ -683,5 +695,24 @@ mod tests {
         assert_eq!(ids, [("f".to_owned(), 1), ("l".to_owned(), 3)]);
         let backend_ids: Vec<u32> = plan.backends.iter().map(|b| b.id.uid).collect();
         assert_eq!(backend_ids, [2, 3]);
+    }
+
+    #[test]
+    fn default_server_applies_to_following_servers_and_tracks_resolve() {
+        let plan = plan_of(
+            "defaults\n default-server inter 3s\n\
+             backend b\n server a 127.0.0.1:1 check\n default-server fall 5 check\n\
+             server c 127.0.0.1:2 inter 1s\n server d 127.0.0.1:3 no-check track a\n\
+             backend e\n server f 127.0.0.1:4 track b/c\n",
+        );
+        let s = &plan.backends[0].servers;
+        assert_eq!(s[0].checks.inter(), Duration::from_secs(3));
+        assert_eq!(s[0].checks.fall(), 3);
+        assert_eq!(s[1].checks.inter(), Duration::from_secs(1));
+        assert_eq!(s[1].checks.fall(), 5);
+        assert!(s[1].checks.check);
+        assert_eq!(s[2].checks.track.as_ref().unwrap().resolved, Some((0, 0)));
+        let f = &plan.backends[1].servers[0];
+        assert_eq!(f.checks.track.as_ref().unwrap().resolved, Some((0, 1)));
     }
 }

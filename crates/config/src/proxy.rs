@@ -8,6 +8,7 @@
 //! when HAProxy merely ignores it (`timeout client` in a backend).
 
 use crate::addr::{self, ListenAddr, ServerAddr};
+use crate::checks::{self, DefaultServerLine, ProxyChecks, ServerChecks, ServerOption};
 use crate::cookie::{self, PersistConf};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
@@ -90,6 +91,8 @@ pub struct ServerConf {
     /// `cookie VALUE`: the value naming this server in the backend's persistence cookie;
     /// `None` means no persistence to this server.
     pub cookie: Option<String>,
+    /// Health-check settings (`check`, `inter`, `agent-check`, `track`...).
+    pub checks: ServerChecks,
 }
 
 /// The PROXY protocol header a server receives.
@@ -102,6 +105,26 @@ pub enum SendProxy {
 }
 
 impl ServerConf {
+    /// A server with every option at HAProxy's default.
+    fn with_defaults(span: Span, name: String, addr: ServerAddr) -> ServerConf {
+        ServerConf {
+            span,
+            name,
+            addr,
+            weight: 1,
+            disabled: false,
+            backup: false,
+            pool_max_conn: None,
+            pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
+            send_proxy_v1: false,
+            send_proxy_v2: false,
+            maxconn: None,
+            maxqueue: None,
+            cookie: None,
+            checks: ServerChecks::default(),
+        }
+    }
+
     /// The header this server's connections start with, if any.
     pub fn send_proxy(&self) -> Option<SendProxy> {
         if self.send_proxy_v2 {
@@ -139,6 +162,8 @@ pub struct Timeouts {
     /// `timeout queue`: how long a request may wait for a server slot (`timeout connect`
     /// when unset, as in HAProxy).
     pub queue: Option<Duration>,
+    /// `timeout check`: a health check must complete within this time once connected.
+    pub check: Option<Duration>,
 }
 
 /// What a `defaults`, `frontend`, `backend` or `listen` section says. Every field is optional
@@ -187,6 +212,10 @@ pub struct ProxyConf {
     pub splice: SpliceOptions,
     /// Persistence: `cookie`, `option persist|redispatch`, `force-persist`, `ignore-persist`.
     pub persistence: PersistConf,
+    /// `option httpchk`, `option tcp-check`, `http-check`, `tcp-check`.
+    pub checks: ProxyChecks,
+    /// `default-server` lines, applied before each following `server` line's own options.
+    pub default_servers: Vec<DefaultServerLine>,
 }
 
 /// Which directions may be forwarded with `splice(2)` (configuration.txt §4.2
@@ -338,9 +367,22 @@ pub fn parse_proxy_line(
         }
         "server" => {
             if only_in(&d, kind, kind.has_backend(), "backend and listen sections", diags)
-                && let Some(server) = parse_server(&d, diags)
+                && let Some(server) = parse_server(&d, &conf.default_servers, diags)
             {
                 conf.servers.push(server);
+            }
+        }
+        "default-server" => {
+            if applies(&d, kind, BACK, diags) && parse_default_server(&d, diags) {
+                conf.default_servers.push(DefaultServerLine {
+                    span: line.span.clone(),
+                    words: line.words.clone(),
+                });
+            }
+        }
+        "http-check" | "tcp-check" => {
+            if applies(&d, kind, BACK, diags) {
+                checks::parse_rule_line(&mut conf.checks, kind, line, diags);
             }
         }
         "default_backend" => {
@@ -459,6 +501,7 @@ fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &m
         "http-request" => (&mut t.http_request, FRONT),
         "http-keep-alive" => (&mut t.http_keep_alive, FRONT),
         "queue" => (&mut t.queue, BACK),
+        "check" => (&mut t.check, BACK),
         _ => {
             diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
             return;
@@ -506,6 +549,12 @@ fn parse_option(
         };
         if applies(&d, kind, allowed, diags) {
             http_options::apply_http_option(&mut conf.http, &d, name, skip + 2, enable, diags);
+        }
+        return;
+    }
+    if checks::is_check_option(name) {
+        if applies(&d, kind, BACK, diags) {
+            checks::parse_check_option(&mut conf.checks, line, skip, enable, diags);
         }
         return;
     }
@@ -631,7 +680,11 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
     ok.then_some(bind)
 }
 
-fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf> {
+fn parse_server(
+    d: &Directive<'_>,
+    defaults: &[DefaultServerLine],
+    diags: &mut Diagnostics,
+) -> Option<ServerConf> {
     let name = d.word(1, "a server name and an address", diags)?;
     let text = d.word(2, "an address", diags)?;
     let addr = match addr::parse_server_addr(text) {
@@ -643,22 +696,34 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
             return None;
         }
     };
-    let mut server = ServerConf {
-        span: d.span.clone(),
-        name: name.to_owned(),
-        addr,
-        weight: 1,
-        disabled: false,
-        backup: false,
-        pool_max_conn: None,
-        pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
-        send_proxy_v1: false,
-        send_proxy_v2: false,
-        maxconn: None,
-        maxqueue: None,
-        cookie: None,
-    };
-    let mut i = 3;
+    let mut server = ServerConf::with_defaults(d.span.clone(), name.to_owned(), addr);
+    for default in defaults {
+        // Already reported when the `default-server` line was read.
+        let line = default.line();
+        let _ = server_options(&mut server, &Directive::new(&line, 1), 1, &mut Vec::new());
+    }
+    server_options(&mut server, d, 3, diags)?;
+    checks::validate_server(&server.checks, &server.addr, d, diags).then_some(server)
+}
+
+/// `default-server [options]`: checked now against a placeholder server.
+fn parse_default_server(d: &Directive<'_>, diags: &mut Diagnostics) -> bool {
+    let mut scratch = ServerConf::with_defaults(
+        d.span.clone(),
+        String::new(),
+        ServerAddr::Unix(String::new()),
+    );
+    server_options(&mut scratch, d, 1, diags).is_some()
+}
+
+/// Applies the server options of `d` from word `first` on.
+fn server_options(
+    server: &mut ServerConf,
+    d: &Directive<'_>,
+    first: usize,
+    diags: &mut Diagnostics,
+) -> Option<()> {
+    let mut i = first;
     while i < d.words.len() {
         match d.words[i].as_str() {
             "weight" => {
@@ -705,12 +770,19 @@ fn parse_server(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ServerConf
                 server.cookie = Some(cookie::server_cookie(d, i + 1, diags)?);
                 i += 1;
             }
-            other => {
-                diags.push(Diagnostic::not_supported(d.span, format!("server {other}")));
-                return None;
-            }
+            other => match checks::parse_server_option(&mut server.checks, d, i, diags) {
+                ServerOption::Consumed(extra) => i += extra,
+                ServerOption::Failed => return None,
+                ServerOption::Unknown => {
+                    diags.push(Diagnostic::not_supported(
+                        d.span,
+                        format!("{} {other}", d.words[0]),
+                    ));
+                    return None;
+                }
+            },
         }
         i += 1;
     }
-    Some(server)
+    Some(())
 }

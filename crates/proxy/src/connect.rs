@@ -72,7 +72,10 @@ pub async fn connect_attempts(
             let pause = connect_timeout.map_or(MAX_RETRY_PAUSE, |t| t.min(MAX_RETRY_PAUSE));
             tokio::time::sleep(pause).await;
         }
-        let Ok(mut stream) = Stream::connect(&target, connect_timeout, opts).await else {
+        let result = Stream::connect(&target, connect_timeout, opts).await;
+        // `observe layer4`: the health checks learn of every attempt.
+        server.health.observe_connect(result.is_ok());
+        let Ok(mut stream) = result else {
             continue;
         };
         if let Some(version) = server.conf.send_proxy() {

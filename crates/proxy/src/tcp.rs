@@ -139,22 +139,39 @@ pub async fn serve(
                     } else {
                         let timeouts = idle_timeouts(frontend, backend);
                         let (up, down) = directions(process, frontend, backend);
-                        let outcome = forward::forward_streams(
+                        let relay = forward::forward_streams(
                             &mut client,
                             &mut upstream,
                             timeouts,
                             up,
                             down,
-                        )
-                        .await;
-                        let up = outcome.client_to_server + early.len() as u64;
-                        for traffic in [&frontend.traffic, &backend.traffic, &server.traffic] {
-                            traffic.bytes_in.add(up);
-                            traffic.bytes_out.add(outcome.server_to_client);
+                        );
+                        // `on-marked-down shutdown-sessions` and the like end the relay at once.
+                        let mut killed = server.health.kill_signal();
+                        let outcome = tokio::select! {
+                            outcome = relay => Some(outcome),
+                            () = killed.wait() => None,
+                        };
+                        match outcome {
+                            None => {
+                                record.termination = Termination {
+                                    cause: Cause::Killed,
+                                    phase: Phase::Data,
+                                };
+                            }
+                            Some(outcome) => {
+                                let up = outcome.client_to_server + early.len() as u64;
+                                for traffic in
+                                    [&frontend.traffic, &backend.traffic, &server.traffic]
+                                {
+                                    traffic.bytes_in.add(up);
+                                    traffic.bytes_out.add(outcome.server_to_client);
+                                }
+                                record.bytes_to_client = outcome.server_to_client;
+                                record.bytes_from_client = up;
+                                record.termination = termination_of(&outcome.finish);
+                            }
                         }
-                        record.bytes_to_client = outcome.server_to_client;
-                        record.bytes_from_client = up;
-                        record.termination = termination_of(&outcome.finish);
                     }
                 }
             }

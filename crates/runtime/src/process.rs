@@ -6,14 +6,17 @@
 //! resolve is a start-up error (and a `-c` error), never a runtime surprise.
 
 use crate::counters::Traffic;
+use crate::health::Admin;
 use crate::logging::{LogHub, ProxyLogger};
 use crate::proxy::{Backend, Frontend, FrontendLog};
 use crate::record::StreamLog;
 use sluice_config::addr::{Host, ServerAddr};
+use sluice_config::checks::InitAddr;
 use sluice_config::global::GlobalConf;
 use sluice_config::logging::{LogAddr, LogTarget};
 use sluice_config::plan::FrontendPlan;
 use sluice_config::plan::Plan;
+use sluice_config::proxy::ServerConf;
 use sluice_net::splice::PipeBudget;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -88,11 +91,17 @@ impl Process {
             .backends
             .into_iter()
             .map(|bp| {
+                let mut unresolved = Vec::new();
                 let resolved = bp
                     .servers
                     .iter()
-                    .map(|s| match resolve_server(&s.addr) {
-                        Ok(ip) => ip,
+                    .enumerate()
+                    .map(|(i, s)| match resolve_with_init_addr(s) {
+                        Ok(Some(ip)) => ip,
+                        Ok(None) => {
+                            unresolved.push(i);
+                            None
+                        }
                         Err(err) => {
                             errors.push(format!(
                                 "{}: server '{}/{}': {err}",
@@ -102,7 +111,15 @@ impl Process {
                         }
                     })
                     .collect();
-                Arc::new(Backend::new(bp, resolved))
+                let backend = Backend::new(bp, resolved);
+                // `init-addr ... none`: no address, so the server starts in maintenance.
+                for i in unresolved {
+                    if let Some(server) = backend.servers.get(i) {
+                        server.health.update(|h| h.admin = Admin::Maint);
+                        backend.apply_health(i);
+                    }
+                }
+                Arc::new(backend)
             })
             .collect();
         let plan_maxpipes = plan.global.maxpipes;
@@ -246,6 +263,40 @@ fn program_name() -> String {
                 .map(|n| n.to_string_lossy().into_owned())
         })
         .unwrap_or_else(|| "sluice".to_owned())
+}
+
+/// Resolves a server's address with its `init-addr` methods (`last,libc` by default; Sluice
+/// keeps no state file, so `last` never answers). `Ok(None)` means `none` was reached: the
+/// server starts without an address.
+fn resolve_with_init_addr(s: &ServerConf) -> std::io::Result<Option<Option<IpAddr>>> {
+    let named = matches!(
+        &s.addr,
+        ServerAddr::Inet {
+            host: Host::Name(_),
+            ..
+        }
+    );
+    if !named || s.checks.init_addr.is_empty() {
+        return resolve_server(&s.addr).map(Some);
+    }
+    let mut last_error = None;
+    for method in &s.checks.init_addr {
+        match method {
+            InitAddr::Last => {}
+            InitAddr::Libc => match resolve_server(&s.addr) {
+                Ok(ip) => return Ok(Some(ip)),
+                Err(err) => last_error = Some(err),
+            },
+            InitAddr::None => return Ok(None),
+            InitAddr::Ip(ip) => return Ok(Some(Some(*ip))),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no 'init-addr' method gave an address",
+        )
+    }))
 }
 
 fn resolve_server(addr: &ServerAddr) -> std::io::Result<Option<IpAddr>> {

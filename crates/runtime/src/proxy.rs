@@ -189,8 +189,8 @@ pub struct Backend {
 
 /// What server choice changes under the backend's lock: the balancer and the queues.
 #[derive(Debug)]
-struct Shared {
-    balancer: Balancer,
+pub(crate) struct Shared {
+    pub(crate) balancer: Balancer,
     queues: Queues,
 }
 
@@ -267,7 +267,7 @@ impl Backend {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Shared> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
         // Every change under this lock leaves the state consistent before anything that could
         // panic, so a poisoned lock is still usable.
         self.state
@@ -470,6 +470,12 @@ impl Backend {
     fn release(&self, index: usize) {
         let mut shared = self.lock();
         shared.balancer.connection_ended(index);
+        Self::hand_over(&mut shared, index);
+    }
+
+    /// Gives the free slots of server `index` to the oldest waiters that may use them (after a
+    /// connection ended, or when the server comes back up).
+    pub(crate) fn hand_over(shared: &mut Shared, index: usize) {
         while shared.balancer.state(index).is_some_and(|s| s.usable)
             && shared.balancer.has_room(index)
         {
@@ -593,17 +599,20 @@ pub struct Server {
     pub failed_connections: Counter,
     /// Retried attempts (`wretr`).
     pub retries: Counter,
+    /// Health: checks, agent, administrative state (see [`crate::health`]).
+    pub health: crate::health::ServerHealth,
 }
 
 impl Server {
     fn new(conf: ServerConf, id: u32, ip: Option<IpAddr>) -> Self {
         Server {
-            conf,
             id,
             ip,
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
             retries: Counter::default(),
+            health: crate::health::ServerHealth::new(conf.disabled),
+            conf,
         }
     }
 

@@ -31,6 +31,8 @@ pub enum Cause {
     Resource,
     /// The proxy answered the request itself (`L`): `return`, `redirect`, the monitor URI.
     Local,
+    /// The session was killed by the proxy (`K`), e.g. `on-marked-down shutdown-sessions`.
+    Killed,
 }
 
 /// How far the stream had got: the second character of the termination state.
@@ -77,6 +79,7 @@ impl Termination {
             Cause::ServerTimeout => 's',
             Cause::Resource => 'R',
             Cause::Local => 'L',
+            Cause::Killed => 'K',
         };
         let phase = match self.phase {
             Phase::Done => '-',

@@ -200,6 +200,9 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     let process = Arc::new(process);
     event_loops::start_event_loops(&process, frontend_sockets)
         .map_err(|e| vec![format!("[ALERT] cannot start the event loops: {e}")])?;
+    // Health checks run on their own thread: they never share a loop with the data path.
+    sluice_check::start(&process)
+        .map_err(|e| vec![format!("[ALERT] cannot start the health checks: {e}")])?;
     if debug {
         eprintln!(
             "[NOTICE] Sluice {} started: {} thread(s), maxconn {}",

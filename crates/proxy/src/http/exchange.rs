@@ -446,6 +446,10 @@ async fn exchange<'a>(
         let answered = response_head.get();
         facts.response_head = answered.map(|(at, _)| at);
         let status = answered.map(|(_, status)| status);
+        // `observe layer7`: the health checks learn how the server answered.
+        if let Some(verdict) = layer7_verdict(&outcome, status) {
+            server.health.observe_response(verdict);
+        }
         // `retry-on`: a failure it names, with nothing sent to the client yet, sends the
         // request again on a new connection.
         let retryable = match &outcome {
@@ -565,6 +569,25 @@ fn view_of<'b>(ctx: &Context<'b>, buf: &'b [u8], head: &'b RequestHead) -> Strea
 
 /// Picks the connection for this request: the session's own if it goes to the same server,
 /// then an idle one from the thread's pool when `http-reuse` allows, else a new one.
+/// What `observe layer7` makes of an exchange (configuration.txt §5.2 "observe": statuses
+/// 100 to 499, 501 and 505 are good); `None` when the server is not to blame.
+fn layer7_verdict<T>(
+    outcome: &Result<T, ResponseFailure>,
+    status: Option<u16>,
+) -> Option<Result<(), sluice_runtime::health::Observed>> {
+    use sluice_runtime::health::Observed;
+    match (outcome, status) {
+        (_, Some(code)) if (500..600).contains(&code) && code != 501 && code != 505 => {
+            Some(Err(Observed::WrongStatus))
+        }
+        (Ok(_), Some(_)) => Some(Ok(())),
+        (Err(ResponseFailure::ClosedBeforeAnswer), None) => Some(Err(Observed::InvalidResponse)),
+        (Err(ResponseFailure::Status(504)), None) => Some(Err(Observed::Timeout)),
+        (Err(ResponseFailure::Status(502)), None) => Some(Err(Observed::InvalidResponse)),
+        _ => None,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn server_connection<'b>(
     ctx: &Context<'b>,

@@ -1,0 +1,170 @@
+//! The messages HAProxy prints on a server's state change, word for word (compared with HAProxy
+//! 2.6's own output), e.g. `Server be/s1 is DOWN, reason: Layer4 connection problem, info:
+//! "Connection refused", check duration: 0ms. 0 active and 0 backup servers left. 0 sessions
+//! active, 0 requeued, 0 remaining in queue.` and `backend 'be' has no server available!`.
+//!
+//! Sluice has no server queues yet, so the requeue and queue figures are always 0. The
+//! messages are built here (pure, tested) and printed by the engine with HAProxy's
+//! `[WARNING]  (pid) : ` prefix.
+
+use crate::status::Outcome;
+use sluice_runtime::health::Usable;
+
+/// What happened to a server.
+#[derive(Clone, Debug)]
+pub enum Event<'a> {
+    /// It stopped taking traffic after a check (or following the tracked server `via`).
+    Down(Option<&'a Outcome>, Option<&'a str>),
+    /// It takes traffic again.
+    Up(Option<&'a Outcome>, Option<&'a str>),
+    /// `disable-on-404`: still running, no new traffic.
+    Stopping(Option<&'a Outcome>),
+    /// Set to drain (agent).
+    Drain,
+    /// Set to maintenance (agent).
+    Maint,
+    /// Leaving drain (`ready`).
+    Ready,
+    /// Leaving maintenance.
+    LeaveMaint,
+}
+
+impl Event<'_> {
+    /// Whether the server no longer counts among the usable ones ("left" vs "online").
+    fn gone(&self) -> bool {
+        matches!(self, Event::Down(..) | Event::Maint)
+    }
+}
+
+/// The warning for `event` on `backend/server`, with the backend's usable servers after it and
+/// the server's active sessions.
+pub fn message(
+    backend: &str,
+    server: &str,
+    event: &Event<'_>,
+    usable: Usable,
+    sessions: u32,
+) -> String {
+    let mut m = format!("Server {backend}/{server} ");
+    let with_reason = |m: &mut String, word: &str, outcome: Option<&Outcome>, via: Option<&str>| {
+        m.push_str(word);
+        if let Some(via) = via {
+            m.push_str(&format!(" via {via}"));
+        } else if let Some(o) = outcome {
+            m.push_str(", ");
+            o.write_reason(m);
+        }
+    };
+    match event {
+        Event::Down(o, via) => with_reason(&mut m, "is DOWN", *o, *via),
+        Event::Up(o, via) => with_reason(&mut m, "is UP", *o, *via),
+        Event::Stopping(o) => with_reason(&mut m, "is stopping", *o, None),
+        Event::Drain => m.push_str("enters drain state"),
+        Event::Maint => m.push_str("is going DOWN for maintenance"),
+        // HAProxy gives no counts when a server leaves a forced state.
+        Event::Ready => return m + "is UP (leaving forced drain).",
+        Event::LeaveMaint => return m + "is UP/READY (leaving forced maintenance).",
+    }
+    let gone = event.gone();
+    m.push_str(&format!(
+        ". {} active and {} backup servers {}.",
+        usable.active,
+        usable.backup,
+        if gone { "left" } else { "online" }
+    ));
+    if usable.active == 0 && usable.backup > 0 {
+        m.push_str(" Running on backup.");
+    }
+    if gone {
+        m.push_str(&format!(
+            " {sessions} sessions active, 0 requeued, 0 remaining in queue."
+        ));
+    } else {
+        m.push_str(" 0 sessions requeued, 0 total in queue.");
+    }
+    m
+}
+
+/// The alert when a backend's last usable server is gone; `listen` sections are "proxy".
+pub fn no_server(listen: bool, backend: &str) -> String {
+    let kind = if listen { "proxy" } else { "backend" };
+    format!("{kind} '{backend}' has no server available!")
+}
+
+/// A message with HAProxy's stderr prefix: the tag padded to 11 columns, then `(pid) : `.
+pub fn line(tag: &str, pid: u32, message: &str) -> String {
+    format!("{tag:<11}({pid}) : {message}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::Status;
+    use std::time::Duration;
+
+    #[test]
+    fn haproxy_forms() {
+        let refused = Outcome::new(Status::L4Con).info("Connection refused");
+        let none = Usable::default();
+        assert_eq!(
+            line(
+                "[WARNING]",
+                15155,
+                &message("be1", "s1", &Event::Down(Some(&refused), None), none, 0)
+            ),
+            "[WARNING]  (15155) : Server be1/s1 is DOWN, reason: Layer4 connection problem, info: \"Connection refused\", check duration: 0ms. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
+        );
+        assert_eq!(
+            line("[ALERT]", 15155, &no_server(false, "be1")),
+            "[ALERT]    (15155) : backend 'be1' has no server available!"
+        );
+        let ok = Outcome::new(Status::L4Ok);
+        let one = Usable {
+            active: 1,
+            backup: 0,
+        };
+        assert_eq!(
+            message("be1", "s1", &Event::Up(Some(&ok), None), one, 0),
+            "Server be1/s1 is UP, reason: Layer4 check passed, check duration: 0ms. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue."
+        );
+        let backup = Usable {
+            active: 0,
+            backup: 1,
+        };
+        assert_eq!(
+            message("be6", "s1", &Event::Drain, backup, 0),
+            "Server be6/s1 enters drain state. 0 active and 1 backup servers online. Running on backup. 0 sessions requeued, 0 total in queue."
+        );
+        let mut c404 = Outcome::new(Status::L7OkC).code(404);
+        c404.duration = Duration::from_millis(1);
+        assert_eq!(
+            message("be7", "s1", &Event::Stopping(Some(&c404)), none, 0),
+            "Server be7/s1 is stopping, reason: Layer7 check conditionally passed, code: 404, check duration: 1ms. 0 active and 0 backup servers online. 0 sessions requeued, 0 total in queue."
+        );
+        let both = Usable {
+            active: 1,
+            backup: 1,
+        };
+        assert_eq!(
+            message("be6", "s1", &Event::Maint, both, 0),
+            "Server be6/s1 is going DOWN for maintenance. 1 active and 1 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
+        );
+        let agent = Outcome::new(Status::L7Sts).code(0).info("via agent : down");
+        assert_eq!(
+            message("be6", "s1", &Event::Down(Some(&agent), None), both, 0),
+            "Server be6/s1 is DOWN, reason: Layer7 wrong status, code: 0, info: \"via agent : down\", check duration: 0ms. 1 active and 1 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
+        );
+        assert_eq!(
+            message("be", "s1", &Event::Ready, one, 0),
+            "Server be/s1 is UP (leaving forced drain)."
+        );
+        assert_eq!(
+            message("be", "s1", &Event::LeaveMaint, one, 0),
+            "Server be/s1 is UP/READY (leaving forced maintenance)."
+        );
+        assert_eq!(
+            message("b", "t", &Event::Down(None, Some("b/s")), none, 2),
+            "Server b/t is DOWN via b/s. 0 active and 0 backup servers left. 2 sessions active, 0 requeued, 0 remaining in queue."
+        );
+    }
+}
