@@ -4,6 +4,11 @@
 //! through it in pieces, and bytes past the end of a message (a pipelined request) stay in it
 //! for the next one. Its capacity is `tune.bufsize` and never grows: a head that does not fit
 //! is an error answered with 414/431, never a reason to allocate more.
+//!
+//! Memory comes from a per-thread pool of buffers, as HAProxy's buffers do: a buffer is taken
+//! when bytes arrive and given back as soon as the buffer is empty (an idle keep-alive
+//! connection holds none), so a busy thread reuses the same few buffers for every request
+//! instead of asking the allocator each time.
 
 use bytes::BufMut;
 use std::io;
@@ -31,6 +36,44 @@ pub enum ReadError {
     Io(io::Error),
     /// The buffer is full of unconsumed bytes.
     Full,
+}
+
+/// Buffers kept per thread for reuse; beyond this, released buffers go back to the allocator
+/// (the pool never holds more memory than a burst needs).
+const POOL_MAX: usize = 64;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer of at least `capacity` bytes, from the thread's pool if it has one.
+fn take_buffer(capacity: usize) -> Vec<u8> {
+    let pooled = POOL.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        let at = pool.iter().rposition(|b| b.capacity() >= capacity)?;
+        Some(pool.swap_remove(at))
+    });
+    pooled.unwrap_or_else(|| Vec::with_capacity(capacity))
+}
+
+/// Gives a buffer back to the thread's pool (or to the allocator when the pool is full).
+fn give_buffer(mut buffer: Vec<u8>) {
+    if buffer.capacity() == 0 {
+        return;
+    }
+    buffer.clear();
+    POOL.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        if pool.len() < POOL_MAX {
+            pool.push(buffer);
+        }
+    });
+}
+
+impl Drop for InBuf {
+    fn drop(&mut self) {
+        give_buffer(std::mem::take(&mut self.data));
+    }
 }
 
 impl InBuf {
@@ -90,7 +133,7 @@ impl InBuf {
     /// Gives the memory back while the buffer is empty (an idle connection holds none).
     pub fn release_if_empty(&mut self) {
         if self.is_empty() {
-            self.data = Vec::new();
+            give_buffer(std::mem::take(&mut self.data));
             self.start = 0;
         }
     }
@@ -109,6 +152,9 @@ impl InBuf {
             // Slide the unconsumed bytes to the front to make room.
             self.data.drain(..self.start);
             self.start = 0;
+        }
+        if self.data.capacity() == 0 {
+            self.data = take_buffer(self.capacity);
         }
         if self.data.capacity() < self.capacity {
             self.data.reserve_exact(self.capacity - self.data.len());
@@ -173,6 +219,25 @@ mod tests {
         assert_eq!(buf.filled(), b"ABCDcdef");
         assert!(!buf.replace_prefix(1, b"12345678"));
         assert_eq!(buf.filled(), b"ABCDcdef");
+    }
+
+    #[tokio::test]
+    async fn released_buffers_are_reused_by_the_next_reader() {
+        let mut first = InBuf::new(4096);
+        let mut input: &[u8] = b"abc";
+        first.read_more(&mut input, None).await.unwrap();
+        let address = first.data.as_ptr();
+        first.consume(3);
+        first.release_if_empty();
+        let mut second = InBuf::new(4096);
+        let mut more: &[u8] = b"xyz";
+        second.read_more(&mut more, None).await.unwrap();
+        assert_eq!(
+            second.data.as_ptr(),
+            address,
+            "the pooled buffer was taken again"
+        );
+        assert_eq!(second.filled(), b"xyz");
     }
 
     #[tokio::test]
