@@ -96,6 +96,15 @@ impl Stream {
         matches!(result, Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
+    /// Polls until the socket has something to read (or is closed), without reading, so a
+    /// forwarder can wait without holding a buffer.
+    pub fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Stream::Tcp(s) => s.poll_read_ready(cx),
+            Stream::Unix(s) => s.poll_read_ready(cx),
+        }
+    }
+
     /// Waits until the socket has something to read (or is closed), without reading: lets an
     /// idle connection wait without holding a buffer.
     pub async fn readable(&self) -> io::Result<()> {

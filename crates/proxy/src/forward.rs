@@ -8,6 +8,7 @@
 //! `server-fin` once a direction is closed. Buffers are fixed-size (`tune.bufsize`, 16 KiB by
 //! default): a slow reader stops the other side's reads instead of growing memory.
 
+use crate::http::buffer::{give_buffer, take_buffer};
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
 use std::future::{Future, poll_fn};
@@ -203,16 +204,138 @@ pub enum Direction {
     Splice(Pipe),
 }
 
+/// One direction between two sockets that holds a buffer only while bytes are in flight: it
+/// waits for the reader's readiness without one, takes one from the thread's pool to read,
+/// and gives it back once everything read was written. An idle tunnel (a quiet WebSocket, a
+/// TCP session between exchanges) then costs no buffer, as in HAProxy.
+struct LazyPump {
+    buf: Vec<u8>,
+    size: usize,
+    start: usize,
+    end: usize,
+    eof: bool,
+    shut: bool,
+    copied: u64,
+}
+
+impl LazyPump {
+    fn new(size: usize) -> Self {
+        LazyPump {
+            buf: Vec::new(),
+            size,
+            start: 0,
+            end: 0,
+            eof: false,
+            shut: false,
+            copied: 0,
+        }
+    }
+
+    fn release(&mut self) {
+        self.start = 0;
+        self.end = 0;
+        give_buffer(std::mem::take(&mut self.buf));
+    }
+}
+
+impl Drop for LazyPump {
+    fn drop(&mut self) {
+        give_buffer(std::mem::take(&mut self.buf));
+    }
+}
+
+impl Mover<Stream, Stream> for LazyPump {
+    fn poll_move(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut Stream,
+        writer: &mut Stream,
+    ) -> Result<Activity, PumpError> {
+        let mut activity = Activity::default();
+        loop {
+            if self.start < self.end {
+                match Pin::new(&mut *writer).poll_write(cx, &self.buf[self.start..self.end]) {
+                    Poll::Ready(Ok(0)) => {
+                        return Err(PumpError::Write(io::ErrorKind::WriteZero.into()));
+                    }
+                    Poll::Ready(Ok(n)) => {
+                        self.start += n;
+                        self.copied += n as u64;
+                        activity.wrote = true;
+                        continue;
+                    }
+                    Poll::Ready(Err(err)) => return Err(PumpError::Write(err)),
+                    Poll::Pending => return Ok(activity),
+                }
+            }
+            if !self.eof {
+                // Wait without a buffer; take one only when there is something to read. While
+                // data keeps coming the buffer is kept (no pool round trip per read).
+                match reader.poll_read_ready(cx) {
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(err)) => return Err(PumpError::Read(err)),
+                    Poll::Pending => {
+                        self.release();
+                        return Ok(activity);
+                    }
+                }
+                if self.buf.len() < self.size {
+                    if self.buf.capacity() == 0 {
+                        self.buf = take_buffer(self.size);
+                    }
+                    self.buf.resize(self.size, 0);
+                }
+                let mut rb = ReadBuf::new(&mut self.buf[..self.size]);
+                match Pin::new(&mut *reader).poll_read(cx, &mut rb) {
+                    Poll::Ready(Ok(())) => {
+                        let n = rb.filled().len();
+                        self.start = 0;
+                        self.end = n;
+                        if n == 0 {
+                            self.eof = true;
+                            self.release();
+                        } else {
+                            activity.read = true;
+                        }
+                        continue;
+                    }
+                    Poll::Ready(Err(err)) => return Err(PumpError::Read(err)),
+                    Poll::Pending => {
+                        // The readiness was stale: wait again, without the buffer.
+                        self.release();
+                        return Ok(activity);
+                    }
+                }
+            }
+            if !self.shut {
+                match Pin::new(&mut *writer).poll_shutdown(cx) {
+                    Poll::Ready(_) => self.shut = true,
+                    Poll::Pending => return Ok(activity),
+                }
+            }
+            return Ok(activity);
+        }
+    }
+
+    fn shut(&self) -> bool {
+        self.shut
+    }
+
+    fn copied(&self) -> u64 {
+        self.copied
+    }
+}
+
 /// A direction of a stream-to-stream session, either way.
 enum StreamMover {
-    Copy(Pump),
+    Copy(LazyPump),
     Splice(SplicePump),
 }
 
 impl StreamMover {
     fn new(direction: Direction) -> Self {
         match direction {
-            Direction::Copy(size) => StreamMover::Copy(Pump::new(size)),
+            Direction::Copy(size) => StreamMover::Copy(LazyPump::new(size)),
             Direction::Splice(pipe) => StreamMover::Splice(SplicePump::new(pipe)),
         }
     }
@@ -226,7 +349,7 @@ impl Mover<Stream, Stream> for StreamMover {
         writer: &mut Stream,
     ) -> Result<Activity, PumpError> {
         match self {
-            StreamMover::Copy(p) => Mover::<Stream, Stream>::poll_move(p, cx, reader, writer),
+            StreamMover::Copy(p) => p.poll_move(cx, reader, writer),
             StreamMover::Splice(p) => p.poll_move(cx, reader, writer),
         }
     }

@@ -47,7 +47,7 @@ thread_local! {
 }
 
 /// An empty buffer of at least `capacity` bytes, from the thread's pool if it has one.
-fn take_buffer(capacity: usize) -> Vec<u8> {
+pub(crate) fn take_buffer(capacity: usize) -> Vec<u8> {
     let pooled = POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
         let at = pool.iter().rposition(|b| b.capacity() >= capacity)?;
@@ -57,7 +57,7 @@ fn take_buffer(capacity: usize) -> Vec<u8> {
 }
 
 /// Gives a buffer back to the thread's pool (or to the allocator when the pool is full).
-fn give_buffer(mut buffer: Vec<u8>) {
+pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
     if buffer.capacity() == 0 {
         return;
     }

@@ -487,7 +487,14 @@ async fn exchange<'a>(
                     client_fin: s.client_fin,
                     server_fin: s.server_fin,
                 };
-                let moved = forward::forward(client, &mut server_stream, timeouts, s.bufsize).await;
+                let moved = forward::forward_streams(
+                    client,
+                    &mut server_stream,
+                    timeouts,
+                    forward::Direction::Copy(s.bufsize),
+                    forward::Direction::Copy(s.bufsize),
+                )
+                .await;
                 count_bytes(
                     ctx,
                     server,
