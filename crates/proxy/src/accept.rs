@@ -132,7 +132,9 @@ async fn session(
 ) {
     let _slots = slots;
     let endpoints = if accept_proxy {
-        match proxy_io::read_header(&mut client, endpoints, frontend.plan.timeouts.client).await {
+        // Boxed: the header's reading state is only needed at the start of the session.
+        let reading = proxy_io::read_header(&mut client, endpoints, frontend.plan.timeouts.client);
+        match Box::pin(reading).await {
             Ok(announced) => announced,
             Err(_) => {
                 frontend.request_errors.incr();
@@ -172,10 +174,10 @@ async fn session(
                 bufsize: global.bufsize(),
                 maxrewrite: global.maxrewrite(),
             };
-            let serving =
-                http::session::serve(&process, &frontend, client, endpoints, buffers, &vars);
-            eprintln!("HTTP FUT {}", std::mem::size_of_val(&serving));
-            Box::pin(serving).await
+            Box::pin(http::session::serve(
+                &process, &frontend, client, endpoints, buffers, &vars,
+            ))
+            .await
         }
     }
 }
