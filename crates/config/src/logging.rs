@@ -102,6 +102,10 @@ pub struct ProxyLogConf {
     pub separate_errors: bool,
     /// `log-tag`: the syslog tag of this proxy's lines.
     pub tag: Option<String>,
+    /// `unique-id-format`: how each request's unique id is built.
+    pub unique_id_format: Option<LogFormat>,
+    /// `unique-id-header`: the request field carrying the unique id to the server.
+    pub unique_id_header: Option<String>,
 }
 
 impl ProxyLogConf {
@@ -312,6 +316,27 @@ pub(crate) fn parse_proxy_log_line(
                     conf.format = LineFormat::Custom(fmt);
                 }
                 Err(message) => diags.push(d.alert(message)),
+            }
+        }
+        (Some("unique-id-format"), _) => {
+            let d = Directive::new(line, 1);
+            let Some(text) = d.word(1, "a log format", diags) else {
+                return true;
+            };
+            if !d.no_more_than(2, diags) {
+                return true;
+            }
+            match LogFormat::parse_log(text, maps) {
+                Ok(fmt) => conf.unique_id_format = Some(fmt),
+                Err(message) => diags.push(d.alert(message)),
+            }
+        }
+        (Some("unique-id-header"), _) => {
+            let d = Directive::new(line, 1);
+            if let Some(name) = d.word(1, "a header name", diags)
+                && d.no_more_than(2, diags)
+            {
+                conf.unique_id_header = Some(name.to_owned());
             }
         }
         (Some("log-tag"), _) => {

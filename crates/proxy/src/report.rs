@@ -34,7 +34,7 @@ pub fn report(
     }
     if frontend.logger.is_some() {
         let record: &StreamRecord<'_> = record;
-        let facts = RecordFacts::new(record);
+        let facts = RecordFacts::new(record).with_unique_id(view.vars.unique_id());
         let view = StreamView {
             facts: Some(&facts),
             ..view

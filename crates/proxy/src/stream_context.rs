@@ -134,6 +134,10 @@ impl Context for StreamView<'_> {
         self.payload
     }
 
+    fn unique_id(&self) -> Option<Sample<'_>> {
+        self.vars.unique_id().map(Sample::owned_str)
+    }
+
     fn log_facts(&self) -> Option<&dyn LogFacts> {
         self.facts
     }

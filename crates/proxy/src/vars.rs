@@ -19,6 +19,8 @@ static PROCESS_VARS: Mutex<Vec<(String, Sample<'static>)>> = Mutex::new(Vec::new
 #[derive(Debug, Default)]
 pub struct Vars {
     entries: RefCell<Vec<(String, Sample<'static>)>>,
+    /// The transaction's unique id (`unique-id-format`).
+    unique_id: RefCell<Option<Vec<u8>>>,
 }
 
 impl Vars {
@@ -52,8 +54,19 @@ impl Vars {
         }
     }
 
+    /// Sets the transaction's unique id.
+    pub fn set_unique_id(&self, id: Vec<u8>) {
+        *self.unique_id.borrow_mut() = Some(id);
+    }
+
+    /// The transaction's unique id, if one was generated.
+    pub fn unique_id(&self) -> Option<Vec<u8>> {
+        self.unique_id.borrow().clone()
+    }
+
     /// Forgets the variables of the transaction that ended (`txn.`, `req.`, `res.`).
     pub fn end_transaction(&self) {
+        self.unique_id.borrow_mut().take();
         let mut entries = self.entries.borrow_mut();
         if !entries.is_empty() {
             entries.retain(|(n, _)| n.starts_with("sess."));

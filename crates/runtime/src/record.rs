@@ -161,6 +161,7 @@ pub struct RecordFacts<'r> {
     record: &'r StreamRecord<'r>,
     termination: [u8; 2],
     termination_cookie: [u8; 4],
+    unique_id: Option<Vec<u8>>,
 }
 
 impl<'r> RecordFacts<'r> {
@@ -172,7 +173,13 @@ impl<'r> RecordFacts<'r> {
             record,
             termination: [a, b],
             termination_cookie: [a, b, b'-', b'-'],
+            unique_id: None,
         }
+    }
+
+    /// The same facts with the request's unique id (`%ID`).
+    pub fn with_unique_id(self, unique_id: Option<Vec<u8>>) -> Self {
+        RecordFacts { unique_id, ..self }
     }
 }
 
@@ -221,6 +228,7 @@ impl LogFacts for RecordFacts<'_> {
         match which {
             LogText::TerminationState => Some(&self.termination),
             LogText::TerminationStateCookie => Some(&self.termination_cookie),
+            LogText::UniqueId => self.unique_id.as_deref(),
             _ => None,
         }
     }

@@ -79,6 +79,11 @@ pub trait Context {
     /// ([`Sample::into_owned`]) and uses interior mutability, since fetches only get `&self`.
     fn set_var(&self, _name: &str, _value: Sample<'_>) {}
 
+    /// The stream's unique id (`unique-id-format`), when the frontend generates one.
+    fn unique_id(&self) -> Option<Sample<'_>> {
+        None
+    }
+
     /// A counter of backend `backend`, or of the stream's backend when `None`.
     fn backend_stat(&self, _backend: Option<&str>, _stat: BackendStat) -> Option<i64> {
         None

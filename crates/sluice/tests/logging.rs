@@ -159,3 +159,33 @@ backend app
     assert!(line.contains(" 503 "), "only the error is sent: {line}");
     assert!(line.contains("\"GET /broken HTTP/1.1\""), "{line}");
 }
+
+#[test]
+fn unique_ids_reach_the_server_the_rules_and_the_log() {
+    let (backend, seen) = ok_backend();
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    log {log_addr} format raw local0
+    unique-id-format %[req.hdr(x-req)]-%[path]
+    unique-id-header X-Unique-ID
+    log-format \"id=%ID\"
+    http-request set-header X-Seen-Id %[unique-id]
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(b"GET /a HTTP/1.1\r\nHost: h\r\nX-Req: r1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    read_to_close(&mut s, GENEROUS);
+    assert_eq!(next_line(&syslog), "id=r1-/a\n");
+    let got = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(got.header("x-unique-id").as_deref(), Some("r1-/a"));
+    assert_eq!(got.header("x-seen-id").as_deref(), Some("r1-/a"));
+}

@@ -686,6 +686,10 @@ fn encode_request(
     if let Some(name) = s.send_name_header {
         add.push((name, server.name().as_bytes()));
     }
+    let unique_id = ctx.scope.vars.unique_id();
+    if let (Some(name), Some(id)) = (&ctx.frontend.plan.log.unique_id_header, &unique_id) {
+        add.push((name.as_str(), id));
+    }
     let mut out = Vec::with_capacity(head.head_len + 128);
     encode::encode_request(
         buf,

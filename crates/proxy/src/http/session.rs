@@ -138,6 +138,16 @@ impl Session<'_> {
         let (process, frontend) = (scope.process, scope.frontend);
         let (request_start, request_start_at) = started;
         scope.vars.end_transaction();
+        // `unique-id-format`: the id is made once per request, before any rule reads it.
+        if let Some(fmt) = &frontend.plan.log.unique_id_format {
+            let view = StreamView {
+                request: Some((input.filled(), &head)),
+                ..StreamView::new(process, frontend, scope.endpoints, scope.vars)
+            };
+            let mut id = Vec::with_capacity(64);
+            fmt.render(&view, &mut id);
+            scope.vars.set_unique_id(id);
+        }
         let verdict = rules::process_request(
             scope,
             input,

@@ -55,6 +55,8 @@ pub(crate) enum Internal {
     },
     /// `wait_end`.
     WaitEnd,
+    /// `unique-id`.
+    UniqueId,
 }
 
 impl Internal {
@@ -95,6 +97,7 @@ impl Internal {
                 .var(name)
                 .or_else(|| default.as_deref().map(|d| Sample::str(d.as_bytes()))),
             Internal::WaitEnd => ctx.inspection_ended().then_some(Sample::Bool(true)),
+            Internal::UniqueId => ctx.unique_id(),
         };
         emit(value, out)
     }
@@ -211,6 +214,10 @@ fn build_wait_end(_: &FetchDef, _: &[String]) -> Result<Fetch, String> {
     ok(Internal::WaitEnd)
 }
 
+fn build_unique_id(_: &FetchDef, _: &[String]) -> Result<Fetch, String> {
+    ok(Internal::UniqueId)
+}
+
 macro_rules! def {
     ($name:literal, $min:literal, $max:literal, $out:ident, $build:ident) => {
         FetchDef {
@@ -250,4 +257,5 @@ pub(super) static FETCHES: &[FetchDef] = &[
     // converter and matching method can start from.
     def!("var", 1, 2, Str, build_var),
     def!("wait_end", 0, 0, Bool, build_wait_end),
+    def!("unique-id", 0, 0, Str, build_unique_id),
 ];
