@@ -1032,9 +1032,7 @@ pub fn decode_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Server options that depend on the proxy's mode: `observe layer7` needs HTTP;
-/// `on-marked-down shutdown-sessions` and `on-marked-up shutdown-backup-sessions` end TCP
-/// sessions only, so an HTTP backend with them is refused rather than silently not obeying.
+/// Server options that depend on the proxy's mode: `observe layer7` needs HTTP.
 pub(crate) fn check_server_modes(
     http: bool,
     servers: &[crate::proxy::ServerConf],
@@ -1047,23 +1045,6 @@ pub(crate) fn check_server_modes(
                 "server observe",
                 "'layer7' can only be used in http proxies",
             ));
-        }
-    }
-    if !http {
-        return;
-    }
-    for s in servers {
-        for (set, keyword) in [
-            (s.checks.shutdown_on_down, "server on-marked-down"),
-            (s.checks.shutdown_backups_on_up, "server on-marked-up"),
-        ] {
-            if set {
-                diags.push(Diagnostic::alert(
-                    &s.span,
-                    keyword,
-                    "not supported by Sluice in mode http",
-                ));
-            }
         }
     }
 }

@@ -829,3 +829,30 @@ fn observe_layer7_counts_server_errors_against_the_server() {
         assert_eq!(get(addr), (200, "good".to_owned()));
     }
 }
+
+#[test]
+fn on_marked_down_shutdown_sessions_ends_http_exchanges_too() {
+    // The server reads the request and never answers: the exchange waits on it.
+    let silent = Backend::silent();
+    let health = Backend::start(|_| {});
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 30s\n    timeout server 30s\n\
+         listen app\n    bind {}\n    server s1 {} check port {} inter 50 fall 1 on-marked-down shutdown-sessions\n",
+        fd_bind(&fe),
+        silent.addr(),
+        health.addr().port()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut client = connect(addr);
+    client
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    assert!(wait_until(GENEROUS, || silent.accepted() == 1));
+    drop(health);
+    wait_for_message(&proxy, "Server app/s1 is DOWN");
+    assert!(
+        read_to_close(&mut client, GENEROUS).is_closed(),
+        "the exchange outlived its server's fall"
+    );
+}

@@ -420,7 +420,10 @@ async fn exchange<'a>(
         });
         facts.request_sent = Some(Instant::now());
         let response_head = Cell::new(None);
-        let outcome = transfer(
+        // `on-marked-down shutdown-sessions` and `on-marked-up shutdown-backup-sessions` end
+        // the exchange at once.
+        let mut killed = server.health.kill_signal();
+        let transferring = transfer(
             ctx,
             client,
             input,
@@ -441,8 +444,14 @@ async fn exchange<'a>(
                 upgrade,
             },
             &response_head,
-        )
-        .await;
+        );
+        let outcome = tokio::select! {
+            outcome = transferring => outcome,
+            () = killed.wait() => {
+                let status = response_head.get().map(|(_, status)| status);
+                return Ending::close(status, Cause::Killed, Phase::Data);
+            }
+        };
         let answered = response_head.get();
         facts.response_head = answered.map(|(at, _)| at);
         let status = answered.map(|(_, status)| status);
@@ -487,14 +496,19 @@ async fn exchange<'a>(
                     client_fin: s.client_fin,
                     server_fin: s.server_fin,
                 };
-                let moved = forward::forward_streams(
+                let relay = forward::forward_streams(
                     client,
                     &mut server_stream,
                     timeouts,
                     forward::Direction::Copy(s.bufsize),
                     forward::Direction::Copy(s.bufsize),
-                )
-                .await;
+                );
+                let moved = tokio::select! {
+                    moved = relay => moved,
+                    () = killed.wait() => {
+                        return Ending::close(status, Cause::Killed, Phase::Data);
+                    }
+                };
                 count_bytes(
                     ctx,
                     server,
