@@ -375,13 +375,17 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         c.observe == Some(sluice_config::checks::Observe::Layer7),
     );
     let node = engine.process.global.node.as_deref().unwrap_or_default();
+    // configuration.txt §5.2 `check-send-proxy`: a server that receives the PROXY protocol
+    // with its traffic gets it with its checks too, unless they go to another `port`/`addr`.
+    let send_proxy = c.send_proxy
+        || (server.conf.send_proxy().is_some() && c.port.is_none() && c.addr.is_none());
     sleep(first).await;
     loop {
         let started = Instant::now();
         let state = program
             .send_state
             .then(|| state_header(node, backend, server, &machine, rise, fall));
-        let mut outcome = probe::run(&program, &ep, limits, state.as_deref(), c.send_proxy).await;
+        let mut outcome = probe::run(&program, &ep, limits, state.as_deref(), send_proxy).await;
         outcome.duration = started.elapsed();
         machine.record(outcome.status.passed());
         let up = machine.phase() == Phase::Up;
