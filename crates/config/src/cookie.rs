@@ -230,27 +230,7 @@ fn parse_persist_rule(
 
 /// True for the characters of an HTTP token (RFC 9110 §5.6.2), which a cookie name is.
 fn is_token(text: &str) -> bool {
-    !text.is_empty()
-        && text.bytes().all(|b| {
-            b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'!' | b'#'
-                        | b'$'
-                        | b'%'
-                        | b'&'
-                        | b'\''
-                        | b'*'
-                        | b'+'
-                        | b'-'
-                        | b'.'
-                        | b'^'
-                        | b'_'
-                        | b'`'
-                        | b'|'
-                        | b'~'
-                )
-        })
+    sluice_http::is_token(text.as_bytes())
 }
 
 /// True for a value made of RFC 6265 §4.1.1 cookie-octets: no blanks, quotes, commas,

@@ -876,11 +876,7 @@ fn parse_http_action(
 }
 
 fn field_name(name: &str) -> Result<String, String> {
-    let valid = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-    if valid {
+    if sluice_http::is_token(name.as_bytes()) {
         Ok(name.to_owned())
     } else {
         Err(format!("'{name}' is not a valid header field name"))

@@ -32,7 +32,8 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 }
 
 /// True for a non-empty token (RFC 9110 §5.6.2).
-pub(crate) fn is_token(s: &[u8]) -> bool {
+/// True for an HTTP token (RFC 9110 §5.6.2): methods, field names, cookie names.
+pub fn is_token(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| is_tchar(b))
 }
 

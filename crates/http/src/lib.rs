@@ -36,6 +36,7 @@ pub use encode::{
     hop_by_hop_names, is_valid_field,
 };
 pub use error::{HttpError, HttpErrorKind, Side, error_response};
+pub use field::is_token;
 pub use framing::{BodyFraming, request_framing, response_framing, transfer_encoding_value};
 pub use head::{
     HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, Version, header_name,

@@ -10,6 +10,7 @@
 
 use crate::counters::Counter;
 use sluice_config::logging::{LogAddr, LogTarget, SyslogFormat};
+use sluice_sample::civil;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::UdpSocket;
@@ -211,28 +212,31 @@ fn write_bsd_date(now: SystemTime, out: &mut String) {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let secs = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let (_, month, day) = crate::record::civil_from_days((secs / 86400) as i64);
+    let c = civil(i64::try_from(secs).unwrap_or(i64::MAX));
     let _ = write!(
         out,
-        "{} {day:2} {:02}:{:02}:{:02}",
-        MONTHS[(month as usize).saturating_sub(1) % 12],
-        secs % 86400 / 3600,
-        secs % 3600 / 60,
-        secs % 60
+        "{} {:2} {:02}:{:02}:{:02}",
+        MONTHS[c.month % 12],
+        c.day,
+        c.hour,
+        c.minute,
+        c.second
     );
 }
 
 /// `2026-11-22T05:57:25.116877+00:00`, in UTC.
 fn write_iso_date(now: SystemTime, out: &mut String) {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (year, month, day) = crate::record::civil_from_days((secs / 86400) as i64);
+    let c = civil(i64::try_from(since.as_secs()).unwrap_or(i64::MAX));
     let _ = write!(
         out,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
-        secs % 86400 / 3600,
-        secs % 3600 / 60,
-        secs % 60,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}+00:00",
+        c.year,
+        c.month + 1,
+        c.day,
+        c.hour,
+        c.minute,
+        c.second,
         since.subsec_micros()
     );
 }

@@ -7,7 +7,7 @@
 //! [`StreamRecord::write_tcp_line`] already produce the default `option httplog` and
 //! `option tcplog` lines, field for field (without captures, which do not exist yet).
 
-use sluice_sample::{LogFacts, LogNumber, LogText};
+use sluice_sample::{LogFacts, LogNumber, LogText, civil};
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -396,32 +396,18 @@ pub fn write_date(when: SystemTime, out: &mut String) {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let since = when.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (year, month, day) = civil_from_days((secs / 86400) as i64);
+    let c = civil(i64::try_from(since.as_secs()).unwrap_or(i64::MAX));
     let _ = write!(
         out,
-        "{day:02}/{}/{year}:{:02}:{:02}:{:02}.{:03}",
-        MONTHS[(month - 1) as usize],
-        secs % 86400 / 3600,
-        secs % 3600 / 60,
-        secs % 60,
+        "{:02}/{}/{}:{:02}:{:02}:{:02}.{:03}",
+        c.day,
+        MONTHS[c.month % 12],
+        c.year,
+        c.hour,
+        c.minute,
+        c.second,
         since.subsec_millis()
     );
-}
-
-/// Days since 1970-01-01 to (year, month 1-12, day 1-31), proleptic Gregorian calendar
-/// (Howard Hinnant's `civil_from_days` algorithm).
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

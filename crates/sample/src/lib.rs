@@ -55,4 +55,5 @@ pub use map::MapProbe;
 pub use map::MapStore;
 pub use pattern::{IntOp, MatchMethod};
 pub use stages::{Source, Stages};
+pub use time::{Civil, civil};
 pub use value::{Sample, SampleType, ip_text, parse_int_prefix, parse_ip};

@@ -44,7 +44,7 @@ const DAYS_FULL: [&str; 7] = [
 
 /// A broken-down date and time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Civil {
+pub struct Civil {
     /// The year, e.g. 2024.
     pub year: i64,
     /// The month, 0 (January) to 11.
@@ -69,7 +69,7 @@ fn is_leap(year: i64) -> bool {
 
 /// The date at `secs` seconds after the epoch (negative: before it). Every `i64` is
 /// accepted; the arithmetic saturates rather than overflowing at the far ends.
-pub(crate) fn civil(secs: i64) -> Civil {
+pub fn civil(secs: i64) -> Civil {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     // Day 0 is 1970-01-01, a Thursday.

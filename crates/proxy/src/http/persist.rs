@@ -17,11 +17,11 @@
 
 use super::buffer::InBuf;
 use super::exchange::Context;
-use super::rewrite::{self, RewriteFailed};
+use super::rewrite::{self, RewriteFailed, push_field};
 use crate::connect::{Connection, connect_redispatching};
 use crate::stream_context::StreamView;
 use sluice_config::cookie::{CookieConf, CookieMode, PersistAction};
-use sluice_http::encode::{self, HeadEdits, is_valid_field};
+use sluice_http::encode::{self, HeadEdits};
 use sluice_http::head::{
     HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, header_name, header_value,
     parse_request,
@@ -453,18 +453,6 @@ fn rebuild(
     }
     out.extend_from_slice(b"\r\n");
     Ok(out)
-}
-
-fn push_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<(), RewriteFailed> {
-    let name_text = std::str::from_utf8(name).map_err(|_| RewriteFailed)?;
-    if !is_valid_field(name_text, value) {
-        return Err(RewriteFailed);
-    }
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
-    Ok(())
 }
 
 /// Edits the server's `Set-Cookie` fields for our cookie and appends the inserted cookie

@@ -82,7 +82,9 @@ fn write_fields(
     Ok(changed)
 }
 
-fn push_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<(), RewriteFailed> {
+/// Appends `name: value` CRLF, refusing a pair that is not a valid field (so no computed
+/// value can inject a line).
+pub fn push_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<(), RewriteFailed> {
     let name_text = std::str::from_utf8(name).map_err(|_| RewriteFailed)?;
     if !is_valid_field(name_text, value) {
         return Err(RewriteFailed);
