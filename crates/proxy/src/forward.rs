@@ -1,12 +1,15 @@
 //! Relaying bytes both ways between a client and a server, with half-close and timeouts.
 //!
-//! Each direction is a [`Pump`]: read into its buffer, write it out, and once the reader has
-//! seen an end of stream, pass it on with a shutdown of the writer (a half-close), so a client
-//! that sends its request and then `shutdown(SHUT_WR)` still gets the whole answer. Both pumps
-//! run in one task, polled together by [`forward`], which also enforces the inactivity timeouts
-//! of configuration.txt §4.2: `timeout client`/`server` (or `tunnel`), and `client-fin`/
-//! `server-fin` once a direction is closed. Buffers are fixed-size (`tune.bufsize`, 16 KiB by
-//! default): a slow reader stops the other side's reads instead of growing memory.
+//! Each direction is a mover: read, write it out, and once the reader has seen an end of
+//! stream, pass it on with a shutdown of the writer (a half-close), so a client that sends its
+//! request and then `shutdown(SHUT_WR)` still gets the whole answer. A direction either copies
+//! through a buffer it holds only while bytes are in flight (`LazyPump`: an idle direction
+//! costs no buffer) or splices through a kernel pipe (`SplicePump`, `option splice-*`). Both
+//! directions run in one task, polled together by [`forward_streams`], which also enforces
+//! the inactivity timeouts of configuration.txt §4.2: `timeout client`/`server` (or
+//! `tunnel`), and `client-fin`/`server-fin` once a direction is closed. Buffers are
+//! fixed-size (`tune.bufsize`, 16 KiB by default): a slow reader stops the other side's reads
+//! instead of growing memory.
 
 use crate::http::buffer::{give_buffer, take_buffer};
 use sluice_net::splice::Pipe;
@@ -66,7 +69,11 @@ pub struct Outcome {
     pub server_to_client: u64,
 }
 
-/// One direction: a buffer between a reader and a writer.
+/// One direction over any reader and writer, with a buffer held for the whole session: the
+/// in-memory mover the tests drive the relay's timeouts and half-closes with (tokio's
+/// `duplex` pipes have no readiness to wait on without a buffer, unlike sockets, which
+/// [`LazyPump`] serves).
+#[cfg(test)]
 struct Pump {
     buf: Box<[u8]>,
     start: usize,
@@ -106,6 +113,7 @@ trait Mover<R: ?Sized, W: ?Sized> {
     fn copied(&self) -> u64;
 }
 
+#[cfg(test)]
 impl<R, W> Mover<R, W> for Pump
 where
     R: AsyncRead + Unpin + ?Sized,
@@ -369,6 +377,7 @@ impl Mover<Stream, Stream> for StreamMover {
     }
 }
 
+#[cfg(test)]
 impl Pump {
     fn new(size: usize) -> Self {
         Pump {
@@ -444,8 +453,10 @@ impl Pump {
 }
 
 /// Relays `client` ⇄ `server` until both directions are closed, a timeout fires or an error
-/// occurs, with buffers of `buffer_size` bytes per direction.
-pub async fn forward<C, S>(
+/// occurs, with buffers of `buffer_size` bytes per direction (tests only; the data path uses
+/// [`forward_streams`]).
+#[cfg(test)]
+async fn forward<C, S>(
     client: &mut C,
     server: &mut S,
     timeouts: IdleTimeouts,

@@ -3,7 +3,7 @@
 //! [`accept::run_listener`] is where a connection enters: it waits for the connection limits
 //! (bind, frontend, process) before accepting, so excess clients wait in the kernel's queue, and
 //! spawns one session per connection. [`tcp::serve`] runs a `mode tcp` session: pick a server,
-//! connect with retries, then [`forward::forward`] relays both directions with half-close and
+//! connect with retries, then [`forward::forward_streams`] relays both directions with half-close and
 //! inactivity timeouts until both sides are done.
 
 pub mod accept;
