@@ -476,7 +476,8 @@ where
     .await
 }
 
-/// Relays two sockets like [`forward`], each direction copying or splicing as given
+/// Relays `client` ⇄ `server` until both directions are closed, a timeout fires or an error
+/// occurs, each direction copying or splicing as given
 /// (`option splice-request` is the client-to-server direction, `splice-response` the other).
 pub async fn forward_streams(
     client: &mut Stream,
