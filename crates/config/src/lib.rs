@@ -23,5 +23,6 @@ pub mod reader;
 pub mod rules;
 pub mod sections;
 pub mod units;
+pub mod userlist;
 
 mod directive;

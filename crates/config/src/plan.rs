@@ -18,6 +18,7 @@ use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
 use crate::reader::Source;
 use crate::rules::{BackendTarget, ProxyRules, Rule};
 use crate::sections::{self, Section, SectionKind};
+use crate::userlist;
 use sluice_balance::{Algorithm, HashType};
 use sluice_sample::{Expr, LogFormat, MapStore};
 use std::collections::HashMap;
@@ -189,9 +190,12 @@ fn build(
         }
     }
 
+    // `http_auth(L)` may name a list declared after the proxy using it.
+    userlist::parse_userlists(sections, maps, diags);
+
     for section in sections {
         match section.kind {
-            SectionKind::HttpErrors => {}
+            SectionKind::HttpErrors | SectionKind::Userlist => {}
             SectionKind::Global => {
                 for line in &section.lines {
                     global::parse_global_line(&mut global, line, diags);

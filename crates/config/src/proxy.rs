@@ -210,7 +210,7 @@ fn applies(
         SectionKind::Frontend => allowed.frontend,
         SectionKind::Backend => allowed.backend,
         SectionKind::Listen => allowed.frontend || allowed.backend,
-        SectionKind::Global | SectionKind::HttpErrors => false,
+        SectionKind::Global | SectionKind::HttpErrors | SectionKind::Userlist => false,
     };
     if !ok {
         let side = if allowed.frontend {

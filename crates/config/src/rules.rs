@@ -207,6 +207,11 @@ pub enum HttpAction {
     Return(Reply),
     /// Answer with a redirect.
     Redirect(Redirect),
+    /// Ask for credentials: a 401 with `WWW-Authenticate: Basic realm="..."`.
+    Auth {
+        /// The realm; `None` means the name of the proxy whose rule this is.
+        realm: Option<String>,
+    },
     /// Replace every field `name` with one of value `value`.
     SetHeader {
         /// Field name.
@@ -514,7 +519,6 @@ const UNSUPPORTED: &str = "\u{0}unsupported:";
 /// while a word in no list is an unknown action (a typo).
 const KNOWN_ACTIONS: &[&str] = &[
     "add-acl",
-    "auth",
     "cache-store",
     "cache-use",
     "capture",
@@ -773,6 +777,29 @@ fn parse_http_action(
         }
         "return" => parse_reply(rest, maps, stages, place, 200, false).map(HttpAction::Return),
         "redirect" => parse_redirect(rest, maps, stages, place, true).map(HttpAction::Redirect),
+        "auth" => {
+            let realm = match rest {
+                [] => None,
+                [kw, realm] if kw == "realm" => {
+                    // The realm is written between double quotes in the answer.
+                    if realm
+                        .bytes()
+                        .any(|b| b == b'"' || b == b'\\' || b.is_ascii_control())
+                    {
+                        return Err(format!(
+                            "invalid realm '{realm}' (no double quote, backslash or control character)"
+                        ));
+                    }
+                    Some(realm.clone())
+                }
+                [kw] if kw == "realm" => return Err("'realm' expects a value".to_owned()),
+                [kw, _, extra, ..] if kw == "realm" => {
+                    return Err(format!("unexpected argument '{extra}'"));
+                }
+                [other, ..] => return Err(format!("unexpected argument '{other}'")),
+            };
+            request_only(HttpAction::Auth { realm })
+        }
         "set-header" | "add-header" => {
             exactly(2, "a field name and a value")?;
             let name = field_name(&rest[0])?;

@@ -348,7 +348,55 @@ fn request_action<'a>(
                 Err(e) => failed(e),
             }
         }
+        HttpAction::Auth { realm } => {
+            // Without a realm, HAProxy names the proxy whose rule asks.
+            let proxy = view
+                .backend
+                .map_or_else(|| view.frontend.name(), |b| b.name());
+            let realm = realm.as_deref().unwrap_or(proxy);
+            Step::Answer(auth_answer(error_page(pages, 401), realm))
+        }
         other => common_action(other, view, vars, pages, buf, Some(head), fields),
+    }
+}
+
+/// The answer of `http-request auth`: the proxy's 401 page with every `WWW-Authenticate`
+/// field replaced by a Basic challenge for `realm` (configuration.txt `http-request auth`).
+/// Like HAProxy, it keeps the connection alive (the client is expected to try again with
+/// credentials) when the page has a Content-Length to frame it.
+fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
+    let head_end = page
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(page.len(), |p| p + 2);
+    let (head, body) = page.split_at(head_end);
+    let mut bytes = Vec::with_capacity(page.len() + 64 + realm.len());
+    let mut framed = false;
+    for (i, line) in head.split_inclusive(|&b| b == b'\n').enumerate() {
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        let name = name.trim_ascii();
+        if i > 0
+            && (name.eq_ignore_ascii_case(b"www-authenticate")
+                || name.eq_ignore_ascii_case(b"connection"))
+        {
+            continue;
+        }
+        framed |= i > 0 && name.eq_ignore_ascii_case(b"content-length");
+        bytes.extend_from_slice(line);
+    }
+    push_field(
+        b"www-authenticate",
+        format!("Basic realm=\"{realm}\"").as_bytes(),
+        &mut bytes,
+    );
+    if !framed {
+        bytes.extend_from_slice(b"connection: close\r\n");
+    }
+    bytes.extend_from_slice(body);
+    Answer {
+        bytes: Cow::Owned(bytes),
+        status: 401,
+        close: !framed,
     }
 }
 
@@ -416,7 +464,8 @@ fn common_action<'a>(
         // the configuration only accepts them on the matching side.
         HttpAction::SetLine { .. }
         | HttpAction::ReplaceLine { .. }
-        | HttpAction::SetStatus { .. } => Step::Next,
+        | HttpAction::SetStatus { .. }
+        | HttpAction::Auth { .. } => Step::Next,
     }
 }
 
@@ -692,6 +741,28 @@ pub fn wants_request_copy(frontend: &Frontend, backend: &Backend) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_auth_answer_replaces_the_challenge_and_keeps_the_connection() {
+        let page = error_response(401);
+        let answer = auth_answer(page, "My app");
+        let text = String::from_utf8_lossy(&answer.bytes).into_owned();
+        assert!(!answer.close);
+        assert!(text.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{text}");
+        assert!(
+            text.contains("\r\nwww-authenticate: Basic realm=\"My app\"\r\n\r\n<html>"),
+            "{text}"
+        );
+        assert!(!text.contains("connection:"), "{text}");
+        // A custom page's own challenge is replaced; without a length it closes.
+        let custom = b"HTTP/1.1 401 No\r\nWWW-Authenticate: Digest x\r\n\r\nbody";
+        let answer = auth_answer(custom, "r");
+        assert!(answer.close);
+        assert_eq!(
+            &answer.bytes[..],
+            b"HTTP/1.1 401 No\r\nwww-authenticate: Basic realm=\"r\"\r\nconnection: close\r\n\r\nbody"
+        );
+    }
 
     #[test]
     fn the_monitor_page_announces_its_length() {

@@ -8,10 +8,11 @@
 //! header, all cookies of a name) when an ACL iterates over them, stopping as soon as the
 //! sink says so. The families live in submodules: `internal` (constants, environment,
 //! counters), `conn` (addresses, proxy names), `http_line` (method, URL, versions, status),
-//! `http_hdr` (header fields), `http_cookie` (cookies), `payload` (raw request bytes, the
+//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `payload` (raw request bytes, the
 //! TLS hello parsed by `tls_hello`, the HTTP body). Read [`Fetch::run`] first.
 
 mod conn;
+mod http_auth;
 mod http_cookie;
 mod http_hdr;
 mod http_line;
@@ -60,6 +61,8 @@ pub(crate) enum Fetch {
     Cookie(http_cookie::Cookie),
     /// Raw request bytes: payload, TLS hello, body.
     Payload(payload::Payload),
+    /// The Authorization field, checked against user lists or not.
+    Auth(http_auth::Auth),
 }
 
 impl Fetch {
@@ -73,6 +76,16 @@ impl Fetch {
             Fetch::Hdr(f) => f.run(ctx, all, out),
             Fetch::Cookie(f) => f.run(ctx, all, out),
             Fetch::Payload(f) => f.run(ctx, all, out),
+            Fetch::Auth(f) => f.run(ctx, all, out),
+        }
+    }
+
+    /// Links the fetch to what the configuration declared elsewhere (the user list of
+    /// `http_auth`).
+    pub fn resolve(&mut self, maps: &crate::map::MapStore) -> Result<(), String> {
+        match self {
+            Fetch::Auth(f) => f.resolve(maps),
+            _ => Ok(()),
         }
     }
 }
@@ -86,6 +99,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FetchDef> {
         .chain(http_hdr::FETCHES)
         .chain(http_cookie::FETCHES)
         .chain(payload::FETCHES)
+        .chain(http_auth::FETCHES)
         .find(|def| def.name == name)
 }
 

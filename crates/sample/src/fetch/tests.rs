@@ -536,3 +536,84 @@ fn payload_fetches_are_request_content_fetches() {
         assert!(expr.check_stages(Stages::HTTP_RES).is_err(), "{fetch}");
     }
 }
+
+/// A store holding user list "L": tiger (pw1, groups G1) and scott (elgato, G1 and G2).
+fn auth_store() -> crate::MapStore {
+    use crate::{Password, User, Userlist};
+    let maps = crate::MapStore::new();
+    let user = |name: &str, pw: &str, groups: &[&str]| User {
+        name: name.into(),
+        password: Password::Clear(pw.into()),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+    };
+    maps.add_userlist(Userlist {
+        name: "L".into(),
+        users: vec![
+            user("tiger", "pw1", &["G1"]),
+            user("scott", "elgato", &["G1", "G2"]),
+        ],
+        groups: vec!["G1".into(), "G2".into()],
+    });
+    maps
+}
+
+fn auth_ctx(authorization: &str) -> TestCtx {
+    TestCtx::request(&format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization}\r\n\r\n"
+    ))
+}
+
+fn auth_eval(text: &str, ctx: &TestCtx) -> Option<Sample<'static>> {
+    crate::Expr::parse(text, &auth_store())
+        .unwrap()
+        .eval(ctx)
+        .map(Sample::into_owned)
+}
+
+#[test]
+fn http_auth_checks_credentials_against_the_list() {
+    // "scott:elgato", "scott:nope", "tiger:pw1".
+    let good = auth_ctx("Basic c2NvdHQ6ZWxnYXRv");
+    let bad = auth_ctx("Basic c2NvdHQ6bm9wZQ==");
+    assert_eq!(auth_eval("http_auth(L)", &good), Some(Sample::Bool(true)));
+    assert_eq!(auth_eval("http_auth(L)", &bad), Some(Sample::Bool(false)));
+    assert_eq!(auth_eval("http_auth_group(L)", &good), Some(s("scott")));
+    assert_eq!(auth_eval("http_auth_group(L)", &bad), None);
+    assert_eq!(auth_eval("http_auth_user", &bad), Some(s("scott")));
+    assert_eq!(auth_eval("http_auth_pass", &bad), Some(s("nope")));
+    assert_eq!(auth_eval("http_auth_type", &bad), Some(s("Basic")));
+    assert_eq!(auth_eval("http_auth_bearer", &bad), None);
+    let bearer = auth_ctx("Bearer abc.def");
+    assert_eq!(auth_eval("http_auth_bearer", &bearer), Some(s("abc.def")));
+    assert_eq!(auth_eval("http_auth_user", &bearer), None);
+    assert_eq!(
+        auth_eval("http_auth(L)", &TestCtx::request(GET)),
+        None,
+        "no Authorization field, no sample"
+    );
+}
+
+#[test]
+fn http_auth_group_acls_match_groups() {
+    let maps = auth_store();
+    let mut set = crate::AclSet::new(maps);
+    set.add(&crate::testing::words("g2 http_auth_group(L) G2 G3"))
+        .unwrap();
+    let cond = crate::Condition::parse(&crate::testing::words("if g2"), &set).unwrap();
+    assert!(cond.eval(&auth_ctx("Basic c2NvdHQ6ZWxnYXRv")));
+    // tiger:pw1 is valid but only in G1.
+    assert!(!cond.eval(&auth_ctx("Basic dGlnZXI6cHcx")));
+    assert!(!cond.eval(&auth_ctx("Basic c2NvdHQ6bm9wZQ==")));
+}
+
+#[test]
+fn http_auth_needs_a_declared_list() {
+    assert_eq!(
+        parse_err("http_auth(nowhere)"),
+        "fetch method 'http_auth' : unable to find userlist 'nowhere'"
+    );
+    assert_eq!(
+        parse_err("http_auth"),
+        "fetch method 'http_auth' : missing arguments (got 0/1)"
+    );
+}

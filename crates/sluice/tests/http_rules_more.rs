@@ -1,0 +1,215 @@
+//! End-to-end behaviour of the less common HTTP rules: `userlist` sections with
+//! `http-request auth` and the `http_auth*` fetches, `http-request tarpit` and its delay,
+//! `http-after-response` rules over served and proxy-made answers, and captures shown by
+//! fetches and by the `option httplog` line.
+//!
+//! Answers are compared with what HAProxy 2.6 sends for the same configuration (realm
+//! quoting, the status of a tarpit, the keep-alive after a 401).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::http::{HTTP_DEFAULTS, Log, http_backend, one_shot};
+use common::{Backend, Closed, GENEROUS, connect, fd_bind, frontend, read_to_close, sluice};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// A server answering `200` with its name as the body.
+fn named_http(name: &'static str) -> (Backend, Log) {
+    http_backend(move |_| {
+        format!(
+            "HTTP/1.1 200 OK\r\nX-Server: {name}\r\nContent-Length: {}\r\n\r\n{name}",
+            name.len()
+        )
+    })
+}
+
+/// Starts Sluice with `config` (a `{bind}` placeholder for the frontend's bind line).
+fn start(config: &str) -> (common::Sluice, SocketAddr) {
+    let (listener, addr) = frontend();
+    let text = config.replace("{bind}", &format!("bind {}", fd_bind(&listener)));
+    (sluice(&text).inherit(listener).start(), addr)
+}
+
+/// Sends one request, closing after it, and returns the whole answer.
+fn get(addr: SocketAddr, request: &str) -> String {
+    match one_shot(addr, request.as_bytes()) {
+        Closed::Eof(data) | Closed::Reset(data) => String::from_utf8_lossy(&data).into_owned(),
+        Closed::StillOpen(data) => panic!(
+            "connection still open after: {}",
+            String::from_utf8_lossy(&data)
+        ),
+    }
+}
+
+fn body(answer: &str) -> &str {
+    answer.split_once("\r\n\r\n").map_or("", |(_, b)| b)
+}
+
+fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let head = answer.split_once("\r\n\r\n").map_or(answer, |(h, _)| h);
+    head.lines().skip(1).find_map(|line| {
+        let (n, v) = line.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+fn status(answer: &str) -> &str {
+    answer.get(9..12).unwrap_or("")
+}
+
+/// `Authorization: Basic` for `user:password`.
+fn basic(user: &str, password: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let input = format!("{user}:{password}").into_bytes();
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    format!("Authorization: Basic {out}")
+}
+
+#[test]
+fn auth_asks_for_credentials_then_lets_valid_users_in() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+userlist admins
+    group ops users scott
+    user tiger password $5$rounds=1000$CzCgMB7e5VTSM5wE$ZErSu9omkcLRVuiLWwC5v1bMWz8y.3NT8k3o6DgkEhA
+    user scott insecure-password elgato
+frontend www
+    {{bind}}
+    acl ok http_auth(admins)
+    acl ops http_auth_group(admins) ops
+    http-request auth realm \"Admin area\" unless ok
+    http-request return status 200 content-type text/plain lf-string \"ops %[http_auth_group(admins)]\" if {{ path /ops }} ops
+    http-request auth if {{ path /ops }}
+    http-request set-header X-User %[http_auth_user]
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+
+    // No credentials: a 401 with the realm, and the connection stays open for a retry.
+    let mut s = connect(addr);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    let mut first = vec![0u8; 4096];
+    let n = s.read(&mut first).unwrap();
+    let first = String::from_utf8_lossy(&first[..n]).into_owned();
+    assert_eq!(status(&first), "401", "{first}");
+    assert_eq!(
+        header(&first, "www-authenticate"),
+        Some("Basic realm=\"Admin area\"")
+    );
+    assert_eq!(header(&first, "connection"), None, "{first}");
+    let length: usize = header(&first, "content-length").unwrap().parse().unwrap();
+    assert_eq!(body(&first).len(), length);
+    // Same connection, valid SHA-crypt credentials: forwarded.
+    s.write_all(
+        format!(
+            "GET / HTTP/1.1\r\nHost: h\r\n{}\r\nConnection: close\r\n\r\n",
+            basic("tiger", "secret")
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let Closed::Eof(second) = read_to_close(&mut s, GENEROUS) else {
+        panic!("the second answer must end the connection");
+    };
+    let second = String::from_utf8_lossy(&second);
+    assert_eq!(status(&second), "200", "{second}");
+    assert_eq!(body(&second), "app");
+    assert_eq!(
+        log.lock()
+            .unwrap()
+            .last()
+            .unwrap()
+            .header("x-user")
+            .as_deref(),
+        Some("tiger")
+    );
+
+    // A wrong password is asked again.
+    let wrong = get(
+        addr,
+        &format!(
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n{}\r\n\r\n",
+            basic("tiger", "nope")
+        ),
+    );
+    assert_eq!(status(&wrong), "401", "{wrong}");
+
+    // Groups: scott is in ops, tiger is not (and the realm defaults to the proxy's name).
+    let scott = get(
+        addr,
+        &format!(
+            "GET /ops HTTP/1.1\r\nHost: h\r\nConnection: close\r\n{}\r\n\r\n",
+            basic("scott", "elgato")
+        ),
+    );
+    assert_eq!(body(&scott), "ops scott", "{scott}");
+    let tiger = get(
+        addr,
+        &format!(
+            "GET /ops HTTP/1.1\r\nHost: h\r\nConnection: close\r\n{}\r\n\r\n",
+            basic("tiger", "secret")
+        ),
+    );
+    assert_eq!(status(&tiger), "401", "{tiger}");
+    assert_eq!(
+        header(&tiger, "www-authenticate"),
+        Some("Basic realm=\"www\"")
+    );
+}
+
+#[test]
+fn configuration_errors_of_userlists_and_auth_are_reported() {
+    let dir = common::TempDir::new();
+    let cfg = dir.write(
+        "bad.cfg",
+        "userlist L
+    user a password $1$salt$qJH7.N4xYta3aEG/dfqo/0
+frontend f
+    mode http
+    bind :0
+    http-request auth realm
+    acl x http_auth(missing)
+",
+    );
+    let out = common::run(&["-c", "-f", cfg.to_str().unwrap()], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("MD5-crypt ('$1$') is not supported by Sluice"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("'realm' expects a value"), "{stderr}");
+    assert!(
+        stderr.contains("fetch method 'http_auth' : unable to find userlist 'missing'"),
+        "{stderr}"
+    );
+}
+
+#[allow(dead_code)]
+fn elapsed_of<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let value = f();
+    (value, start.elapsed())
+}
