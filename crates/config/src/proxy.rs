@@ -134,6 +134,9 @@ pub struct Timeouts {
     /// `timeout queue`: how long a request may wait for a server slot (`timeout connect`
     /// when unset, as in HAProxy).
     pub queue: Option<Duration>,
+    /// `timeout tarpit`: how long `http-request tarpit` holds a request (`timeout connect`
+    /// when unset in a proxy with servers, as in HAProxy; no delay in a plain frontend).
+    pub tarpit: Option<Duration>,
 }
 
 /// What a `defaults`, `frontend`, `backend` or `listen` section says. Every field is optional
@@ -194,6 +197,11 @@ const FRONT: Allowed = Allowed {
 const BACK: Allowed = Allowed {
     defaults: true,
     frontend: false,
+    backend: true,
+};
+const BOTH: Allowed = Allowed {
+    defaults: true,
+    frontend: true,
     backend: true,
 };
 
@@ -396,6 +404,7 @@ fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &m
         "http-request" => (&mut t.http_request, FRONT),
         "http-keep-alive" => (&mut t.http_keep_alive, FRONT),
         "queue" => (&mut t.queue, BACK),
+        "tarpit" => (&mut t.tarpit, BOTH),
         _ => {
             diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
             return;

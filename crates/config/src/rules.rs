@@ -207,6 +207,9 @@ pub enum HttpAction {
     Return(Reply),
     /// Answer with a redirect.
     Redirect(Redirect),
+    /// Hold the request for `timeout tarpit`, then answer with a reply (500 by default)
+    /// and close.
+    Tarpit(Reply),
     /// Ask for credentials: a 401 with `WWW-Authenticate: Basic realm="..."`.
     Auth {
         /// The realm; `None` means the name of the proxy whose rule this is.
@@ -559,7 +562,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "silent-drop",
     "strict-mode",
     "switch-mode",
-    "tarpit",
     "track-sc0",
     "track-sc1",
     "track-sc2",
@@ -776,6 +778,9 @@ fn parse_http_action(
             parse_reply(rest, maps, stages, place, status, true).map(HttpAction::Deny)
         }
         "return" => parse_reply(rest, maps, stages, place, 200, false).map(HttpAction::Return),
+        "tarpit" => parse_reply(rest, maps, stages, place, 500, true)
+            .map(HttpAction::Tarpit)
+            .and_then(request_only),
         "redirect" => parse_redirect(rest, maps, stages, place, true).map(HttpAction::Redirect),
         "auth" => {
             let realm = match rest {

@@ -48,6 +48,8 @@ pub enum Phase {
     Headers,
     /// Transferring data (`D`).
     Data,
+    /// Held by `http-request tarpit` (`T`).
+    Tarpit,
 }
 
 /// The two termination characters, e.g. `--`, `CD`, `sH`, `SC`.
@@ -85,6 +87,7 @@ impl Termination {
             Phase::Connect => 'C',
             Phase::Headers => 'H',
             Phase::Data => 'D',
+            Phase::Tarpit => 'T',
         };
         [cause, phase]
     }

@@ -207,9 +207,59 @@ frontend f
     );
 }
 
-#[allow(dead_code)]
-fn elapsed_of<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+/// Sends `request` and measures how long the first byte of the answer takes; returns the
+/// whole answer (read until the proxy closes) and that time.
+fn timed_answer(addr: SocketAddr, request: &str) -> (String, Duration) {
+    let mut s = connect(addr);
+    s.write_all(request.as_bytes()).unwrap();
     let start = Instant::now();
-    let value = f();
-    (value, start.elapsed())
+    let mut first = [0u8; 1];
+    s.read_exact(&mut first).unwrap();
+    let took = start.elapsed();
+    let rest = read_to_close(&mut s, GENEROUS);
+    assert!(rest.is_closed(), "a tarpit answer ends the connection");
+    let mut all = first.to_vec();
+    all.extend_from_slice(rest.data());
+    (String::from_utf8_lossy(&all).into_owned(), took)
+}
+
+#[test]
+fn tarpit_holds_the_request_then_answers() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    timeout tarpit 300ms
+    http-request tarpit if {{ path /slow }}
+    http-request tarpit deny_status 403 if {{ path /slow403 }}
+    default_backend app
+backend app
+    timeout connect 400ms
+    http-request tarpit status 429 content-type text/plain string calm if {{ path /be }}
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    let hold = Duration::from_millis(300);
+    let upper = Duration::from_secs(5);
+
+    let (answer, took) = timed_answer(addr, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(status(&answer), "500", "{answer}");
+    assert!(took >= hold && took < upper, "answered after {took:?}");
+
+    let (answer, took) = timed_answer(addr, "GET /slow403 HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(status(&answer), "403", "{answer}");
+    assert!(took >= hold && took < upper, "answered after {took:?}");
+
+    // A backend rule waits for the backend's delay: its `timeout connect` here.
+    let (answer, took) = timed_answer(addr, "GET /be HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(status(&answer), "429", "{answer}");
+    assert_eq!(body(&answer), "calm");
+    assert!(
+        took >= Duration::from_millis(400) && took < upper,
+        "answered after {took:?}"
+    );
+    assert!(log.lock().unwrap().is_empty(), "nothing reaches the server");
 }

@@ -69,6 +69,8 @@ pub struct Answer<'a> {
     pub status: u16,
     /// True if the connection must close after it (a deny, an error page).
     pub close: bool,
+    /// `http-request tarpit`: how long to hold the request before answering.
+    pub tarpit: Option<std::time::Duration>,
 }
 
 impl<'a> Answer<'a> {
@@ -77,6 +79,7 @@ impl<'a> Answer<'a> {
             bytes: Cow::Borrowed(bytes),
             status,
             close: true,
+            tarpit: None,
         }
     }
 }
@@ -137,6 +140,7 @@ pub fn process_request<'a>(
                 bytes: Cow::Borrowed(MONITOR_OK),
                 status: 200,
                 close: false,
+                tarpit: None,
             }
         });
     }
@@ -397,6 +401,7 @@ fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
         bytes: Cow::Owned(bytes),
         status: 401,
         close: !framed,
+        tarpit: None,
     }
 }
 
@@ -418,6 +423,13 @@ fn common_action<'a>(
             Step::Answer(reply_answer(reply, view, pages, true))
         }
         HttpAction::Return(reply) => Step::Answer(reply_answer(reply, view, pages, false)),
+        HttpAction::Tarpit(reply) => {
+            view.frontend.denied_requests.incr();
+            Step::Answer(Answer {
+                tarpit: Some(tarpit_delay(view)),
+                ..reply_answer(reply, view, pages, true)
+            })
+        }
         HttpAction::Redirect(r) => match request {
             Some(head) => redirect(r, view, buf, head).map_or(Step::Next, Step::Answer),
             None => redirect_without_request(r, view).map_or(Step::Next, Step::Answer),
@@ -469,6 +481,23 @@ fn common_action<'a>(
     }
 }
 
+/// How long `http-request tarpit` holds a request: the `timeout tarpit` of the proxy whose
+/// rule applied, else its `timeout connect` when it has servers (HAProxy 2.6 sets that
+/// default only for proxies with a backend side; a plain frontend answers at once).
+fn tarpit_delay(view: &StreamView<'_>) -> std::time::Duration {
+    let (timeouts, has_servers) = match view.backend {
+        Some(b) => (&b.plan.timeouts, true),
+        None => (
+            &view.frontend.plan.timeouts,
+            view.frontend.plan.id.kind.has_backend(),
+        ),
+    };
+    timeouts
+        .tarpit
+        .or(if has_servers { timeouts.connect } else { None })
+        .unwrap_or_default()
+}
+
 /// Builds the answer of a `return` or `deny` rule.
 fn reply_answer<'a>(
     reply: &Reply,
@@ -494,6 +523,7 @@ fn reply_answer<'a>(
                 bytes: Cow::Owned(bytes),
                 status: reply.status,
                 close: true,
+                tarpit: None,
             };
         }
         ReplyBody::Raw(bytes) => {
@@ -501,6 +531,7 @@ fn reply_answer<'a>(
                 bytes: Cow::Owned(bytes.to_vec()),
                 status: reply.status,
                 close: true,
+                tarpit: None,
             };
         }
         ReplyBody::Empty => Cow::Borrowed(&[]),
@@ -523,6 +554,7 @@ fn reply_answer<'a>(
         bytes: Cow::Owned(bytes),
         status: reply.status,
         close,
+        tarpit: None,
     }
 }
 
@@ -630,6 +662,7 @@ fn redirect_answer<'a>(r: &Redirect, location: &[u8]) -> Answer<'a> {
         bytes: Cow::Owned(bytes),
         status: r.code,
         close: false,
+        tarpit: None,
     }
 }
 

@@ -85,6 +85,7 @@ pub async fn serve(
                     status,
                     bytes: page.len(),
                     cause,
+                    phase: Phase::Request,
                     request: None,
                     head: None,
                 };
@@ -104,6 +105,11 @@ pub async fn serve(
             RequestVerdict::Forward(backend) => backend,
             RequestVerdict::Reject => break,
             RequestVerdict::Answer(reply) => {
+                if let Some(delay) = reply.tarpit {
+                    // `http-request tarpit`: the request is held, then answered as if
+                    // nothing special had happened (configuration.txt "tarpit").
+                    tokio::time::sleep(delay).await;
+                }
                 let keep_alive =
                     !reply.close && can_answer_and_keep_alive(&input, &head, &settings);
                 let sent = tokio::time::timeout(
@@ -124,6 +130,12 @@ pub async fn serve(
                     status: reply.status,
                     bytes: reply.bytes.len(),
                     cause,
+                    // configuration.txt §8.5: "PT" for a tarpitted request.
+                    phase: if reply.tarpit.is_some() {
+                        Phase::Tarpit
+                    } else {
+                        Phase::Request
+                    },
                     request: Some((line, head_took)),
                     head: Some((input.filled(), &head)),
                 };
@@ -204,6 +216,7 @@ struct Answered<'r> {
     status: u16,
     bytes: usize,
     cause: Cause,
+    phase: Phase,
     /// The request line and the time its head took, when there was a head.
     request: Option<(&'r [u8], std::time::Duration)>,
     /// The request head, for log formats that read it.
@@ -220,6 +233,7 @@ fn log_answer(
         status,
         bytes,
         cause,
+        phase,
         request,
         head,
     } = answered;
@@ -237,10 +251,7 @@ fn log_answer(
         status: Some(status),
         bytes_to_client: bytes as u64,
         bytes_from_client: 0,
-        termination: Termination {
-            cause,
-            phase: Phase::Request,
-        },
+        termination: Termination { cause, phase },
         retries: 0,
         request_line: request.map(|(line, _)| line),
         counts: Counts::default(),
