@@ -461,6 +461,7 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     let ignored = [
         ("http-request", !rules.http_request.is_empty()),
         ("http-response", !rules.http_response.is_empty()),
+        ("http-after-response", !rules.http_after_response.is_empty()),
         ("redirect", !rules.redirects.is_empty()),
         ("monitor-uri", rules.monitor_uri.is_some()),
     ];
@@ -478,6 +479,7 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     }
     rules.http_request.clear();
     rules.http_response.clear();
+    rules.http_after_response.clear();
     rules.redirects.clear();
     rules.monitor_uri = None;
     rules.monitor_fail.clear();

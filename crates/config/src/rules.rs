@@ -1,5 +1,5 @@
 //! The rule keywords of proxies (configuration.txt §4.2, §7): `acl`, `http-request`,
-//! `http-response`, `redirect`, `use_backend`, `use-server`, `tcp-request connection`,
+//! `http-response`, `http-after-response`, `redirect`, `use_backend`, `use-server`, `tcp-request connection`,
 //! `tcp-request content`, `tcp-request inspect-delay`, `monitor-uri` and `monitor fail`.
 //!
 //! Each line is compiled here, once, with the sample engine (`sluice-sample`): conditions,
@@ -61,6 +61,9 @@ pub struct ProxyRules {
     pub use_server: Vec<Rule<String>>,
     /// `http-response` rules.
     pub http_response: Vec<Rule<HttpAction>>,
+    /// `http-after-response` rules: run last on every response, the proxy's own answers
+    /// included.
+    pub http_after_response: Vec<Rule<HttpAction>>,
 }
 
 impl ProxyRules {
@@ -68,6 +71,7 @@ impl ProxyRules {
     pub fn has_http_rules(&self) -> bool {
         !self.http_request.is_empty()
             || !self.http_response.is_empty()
+            || !self.http_after_response.is_empty()
             || !self.redirects.is_empty()
             || self.monitor_uri.is_some()
     }
@@ -344,7 +348,13 @@ pub(crate) fn parse_rule_line(
     let second = line.words.get(1).map(String::as_str);
     let keyword_words = match (first.as_str(), second) {
         (
-            "acl" | "http-request" | "http-response" | "redirect" | "use_backend" | "use-server",
+            "acl"
+            | "http-request"
+            | "http-response"
+            | "http-after-response"
+            | "redirect"
+            | "use_backend"
+            | "use-server",
             _,
         )
         | ("monitor-uri", _) => 1,
@@ -437,6 +447,17 @@ pub(crate) fn parse_rule_line(
                     check_cond(c, stages, place, &mut warnings);
                 }
                 rules.redirects.push(rule(r, cond, d.span));
+            })
+        }
+        "http-after-response" => {
+            let stages = place.stages(Stages::FE_HTTP_RES, Stages::BE_HTTP_RES);
+            split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
+                let action = parse_after_response_action(args, maps, stages, place)?;
+                if let Some(c) = &cond {
+                    check_cond(c, stages, place, &mut warnings);
+                }
+                rules.http_after_response.push(rule(action, cond, d.span));
+                Ok(())
             })
         }
         "http-request" | "http-response" => {
@@ -903,6 +924,32 @@ fn parse_http_action(
             }
             Ok(HttpAction::SetStatus { status, reason })
         }
+        other => Err(unsupported(other)),
+    }
+}
+
+/// The actions `http-after-response` allows (configuration.txt §4.2, the "Aft" column):
+/// the response actions that neither answer nor stop the response.
+fn parse_after_response_action(
+    args: &[String],
+    maps: &MapStore,
+    stages: Stages,
+    place: Place,
+) -> Result<HttpAction, String> {
+    let action = args.first().ok_or("expects an action")?;
+    let name = action.split('(').next().unwrap_or_default();
+    match name {
+        "allow" | "set-header" | "add-header" | "del-header" | "replace-header"
+        | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var" => {
+            parse_http_action(args, maps, stages, place, true)
+        }
+        "capture" | "del-acl" | "del-map" | "set-log-level" | "set-map" | "strict-mode" => {
+            Err(unsupported(name))
+        }
+        "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"
+        | "set-uri" | "set-method" => Err(format!(
+            "'{name}' is not allowed in 'http-after-response' rules"
+        )),
         other => Err(unsupported(other)),
     }
 }

@@ -263,3 +263,59 @@ backend app
     );
     assert!(log.lock().unwrap().is_empty(), "nothing reaches the server");
 }
+
+#[test]
+fn after_response_rules_run_last_on_every_answer() {
+    let (app, _) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request return status 200 content-type text/plain string made if {{ path /made }}
+    http-after-response add-header X-Order fe
+    http-after-response set-header X-Status %[status]
+    default_backend app
+backend app
+    http-response set-header X-Server rewritten
+    http-after-response add-header X-Order be
+    http-after-response replace-header X-Server ^rewritten$ after
+    http-after-response set-status 203 if {{ status 200 }}
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+
+    let served = get(
+        addr,
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    assert!(served.starts_with("HTTP/1.1 203 "), "{served}");
+    assert_eq!(header(&served, "x-server"), Some("after"));
+    // The backend's set runs first, then the frontend's, which sees the new status.
+    let order: Vec<&str> = served
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("x-order: ")
+                .or_else(|| l.strip_prefix("X-Order: "))
+        })
+        .collect();
+    assert_eq!(order, ["be", "fe"], "{served}");
+    assert_eq!(header(&served, "x-status"), Some("203"));
+    assert_eq!(body(&served), "app");
+
+    // The proxy's own answers: a return, and the 400 of a request it could not parse.
+    let made = get(
+        addr,
+        "GET /made HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status(&made), "200", "{made}");
+    assert_eq!(header(&made, "x-order"), Some("fe"));
+    assert_eq!(body(&made), "made");
+    let bad = get(addr, "GET / HTTP/1.1\r\nHost: h\r\nBad Field: x\r\n\r\n");
+    assert_eq!(status(&bad), "400", "{bad}");
+    assert_eq!(header(&bad, "x-order"), Some("fe"), "{bad}");
+    assert_eq!(header(&bad, "x-status"), Some("400"), "{bad}");
+    let length: usize = header(&bad, "content-length").unwrap().parse().unwrap();
+    assert_eq!(body(&bad).len(), length);
+}

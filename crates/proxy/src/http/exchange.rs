@@ -86,6 +86,13 @@ pub struct Context<'a> {
     pub scope: &'a Scope<'a>,
 }
 
+impl Context<'_> {
+    /// An error page of ours as `http-after-response` rules leave it.
+    fn after<'p>(&self, page: &'p [u8]) -> std::borrow::Cow<'p, [u8]> {
+        rules::finish_page(self.scope, Some(self.backend), page)
+    }
+}
+
 /// Hands a session's server connection to the thread's idle pool when the session ends.
 pub fn release(settings: &HttpSettings<'_>, conn: Attached) {
     if settings.reuse != HttpReuse::Never
@@ -242,7 +249,7 @@ async fn exchange<'a>(
         Ok(framing) => framing,
         Err(err) => {
             ctx.frontend.request_errors.incr();
-            answer(client, s.request_error(err.status()), s.client).await;
+            answer(client, &ctx.after(s.request_error(err.status())), s.client).await;
             return Ending::close(Some(err.status()), Cause::Proxy, Phase::Request);
         }
     };
@@ -251,7 +258,7 @@ async fn exchange<'a>(
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
     if upgrade && is_websocket_without_key(buf, &head) {
         ctx.frontend.request_errors.incr();
-        answer(client, s.request_error(400), s.client).await;
+        answer(client, &ctx.after(s.request_error(400)), s.client).await;
         return Ending::close(Some(400), Cause::Proxy, Phase::Request);
     }
     let is_head = head.is_method(buf, "HEAD");
@@ -304,7 +311,7 @@ async fn exchange<'a>(
         Ok(lease) => lease,
         Err(unserved) => {
             ctx.backend.failed_connections.incr();
-            answer(client, s.server_error(503), s.client).await;
+            answer(client, &ctx.after(s.server_error(503)), s.client).await;
             // configuration.txt §8.5: "sQ" for a queue timeout, "SC" when no server was usable.
             return match unserved {
                 Unserved::QueueTimeout => {
@@ -347,7 +354,7 @@ async fn exchange<'a>(
                 None => {
                     ctx.backend.failed_connections.incr();
                     server.failed_connections.incr();
-                    answer(client, s.server_error(503), s.client).await;
+                    answer(client, &ctx.after(s.server_error(503)), s.client).await;
                     return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
                 }
             };
@@ -442,12 +449,12 @@ async fn exchange<'a>(
             Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
             Err(ResponseFailure::ClosedBeforeAnswer) => {
                 ctx.backend.response_errors.incr();
-                answer(client, s.server_error(502), s.client).await;
+                answer(client, &ctx.after(s.server_error(502)), s.client).await;
                 return Ending::close(Some(502), Cause::ServerAbort, Phase::Headers);
             }
             Err(ResponseFailure::Status(status)) => {
                 ctx.backend.response_errors.incr();
-                answer(client, s.server_error(status), s.client).await;
+                answer(client, &ctx.after(s.server_error(status)), s.client).await;
                 let cause = match status {
                     504 => Cause::ServerTimeout,
                     502 => Cause::Proxy,

@@ -5,7 +5,9 @@
 //! [`process_request`] follows HAProxy's order: the frontend's `tcp-request content` rules,
 //! the monitor URI, the frontend's `http-request` rules then `redirect` rules, the
 //! `use_backend` choice, then the same rule sets of the backend when it is another proxy.
-//! [`process_response`] runs the backend's `http-response` rules, then the frontend's. An
+//! [`process_response`] runs the backend's `http-response` rules, then the frontend's, then
+//! their `http-after-response` rules, which [`finish_answer`] and [`finish_page`] also run
+//! over every answer the proxy makes itself (rule answers, error pages). An
 //! action stops the evaluation (`allow` for its own rule set; `deny`, `return`, `redirect` for
 //! the whole message) or changes the message and goes on with the next rule, which sees the
 //! change. Rules that do not rewrite cost no allocation; see [`super::rewrite`] for those
@@ -22,7 +24,7 @@ use sluice_config::rules::{
     HttpAction, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, VarValue,
 };
 use sluice_http::error::error_response;
-use sluice_http::head::{Limits, MessageHead, RequestHead, ResponseHead};
+use sluice_http::head::{Limits, MessageHead, Parse, RequestHead, ResponseHead, parse_response};
 use sluice_http::reason_phrase;
 use sluice_net::listen::Endpoints;
 use sluice_runtime::process::Process;
@@ -112,13 +114,32 @@ fn error_page<'a>(pages: &[&'a ErrorPages], status: u16) -> &'a [u8] {
         .map_or_else(|| error_response(status), |page| &page[..])
 }
 
-/// Runs the request-side rules of the frontend and of the backend they choose.
+/// Runs the request-side rules of the frontend and of the backend they choose; an answer
+/// of the proxy's own then goes through the `http-after-response` rules.
 pub fn process_request<'a>(
     scope: &Scope<'a>,
     input: &mut InBuf,
     head: &mut RequestHead,
     limits: &Limits,
     bufsize: usize,
+) -> RequestVerdict<'a> {
+    let mut chosen = None;
+    match request_verdict(scope, input, head, limits, bufsize, &mut chosen) {
+        RequestVerdict::Answer(answer) => {
+            let request = Some((input.filled(), &*head));
+            RequestVerdict::Answer(finish_answer(scope, chosen, request, answer))
+        }
+        verdict => verdict,
+    }
+}
+
+fn request_verdict<'a>(
+    scope: &Scope<'a>,
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    limits: &Limits,
+    bufsize: usize,
+    chosen: &mut Option<&'a Backend>,
 ) -> RequestVerdict<'a> {
     let frontend = scope.frontend;
     let rules = &frontend.plan.rules;
@@ -159,6 +180,7 @@ pub fn process_request<'a>(
         frontend.failed.incr();
         return RequestVerdict::Answer(Answer::page(error_page(&front_pages, 503), 503));
     };
+    *chosen = Some(backend);
     if backend.plan.id.uid != frontend.plan.id.uid {
         let rules = &backend.plan.rules;
         let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
@@ -719,22 +741,139 @@ pub fn process_response<'a>(
                     head,
                 )
             };
-            match step {
-                Step::Next => {}
+            let answer = match step {
+                Step::Next => continue,
                 Step::Stop => break,
-                Step::Answer(answer) => return ResponseVerdict::Replace(answer),
+                Step::Answer(answer) => answer,
                 Step::Rewrite(new_head) => {
-                    if rewrite::install_response(input, head, &new_head, &limits).is_err() {
-                        return ResponseVerdict::Replace(Answer::page(
-                            error_page(&pages, 502),
-                            502,
-                        ));
+                    if rewrite::install_response(input, head, &new_head, &limits).is_ok() {
+                        continue;
                     }
+                    Answer::page(error_page(&pages, 502), 502)
                 }
+            };
+            let answer = finish_answer(scope, Some(backend), request, answer);
+            return ResponseVerdict::Replace(answer);
+        }
+    }
+    // `http-after-response` rules come last, on the response as the other rules left it.
+    for rules in after_sets(frontend, Some(backend)) {
+        for rule in rules {
+            let step = {
+                let view = StreamView {
+                    server: Some(server),
+                    response: Some((input.filled(), head)),
+                    ..scope.view(Some(backend), request)
+                };
+                if !rule.applies(&view) {
+                    continue;
+                }
+                response_action(&rule.action, &view, scope.vars, &[], input.filled(), head)
+            };
+            match step {
+                Step::Stop => break,
+                // A rewrite that does not fit leaves the response as it was (the
+                // configuration allows no answering action here).
+                Step::Rewrite(new_head) => {
+                    let _ = rewrite::install_response(input, head, &new_head, &limits);
+                }
+                Step::Next | Step::Answer(_) => {}
             }
         }
     }
     ResponseVerdict::Relay
+}
+
+/// The `http-after-response` rule sets of a stream: the backend's, then the frontend's
+/// (once for a `listen` section), as HAProxy evaluates them.
+fn after_sets<'r>(
+    frontend: &'r Frontend,
+    backend: Option<&'r Backend>,
+) -> impl Iterator<Item = &'r [Rule<HttpAction>]> {
+    let back = backend
+        .filter(|b| b.plan.id.uid != frontend.plan.id.uid)
+        .map(|b| &b.plan.rules.http_after_response[..]);
+    back.into_iter()
+        .chain(std::iter::once(
+            &frontend.plan.rules.http_after_response[..],
+        ))
+        .filter(|set| !set.is_empty())
+}
+
+/// Runs the `http-after-response` rules over an answer the proxy makes itself (`deny`,
+/// `return`, `redirect`, `auth`, an error page), whose status may change.
+pub fn finish_answer<'a>(
+    scope: &Scope<'_>,
+    backend: Option<&Backend>,
+    request: KeptRequest<'_>,
+    answer: Answer<'a>,
+) -> Answer<'a> {
+    match after_response_bytes(scope, backend, request, &answer.bytes) {
+        Some((bytes, status)) => Answer {
+            bytes: Cow::Owned(bytes),
+            status,
+            ..answer
+        },
+        None => answer,
+    }
+}
+
+/// Runs the `http-after-response` rules over an error page the proxy sends (400, 408, 502,
+/// 503, 504...), returning the page to send.
+pub fn finish_page<'p>(
+    scope: &Scope<'_>,
+    backend: Option<&Backend>,
+    page: &'p [u8],
+) -> Cow<'p, [u8]> {
+    match after_response_bytes(scope, backend, None, page) {
+        Some((bytes, _)) => Cow::Owned(bytes),
+        None => Cow::Borrowed(page),
+    }
+}
+
+/// The `http-after-response` rules over a complete response in `bytes`; `None` when no
+/// rule changed it (or it is not a response our parser takes, such as an empty page).
+fn after_response_bytes(
+    scope: &Scope<'_>,
+    backend: Option<&Backend>,
+    request: KeptRequest<'_>,
+    bytes: &[u8],
+) -> Option<(Vec<u8>, u16)> {
+    let mut sets = after_sets(scope.frontend, backend).peekable();
+    sets.peek()?;
+    let limits = Limits::default();
+    let Ok(Parse::Complete(mut head)) = parse_response(bytes, &limits) else {
+        return None;
+    };
+    let mut owned: Option<Vec<u8>> = None;
+    for rules in sets {
+        for rule in rules {
+            let step = {
+                let current = owned.as_deref().unwrap_or(bytes);
+                let view = StreamView {
+                    response: Some((current, &head)),
+                    ..scope.view(backend, request)
+                };
+                if !rule.applies(&view) {
+                    continue;
+                }
+                response_action(&rule.action, &view, scope.vars, &[], current, &head)
+            };
+            match step {
+                Step::Stop => break,
+                Step::Rewrite(mut new_head) => {
+                    let current = owned.as_deref().unwrap_or(bytes);
+                    new_head.extend_from_slice(current.get(head.head_len..).unwrap_or_default());
+                    if let Ok(Parse::Complete(new)) = parse_response(&new_head, &limits) {
+                        head = new;
+                        owned = Some(new_head);
+                    }
+                }
+                Step::Next | Step::Answer(_) => {}
+            }
+        }
+    }
+    owned.map(|bytes| (bytes, head.status))
 }
 
 fn response_action<'a>(

@@ -72,8 +72,8 @@ pub async fn serve(
             Err(HeadEnd::Quiet) => break,
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
-                let page = settings.request_error(status);
-                answer(&mut client, page, settings.client).await;
+                let page = rules::finish_page(&scope, None, settings.request_error(status));
+                answer(&mut client, &page, settings.client).await;
                 // configuration.txt §8.5: a refused request is "PR", a request that did not
                 // arrive in time "cR".
                 let cause = if status == 408 {
