@@ -16,7 +16,7 @@ use crate::logging::ProxyLogConf;
 use crate::preprocess;
 use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, Timeouts};
 use crate::reader::Source;
-use crate::rules::{BackendTarget, ProxyRules, Rule};
+use crate::rules::{self, BackendTarget, ProxyRules, Rule};
 use crate::sections::{self, Section, SectionKind};
 use crate::userlist;
 use sluice_balance::{Algorithm, HashType};
@@ -239,6 +239,13 @@ fn build(
     }
 
     check_unique_names(&proxies, diags);
+    for p in &proxies {
+        diags.extend(rules::check_capture_ids(
+            &p.conf.rules,
+            p.section.kind,
+            &p.name,
+        ));
+    }
     check_inherited_fds(&global, &proxies, diags);
     let (frontends, backends) = plan_proxies(&proxies, &http_errors, diags);
     Plan {

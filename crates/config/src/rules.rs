@@ -64,6 +64,21 @@ pub struct ProxyRules {
     /// `http-after-response` rules: run last on every response, the proxy's own answers
     /// included.
     pub http_after_response: Vec<Rule<HttpAction>>,
+    /// Request capture slots (`capture request header`, `declare capture request`,
+    /// `http-request capture ... len`), numbered in declaration order.
+    pub request_captures: Vec<CaptureSlot>,
+    /// Response capture slots (`capture response header`, `declare capture response`).
+    pub response_captures: Vec<CaptureSlot>,
+}
+
+/// A numbered capture slot of a frontend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureSlot {
+    /// The header captured in every message (`capture request|response header NAME`);
+    /// `None` for slots that rules fill.
+    pub header: Option<String>,
+    /// The longest value kept, in bytes.
+    pub len: usize,
 }
 
 impl ProxyRules {
@@ -214,6 +229,13 @@ pub enum HttpAction {
     /// Hold the request for `timeout tarpit`, then answer with a reply (500 by default)
     /// and close.
     Tarpit(Reply),
+    /// Store a sample in a capture slot of the frontend (`capture <sample> len|id N`).
+    Capture {
+        /// The sample, stored as text.
+        expr: Expr,
+        /// The slot (request slots for `http-request`, response slots for `http-response`).
+        slot: usize,
+    },
     /// Ask for credentials: a 401 with `WWW-Authenticate: Basic realm="..."`.
     Auth {
         /// The realm; `None` means the name of the proxy whose rule this is.
@@ -357,7 +379,7 @@ pub(crate) fn parse_rule_line(
             | "use-server",
             _,
         )
-        | ("monitor-uri", _) => 1,
+        | ("monitor-uri" | "capture" | "declare", _) => 1,
         ("tcp-request", Some("connection" | "content" | "inspect-delay" | "session")) => 2,
         ("monitor", Some("fail")) => 2,
         _ => return false,
@@ -375,6 +397,8 @@ pub(crate) fn parse_rule_line(
     let acls = rules.acls.get_or_insert_with(|| AclSet::new(maps.clone()));
     let result = match d.keyword.as_str() {
         "acl" => acls.add(&line.words[1..]),
+        "capture" => frontend_only(kind).and_then(|()| parse_capture_header(rules, &line.words)),
+        "declare" => frontend_only(kind).and_then(|()| parse_declare(rules, &line.words)),
         "monitor-uri" => {
             if kind == SectionKind::Backend {
                 Err("not allowed in a 'backend' section".to_owned())
@@ -452,7 +476,11 @@ pub(crate) fn parse_rule_line(
         "http-after-response" => {
             let stages = place.stages(Stages::FE_HTTP_RES, Stages::BE_HTTP_RES);
             split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
-                let action = parse_after_response_action(args, maps, stages, place)?;
+                let action = if args.first().is_some_and(|a| a == "capture") {
+                    parse_capture_action(args, rules, kind, maps, stages, true)?
+                } else {
+                    parse_after_response_action(args, maps, stages, place)?
+                };
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
                 }
@@ -468,7 +496,11 @@ pub(crate) fn parse_rule_line(
                 place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ)
             };
             let parsed = split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
-                let action = parse_http_action(args, maps, stages, place, response)?;
+                let action = if args.first().is_some_and(|a| a == "capture") {
+                    parse_capture_action(args, rules, kind, maps, stages, response)?
+                } else {
+                    parse_http_action(args, maps, stages, place, response)?
+                };
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
                 }
@@ -545,7 +577,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "add-acl",
     "cache-store",
     "cache-use",
-    "capture",
     "del-acl",
     "del-map",
     "disable-l7-retry",
@@ -592,6 +623,144 @@ const KNOWN_ACTIONS: &[&str] = &[
     "attach-srv",
     "close",
 ];
+
+/// `capture request|response header NAME len N` (`capture cookie` is not supported).
+fn parse_capture_header(rules: &mut ProxyRules, words: &[String]) -> Result<(), String> {
+    let side = words.get(1).map(String::as_str);
+    let slots = match side {
+        Some("request") => &mut rules.request_captures,
+        Some("response") => &mut rules.response_captures,
+        Some("cookie") => return Err(format!("{UNSUPPORTED}cookie")),
+        _ => return Err("expects 'request header', 'response header' or 'cookie'".to_owned()),
+    };
+    match &words[2..] {
+        [kw, name, len_kw, len] if kw == "header" && len_kw == "len" => {
+            let len = capture_len(len)?;
+            slots.push(CaptureSlot {
+                header: Some(field_name(name)?),
+                len,
+            });
+            Ok(())
+        }
+        _ => Err(format!(
+            "expects 'capture {} header <name> len <length>'",
+            side.unwrap_or_default()
+        )),
+    }
+}
+
+/// `declare capture request|response len N`.
+fn parse_declare(rules: &mut ProxyRules, words: &[String]) -> Result<(), String> {
+    match &words[1..] {
+        [kw, side, len_kw, len] if kw == "capture" && len_kw == "len" => {
+            let slots = match side.as_str() {
+                "request" => &mut rules.request_captures,
+                "response" => &mut rules.response_captures,
+                other => return Err(format!("expects 'request' or 'response', not '{other}'")),
+            };
+            slots.push(CaptureSlot {
+                header: None,
+                len: capture_len(len)?,
+            });
+            Ok(())
+        }
+        _ => Err("expects 'declare capture request|response len <length>'".to_owned()),
+    }
+}
+
+fn capture_len(text: &str) -> Result<usize, String> {
+    // HAProxy keeps captures in fixed pools; a bound keeps one request's captures small.
+    text.parse::<usize>()
+        .ok()
+        .filter(|&n| n <= 65_536)
+        .ok_or_else(|| format!("invalid capture length '{text}' (0 to 65536)"))
+}
+
+/// `http-request capture <sample> len <N> | id <N>`, `http-response capture <sample> id <N>`.
+fn parse_capture_action(
+    args: &[String],
+    rules: &mut ProxyRules,
+    kind: SectionKind,
+    maps: &MapStore,
+    stages: Stages,
+    response: bool,
+) -> Result<HttpAction, String> {
+    let [_, sample, how, n] = args else {
+        return Err(
+            "'capture' expects a sample expression, then 'len <length>' or 'id <slot>'".to_owned(),
+        );
+    };
+    let expr = Expr::parse(sample, maps)?;
+    check_expr(&expr, stages)?;
+    let slot = match how.as_str() {
+        "len" if response => {
+            return Err("a response 'capture' expects 'id <slot>' (declare the slot with 'declare capture response')".to_owned());
+        }
+        "len" => {
+            if !kind.has_frontend() {
+                return Err(format!(
+                    "'capture ... len' needs a frontend capability, which a '{}' section has not (use 'id')",
+                    kind.keyword()
+                ));
+            }
+            rules.request_captures.push(CaptureSlot {
+                header: None,
+                len: capture_len(n)?,
+            });
+            rules.request_captures.len() - 1
+        }
+        "id" => n
+            .parse::<usize>()
+            .map_err(|_| format!("invalid capture id '{n}'"))?,
+        other => return Err(format!("expects 'len' or 'id', not '{other}'")),
+    };
+    Ok(HttpAction::Capture { expr, slot })
+}
+
+/// Capture rules naming a slot their frontend does not declare (checked once every slot is
+/// known, since slots may be declared after the rules using them). A backend's rules use
+/// the slots of whichever frontend sends the request, which only the run time knows.
+pub(crate) fn check_capture_ids(
+    rules: &ProxyRules,
+    kind: SectionKind,
+    proxy: &str,
+) -> Vec<Diagnostic> {
+    if !kind.has_frontend() {
+        return Vec::new();
+    }
+    let sides = [
+        (
+            "http-request",
+            &rules.http_request,
+            rules.request_captures.len(),
+        ),
+        (
+            "http-response",
+            &rules.http_response,
+            rules.response_captures.len(),
+        ),
+        (
+            "http-after-response",
+            &rules.http_after_response,
+            rules.response_captures.len(),
+        ),
+    ];
+    let mut diags = Vec::new();
+    for (keyword, list, count) in sides {
+        for r in list {
+            if let HttpAction::Capture { slot, .. } = r.action
+                && slot >= count
+            {
+                diags.push(Diagnostic::alert(
+                    &r.span,
+                    keyword,
+                    format!("proxy '{proxy}': unable to find capture id '{slot}' referenced by {keyword} capture rule"),
+                ));
+            }
+        }
+    }
+    diags
+}
 
 /// The error for an action this rule keyword does not know.
 fn unsupported(what: &str) -> String {
@@ -943,7 +1112,7 @@ fn parse_after_response_action(
         | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var" => {
             parse_http_action(args, maps, stages, place, true)
         }
-        "capture" | "del-acl" | "del-map" | "set-log-level" | "set-map" | "strict-mode" => {
+        "del-acl" | "del-map" | "set-log-level" | "set-map" | "strict-mode" => {
             Err(unsupported(name))
         }
         "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"

@@ -138,6 +138,13 @@ impl Context for StreamView<'_> {
         self.facts
     }
 
+    fn captured(&self, response: bool, index: usize) -> Option<Vec<u8>> {
+        self.vars
+            .captures()
+            .get(response, index)
+            .map(<[u8]>::to_vec)
+    }
+
     fn set_var(&self, name: &str, value: Sample<'_>) {
         self.vars.set(name, value);
     }

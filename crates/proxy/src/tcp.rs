@@ -64,6 +64,7 @@ pub async fn serve(
         retries: 0,
         request_line: None,
         counts: Counts::default(),
+        captures: None,
     };
     // `balance source` and `balance hash EXPR` (over the client's address and the inspected
     // bytes) have a key in TCP mode; the HTTP algorithms fall back to round robin.

@@ -120,6 +120,13 @@ pub trait Context {
         0
     }
 
+    /// A copy of capture slot `index` of the transaction, of its response side when
+    /// `response` (`capture.req.hdr`, `capture.res.hdr`); `None` when nothing was captured
+    /// there (the default: no captures).
+    fn captured(&self, _response: bool, _index: usize) -> Option<Vec<u8>> {
+        None
+    }
+
     /// What only the proxy knows about a stream being logged (timers, byte counts,
     /// termination state...), for log-format aliases such as `%Tt` or `%ts`. `None` (the
     /// default) makes every such alias print `-`.

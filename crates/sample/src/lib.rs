@@ -25,7 +25,7 @@
 //! does not answer yet (it streams bodies without buffering them).
 //!
 //! Not available yet: fetches of a TLS connection Sluice terminates (`ssl_fc_sni`...),
-//! stick-table fetches and converters, captures, and the `RDP_COOKIE`
+//! stick-table fetches and converters, and the `RDP_COOKIE`
 //! predefined ACL.
 
 mod acl;

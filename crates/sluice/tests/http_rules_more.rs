@@ -319,3 +319,30 @@ backend app
     let length: usize = header(&bad, "content-length").unwrap().parse().unwrap();
     assert_eq!(body(&bad).len(), length);
 }
+
+#[test]
+fn captures_belong_to_one_transaction() {
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    capture request header X-Id len 3
+    http-request capture req.hdr(x-other) len 8
+    http-request return status 200 content-type text/plain lf-string \"[%[capture.req.hdr(0)]][%[capture.req.hdr(1),length]]\"
+"
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(
+        b"GET / HTTP/1.1\r\nHost: h\r\nX-Id: abcdef\r\nX-Id: second\r\nX-Other: 0123456789\r\n\r\n\
+          GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("the second answer ends the connection");
+    };
+    let text = String::from_utf8_lossy(&data);
+    let bodies: Vec<&str> = text.split("HTTP/1.1 200 OK").skip(1).map(body).collect();
+    // The first occurrence, cut to the slot's length; nothing carried to the next request.
+    assert_eq!(bodies, ["[abc][8]", "[-][-]"], "{text}");
+}

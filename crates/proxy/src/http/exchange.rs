@@ -196,6 +196,7 @@ pub async fn run(
                 .map(|(sent, head)| head.saturating_duration_since(sent)),
             total: ctx.request_start.elapsed(),
         };
+        let captures = ctx.scope.vars.captures();
         let mut record = StreamRecord {
             start: ctx.request_start_at,
             client: ctx.endpoints.client,
@@ -210,6 +211,7 @@ pub async fn run(
             retries: facts.retries,
             request_line: request_line.as_deref(),
             counts: Counts::default(),
+            captures: Some(&captures),
         };
         let server = facts
             .server

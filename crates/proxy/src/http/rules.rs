@@ -24,7 +24,10 @@ use sluice_config::rules::{
     HttpAction, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, VarValue,
 };
 use sluice_http::error::error_response;
-use sluice_http::head::{Limits, MessageHead, Parse, RequestHead, ResponseHead, parse_response};
+use sluice_http::head::{
+    HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, header_values,
+    parse_response,
+};
 use sluice_http::reason_phrase;
 use sluice_net::listen::Endpoints;
 use sluice_runtime::process::Process;
@@ -142,6 +145,7 @@ fn request_verdict<'a>(
     chosen: &mut Option<&'a Backend>,
 ) -> RequestVerdict<'a> {
     let frontend = scope.frontend;
+    capture_headers(scope, false, input.filled(), head.headers());
     let rules = &frontend.plan.rules;
     let front_pages = [&frontend.plan.error_pages];
     match tcp_content(scope, None, &rules.tcp_content, input, head) {
@@ -494,6 +498,10 @@ fn common_action<'a>(
             vars.unset(name);
             Step::Next
         }
+        HttpAction::Capture { expr, slot } => {
+            capture_sample(expr, *slot, request.is_none(), view);
+            Step::Next
+        }
         // Request-line and status actions are handled by the callers that own those heads;
         // the configuration only accepts them on the matching side.
         HttpAction::SetLine { .. }
@@ -712,6 +720,7 @@ pub fn process_response<'a>(
     bufsize: usize,
 ) -> ResponseVerdict<'a> {
     let frontend = scope.frontend;
+    capture_headers(scope, true, input.filled(), head.headers());
     let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
     let limits = Limits {
         max_head: bufsize,
@@ -782,6 +791,54 @@ pub fn process_response<'a>(
         }
     }
     ResponseVerdict::Relay
+}
+
+/// Fills the frontend's `capture request|response header` slots from a head, before any
+/// rule runs (HAProxy captures them as the head arrives); a request starts the
+/// transaction's captures.
+fn capture_headers(scope: &Scope<'_>, response: bool, buf: &[u8], headers: &[HeaderSpan]) {
+    let rules = &scope.frontend.plan.rules;
+    if !response {
+        scope
+            .vars
+            .start_captures(rules.request_captures.len(), rules.response_captures.len());
+    }
+    let slots = if response {
+        &rules.response_captures
+    } else {
+        &rules.request_captures
+    };
+    for (index, slot) in slots.iter().enumerate() {
+        let Some(name) = &slot.header else {
+            continue;
+        };
+        if let Some(value) = header_values(buf, headers, name).next() {
+            scope.vars.capture(response, index, value, slot.len, true);
+        }
+    }
+}
+
+/// `http-request|http-response capture`: the sample, as text, into a frontend slot.
+fn capture_sample(
+    action_expr: &sluice_sample::Expr,
+    slot: usize,
+    response: bool,
+    view: &StreamView<'_>,
+) {
+    let rules = &view.frontend.plan.rules;
+    let slots = if response {
+        &rules.response_captures
+    } else {
+        &rules.request_captures
+    };
+    // A backend rule may name a slot this frontend does not have: nothing is captured.
+    let Some(declared) = slots.get(slot) else {
+        return;
+    };
+    if let Some(sample) = action_expr.eval(view) {
+        view.vars
+            .capture(response, slot, &sample.to_bytes(), declared.len, false);
+    }
 }
 
 /// The `http-after-response` rule sets of a stream: the backend's, then the frontend's

@@ -237,6 +237,8 @@ fn log_answer(
         request,
         head,
     } = answered;
+    // A request that could not be parsed has no captures (HAProxy prints none).
+    let captures = scope.vars.captures();
     let mut record = StreamRecord {
         start: start_at,
         client: scope.endpoints.client,
@@ -255,6 +257,7 @@ fn log_answer(
         retries: 0,
         request_line: request.map(|(line, _)| line),
         counts: Counts::default(),
+        captures: request.is_some().then_some(&*captures),
     };
     let view = StreamView {
         request: head,

@@ -8,9 +8,10 @@
 //! header, all cookies of a name) when an ACL iterates over them, stopping as soon as the
 //! sink says so. The families live in submodules: `internal` (constants, environment,
 //! counters), `conn` (addresses, proxy names), `http_line` (method, URL, versions, status),
-//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `payload` (raw request bytes, the
+//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `payload` (raw request bytes, the
 //! TLS hello parsed by `tls_hello`, the HTTP body). Read [`Fetch::run`] first.
 
+mod capture;
 mod conn;
 mod http_auth;
 mod http_cookie;
@@ -63,6 +64,8 @@ pub(crate) enum Fetch {
     Payload(payload::Payload),
     /// The Authorization field, checked against user lists or not.
     Auth(http_auth::Auth),
+    /// The transaction's capture slots.
+    Capture(capture::Capture),
 }
 
 impl Fetch {
@@ -77,6 +80,7 @@ impl Fetch {
             Fetch::Cookie(f) => f.run(ctx, all, out),
             Fetch::Payload(f) => f.run(ctx, all, out),
             Fetch::Auth(f) => f.run(ctx, all, out),
+            Fetch::Capture(f) => f.run(ctx, out),
         }
     }
 
@@ -100,6 +104,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FetchDef> {
         .chain(http_cookie::FETCHES)
         .chain(payload::FETCHES)
         .chain(http_auth::FETCHES)
+        .chain(capture::FETCHES)
         .find(|def| def.name == name)
 }
 

@@ -617,3 +617,23 @@ fn http_auth_needs_a_declared_list() {
         "fetch method 'http_auth' : missing arguments (got 0/1)"
     );
 }
+
+#[test]
+fn capture_fetches_read_the_context_slots() {
+    // The test context has no captures: no sample.
+    assert_eq!(eval("capture.req.hdr(0)", &get()), None);
+    assert_eq!(eval("capture.res.hdr(3)", &get()), None);
+    assert_eq!(
+        parse_err("capture.req.hdr(-1)"),
+        "fetch method 'capture.req.hdr' : expects a capture slot number (0 or more)"
+    );
+    assert_eq!(
+        parse_err("capture.res.hdr"),
+        "fetch method 'capture.res.hdr' : missing arguments (got 0/1)"
+    );
+    // Request captures outlive the request head; response ones are response-only.
+    let req = crate::Expr::parse("capture.req.hdr(0)", &crate::MapStore::new()).unwrap();
+    assert!(req.check_stages(crate::Stages::HTTP_RES).is_ok());
+    let res = crate::Expr::parse("capture.res.hdr(0)", &crate::MapStore::new()).unwrap();
+    assert!(res.check_stages(crate::Stages::HTTP_REQ).is_err());
+}
