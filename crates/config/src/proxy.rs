@@ -383,8 +383,35 @@ pub fn parse_proxy_line(
         "contimeout" | "clitimeout" | "srvtimeout" => diags.push(d.alert(
             "removed from HAProxy in 2.1 and not supported by Sluice; use 'timeout connect|client|server'",
         )),
-        other => diags.push(Diagnostic::not_supported(&line.span, other)),
+        other => match removed_rule_keyword(other) {
+            Some(replacement) => diags.push(d.alert(format!(
+                "removed from HAProxy in 2.1 and not supported by Sluice; {replacement}"
+            ))),
+            None => diags.push(Diagnostic::not_supported(&line.span, other)),
+        },
     }
+}
+
+/// The regex-based rule keywords of HAProxy 1.x, removed in 2.1, and what replaces each.
+fn removed_rule_keyword(keyword: &str) -> Option<&'static str> {
+    Some(match keyword {
+        "reqadd" => "use 'http-request add-header'",
+        "reqdel" | "reqidel" => "use 'http-request del-header'",
+        "reqrep" => {
+            "use 'http-request replace-path', 'http-request replace-uri' or 'http-request replace-header'"
+        }
+        "reqirep" => "use 'http-request replace-header'",
+        "reqallow" | "reqiallow" => "use 'http-request allow'",
+        "reqdeny" | "reqideny" | "block" => "use 'http-request deny'",
+        "reqtarpit" | "reqitarpit" => "use 'http-request tarpit'",
+        "reqpass" | "reqipass" => "nothing replaces it: 'http-request' rules go on by default",
+        "reqsetbe" | "reqisetbe" => "use 'use_backend' with a condition",
+        "rspadd" => "use 'http-response add-header'",
+        "rspdel" | "rspidel" => "use 'http-response del-header'",
+        "rsprep" | "rspirep" => "use 'http-response replace-header'",
+        "rspdeny" | "rspideny" => "use 'http-response deny'",
+        _ => return None,
+    })
 }
 
 fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &mut Diagnostics) {
