@@ -245,6 +245,9 @@ fn build(
             p.section.kind,
             &p.name,
         ));
+        if !global.expose_experimental {
+            diags.extend(rules::check_experimental(&p.conf.rules));
+        }
     }
     check_inherited_fds(&global, &proxies, diags);
     let (frontends, backends) = plan_proxies(&proxies, &http_errors, diags);

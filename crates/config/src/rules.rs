@@ -229,6 +229,8 @@ pub enum HttpAction {
     /// Hold the request for `timeout tarpit`, then answer with a reply (500 by default)
     /// and close.
     Tarpit(Reply),
+    /// Normalize the request's URI (`normalize-uri`, experimental in HAProxy 2.6).
+    NormalizeUri(UriNormalizer),
     /// Store a sample in a capture slot of the frontend (`capture <sample> len|id N`).
     Capture {
         /// The sample, stored as text.
@@ -310,6 +312,71 @@ pub enum HttpAction {
         /// `scope.name`.
         name: String,
     },
+}
+
+/// A normalizer of `http-request normalize-uri` (configuration.txt §4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UriNormalizer {
+    /// `fragment-encode`: `#` becomes `%23`.
+    FragmentEncode,
+    /// `fragment-strip`: the fragment is removed.
+    FragmentStrip,
+    /// `path-merge-slashes`: runs of `/` become one.
+    MergeSlashes,
+    /// `path-strip-dot`: `.` segments are removed.
+    StripDot,
+    /// `path-strip-dotdot [full]`: `..` segments are resolved; `full` also drops those
+    /// that would climb above the root.
+    StripDotDot {
+        /// `full` was given.
+        full: bool,
+    },
+    /// `percent-decode-unreserved [strict]`.
+    PercentDecodeUnreserved {
+        /// `strict`: a malformed sequence gets 400.
+        strict: bool,
+    },
+    /// `percent-to-uppercase [strict]`.
+    PercentToUppercase {
+        /// `strict`: a malformed sequence gets 400.
+        strict: bool,
+    },
+    /// `query-sort-by-name`.
+    QuerySortByName,
+}
+
+impl UriNormalizer {
+    fn parse(args: &[String]) -> Result<UriNormalizer, String> {
+        let name = args.first().ok_or("'normalize-uri' expects a normalizer")?;
+        let option = |word: &str| -> Result<bool, String> {
+            match &args[1..] {
+                [] => Ok(false),
+                [w] if w == word => Ok(true),
+                [other, ..] => Err(format!("unexpected argument '{other}'")),
+            }
+        };
+        let plain = |n: UriNormalizer| match args.get(1) {
+            None => Ok(n),
+            Some(other) => Err(format!("unexpected argument '{other}'")),
+        };
+        match name.as_str() {
+            "fragment-encode" => plain(UriNormalizer::FragmentEncode),
+            "fragment-strip" => plain(UriNormalizer::FragmentStrip),
+            "path-merge-slashes" => plain(UriNormalizer::MergeSlashes),
+            "path-strip-dot" => plain(UriNormalizer::StripDot),
+            "query-sort-by-name" => plain(UriNormalizer::QuerySortByName),
+            "path-strip-dotdot" => Ok(UriNormalizer::StripDotDot {
+                full: option("full")?,
+            }),
+            "percent-decode-unreserved" => Ok(UriNormalizer::PercentDecodeUnreserved {
+                strict: option("strict")?,
+            }),
+            "percent-to-uppercase" => Ok(UriNormalizer::PercentToUppercase {
+                strict: option("strict")?,
+            }),
+            other => Err(format!("unknown normalizer '{other}'")),
+        }
+    }
 }
 
 /// The value a `set-var` action stores.
@@ -584,7 +651,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "early-hint",
     "expect-netscaler-cip",
     "expect-proxy",
-    "normalize-uri",
     "reject",
     "sc-add-gpc",
     "sc-inc-gpc",
@@ -760,6 +826,23 @@ pub(crate) fn check_capture_ids(
         }
     }
     diags
+}
+
+/// HAProxy 2.6 refuses its experimental actions (`normalize-uri`) unless the global
+/// section says `expose-experimental-directives`; so does Sluice, to accept the same files.
+pub(crate) fn check_experimental(rules: &ProxyRules) -> Vec<Diagnostic> {
+    rules
+        .http_request
+        .iter()
+        .filter(|r| matches!(r.action, HttpAction::NormalizeUri(_)))
+        .map(|r| {
+            Diagnostic::alert(
+                &r.span,
+                "http-request",
+                "'normalize-uri' is experimental: it must be allowed with 'expose-experimental-directives' in the global section",
+            )
+        })
+        .collect()
 }
 
 /// The error for an action this rule keyword does not know.
@@ -968,6 +1051,9 @@ fn parse_http_action(
             parse_reply(rest, maps, stages, place, status, true).map(HttpAction::Deny)
         }
         "return" => parse_reply(rest, maps, stages, place, 200, false).map(HttpAction::Return),
+        "normalize-uri" => UriNormalizer::parse(rest)
+            .map(HttpAction::NormalizeUri)
+            .and_then(request_only),
         "tarpit" => parse_reply(rest, maps, stages, place, 500, true)
             .map(HttpAction::Tarpit)
             .and_then(request_only),

@@ -346,3 +346,43 @@ frontend www
     // The first occurrence, cut to the slot's length; nothing carried to the next request.
     assert_eq!(bodies, ["[abc][8]", "[-][-]"], "{text}");
 }
+
+#[test]
+fn normalize_uri_rewrites_what_the_server_sees() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "global
+    expose-experimental-directives
+{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request normalize-uri path-merge-slashes
+    http-request normalize-uri percent-decode-unreserved strict
+    http-request normalize-uri percent-to-uppercase
+    http-request normalize-uri path-strip-dot
+    http-request normalize-uri path-strip-dotdot full
+    http-request normalize-uri query-sort-by-name
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    let answer = get(
+        addr,
+        "GET //a//./b/../../../c/%7e%41x?z=1&a=%2f&a=0 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status(&answer), "200", "{answer}");
+    assert_eq!(
+        log.lock().unwrap().last().unwrap().request_line(),
+        "GET /c/~Ax?a=%2F&a=0&z=1 HTTP/1.1"
+    );
+    // `strict`: a malformed percent sequence is a bad request.
+    let bad = get(
+        addr,
+        "GET /%%36%36 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status(&bad), "400", "{bad}");
+    assert_eq!(log.lock().unwrap().len(), 1);
+}

@@ -14,6 +14,7 @@
 //! that do.
 
 use super::buffer::InBuf;
+use super::normalize;
 use super::rewrite::{self, FieldEdit, RewriteFailed};
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
@@ -21,7 +22,7 @@ use sluice_config::errors::ErrorPages;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_config::rules::{
-    HttpAction, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, VarValue,
+    HttpAction, LinePart, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, VarValue,
 };
 use sluice_http::error::error_response;
 use sluice_http::head::{
@@ -378,6 +379,18 @@ fn request_action<'a>(
                 Err(e) => failed(e),
             }
         }
+        HttpAction::NormalizeUri(normalizer) => {
+            let current = rewrite::line_part(buf, head, LinePart::PathQ);
+            match normalize::normalize(*normalizer, &current) {
+                Ok(new) if new[..] == current[..] => Step::Next,
+                Ok(new) => match rewrite::request_line(buf, head, LinePart::PathQ, &new) {
+                    Ok(new_head) => Step::Rewrite(new_head),
+                    Err(e) => failed(e),
+                },
+                // A `strict` normalizer met a malformed percent sequence.
+                Err(normalize::Invalid) => Step::Answer(Answer::page(error_page(pages, 400), 400)),
+            }
+        }
         HttpAction::Auth { realm } => {
             // Without a realm, HAProxy names the proxy whose rule asks.
             let proxy = view
@@ -507,7 +520,8 @@ fn common_action<'a>(
         HttpAction::SetLine { .. }
         | HttpAction::ReplaceLine { .. }
         | HttpAction::SetStatus { .. }
-        | HttpAction::Auth { .. } => Step::Next,
+        | HttpAction::Auth { .. }
+        | HttpAction::NormalizeUri(_) => Step::Next,
     }
 }
 
