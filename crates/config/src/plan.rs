@@ -465,7 +465,18 @@ fn check_modes(
 /// ignored with a warning, as HAProxy does.
 fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     let mut rules = p.conf.rules.clone();
-    if p.conf.mode.unwrap_or(Mode::Tcp) == Mode::Http || !rules.has_http_rules() {
+    if p.conf.mode.unwrap_or(Mode::Tcp) == Mode::Http {
+        // HAProxy also runs them before the HTTP analysis of a response; Sluice only in
+        // `mode tcp`, and says so rather than ignoring them.
+        if let Some(first) = rules.tcp_response.first() {
+            diags.push(Diagnostic::not_supported(
+                &first.span,
+                "'tcp-response content' in a 'mode http' proxy",
+            ));
+        }
+        return rules;
+    }
+    if !rules.has_http_rules() {
         return rules;
     }
     let ignored = [

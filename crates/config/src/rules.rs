@@ -34,6 +34,12 @@ impl<A> Rule<A> {
     pub fn applies(&self, ctx: &dyn sluice_sample::Context) -> bool {
         self.cond.as_ref().is_none_or(|c| c.eval(ctx))
     }
+
+    /// Like [`Rule::applies`] during content inspection: `None` while the guard waits for
+    /// data that has not arrived yet.
+    pub fn decide(&self, ctx: &dyn sluice_sample::Context) -> Option<bool> {
+        self.cond.as_ref().map_or(Some(true), |c| c.decide(ctx))
+    }
 }
 
 /// A proxy's rule sets, in the order HAProxy evaluates them.
@@ -47,6 +53,11 @@ pub struct ProxyRules {
     pub inspect_delay: Option<Duration>,
     /// `tcp-request content` rules.
     pub tcp_content: Vec<Rule<TcpAction>>,
+    /// `tcp-response inspect-delay`: how long `tcp-response content` rules may wait for the
+    /// server's data.
+    pub response_inspect_delay: Option<Duration>,
+    /// `tcp-response content` rules (backends, `mode tcp`).
+    pub tcp_response: Vec<Rule<TcpAction>>,
     /// `monitor-uri`: requests for this exact URI are answered by the proxy itself.
     pub monitor_uri: Option<String>,
     /// `monitor fail` conditions: when one holds, the monitor URI answers 503.
@@ -448,6 +459,7 @@ pub(crate) fn parse_rule_line(
         )
         | ("monitor-uri" | "capture" | "declare", _) => 1,
         ("tcp-request", Some("connection" | "content" | "inspect-delay" | "session")) => 2,
+        ("tcp-response", Some("content" | "inspect-delay")) => 2,
         ("monitor", Some("fail")) => 2,
         _ => return false,
     };
@@ -588,6 +600,22 @@ pub(crate) fn parse_rule_line(
             }
             Ok(())
         }
+        "tcp-response inspect-delay" => backend_only(kind).map(|()| {
+            if let Some(delay) = d.timeout(2, diags) {
+                rules.response_inspect_delay = Some(delay);
+            }
+        }),
+        "tcp-response content" => backend_only(kind)
+            .and_then(|()| split_condition(&line.words[2..], acls))
+            .and_then(|(args, cond)| {
+                let stages = Stages::TCP_RES_CONTENT;
+                let action = parse_tcp_action(args, maps, stages, place)?;
+                if let Some(c) = &cond {
+                    check_cond(c, stages, place, &mut warnings);
+                }
+                rules.tcp_response.push(rule(action, cond, d.span));
+                Ok(())
+            }),
         "tcp-request session" => Err("not supported by Sluice".to_owned()),
         "tcp-request connection" | "tcp-request content" => {
             let content = d.keyword == "tcp-request content";

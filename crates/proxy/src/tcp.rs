@@ -6,7 +6,7 @@ use crate::connect::connect_with_retries;
 use crate::forward::{self, End, Finish, IdleTimeouts};
 use crate::http::buffer::InBuf;
 use crate::http::rules::Scope;
-use crate::inspect::{Inspection, inspect};
+use crate::inspect::{Inspection, ResponseInspection, inspect, inspect_response};
 use crate::report::report;
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
@@ -135,22 +135,53 @@ pub async fn serve(
                             phase: Phase::Connect,
                         };
                     } else {
-                        let timeouts = idle_timeouts(frontend, backend);
-                        let outcome = forward::forward(
+                        // `tcp-response content` rules see the server's first bytes; they
+                        // reach the client before the relay starts.
+                        let mut answer = InBuf::new(process.global.bufsize() as usize);
+                        let (verdict, relayed) = inspect_response(
+                            &scope,
+                            (backend, server),
                             &mut client,
                             &mut upstream,
-                            timeouts,
-                            forward::DEFAULT_BUFFER_SIZE,
+                            &mut answer,
                         )
                         .await;
-                        let up = outcome.client_to_server + early.len() as u64;
-                        for traffic in [&frontend.traffic, &backend.traffic, &server.traffic] {
-                            traffic.bytes_in.add(up);
-                            traffic.bytes_out.add(outcome.server_to_client);
+                        let early_len = early.len() as u64 + relayed;
+                        let inspected = answer.filled();
+                        if verdict == ResponseInspection::Reject {
+                            // configuration.txt §8.5: closed by the proxy while the server's
+                            // data was being checked ("PD").
+                            record.termination = Termination {
+                                cause: Cause::Proxy,
+                                phase: Phase::Data,
+                            };
+                            record.bytes_from_client = early_len;
+                        } else if !inspected.is_empty()
+                            && client.write_all(inspected).await.is_err()
+                        {
+                            record.termination = Termination {
+                                cause: Cause::ClientAbort,
+                                phase: Phase::Data,
+                            };
+                        } else {
+                            let timeouts = idle_timeouts(frontend, backend);
+                            let outcome = forward::forward(
+                                &mut client,
+                                &mut upstream,
+                                timeouts,
+                                forward::DEFAULT_BUFFER_SIZE,
+                            )
+                            .await;
+                            let up = outcome.client_to_server + early_len;
+                            let down = outcome.server_to_client + inspected.len() as u64;
+                            for traffic in [&frontend.traffic, &backend.traffic, &server.traffic] {
+                                traffic.bytes_in.add(up);
+                                traffic.bytes_out.add(down);
+                            }
+                            record.bytes_to_client = down;
+                            record.bytes_from_client = up;
+                            record.termination = termination_of(&outcome.finish);
                         }
-                        record.bytes_to_client = outcome.server_to_client;
-                        record.bytes_from_client = up;
-                        record.termination = termination_of(&outcome.finish);
                     }
                 }
             }

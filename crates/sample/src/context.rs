@@ -101,6 +101,12 @@ pub trait Context {
         None
     }
 
+    /// The bytes received from the server and still buffered (`res.len`, `res.payload` in
+    /// `tcp-response content` rules). `None` when the stage has no such buffer.
+    fn response_payload(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// The part of the HTTP request body received so far, decoded from its framing
     /// (`req.body`, `req.body_param`...). `None` when there is no body buffer.
     fn request_body(&self) -> Option<&[u8]> {

@@ -1,7 +1,8 @@
 //! End-to-end behaviour of the less common HTTP rules: `userlist` sections with
 //! `http-request auth` and the `http_auth*` fetches, `http-request tarpit` and its delay,
 //! `http-after-response` rules over served and proxy-made answers, and captures shown by
-//! fetches and by the `option httplog` line.
+//! fetches and by the `option httplog` line, `normalize-uri`, and `tcp-response content`
+//! rules over the first bytes of a `mode tcp` server.
 //!
 //! Answers are compared with what HAProxy 2.6 sends for the same configuration (realm
 //! quoting, the status of a tarpit, the keep-alive after a 401).
@@ -10,7 +11,9 @@
 mod common;
 
 use common::http::{HTTP_DEFAULTS, Log, http_backend, one_shot};
-use common::{Backend, Closed, GENEROUS, connect, fd_bind, frontend, read_to_close, sluice};
+use common::{
+    Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice,
+};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -385,4 +388,45 @@ backend app
     );
     assert_eq!(status(&bad), "400", "{bad}");
     assert_eq!(log.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn tcp_response_content_checks_the_servers_first_bytes() {
+    let echo = Backend::echo();
+    let config = format!(
+        "{TCP_DEFAULTS}
+listen l
+    {{bind}}
+    tcp-response inspect-delay 300ms
+    tcp-response content reject if {{ res.payload(0,3) -m bin 424144 }}
+    tcp-response content accept if {{ res.len ge 4 }}
+    tcp-response content reject
+    server s {}
+",
+        echo.addr()
+    );
+    let (_p, addr) = start(&config);
+    // The client's bytes reach the server while its answer is inspected.
+    let mut good = connect(addr);
+    good.write_all(b"GOOD").unwrap();
+    assert_eq!(common::read_n(&mut good, 4), b"GOOD");
+    good.write_all(b" and more").unwrap();
+    assert_eq!(common::read_n(&mut good, 9), b" and more");
+
+    let mut bad = connect(addr);
+    bad.write_all(b"BAD!").unwrap();
+    let closed = read_to_close(&mut bad, GENEROUS);
+    assert!(closed.is_closed() && closed.data().is_empty(), "{closed:?}");
+
+    // Too short to decide: the rules wait for the delay, then the last one rejects.
+    let mut short = connect(addr);
+    short.write_all(b"ab").unwrap();
+    let start = Instant::now();
+    let closed = read_to_close(&mut short, GENEROUS);
+    let took = start.elapsed();
+    assert!(closed.is_closed() && closed.data().is_empty(), "{closed:?}");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+        "closed after {took:?}"
+    );
 }

@@ -217,7 +217,7 @@ fn tcp_content<'a>(
     let view = scope.view(backend, Some((input.filled(), head)));
     match run_tcp_rules(&view, scope.vars, rules) {
         Some(TcpVerdict::Reject) => Flow::Reject,
-        Some(TcpVerdict::Accept) | None => Flow::Continue,
+        Some(TcpVerdict::Accept | TcpVerdict::Wait) | None => Flow::Continue,
     }
 }
 
@@ -228,18 +228,25 @@ pub enum TcpVerdict {
     Accept,
     /// A `reject` rule applied: close the connection.
     Reject,
+    /// A rule's condition needs data that has not arrived yet (content inspection only).
+    Wait,
 }
 
-/// Runs `tcp-request connection|content` rules over `view`; `None` when no `accept` or
-/// `reject` rule applied (the session then goes on, as HAProxy's default is to accept).
+/// Runs `tcp-request connection|content` (and `tcp-response content`) rules over `view`,
+/// until one waits for data ([`TcpVerdict::Wait`]); `None` when no `accept` or `reject`
+/// rule applied (the session then goes on, as HAProxy's default is to accept).
 pub fn run_tcp_rules(
     view: &dyn Context,
     vars: &Vars,
     rules: &[Rule<TcpAction>],
 ) -> Option<TcpVerdict> {
     for rule in rules {
-        if !rule.applies(view) {
-            continue;
+        match rule.decide(view) {
+            // HAProxy stops at a rule missing its data and evaluates again once more
+            // has arrived (or the inspection delay is over).
+            None => return Some(TcpVerdict::Wait),
+            Some(false) => continue,
+            Some(true) => {}
         }
         match &rule.action {
             TcpAction::Accept => return Some(TcpVerdict::Accept),

@@ -8,7 +8,7 @@
 //! header, all cookies of a name) when an ACL iterates over them, stopping as soon as the
 //! sink says so. The families live in submodules: `internal` (constants, environment,
 //! counters), `conn` (addresses, proxy names), `http_line` (method, URL, versions, status),
-//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `payload` (raw request bytes, the
+//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `res_payload` (the server's first bytes), `payload` (raw request bytes, the
 //! TLS hello parsed by `tls_hello`, the HTTP body). Read [`Fetch::run`] first.
 
 mod capture;
@@ -19,6 +19,7 @@ mod http_hdr;
 mod http_line;
 mod internal;
 mod payload;
+mod res_payload;
 mod tls_hello;
 
 pub(crate) use http_line::path_query;
@@ -66,6 +67,8 @@ pub(crate) enum Fetch {
     Auth(http_auth::Auth),
     /// The transaction's capture slots.
     Capture(capture::Capture),
+    /// The server's first bytes (`tcp-response content`).
+    ResPayload(res_payload::ResPayload),
 }
 
 impl Fetch {
@@ -81,6 +84,7 @@ impl Fetch {
             Fetch::Payload(f) => f.run(ctx, all, out),
             Fetch::Auth(f) => f.run(ctx, all, out),
             Fetch::Capture(f) => f.run(ctx, out),
+            Fetch::ResPayload(f) => f.run(ctx, out),
         }
     }
 
@@ -105,6 +109,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FetchDef> {
         .chain(payload::FETCHES)
         .chain(http_auth::FETCHES)
         .chain(capture::FETCHES)
+        .chain(res_payload::FETCHES)
         .find(|def| def.name == name)
 }
 

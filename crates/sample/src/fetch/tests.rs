@@ -637,3 +637,57 @@ fn capture_fetches_read_the_context_slots() {
     let res = crate::Expr::parse("capture.res.hdr(0)", &crate::MapStore::new()).unwrap();
     assert!(res.check_stages(crate::Stages::HTTP_REQ).is_err());
 }
+
+#[test]
+fn response_buffer_fetches() {
+    let mut ctx = TestCtx::new();
+    assert_eq!(eval("res.len", &ctx), None);
+    ctx.res_payload = Some(b"HELLO".to_vec());
+    assert_eq!(eval("res.len", &ctx), Some(Sample::Int(5)));
+    assert_eq!(text("res.payload(1,3)", &ctx).as_deref(), Some("ELL"));
+    assert_eq!(text("res.payload(2,0)", &ctx).as_deref(), Some("LLO"));
+    assert_eq!(eval("res.payload(3,5)", &ctx), None, "not all there yet");
+    let expr = crate::Expr::parse("res.len", &crate::MapStore::new()).unwrap();
+    assert!(expr.check_stages(crate::Stages::TCP_RES_CONTENT).is_ok());
+    assert!(expr.check_stages(crate::Stages::HTTP_RES).is_err());
+}
+
+/// `decide` over one anonymous ACL.
+fn decide(acl: &str, ctx: &TestCtx) -> Option<bool> {
+    let set = crate::AclSet::new(crate::MapStore::new());
+    crate::Condition::parse(&crate::testing::words(&format!("if {acl}")), &set)
+        .unwrap()
+        .decide(ctx)
+}
+
+#[test]
+fn conditions_wait_for_data_that_may_still_arrive() {
+    let mut ctx = TestCtx::new();
+    ctx.inspection_ended = false;
+    ctx.res_payload = Some(b"BA".to_vec());
+    // A block not all there, or a length not reached yet: wait.
+    assert_eq!(decide("{ res.payload(0,3) -m bin 424144 }", &ctx), None);
+    assert_eq!(decide("{ res.len ge 4 }", &ctx), None);
+    assert_eq!(decide("!{ res.len ge 4 }", &ctx), None);
+    // A match decides at once; so does a false term beside a missing one.
+    assert_eq!(decide("{ res.len ge 2 }", &ctx), Some(true));
+    assert_eq!(
+        decide("{ res.len ge 4 } || { always_true }", &ctx),
+        Some(true)
+    );
+    assert_eq!(
+        decide("{ res.len ge 4 } { always_false }", &ctx),
+        Some(false)
+    );
+    // A complete block that differs is a definite no.
+    ctx.res_payload = Some(b"GOOD".to_vec());
+    assert_eq!(
+        decide("{ res.payload(0,3) -m bin 424144 }", &ctx),
+        Some(false)
+    );
+    // Once inspection is over, nothing waits.
+    ctx.res_payload = Some(b"BA".to_vec());
+    ctx.inspection_ended = true;
+    assert_eq!(decide("{ res.len ge 4 }", &ctx), Some(false));
+    assert_eq!(decide("!{ res.len ge 4 }", &ctx), Some(true));
+}
