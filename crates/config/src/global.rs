@@ -57,6 +57,9 @@ pub struct GlobalConf {
     pub nbthread: Option<u32>,
     /// `daemon`: detach into the background.
     pub daemon: bool,
+    /// `expose-experimental-directives`: allows HAProxy's experimental keywords
+    /// (`normalize-uri`).
+    pub expose_experimental: bool,
     /// `pidfile`: where to write the pid.
     pub pidfile: Option<String>,
     /// `user`/`uid`: identity to switch to after binding.
@@ -141,6 +144,9 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         }
         "daemon" => {
             conf.daemon = d.no_more_than(1, diags);
+        }
+        "expose-experimental-directives" => {
+            conf.expose_experimental = d.no_more_than(1, diags);
         }
         "quiet" => {
             conf.quiet = d.no_more_than(1, diags);

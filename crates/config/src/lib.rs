@@ -27,5 +27,6 @@ pub mod retry;
 pub mod rules;
 pub mod sections;
 pub mod units;
+pub mod userlist;
 
 mod directive;

@@ -18,8 +18,9 @@ use crate::preprocess;
 use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, SpliceOptions, Timeouts};
 use crate::reader::Source;
 use crate::retry::RetryOn;
-use crate::rules::{BackendTarget, ProxyRules, Rule};
+use crate::rules::{self, BackendTarget, ProxyRules, Rule};
 use crate::sections::{self, Section, SectionKind};
+use crate::userlist;
 use sluice_balance::{Algorithm, HashType};
 use sluice_sample::{Expr, LogFormat, MapStore};
 use std::collections::HashMap;
@@ -201,9 +202,12 @@ fn build(
         }
     }
 
+    // `http_auth(L)` may name a list declared after the proxy using it.
+    userlist::parse_userlists(sections, maps, diags);
+
     for section in sections {
         match section.kind {
-            SectionKind::HttpErrors => {}
+            SectionKind::HttpErrors | SectionKind::Userlist => {}
             SectionKind::Global => {
                 for line in &section.lines {
                     global::parse_global_line(&mut global, line, diags);
@@ -247,6 +251,16 @@ fn build(
     }
 
     check_unique_names(&proxies, diags);
+    for p in &proxies {
+        diags.extend(rules::check_capture_ids(
+            &p.conf.rules,
+            p.section.kind,
+            &p.name,
+        ));
+        if !global.expose_experimental {
+            diags.extend(rules::check_experimental(&p.conf.rules));
+        }
+    }
     check_inherited_fds(&global, &proxies, diags);
     let (frontends, backends) = plan_proxies(&proxies, &http_errors, diags);
     Plan {
@@ -477,12 +491,24 @@ fn check_modes(
 /// ignored with a warning, as HAProxy does.
 fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     let mut rules = p.conf.rules.clone();
-    if p.conf.mode.unwrap_or(Mode::Tcp) == Mode::Http || !rules.has_http_rules() {
+    if p.conf.mode.unwrap_or(Mode::Tcp) == Mode::Http {
+        // HAProxy also runs them before the HTTP analysis of a response; Sluice only in
+        // `mode tcp`, and says so rather than ignoring them.
+        if let Some(first) = rules.tcp_response.first() {
+            diags.push(Diagnostic::not_supported(
+                &first.span,
+                "'tcp-response content' in a 'mode http' proxy",
+            ));
+        }
+        return rules;
+    }
+    if !rules.has_http_rules() {
         return rules;
     }
     let ignored = [
         ("http-request", !rules.http_request.is_empty()),
         ("http-response", !rules.http_response.is_empty()),
+        ("http-after-response", !rules.http_after_response.is_empty()),
         ("redirect", !rules.redirects.is_empty()),
         ("monitor-uri", rules.monitor_uri.is_some()),
     ];
@@ -500,6 +526,7 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     }
     rules.http_request.clear();
     rules.http_response.clear();
+    rules.http_after_response.clear();
     rules.redirects.clear();
     rules.monitor_uri = None;
     rules.monitor_fail.clear();

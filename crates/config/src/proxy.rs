@@ -164,6 +164,9 @@ pub struct Timeouts {
     pub queue: Option<Duration>,
     /// `timeout check`: a health check must complete within this time once connected.
     pub check: Option<Duration>,
+    /// `timeout tarpit`: how long `http-request tarpit` holds a request (`timeout connect`
+    /// when unset in a proxy with servers, as in HAProxy; no delay in a plain frontend).
+    pub tarpit: Option<Duration>,
 }
 
 /// What a `defaults`, `frontend`, `backend` or `listen` section says. Every field is optional
@@ -270,6 +273,11 @@ pub(crate) const BACK: Allowed = Allowed {
     frontend: false,
     backend: true,
 };
+const BOTH: Allowed = Allowed {
+    defaults: true,
+    frontend: true,
+    backend: true,
+};
 
 /// Checks that a keyword with `allowed` sections may be used in `kind`. A keyword of the
 /// other side is ignored with a warning, as HAProxy does; true if it applies here.
@@ -284,7 +292,7 @@ pub(crate) fn applies(
         SectionKind::Frontend => allowed.frontend,
         SectionKind::Backend => allowed.backend,
         SectionKind::Listen => allowed.frontend || allowed.backend,
-        SectionKind::Global | SectionKind::HttpErrors => false,
+        SectionKind::Global | SectionKind::HttpErrors | SectionKind::Userlist => false,
     };
     if !ok {
         let side = if allowed.frontend {
@@ -480,8 +488,35 @@ pub fn parse_proxy_line(
         "contimeout" | "clitimeout" | "srvtimeout" => diags.push(d.alert(
             "removed from HAProxy in 2.1 and not supported by Sluice; use 'timeout connect|client|server'",
         )),
-        other => diags.push(Diagnostic::not_supported(&line.span, other)),
+        other => match removed_rule_keyword(other) {
+            Some(replacement) => diags.push(d.alert(format!(
+                "removed from HAProxy in 2.1 and not supported by Sluice; {replacement}"
+            ))),
+            None => diags.push(Diagnostic::not_supported(&line.span, other)),
+        },
     }
+}
+
+/// The regex-based rule keywords of HAProxy 1.x, removed in 2.1, and what replaces each.
+fn removed_rule_keyword(keyword: &str) -> Option<&'static str> {
+    Some(match keyword {
+        "reqadd" => "use 'http-request add-header'",
+        "reqdel" | "reqidel" => "use 'http-request del-header'",
+        "reqrep" => {
+            "use 'http-request replace-path', 'http-request replace-uri' or 'http-request replace-header'"
+        }
+        "reqirep" => "use 'http-request replace-header'",
+        "reqallow" | "reqiallow" => "use 'http-request allow'",
+        "reqdeny" | "reqideny" | "block" => "use 'http-request deny'",
+        "reqtarpit" | "reqitarpit" => "use 'http-request tarpit'",
+        "reqpass" | "reqipass" => "nothing replaces it: 'http-request' rules go on by default",
+        "reqsetbe" | "reqisetbe" => "use 'use_backend' with a condition",
+        "rspadd" => "use 'http-response add-header'",
+        "rspdel" | "rspidel" => "use 'http-response del-header'",
+        "rsprep" | "rspirep" => "use 'http-response replace-header'",
+        "rspdeny" | "rspideny" => "use 'http-response deny'",
+        _ => return None,
+    })
 }
 
 fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &mut Diagnostics) {
@@ -502,6 +537,7 @@ fn parse_timeout(conf: &mut ProxyConf, kind: SectionKind, line: &Line, diags: &m
         "http-keep-alive" => (&mut t.http_keep_alive, FRONT),
         "queue" => (&mut t.queue, BACK),
         "check" => (&mut t.check, BACK),
+        "tarpit" => (&mut t.tarpit, BOTH),
         _ => {
             diags.push(Diagnostic::not_supported(&line.span, d.keyword.clone()));
             return;

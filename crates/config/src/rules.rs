@@ -1,5 +1,5 @@
 //! The rule keywords of proxies (configuration.txt §4.2, §7): `acl`, `http-request`,
-//! `http-response`, `redirect`, `use_backend`, `use-server`, `tcp-request connection`,
+//! `http-response`, `http-after-response`, `redirect`, `use_backend`, `use-server`, `tcp-request connection`,
 //! `tcp-request content`, `tcp-request inspect-delay`, `monitor-uri` and `monitor fail`.
 //!
 //! Each line is compiled here, once, with the sample engine (`sluice-sample`): conditions,
@@ -34,6 +34,12 @@ impl<A> Rule<A> {
     pub fn applies(&self, ctx: &dyn sluice_sample::Context) -> bool {
         self.cond.as_ref().is_none_or(|c| c.eval(ctx))
     }
+
+    /// Like [`Rule::applies`] during content inspection: `None` while the guard waits for
+    /// data that has not arrived yet.
+    pub fn decide(&self, ctx: &dyn sluice_sample::Context) -> Option<bool> {
+        self.cond.as_ref().map_or(Some(true), |c| c.decide(ctx))
+    }
 }
 
 /// A proxy's rule sets, in the order HAProxy evaluates them.
@@ -47,6 +53,11 @@ pub struct ProxyRules {
     pub inspect_delay: Option<Duration>,
     /// `tcp-request content` rules.
     pub tcp_content: Vec<Rule<TcpAction>>,
+    /// `tcp-response inspect-delay`: how long `tcp-response content` rules may wait for the
+    /// server's data.
+    pub response_inspect_delay: Option<Duration>,
+    /// `tcp-response content` rules (backends, `mode tcp`).
+    pub tcp_response: Vec<Rule<TcpAction>>,
     /// `monitor-uri`: requests for this exact URI are answered by the proxy itself.
     pub monitor_uri: Option<String>,
     /// `monitor fail` conditions: when one holds, the monitor URI answers 503.
@@ -61,6 +72,24 @@ pub struct ProxyRules {
     pub use_server: Vec<Rule<String>>,
     /// `http-response` rules.
     pub http_response: Vec<Rule<HttpAction>>,
+    /// `http-after-response` rules: run last on every response, the proxy's own answers
+    /// included.
+    pub http_after_response: Vec<Rule<HttpAction>>,
+    /// Request capture slots (`capture request header`, `declare capture request`,
+    /// `http-request capture ... len`), numbered in declaration order.
+    pub request_captures: Vec<CaptureSlot>,
+    /// Response capture slots (`capture response header`, `declare capture response`).
+    pub response_captures: Vec<CaptureSlot>,
+}
+
+/// A numbered capture slot of a frontend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureSlot {
+    /// The header captured in every message (`capture request|response header NAME`);
+    /// `None` for slots that rules fill.
+    pub header: Option<String>,
+    /// The longest value kept, in bytes.
+    pub len: usize,
 }
 
 impl ProxyRules {
@@ -68,6 +97,7 @@ impl ProxyRules {
     pub fn has_http_rules(&self) -> bool {
         !self.http_request.is_empty()
             || !self.http_response.is_empty()
+            || !self.http_after_response.is_empty()
             || !self.redirects.is_empty()
             || self.monitor_uri.is_some()
     }
@@ -207,6 +237,23 @@ pub enum HttpAction {
     Return(Reply),
     /// Answer with a redirect.
     Redirect(Redirect),
+    /// Hold the request for `timeout tarpit`, then answer with a reply (500 by default)
+    /// and close.
+    Tarpit(Reply),
+    /// Normalize the request's URI (`normalize-uri`, experimental in HAProxy 2.6).
+    NormalizeUri(UriNormalizer),
+    /// Store a sample in a capture slot of the frontend (`capture <sample> len|id N`).
+    Capture {
+        /// The sample, stored as text.
+        expr: Expr,
+        /// The slot (request slots for `http-request`, response slots for `http-response`).
+        slot: usize,
+    },
+    /// Ask for credentials: a 401 with `WWW-Authenticate: Basic realm="..."`.
+    Auth {
+        /// The realm; `None` means the name of the proxy whose rule this is.
+        realm: Option<String>,
+    },
     /// Replace every field `name` with one of value `value`.
     SetHeader {
         /// Field name.
@@ -278,6 +325,71 @@ pub enum HttpAction {
     },
 }
 
+/// A normalizer of `http-request normalize-uri` (configuration.txt §4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UriNormalizer {
+    /// `fragment-encode`: `#` becomes `%23`.
+    FragmentEncode,
+    /// `fragment-strip`: the fragment is removed.
+    FragmentStrip,
+    /// `path-merge-slashes`: runs of `/` become one.
+    MergeSlashes,
+    /// `path-strip-dot`: `.` segments are removed.
+    StripDot,
+    /// `path-strip-dotdot [full]`: `..` segments are resolved; `full` also drops those
+    /// that would climb above the root.
+    StripDotDot {
+        /// `full` was given.
+        full: bool,
+    },
+    /// `percent-decode-unreserved [strict]`.
+    PercentDecodeUnreserved {
+        /// `strict`: a malformed sequence gets 400.
+        strict: bool,
+    },
+    /// `percent-to-uppercase [strict]`.
+    PercentToUppercase {
+        /// `strict`: a malformed sequence gets 400.
+        strict: bool,
+    },
+    /// `query-sort-by-name`.
+    QuerySortByName,
+}
+
+impl UriNormalizer {
+    fn parse(args: &[String]) -> Result<UriNormalizer, String> {
+        let name = args.first().ok_or("'normalize-uri' expects a normalizer")?;
+        let option = |word: &str| -> Result<bool, String> {
+            match &args[1..] {
+                [] => Ok(false),
+                [w] if w == word => Ok(true),
+                [other, ..] => Err(format!("unexpected argument '{other}'")),
+            }
+        };
+        let plain = |n: UriNormalizer| match args.get(1) {
+            None => Ok(n),
+            Some(other) => Err(format!("unexpected argument '{other}'")),
+        };
+        match name.as_str() {
+            "fragment-encode" => plain(UriNormalizer::FragmentEncode),
+            "fragment-strip" => plain(UriNormalizer::FragmentStrip),
+            "path-merge-slashes" => plain(UriNormalizer::MergeSlashes),
+            "path-strip-dot" => plain(UriNormalizer::StripDot),
+            "query-sort-by-name" => plain(UriNormalizer::QuerySortByName),
+            "path-strip-dotdot" => Ok(UriNormalizer::StripDotDot {
+                full: option("full")?,
+            }),
+            "percent-decode-unreserved" => Ok(UriNormalizer::PercentDecodeUnreserved {
+                strict: option("strict")?,
+            }),
+            "percent-to-uppercase" => Ok(UriNormalizer::PercentToUppercase {
+                strict: option("strict")?,
+            }),
+            other => Err(format!("unknown normalizer '{other}'")),
+        }
+    }
+}
+
 /// The value a `set-var` action stores.
 #[derive(Clone, Debug)]
 pub enum VarValue {
@@ -336,11 +448,18 @@ pub(crate) fn parse_rule_line(
     let second = line.words.get(1).map(String::as_str);
     let keyword_words = match (first.as_str(), second) {
         (
-            "acl" | "http-request" | "http-response" | "redirect" | "use_backend" | "use-server",
+            "acl"
+            | "http-request"
+            | "http-response"
+            | "http-after-response"
+            | "redirect"
+            | "use_backend"
+            | "use-server",
             _,
         )
-        | ("monitor-uri", _) => 1,
+        | ("monitor-uri" | "capture" | "declare", _) => 1,
         ("tcp-request", Some("connection" | "content" | "inspect-delay" | "session")) => 2,
+        ("tcp-response", Some("content" | "inspect-delay")) => 2,
         ("monitor", Some("fail")) => 2,
         _ => return false,
     };
@@ -357,6 +476,8 @@ pub(crate) fn parse_rule_line(
     let acls = rules.acls.get_or_insert_with(|| AclSet::new(maps.clone()));
     let result = match d.keyword.as_str() {
         "acl" => acls.add(&line.words[1..]),
+        "capture" => frontend_only(kind).and_then(|()| parse_capture_header(rules, &line.words)),
+        "declare" => frontend_only(kind).and_then(|()| parse_declare(rules, &line.words)),
         "monitor-uri" => {
             if kind == SectionKind::Backend {
                 Err("not allowed in a 'backend' section".to_owned())
@@ -431,6 +552,21 @@ pub(crate) fn parse_rule_line(
                 rules.redirects.push(rule(r, cond, d.span));
             })
         }
+        "http-after-response" => {
+            let stages = place.stages(Stages::FE_HTTP_RES, Stages::BE_HTTP_RES);
+            split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
+                let action = if args.first().is_some_and(|a| a == "capture") {
+                    parse_capture_action(args, rules, kind, maps, stages, true)?
+                } else {
+                    parse_after_response_action(args, maps, stages, place)?
+                };
+                if let Some(c) = &cond {
+                    check_cond(c, stages, place, &mut warnings);
+                }
+                rules.http_after_response.push(rule(action, cond, d.span));
+                Ok(())
+            })
+        }
         "http-request" | "http-response" => {
             let response = d.keyword == "http-response";
             let stages = if response {
@@ -439,7 +575,11 @@ pub(crate) fn parse_rule_line(
                 place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ)
             };
             let parsed = split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
-                let action = parse_http_action(args, maps, stages, place, response)?;
+                let action = if args.first().is_some_and(|a| a == "capture") {
+                    parse_capture_action(args, rules, kind, maps, stages, response)?
+                } else {
+                    parse_http_action(args, maps, stages, place, response)?
+                };
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
                 }
@@ -460,6 +600,22 @@ pub(crate) fn parse_rule_line(
             }
             Ok(())
         }
+        "tcp-response inspect-delay" => backend_only(kind).map(|()| {
+            if let Some(delay) = d.timeout(2, diags) {
+                rules.response_inspect_delay = Some(delay);
+            }
+        }),
+        "tcp-response content" => backend_only(kind)
+            .and_then(|()| split_condition(&line.words[2..], acls))
+            .and_then(|(args, cond)| {
+                let stages = Stages::TCP_RES_CONTENT;
+                let action = parse_tcp_action(args, maps, stages, place)?;
+                if let Some(c) = &cond {
+                    check_cond(c, stages, place, &mut warnings);
+                }
+                rules.tcp_response.push(rule(action, cond, d.span));
+                Ok(())
+            }),
         "tcp-request session" => Err("not supported by Sluice".to_owned()),
         "tcp-request connection" | "tcp-request content" => {
             let content = d.keyword == "tcp-request content";
@@ -514,10 +670,8 @@ const UNSUPPORTED: &str = "\u{0}unsupported:";
 /// while a word in no list is an unknown action (a typo).
 const KNOWN_ACTIONS: &[&str] = &[
     "add-acl",
-    "auth",
     "cache-store",
     "cache-use",
-    "capture",
     "del-acl",
     "del-map",
     "disable-l7-retry",
@@ -525,7 +679,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "early-hint",
     "expect-netscaler-cip",
     "expect-proxy",
-    "normalize-uri",
     "reject",
     "sc-add-gpc",
     "sc-inc-gpc",
@@ -555,7 +708,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "silent-drop",
     "strict-mode",
     "switch-mode",
-    "tarpit",
     "track-sc0",
     "track-sc1",
     "track-sc2",
@@ -565,6 +717,161 @@ const KNOWN_ACTIONS: &[&str] = &[
     "attach-srv",
     "close",
 ];
+
+/// `capture request|response header NAME len N` (`capture cookie` is not supported).
+fn parse_capture_header(rules: &mut ProxyRules, words: &[String]) -> Result<(), String> {
+    let side = words.get(1).map(String::as_str);
+    let slots = match side {
+        Some("request") => &mut rules.request_captures,
+        Some("response") => &mut rules.response_captures,
+        Some("cookie") => return Err(format!("{UNSUPPORTED}cookie")),
+        _ => return Err("expects 'request header', 'response header' or 'cookie'".to_owned()),
+    };
+    match &words[2..] {
+        [kw, name, len_kw, len] if kw == "header" && len_kw == "len" => {
+            let len = capture_len(len)?;
+            slots.push(CaptureSlot {
+                header: Some(field_name(name)?),
+                len,
+            });
+            Ok(())
+        }
+        _ => Err(format!(
+            "expects 'capture {} header <name> len <length>'",
+            side.unwrap_or_default()
+        )),
+    }
+}
+
+/// `declare capture request|response len N`.
+fn parse_declare(rules: &mut ProxyRules, words: &[String]) -> Result<(), String> {
+    match &words[1..] {
+        [kw, side, len_kw, len] if kw == "capture" && len_kw == "len" => {
+            let slots = match side.as_str() {
+                "request" => &mut rules.request_captures,
+                "response" => &mut rules.response_captures,
+                other => return Err(format!("expects 'request' or 'response', not '{other}'")),
+            };
+            slots.push(CaptureSlot {
+                header: None,
+                len: capture_len(len)?,
+            });
+            Ok(())
+        }
+        _ => Err("expects 'declare capture request|response len <length>'".to_owned()),
+    }
+}
+
+fn capture_len(text: &str) -> Result<usize, String> {
+    // HAProxy keeps captures in fixed pools; a bound keeps one request's captures small.
+    text.parse::<usize>()
+        .ok()
+        .filter(|&n| n <= 65_536)
+        .ok_or_else(|| format!("invalid capture length '{text}' (0 to 65536)"))
+}
+
+/// `http-request capture <sample> len <N> | id <N>`, `http-response capture <sample> id <N>`.
+fn parse_capture_action(
+    args: &[String],
+    rules: &mut ProxyRules,
+    kind: SectionKind,
+    maps: &MapStore,
+    stages: Stages,
+    response: bool,
+) -> Result<HttpAction, String> {
+    let [_, sample, how, n] = args else {
+        return Err(
+            "'capture' expects a sample expression, then 'len <length>' or 'id <slot>'".to_owned(),
+        );
+    };
+    let expr = Expr::parse(sample, maps)?;
+    check_expr(&expr, stages)?;
+    let slot = match how.as_str() {
+        "len" if response => {
+            return Err("a response 'capture' expects 'id <slot>' (declare the slot with 'declare capture response')".to_owned());
+        }
+        "len" => {
+            if !kind.has_frontend() {
+                return Err(format!(
+                    "'capture ... len' needs a frontend capability, which a '{}' section has not (use 'id')",
+                    kind.keyword()
+                ));
+            }
+            rules.request_captures.push(CaptureSlot {
+                header: None,
+                len: capture_len(n)?,
+            });
+            rules.request_captures.len() - 1
+        }
+        "id" => n
+            .parse::<usize>()
+            .map_err(|_| format!("invalid capture id '{n}'"))?,
+        other => return Err(format!("expects 'len' or 'id', not '{other}'")),
+    };
+    Ok(HttpAction::Capture { expr, slot })
+}
+
+/// Capture rules naming a slot their frontend does not declare (checked once every slot is
+/// known, since slots may be declared after the rules using them). A backend's rules use
+/// the slots of whichever frontend sends the request, which only the run time knows.
+pub(crate) fn check_capture_ids(
+    rules: &ProxyRules,
+    kind: SectionKind,
+    proxy: &str,
+) -> Vec<Diagnostic> {
+    if !kind.has_frontend() {
+        return Vec::new();
+    }
+    let sides = [
+        (
+            "http-request",
+            &rules.http_request,
+            rules.request_captures.len(),
+        ),
+        (
+            "http-response",
+            &rules.http_response,
+            rules.response_captures.len(),
+        ),
+        (
+            "http-after-response",
+            &rules.http_after_response,
+            rules.response_captures.len(),
+        ),
+    ];
+    let mut diags = Vec::new();
+    for (keyword, list, count) in sides {
+        for r in list {
+            if let HttpAction::Capture { slot, .. } = r.action
+                && slot >= count
+            {
+                diags.push(Diagnostic::alert(
+                    &r.span,
+                    keyword,
+                    format!("proxy '{proxy}': unable to find capture id '{slot}' referenced by {keyword} capture rule"),
+                ));
+            }
+        }
+    }
+    diags
+}
+
+/// HAProxy 2.6 refuses its experimental actions (`normalize-uri`) unless the global
+/// section says `expose-experimental-directives`; so does Sluice, to accept the same files.
+pub(crate) fn check_experimental(rules: &ProxyRules) -> Vec<Diagnostic> {
+    rules
+        .http_request
+        .iter()
+        .filter(|r| matches!(r.action, HttpAction::NormalizeUri(_)))
+        .map(|r| {
+            Diagnostic::alert(
+                &r.span,
+                "http-request",
+                "'normalize-uri' is experimental: it must be allowed with 'expose-experimental-directives' in the global section",
+            )
+        })
+        .collect()
+}
 
 /// The error for an action this rule keyword does not know.
 fn unsupported(what: &str) -> String {
@@ -772,7 +1079,36 @@ fn parse_http_action(
             parse_reply(rest, maps, stages, place, status, true).map(HttpAction::Deny)
         }
         "return" => parse_reply(rest, maps, stages, place, 200, false).map(HttpAction::Return),
+        "normalize-uri" => UriNormalizer::parse(rest)
+            .map(HttpAction::NormalizeUri)
+            .and_then(request_only),
+        "tarpit" => parse_reply(rest, maps, stages, place, 500, true)
+            .map(HttpAction::Tarpit)
+            .and_then(request_only),
         "redirect" => parse_redirect(rest, maps, stages, place, true).map(HttpAction::Redirect),
+        "auth" => {
+            let realm = match rest {
+                [] => None,
+                [kw, realm] if kw == "realm" => {
+                    // The realm is written between double quotes in the answer.
+                    if realm
+                        .bytes()
+                        .any(|b| b == b'"' || b == b'\\' || b.is_ascii_control())
+                    {
+                        return Err(format!(
+                            "invalid realm '{realm}' (no double quote, backslash or control character)"
+                        ));
+                    }
+                    Some(realm.clone())
+                }
+                [kw] if kw == "realm" => return Err("'realm' expects a value".to_owned()),
+                [kw, _, extra, ..] if kw == "realm" => {
+                    return Err(format!("unexpected argument '{extra}'"));
+                }
+                [other, ..] => return Err(format!("unexpected argument '{other}'")),
+            };
+            request_only(HttpAction::Auth { realm })
+        }
         "set-header" | "add-header" => {
             exactly(2, "a field name and a value")?;
             let name = field_name(&rest[0])?;
@@ -871,6 +1207,32 @@ fn parse_http_action(
             }
             Ok(HttpAction::SetStatus { status, reason })
         }
+        other => Err(unsupported(other)),
+    }
+}
+
+/// The actions `http-after-response` allows (configuration.txt §4.2, the "Aft" column):
+/// the response actions that neither answer nor stop the response.
+fn parse_after_response_action(
+    args: &[String],
+    maps: &MapStore,
+    stages: Stages,
+    place: Place,
+) -> Result<HttpAction, String> {
+    let action = args.first().ok_or("expects an action")?;
+    let name = action.split('(').next().unwrap_or_default();
+    match name {
+        "allow" | "set-header" | "add-header" | "del-header" | "replace-header"
+        | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var" => {
+            parse_http_action(args, maps, stages, place, true)
+        }
+        "del-acl" | "del-map" | "set-log-level" | "set-map" | "strict-mode" => {
+            Err(unsupported(name))
+        }
+        "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"
+        | "set-uri" | "set-method" => Err(format!(
+            "'{name}' is not allowed in 'http-after-response' rules"
+        )),
         other => Err(unsupported(other)),
     }
 }

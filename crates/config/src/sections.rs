@@ -23,6 +23,8 @@ pub enum SectionKind {
     Listen,
     /// `http-errors NAME`: error pages that proxies import with `errorfiles`.
     HttpErrors,
+    /// `userlist NAME`: users and groups for HTTP authentication.
+    Userlist,
 }
 
 impl SectionKind {
@@ -35,6 +37,7 @@ impl SectionKind {
             SectionKind::Backend => "backend",
             SectionKind::Listen => "listen",
             SectionKind::HttpErrors => "http-errors",
+            SectionKind::Userlist => "userlist",
         }
     }
 
@@ -51,7 +54,6 @@ impl SectionKind {
 
 /// Section keywords of HAProxy that Sluice recognises but does not implement.
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "userlist",
     "peers",
     "resolvers",
     "mailers",
@@ -93,6 +95,7 @@ fn section_kind(word: &str) -> Option<SectionKind> {
         "backend" => SectionKind::Backend,
         "listen" => SectionKind::Listen,
         "http-errors" => SectionKind::HttpErrors,
+        "userlist" => SectionKind::Userlist,
         _ => return None,
     })
 }

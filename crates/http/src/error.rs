@@ -230,8 +230,9 @@ macro_rules! canned {
 }
 
 /// The statuses [`error_response`] has a canned answer for.
-pub const CANNED_STATUSES: [u16; 18] = [
-    400, 403, 404, 405, 408, 410, 413, 414, 421, 425, 429, 431, 500, 501, 502, 503, 504, 505,
+pub const CANNED_STATUSES: [u16; 20] = [
+    400, 401, 403, 404, 405, 407, 408, 410, 413, 414, 421, 425, 429, 431, 500, 501, 502, 503, 504,
+    505,
 ];
 
 /// A complete HTTP/1.1 answer for `status`, headers and HTML body, ending the connection
@@ -247,6 +248,11 @@ pub fn error_response(status: u16) -> &'static [u8] {
             "400 Bad request",
             "The request was malformed and could not be processed."
         ),
+        401 => canned!(
+            109,
+            "401 Unauthorized",
+            "Valid credentials are required to access this resource."
+        ),
         403 => canned!(
             104,
             "403 Forbidden",
@@ -261,6 +267,11 @@ pub fn error_response(status: u16) -> &'static [u8] {
             114,
             "405 Method Not Allowed",
             "This method is not allowed for the requested resource."
+        ),
+        407 => canned!(
+            120,
+            "407 Proxy Authentication Required",
+            "Valid credentials are required to use this proxy."
         ),
         408 => canned!(
             106,

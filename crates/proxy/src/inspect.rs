@@ -10,9 +10,16 @@
 //! whatever is already there. The bytes read stay in the buffer and are sent to the server
 //! first: inspection never consumes client data.
 //!
-//! Limitation: Sluice's fetches do not tell "no data yet" from "never", so a negated
-//! condition on client data (`!{ req.ssl_hello_type 1 }`) can match before the data
-//! arrives. Write such rules positively (`accept if { ... }` then `reject`).
+//! [`inspect_response`] does the same on the server's side for `tcp-response content`
+//! rules (`tcp-response inspect-delay`): the server's first bytes are read and kept, then
+//! sent to the client before the relay starts; meanwhile the client's bytes go on to the
+//! server, which may need them to answer.
+//!
+//! As in HAProxy, a rule whose condition misses data that may still arrive (a payload not
+//! all there, a length that does not match yet) stops the evaluation until more comes or
+//! the delay ends ([`TcpVerdict::Wait`]), so `accept if { ... }` followed by a plain
+//! `reject`, or a negated condition such as `!{ req.ssl_hello_type 1 }`, waits for the
+//! data instead of deciding on an empty buffer.
 
 use crate::http::buffer::{InBuf, ReadError};
 use crate::http::rules::{Scope, TcpVerdict, run_tcp_rules};
@@ -20,8 +27,9 @@ use crate::stream_context::StreamView;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_net::stream::Stream;
-use sluice_runtime::proxy::Backend;
+use sluice_runtime::proxy::{Backend, Server};
 use sluice_sample::Source;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 /// What inspection decided.
@@ -62,8 +70,8 @@ pub async fn inspect<'a>(
         match verdict {
             Some(TcpVerdict::Reject) => return Inspection::Reject,
             Some(TcpVerdict::Accept) => break,
-            None if ended => break,
-            None => {}
+            Some(TcpVerdict::Wait) | None if ended => break,
+            Some(TcpVerdict::Wait) | None => {}
         }
         let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
             d.saturating_duration_since(Instant::now())
@@ -101,6 +109,85 @@ pub async fn inspect<'a>(
         None => Inspection::NoBackend,
     }
 }
+
+/// What `tcp-response content` rules decided.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ResponseInspection {
+    /// Relay the session (the inspected bytes first).
+    Forward,
+    /// Close both connections (`reject`).
+    Reject,
+}
+
+/// Runs the backend's `tcp-response content` rules over the server's first bytes, reading
+/// them into `input` as the rules need them. Meanwhile the client's bytes are relayed to
+/// the server (it may need them to answer); returns how many were.
+pub async fn inspect_response(
+    scope: &Scope<'_>,
+    (backend, server): (&Backend, &Server),
+    client: &mut Stream,
+    upstream: &mut Stream,
+    input: &mut InBuf,
+) -> (ResponseInspection, u64) {
+    let rules = &backend.plan.rules;
+    let mut relayed = 0u64;
+    if rules.tcp_response.is_empty() {
+        return (ResponseInspection::Forward, relayed);
+    }
+    let mut relay = vec![0u8; RELAY_CHUNK];
+    // After the client's end of stream, the relay that follows will see it again.
+    let mut client_open = true;
+    let reads_data = rules.tcp_response.iter().any(|r| {
+        r.cond
+            .as_ref()
+            .is_some_and(|c| c.uses(Source::ResponseBuffer))
+    });
+    let deadline = rules.response_inspect_delay.map(|d| Instant::now() + d);
+    let mut ended = deadline.is_none() || !reads_data;
+    loop {
+        let verdict = {
+            let view = StreamView {
+                backend: Some(backend),
+                server: Some(server),
+                response_payload: Some(input.filled()),
+                inspection_ended: ended,
+                ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+            };
+            run_tcp_rules(&view, scope.vars, &rules.tcp_response)
+        };
+        let decided = match verdict {
+            Some(TcpVerdict::Reject) => ResponseInspection::Reject,
+            Some(TcpVerdict::Accept) => ResponseInspection::Forward,
+            Some(TcpVerdict::Wait) | None if ended => ResponseInspection::Forward,
+            Some(TcpVerdict::Wait) | None => {
+                let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
+                    d.saturating_duration_since(Instant::now())
+                });
+                tokio::select! {
+                    read = input.read_more(upstream, None) => ended |= read.is_err(),
+                    got = client.read(&mut relay), if client_open => match got {
+                        Ok(0) | Err(_) => client_open = false,
+                        Ok(n) => {
+                            let sent = tokio::time::timeout(
+                                remaining,
+                                upstream.write_all(&relay[..n]),
+                            )
+                            .await;
+                            ended |= !matches!(sent, Ok(Ok(())));
+                            relayed += n as u64;
+                        }
+                    },
+                    () = tokio::time::sleep(remaining) => ended = true,
+                }
+                continue;
+            }
+        };
+        return (decided, relayed);
+    }
+}
+
+/// The most client bytes relayed at once while the server's answer is inspected.
+const RELAY_CHUNK: usize = 16 * 1024;
 
 fn payload_view<'v>(scope: &Scope<'v>, input: &'v InBuf, ended: bool) -> StreamView<'v> {
     StreamView {

@@ -38,6 +38,8 @@ pub struct StreamView<'a> {
     pub vars: &'a Vars,
     /// The client's bytes buffered by content inspection (`mode tcp`).
     pub payload: Option<&'a [u8]>,
+    /// The server's bytes buffered by `tcp-response content` inspection (`mode tcp`).
+    pub response_payload: Option<&'a [u8]>,
     /// Whether content inspection is over (`WAIT_END`): true except while `tcp-request
     /// content` rules may still wait for data.
     pub inspection_ended: bool,
@@ -63,6 +65,7 @@ impl<'a> StreamView<'a> {
             response: None,
             vars,
             payload: None,
+            response_payload: None,
             inspection_ended: true,
             facts: None,
         }
@@ -138,8 +141,19 @@ impl Context for StreamView<'_> {
         self.vars.unique_id().map(Sample::owned_str)
     }
 
+    fn response_payload(&self) -> Option<&[u8]> {
+        self.response_payload
+    }
+
     fn log_facts(&self) -> Option<&dyn LogFacts> {
         self.facts
+    }
+
+    fn captured(&self, response: bool, index: usize) -> Option<Vec<u8>> {
+        self.vars
+            .captures()
+            .get(response, index)
+            .map(<[u8]>::to_vec)
     }
 
     fn set_var(&self, name: &str, value: Sample<'_>) {

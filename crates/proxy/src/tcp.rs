@@ -6,7 +6,7 @@ use crate::connect::connect_redispatching;
 use crate::forward::{self, Direction, End, Finish, IdleTimeouts};
 use crate::http::buffer::InBuf;
 use crate::http::rules::Scope;
-use crate::inspect::{Inspection, inspect};
+use crate::inspect::{Inspection, ResponseInspection, inspect, inspect_response};
 use crate::report::report;
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
@@ -65,6 +65,7 @@ pub async fn serve(
         retries: 0,
         request_line: None,
         counts: Counts::default(),
+        captures: None,
     };
     // `balance source` and `balance hash EXPR` (over the client's address and the inspected
     // bytes) have a key in TCP mode; the HTTP algorithms fall back to round robin.
@@ -137,39 +138,71 @@ pub async fn serve(
                             phase: Phase::Connect,
                         };
                     } else {
-                        let timeouts = idle_timeouts(frontend, backend);
-                        let (up, down) = directions(process, frontend, backend);
-                        let relay = forward::forward_streams(
+                        // `tcp-response content` rules see the server's first bytes; they
+                        // reach the client before the relay starts.
+                        let mut answer = InBuf::new(process.global.bufsize() as usize);
+                        let (verdict, relayed) = inspect_response(
+                            &scope,
+                            (backend, server),
                             &mut client,
                             &mut upstream,
-                            timeouts,
-                            up,
-                            down,
-                        );
-                        // `on-marked-down shutdown-sessions` and the like end the relay at once.
-                        let mut killed = server.health.kill_signal();
-                        let outcome = tokio::select! {
-                            outcome = relay => Some(outcome),
-                            () = killed.wait() => None,
-                        };
-                        match outcome {
-                            None => {
-                                record.termination = Termination {
-                                    cause: Cause::Killed,
-                                    phase: Phase::Data,
-                                };
-                            }
-                            Some(outcome) => {
-                                let up = outcome.client_to_server + early.len() as u64;
-                                for traffic in
-                                    [&frontend.traffic, &backend.traffic, &server.traffic]
-                                {
-                                    traffic.bytes_in.add(up);
-                                    traffic.bytes_out.add(outcome.server_to_client);
+                            &mut answer,
+                        )
+                        .await;
+                        let early_len = early.len() as u64 + relayed;
+                        let inspected = answer.filled();
+                        if verdict == ResponseInspection::Reject {
+                            // configuration.txt §8.5: closed by the proxy while the server's
+                            // data was being checked ("PD").
+                            record.termination = Termination {
+                                cause: Cause::Proxy,
+                                phase: Phase::Data,
+                            };
+                            record.bytes_from_client = early_len;
+                        } else if !inspected.is_empty()
+                            && client.write_all(inspected).await.is_err()
+                        {
+                            record.termination = Termination {
+                                cause: Cause::ClientAbort,
+                                phase: Phase::Data,
+                            };
+                        } else {
+                            let timeouts = idle_timeouts(frontend, backend);
+                            let (up_way, down_way) = directions(process, frontend, backend);
+                            let relay = forward::forward_streams(
+                                &mut client,
+                                &mut upstream,
+                                timeouts,
+                                up_way,
+                                down_way,
+                            );
+                            // `on-marked-down shutdown-sessions` and the like end the relay
+                            // at once.
+                            let mut killed = server.health.kill_signal();
+                            let outcome = tokio::select! {
+                                outcome = relay => Some(outcome),
+                                () = killed.wait() => None,
+                            };
+                            match outcome {
+                                None => {
+                                    record.termination = Termination {
+                                        cause: Cause::Killed,
+                                        phase: Phase::Data,
+                                    };
                                 }
-                                record.bytes_to_client = outcome.server_to_client;
-                                record.bytes_from_client = up;
-                                record.termination = termination_of(&outcome.finish);
+                                Some(outcome) => {
+                                    let up = outcome.client_to_server + early_len;
+                                    let down = outcome.server_to_client + inspected.len() as u64;
+                                    for traffic in
+                                        [&frontend.traffic, &backend.traffic, &server.traffic]
+                                    {
+                                        traffic.bytes_in.add(up);
+                                        traffic.bytes_out.add(down);
+                                    }
+                                    record.bytes_to_client = down;
+                                    record.bytes_from_client = up;
+                                    record.termination = termination_of(&outcome.finish);
+                                }
                             }
                         }
                     }

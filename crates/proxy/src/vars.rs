@@ -6,10 +6,14 @@
 //! ([`Vars::end_transaction`]). The `proc.` scope is shared by the whole process, so it sits
 //! in one lock-protected table. Variables are rare and small, so a short vector searched
 //! linearly beats a hash map here; reading clones the value, which keeps the borrow of the
-//! table short (rules may set a variable while another is being read).
+//! table short (rules may set a variable while another is being read). The transaction's
+//! captures (`capture request header`, `http-request capture`...) live here too: like `txn.`
+//! variables they are per transaction, and every rule and log view already holds the
+//! session's [`Vars`].
 
+use sluice_runtime::capture::CaptureSet;
 use sluice_sample::Sample;
-use std::cell::RefCell;
+use std::cell::{Ref, RefCell};
 use std::sync::Mutex;
 
 /// The `proc.` variables, shared by every session of the process.
@@ -21,6 +25,8 @@ pub struct Vars {
     entries: RefCell<Vec<(String, Sample<'static>)>>,
     /// The transaction's unique id (`unique-id-format`).
     unique_id: RefCell<Option<Vec<u8>>>,
+    /// The transaction's captures.
+    captures: RefCell<CaptureSet>,
 }
 
 impl Vars {
@@ -64,8 +70,36 @@ impl Vars {
         self.unique_id.borrow().clone()
     }
 
-    /// Forgets the variables of the transaction that ended (`txn.`, `req.`, `res.`).
+    /// The transaction's captures.
+    pub fn captures(&self) -> Ref<'_, CaptureSet> {
+        self.captures.borrow()
+    }
+
+    /// Gives the transaction `request` and `response` empty capture slots.
+    pub fn start_captures(&self, request: usize, response: usize) {
+        self.captures.borrow_mut().reset(request, response);
+    }
+
+    /// Stores a capture (see [`CaptureSet::store`]); `first_only` keeps an earlier value
+    /// (a header is captured at its first occurrence).
+    pub fn capture(
+        &self,
+        response: bool,
+        index: usize,
+        value: &[u8],
+        len: usize,
+        first_only: bool,
+    ) {
+        let mut captures = self.captures.borrow_mut();
+        if !(first_only && captures.is_set(response, index)) {
+            captures.store(response, index, value, len);
+        }
+    }
+
+    /// Forgets the variables of the transaction that ended (`txn.`, `req.`, `res.`), its
+    /// captures and its unique id.
     pub fn end_transaction(&self) {
+        self.captures.borrow_mut().reset(0, 0);
         self.unique_id.borrow_mut().take();
         let mut entries = self.entries.borrow_mut();
         if !entries.is_empty() {

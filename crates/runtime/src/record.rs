@@ -7,6 +7,7 @@
 //! [`StreamRecord::write_tcp_line`] already produce the default `option httplog` and
 //! `option tcplog` lines, field for field (without captures, which do not exist yet).
 
+use crate::capture::CaptureSet;
 use sluice_sample::{LogFacts, LogNumber, LogText, civil};
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -50,6 +51,8 @@ pub enum Phase {
     Headers,
     /// Transferring data (`D`).
     Data,
+    /// Held by `http-request tarpit` (`T`).
+    Tarpit,
 }
 
 /// The two termination characters, e.g. `--`, `CD`, `sH`, `SC`.
@@ -88,6 +91,7 @@ impl Termination {
             Phase::Connect => 'C',
             Phase::Headers => 'H',
             Phase::Data => 'D',
+            Phase::Tarpit => 'T',
         };
         [cause, phase]
     }
@@ -137,6 +141,8 @@ pub struct StreamRecord<'a> {
     pub request_line: Option<&'a [u8]>,
     /// Connection and queue counts when the stream ended.
     pub counts: Counts,
+    /// Captured headers and samples (HTTP only; `None` or empty prints nothing).
+    pub captures: Option<&'a CaptureSet>,
 }
 
 /// The connection and queue counts a log line shows (`%ac/%fc/%bc/%sc` and `%sq/%bq`).
@@ -232,6 +238,14 @@ impl LogFacts for RecordFacts<'_> {
             _ => None,
         }
     }
+
+    fn captured_header_count(&self, response: bool) -> usize {
+        self.record.captures.map_or(0, |c| c.count(response))
+    }
+
+    fn captured_header(&self, response: bool, index: usize) -> Option<&[u8]> {
+        self.record.captures?.get(response, index)
+    }
 }
 
 /// Where finished streams are reported.
@@ -262,8 +276,9 @@ impl StreamLog for StderrLog {
 
 impl StreamRecord<'_> {
     /// `option httplog`'s line: `client:port [date] frontend backend/server
-    /// TR/Tw/Tc/Tr/Ta status bytes - - term retries "request"` (captures and connection
-    /// counts, which need the logging issue, are printed as `-` and `0`).
+    /// TR/Tw/Tc/Tr/Ta status bytes - - term counts queues {captures} {captures} "request"`
+    /// (the cookie captures are printed as `-`; each `{...}` only when the frontend declares
+    /// captures of that side).
     pub fn write_http_line(&self, out: &mut String) {
         self.write_prefix(out);
         let t = &self.timers;
@@ -287,6 +302,11 @@ impl StreamRecord<'_> {
             self.counts.server_queue,
             self.counts.backend_queue,
         );
+        if let Some(captures) = self.captures {
+            for response in [false, true] {
+                write_captures(captures, response, out);
+            }
+        }
         if let Some(line) = self.request_line {
             out.push_str(&String::from_utf8_lossy(line));
         } else {
@@ -386,6 +406,32 @@ impl StreamRecord<'_> {
     }
 }
 
+/// ` {a|b}` for the captures of one side, escaped as HAProxy's header captures are (bytes
+/// outside 32..=126 and `"`, `#`, `{`, `|`, `}` as `#XX`), placed before the request's
+/// opening quote already written.
+fn write_captures(captures: &CaptureSet, response: bool, out: &mut String) {
+    let count = captures.count(response);
+    if count == 0 {
+        return;
+    }
+    // The opening quote of the request is the last character written.
+    out.pop();
+    out.push('{');
+    for index in 0..count {
+        if index > 0 {
+            out.push('|');
+        }
+        for &b in captures.get(response, index).unwrap_or_default() {
+            if (32..=126).contains(&b) && !b"\"#{|}".contains(&b) {
+                out.push(char::from(b));
+            } else {
+                let _ = write!(out, "#{b:02X}");
+            }
+        }
+    }
+    out.push_str("} \"");
+}
+
 fn ms(d: Option<Duration>) -> i128 {
     d.map_or(-1, |d| d.as_millis() as i128)
 }
@@ -436,6 +482,7 @@ mod tests {
             retries: 0,
             request_line: Some(b"GET / HTTP/1.1"),
             counts: Counts::default(),
+            captures: None,
         }
     }
 
@@ -447,6 +494,40 @@ mod tests {
             line,
             "127.0.0.1:41892 [22/Nov/2026:03:37:42.123] fe be/s1 2/0/1/5/9 200 146 - - ---- 0/0/0/0/0 0/0 \"GET / HTTP/1.1\""
         );
+    }
+
+    #[test]
+    fn http_line_shows_captures_like_haproxy() {
+        // The values and their escaping as HAProxy 2.6 logged them.
+        let mut captures = CaptureSet::default();
+        captures.reset(4, 2);
+        captures.store(false, 0, b"www.example.com", 5);
+        captures.store(false, 2, b"/x/y/zzzzzzzz", 8);
+        captures.store(false, 3, b"\"|{x}", 4);
+        captures.store(true, 0, b"text/html; charset=utf-8", 20);
+        captures.store(true, 1, b"va|lue{x}", 6);
+        let mut r = record();
+        r.captures = Some(&captures);
+        let mut line = String::new();
+        r.write_http_line(&mut line);
+        assert!(
+            line.ends_with(
+                " 0/0 {www.e||/x/y/zzz|#22#7C#7Bx} {text/html; charset=u|va#7Clue} \"GET / HTTP/1.1\""
+            ),
+            "{line}"
+        );
+        // Only the sides with slots are shown; a set without slots shows nothing.
+        let mut one = CaptureSet::default();
+        one.reset(1, 0);
+        let mut line = String::new();
+        r.captures = Some(&one);
+        r.write_http_line(&mut line);
+        assert!(line.ends_with(" 0/0 {} \"GET / HTTP/1.1\""), "{line}");
+        let none = CaptureSet::default();
+        r.captures = Some(&none);
+        let mut line = String::new();
+        r.write_http_line(&mut line);
+        assert!(line.ends_with(" 0/0 \"GET / HTTP/1.1\""), "{line}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::expr::Expr;
 use crate::fetch;
 use crate::map::{MapStore, split_map_line};
 use crate::pattern::{IntOp, MatchMethod, PatternList};
-use crate::stages::Stages;
+use crate::stages::{Source, Stages};
 
 /// One `acl` line (or anonymous ACL): an expression and its patterns.
 #[derive(Debug)]
@@ -43,6 +43,31 @@ impl AclExpr {
         }
         self.expr
             .eval_each(ctx, &mut |sample| self.patterns.matches(&sample))
+    }
+
+    /// Like [`AclExpr::matches`], but `None` ("missing data", HAProxy's `ACL_TEST_MISS`)
+    /// when the line reads a buffer still being filled by content inspection and its
+    /// result may change as more bytes arrive: a payload not all there yet, or a length
+    /// that does not match yet.
+    fn decide(&self, ctx: &dyn Context) -> Option<bool> {
+        if self.patterns.method().takes_patterns() && self.patterns.is_empty() {
+            return Some(false);
+        }
+        let mut produced = false;
+        let matched = self.expr.eval_each(ctx, &mut |sample| {
+            produced = true;
+            self.patterns.matches(&sample)
+        });
+        let growing = matches!(
+            self.expr.source(),
+            Source::RequestBuffer | Source::ResponseBuffer
+        ) && !ctx.inspection_ended();
+        let may_change = !produced || matches!(self.expr.fetch_name(), "req.len" | "res.len");
+        if !matched && growing && may_change {
+            None
+        } else {
+            Some(matched)
+        }
     }
 }
 
@@ -110,6 +135,21 @@ impl Acl {
     pub fn eval(&self, ctx: &dyn Context) -> bool {
         let lines = self.cell.frozen.get_or_init(|| self.lines());
         lines.iter().any(|line| line.matches(ctx))
+    }
+
+    /// Like [`Acl::eval`], `None` when no line matched and one may still match once more
+    /// data arrived (see `tcp-request|tcp-response inspect-delay`).
+    pub fn decide(&self, ctx: &dyn Context) -> Option<bool> {
+        let lines = self.cell.frozen.get_or_init(|| self.lines());
+        let mut missing = false;
+        for line in lines {
+            match line.decide(ctx) {
+                Some(true) => return Some(true),
+                Some(false) => {}
+                None => missing = true,
+            }
+        }
+        (!missing).then_some(false)
     }
 
     /// The stages where at least one line can find its data.
@@ -197,7 +237,7 @@ pub(crate) fn parse_acl_expr(words: &[String], maps: &MapStore) -> Result<AclExp
     if derived.is_none()
         && matches!(
             expr.fetch_name(),
-            "req.payload" | "payload" | "req.payload_lv" | "payload_lv"
+            "req.payload" | "payload" | "req.payload_lv" | "payload_lv" | "res.payload"
         )
     {
         derived = Some(MatchMethod::Bin);

@@ -121,6 +121,36 @@ impl Condition {
         matched != self.unless
     }
 
+    /// Like [`Condition::eval`] for content inspection: `None` when the answer depends on
+    /// data that has not arrived yet, so the rule must wait (HAProxy's "missing data").
+    /// A false term decides a group and a true group decides the condition, even while
+    /// other terms still miss their data.
+    pub fn decide(&self, ctx: &dyn Context) -> Option<bool> {
+        let mut missing = false;
+        for group in &self.groups {
+            let mut group_missing = false;
+            let mut group_false = false;
+            for t in group {
+                match t.acl.decide(ctx) {
+                    Some(v) if v == t.negate => {
+                        group_false = true;
+                        break;
+                    }
+                    Some(_) => {}
+                    None => group_missing = true,
+                }
+            }
+            if group_false {
+                continue;
+            }
+            if !group_missing {
+                return Some(!self.unless);
+            }
+            missing = true;
+        }
+        (!missing).then_some(self.unless)
+    }
+
     /// True for `unless`.
     pub fn is_unless(&self) -> bool {
         self.unless

@@ -106,6 +106,12 @@ pub trait Context {
         None
     }
 
+    /// The bytes received from the server and still buffered (`res.len`, `res.payload` in
+    /// `tcp-response content` rules). `None` when the stage has no such buffer.
+    fn response_payload(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// The part of the HTTP request body received so far, decoded from its framing
     /// (`req.body`, `req.body_param`...). `None` when there is no body buffer.
     fn request_body(&self) -> Option<&[u8]> {
@@ -123,6 +129,13 @@ pub trait Context {
     /// crate free of time-zone lookups; the proxy answers with the process's zone.
     fn utc_offset(&self, _at: SystemTime) -> i32 {
         0
+    }
+
+    /// A copy of capture slot `index` of the transaction, of its response side when
+    /// `response` (`capture.req.hdr`, `capture.res.hdr`); `None` when nothing was captured
+    /// there (the default: no captures).
+    fn captured(&self, _response: bool, _index: usize) -> Option<Vec<u8>> {
+        None
     }
 
     /// What only the proxy knows about a stream being logged (timers, byte counts,

@@ -91,7 +91,8 @@ impl Expr {
         let what = format!("fetch method '{}'", first.name);
         let args = first.normalized(def.min_args);
         check_count(&what, args.len(), def.min_args, def.max_args)?;
-        let fetch = (def.build)(def, &args).map_err(|e| format!("{what} : {e}"))?;
+        let mut fetch = (def.build)(def, &args).map_err(|e| format!("{what} : {e}"))?;
+        fetch.resolve(maps).map_err(|e| format!("{what} : {e}"))?;
         let mut ty = def.out;
         let mut steps = Vec::with_capacity(convs.len());
         for call in convs {

@@ -25,11 +25,12 @@
 //! does not answer yet (it streams bodies without buffering them).
 //!
 //! Not available yet: fetches of a TLS connection Sluice terminates (`ssl_fc_sni`...),
-//! stick-table fetches and converters, `http_auth`, captures, and the `RDP_COOKIE`
+//! stick-table fetches and converters, and the `RDP_COOKIE`
 //! predefined ACL.
 
 mod acl;
 mod args;
+mod auth;
 mod cond;
 mod context;
 mod conv;
@@ -46,6 +47,7 @@ mod value;
 mod testing;
 
 pub use acl::{Acl, AclSet};
+pub use auth::{Password, User, Userlist, auth_scheme, basic_credentials};
 pub use cond::Condition;
 pub use context::{BackendStat, Context, ServerStat};
 pub use expr::Expr;

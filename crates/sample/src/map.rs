@@ -185,6 +185,9 @@ struct Inner {
     contents: HashMap<String, String>,
     files: HashMap<String, Arc<FileLines>>,
     maps: HashMap<(String, MatchMethod, MapOutput), Arc<Map>>,
+    /// The configuration's `userlist` sections, by name (the store is the one handle every
+    /// expression compiler gets, so it carries them too).
+    userlists: HashMap<String, Arc<crate::auth::Userlist>>,
 }
 
 /// The cache of pattern and map files of one configuration.
@@ -220,6 +223,19 @@ impl MapStore {
         self.lock()
             .contents
             .insert(path.to_string(), contents.to_string());
+    }
+
+    /// Declares a user list for `http_auth(name)`; a second list of the same name replaces
+    /// the first (the configuration reports the duplicate).
+    pub fn add_userlist(&self, list: crate::auth::Userlist) {
+        self.lock()
+            .userlists
+            .insert(list.name.clone(), Arc::new(list));
+    }
+
+    /// The user list `name`, if declared.
+    pub fn userlist(&self, name: &str) -> Option<Arc<crate::auth::Userlist>> {
+        self.lock().userlists.get(name).cloned()
     }
 
     /// The paths read so far.

@@ -137,6 +137,9 @@ pub enum Source {
     ResponseHeaders,
     /// What is kept of the response (`status`): response stages and the log.
     Response,
+    /// The server's first bytes in `mode tcp` (`res.len`, `res.payload`): `tcp-response
+    /// content` rules only.
+    ResponseBuffer,
 }
 
 impl Source {
@@ -158,6 +161,7 @@ impl Source {
             }
             Source::Server | Source::Response => response | Stages::LOG,
             Source::ResponseHeaders => response,
+            Source::ResponseBuffer => Stages::TCP_RES_CONTENT,
         }
     }
 
@@ -174,6 +178,7 @@ impl Source {
             Source::Server => "server",
             Source::ResponseHeaders => "HTTP response headers",
             Source::Response => "HTTP response",
+            Source::ResponseBuffer => "response buffer",
         }
     }
 }

@@ -35,6 +35,7 @@ pub(crate) struct TestCtx {
     pub inspection_ended: bool,
     pub utc_offset: i32,
     pub payload: Option<Vec<u8>>,
+    pub res_payload: Option<Vec<u8>>,
     pub body: Option<Vec<u8>>,
     /// What `set_var` stored, in order.
     pub stored: std::cell::RefCell<Vec<(String, Sample<'static>)>>,
@@ -65,6 +66,7 @@ impl TestCtx {
             inspection_ended: true,
             utc_offset: 0,
             payload: None,
+            res_payload: None,
             body: None,
             stored: std::cell::RefCell::default(),
             facts: None,
@@ -155,6 +157,10 @@ impl Context for TestCtx {
             .borrow_mut()
             .push((name.to_string(), value.into_owned()));
     }
+    fn response_payload(&self) -> Option<&[u8]> {
+        self.res_payload.as_deref()
+    }
+
     fn request_payload(&self) -> Option<&[u8]> {
         self.payload.as_deref()
     }

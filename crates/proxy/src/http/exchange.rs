@@ -86,6 +86,13 @@ pub struct Context<'a> {
     pub scope: &'a Scope<'a>,
 }
 
+impl Context<'_> {
+    /// An error page of ours as `http-after-response` rules leave it.
+    fn after<'p>(&self, page: &'p [u8]) -> std::borrow::Cow<'p, [u8]> {
+        rules::finish_page(self.scope, Some(self.backend), page)
+    }
+}
+
 /// Hands a session's server connection to the thread's idle pool when the session ends.
 pub fn release(settings: &HttpSettings<'_>, conn: Attached) {
     if settings.reuse != HttpReuse::Never
@@ -191,6 +198,7 @@ pub async fn run(
                 .map(|(sent, head)| head.saturating_duration_since(sent)),
             total: ctx.request_start.elapsed(),
         };
+        let captures = ctx.scope.vars.captures();
         let mut record = StreamRecord {
             start: ctx.request_start_at,
             client: ctx.endpoints.client,
@@ -205,6 +213,7 @@ pub async fn run(
             retries: facts.retries,
             request_line: request_line.as_deref(),
             counts: Counts::default(),
+            captures: Some(&captures),
         };
         let server = facts
             .server
@@ -255,7 +264,7 @@ async fn exchange<'a>(
         Ok(framing) => framing,
         Err(err) => {
             ctx.frontend.request_errors.incr();
-            answer(client, s.request_error(err.status()), s.client).await;
+            answer(client, &ctx.after(s.request_error(err.status())), s.client).await;
             return Ending::close(Some(err.status()), Cause::Proxy, Phase::Request);
         }
     };
@@ -264,7 +273,7 @@ async fn exchange<'a>(
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
     if upgrade && is_websocket_without_key(buf, &head) {
         ctx.frontend.request_errors.incr();
-        answer(client, s.request_error(400), s.client).await;
+        answer(client, &ctx.after(s.request_error(400)), s.client).await;
         return Ending::close(Some(400), Cause::Proxy, Phase::Request);
     }
     let is_head = head.is_method(buf, "HEAD");
@@ -331,7 +340,7 @@ async fn exchange<'a>(
         Ok(lease) => lease,
         Err(unserved) => {
             ctx.backend.failed_connections.incr();
-            answer(client, s.server_error(503), s.client).await;
+            answer(client, &ctx.after(s.server_error(503)), s.client).await;
             // configuration.txt §8.5: "sQ" for a queue timeout, "SC" when no server was usable.
             return match unserved {
                 Unserved::QueueTimeout => {
@@ -408,7 +417,7 @@ async fn exchange<'a>(
             None => {
                 ctx.backend.failed_connections.incr();
                 server.failed_connections.incr();
-                answer(client, s.server_error(503), s.client).await;
+                answer(client, &ctx.after(s.server_error(503)), s.client).await;
                 return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
             }
         };
@@ -547,12 +556,12 @@ async fn exchange<'a>(
             Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
             Err(ResponseFailure::ClosedBeforeAnswer) => {
                 ctx.backend.response_errors.incr();
-                answer(client, s.server_error(502), s.client).await;
+                answer(client, &ctx.after(s.server_error(502)), s.client).await;
                 return Ending::close(Some(502), Cause::ServerAbort, Phase::Headers);
             }
             Err(ResponseFailure::Status(status)) => {
                 ctx.backend.response_errors.incr();
-                answer(client, s.server_error(status), s.client).await;
+                answer(client, &ctx.after(s.server_error(status)), s.client).await;
                 let cause = match status {
                     504 => Cause::ServerTimeout,
                     502 => Cause::Proxy,

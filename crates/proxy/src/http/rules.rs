@@ -5,13 +5,16 @@
 //! [`process_request`] follows HAProxy's order: the frontend's `tcp-request content` rules,
 //! the monitor URI, the frontend's `http-request` rules then `redirect` rules, the
 //! `use_backend` choice, then the same rule sets of the backend when it is another proxy.
-//! [`process_response`] runs the backend's `http-response` rules, then the frontend's. An
+//! [`process_response`] runs the backend's `http-response` rules, then the frontend's, then
+//! their `http-after-response` rules, which [`finish_answer`] and [`finish_page`] also run
+//! over every answer the proxy makes itself (rule answers, error pages). An
 //! action stops the evaluation (`allow` for its own rule set; `deny`, `return`, `redirect` for
 //! the whole message) or changes the message and goes on with the next rule, which sees the
 //! change. Rules that do not rewrite cost no allocation; see [`super::rewrite`] for those
 //! that do.
 
 use super::buffer::InBuf;
+use super::normalize;
 use super::rewrite::{self, FieldEdit, RewriteFailed};
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
@@ -19,10 +22,13 @@ use sluice_config::errors::ErrorPages;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_config::rules::{
-    HttpAction, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, VarValue,
+    HttpAction, LinePart, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, VarValue,
 };
 use sluice_http::error::error_response;
-use sluice_http::head::{Limits, MessageHead, RequestHead, ResponseHead};
+use sluice_http::head::{
+    HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, header_values,
+    parse_response,
+};
 use sluice_http::reason_phrase;
 use sluice_net::listen::Endpoints;
 use sluice_runtime::process::Process;
@@ -69,6 +75,8 @@ pub struct Answer<'a> {
     pub status: u16,
     /// True if the connection must close after it (a deny, an error page).
     pub close: bool,
+    /// `http-request tarpit`: how long to hold the request before answering.
+    pub tarpit: Option<std::time::Duration>,
 }
 
 impl<'a> Answer<'a> {
@@ -77,6 +85,7 @@ impl<'a> Answer<'a> {
             bytes: Cow::Borrowed(bytes),
             status,
             close: true,
+            tarpit: None,
         }
     }
 }
@@ -109,7 +118,8 @@ fn error_page<'a>(pages: &[&'a ErrorPages], status: u16) -> &'a [u8] {
         .map_or_else(|| error_response(status), |page| &page[..])
 }
 
-/// Runs the request-side rules of the frontend and of the backend they choose.
+/// Runs the request-side rules of the frontend and of the backend they choose; an answer
+/// of the proxy's own then goes through the `http-after-response` rules.
 pub fn process_request<'a>(
     scope: &Scope<'a>,
     input: &mut InBuf,
@@ -117,7 +127,26 @@ pub fn process_request<'a>(
     limits: &Limits,
     bufsize: usize,
 ) -> RequestVerdict<'a> {
+    let mut chosen = None;
+    match request_verdict(scope, input, head, limits, bufsize, &mut chosen) {
+        RequestVerdict::Answer(answer) => {
+            let request = Some((input.filled(), &*head));
+            RequestVerdict::Answer(finish_answer(scope, chosen, request, answer))
+        }
+        verdict => verdict,
+    }
+}
+
+fn request_verdict<'a>(
+    scope: &Scope<'a>,
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    limits: &Limits,
+    bufsize: usize,
+    chosen: &mut Option<&'a Backend>,
+) -> RequestVerdict<'a> {
     let frontend = scope.frontend;
+    capture_headers(scope, false, input.filled(), head.headers());
     let rules = &frontend.plan.rules;
     let front_pages = [&frontend.plan.error_pages];
     match tcp_content(scope, None, &rules.tcp_content, input, head) {
@@ -137,6 +166,7 @@ pub fn process_request<'a>(
                 bytes: Cow::Borrowed(MONITOR_OK),
                 status: 200,
                 close: false,
+                tarpit: None,
             }
         });
     }
@@ -155,6 +185,7 @@ pub fn process_request<'a>(
         frontend.failed.incr();
         return RequestVerdict::Answer(Answer::page(error_page(&front_pages, 503), 503));
     };
+    *chosen = Some(backend);
     if backend.plan.id.uid != frontend.plan.id.uid {
         let rules = &backend.plan.rules;
         let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
@@ -186,7 +217,7 @@ fn tcp_content<'a>(
     let view = scope.view(backend, Some((input.filled(), head)));
     match run_tcp_rules(&view, scope.vars, rules) {
         Some(TcpVerdict::Reject) => Flow::Reject,
-        Some(TcpVerdict::Accept) | None => Flow::Continue,
+        Some(TcpVerdict::Accept | TcpVerdict::Wait) | None => Flow::Continue,
     }
 }
 
@@ -197,18 +228,25 @@ pub enum TcpVerdict {
     Accept,
     /// A `reject` rule applied: close the connection.
     Reject,
+    /// A rule's condition needs data that has not arrived yet (content inspection only).
+    Wait,
 }
 
-/// Runs `tcp-request connection|content` rules over `view`; `None` when no `accept` or
-/// `reject` rule applied (the session then goes on, as HAProxy's default is to accept).
+/// Runs `tcp-request connection|content` (and `tcp-response content`) rules over `view`,
+/// until one waits for data ([`TcpVerdict::Wait`]); `None` when no `accept` or `reject`
+/// rule applied (the session then goes on, as HAProxy's default is to accept).
 pub fn run_tcp_rules(
     view: &dyn Context,
     vars: &Vars,
     rules: &[Rule<TcpAction>],
 ) -> Option<TcpVerdict> {
     for rule in rules {
-        if !rule.applies(view) {
-            continue;
+        match rule.decide(view) {
+            // HAProxy stops at a rule missing its data and evaluates again once more
+            // has arrived (or the inspection delay is over).
+            None => return Some(TcpVerdict::Wait),
+            Some(false) => continue,
+            Some(true) => {}
         }
         match &rule.action {
             TcpAction::Accept => return Some(TcpVerdict::Accept),
@@ -348,7 +386,68 @@ fn request_action<'a>(
                 Err(e) => failed(e),
             }
         }
+        HttpAction::NormalizeUri(normalizer) => {
+            let current = rewrite::line_part(buf, head, LinePart::PathQ);
+            match normalize::normalize(*normalizer, &current) {
+                Ok(new) if new[..] == current[..] => Step::Next,
+                Ok(new) => match rewrite::request_line(buf, head, LinePart::PathQ, &new) {
+                    Ok(new_head) => Step::Rewrite(new_head),
+                    Err(e) => failed(e),
+                },
+                // A `strict` normalizer met a malformed percent sequence.
+                Err(normalize::Invalid) => Step::Answer(Answer::page(error_page(pages, 400), 400)),
+            }
+        }
+        HttpAction::Auth { realm } => {
+            // Without a realm, HAProxy names the proxy whose rule asks.
+            let proxy = view
+                .backend
+                .map_or_else(|| view.frontend.name(), |b| b.name());
+            let realm = realm.as_deref().unwrap_or(proxy);
+            Step::Answer(auth_answer(error_page(pages, 401), realm))
+        }
         other => common_action(other, view, vars, pages, buf, Some(head), fields),
+    }
+}
+
+/// The answer of `http-request auth`: the proxy's 401 page with every `WWW-Authenticate`
+/// field replaced by a Basic challenge for `realm` (configuration.txt `http-request auth`).
+/// Like HAProxy, it keeps the connection alive (the client is expected to try again with
+/// credentials) when the page has a Content-Length to frame it.
+fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
+    let head_end = page
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(page.len(), |p| p + 2);
+    let (head, body) = page.split_at(head_end);
+    let mut bytes = Vec::with_capacity(page.len() + 64 + realm.len());
+    let mut framed = false;
+    for (i, line) in head.split_inclusive(|&b| b == b'\n').enumerate() {
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        let name = name.trim_ascii();
+        if i > 0
+            && (name.eq_ignore_ascii_case(b"www-authenticate")
+                || name.eq_ignore_ascii_case(b"connection"))
+        {
+            continue;
+        }
+        framed |= i > 0 && name.eq_ignore_ascii_case(b"content-length");
+        bytes.extend_from_slice(line);
+    }
+    push_field(
+        b"www-authenticate",
+        format!("Basic realm=\"{realm}\"").as_bytes(),
+        &mut bytes,
+    );
+    if !framed {
+        bytes.extend_from_slice(b"connection: close\r\n");
+    }
+    bytes.extend_from_slice(body);
+    Answer {
+        bytes: Cow::Owned(bytes),
+        status: 401,
+        close: !framed,
+        tarpit: None,
     }
 }
 
@@ -370,6 +469,13 @@ fn common_action<'a>(
             Step::Answer(reply_answer(reply, view, pages, true))
         }
         HttpAction::Return(reply) => Step::Answer(reply_answer(reply, view, pages, false)),
+        HttpAction::Tarpit(reply) => {
+            view.frontend.denied_requests.incr();
+            Step::Answer(Answer {
+                tarpit: Some(tarpit_delay(view)),
+                ..reply_answer(reply, view, pages, true)
+            })
+        }
         HttpAction::Redirect(r) => match request {
             Some(head) => redirect(r, view, buf, head).map_or(Step::Next, Step::Answer),
             None => redirect_without_request(r, view).map_or(Step::Next, Step::Answer),
@@ -412,12 +518,35 @@ fn common_action<'a>(
             vars.unset(name);
             Step::Next
         }
+        HttpAction::Capture { expr, slot } => {
+            capture_sample(expr, *slot, request.is_none(), view);
+            Step::Next
+        }
         // Request-line and status actions are handled by the callers that own those heads;
         // the configuration only accepts them on the matching side.
         HttpAction::SetLine { .. }
         | HttpAction::ReplaceLine { .. }
-        | HttpAction::SetStatus { .. } => Step::Next,
+        | HttpAction::SetStatus { .. }
+        | HttpAction::Auth { .. }
+        | HttpAction::NormalizeUri(_) => Step::Next,
     }
+}
+
+/// How long `http-request tarpit` holds a request: the `timeout tarpit` of the proxy whose
+/// rule applied, else its `timeout connect` when it has servers (HAProxy 2.6 sets that
+/// default only for proxies with a backend side; a plain frontend answers at once).
+fn tarpit_delay(view: &StreamView<'_>) -> std::time::Duration {
+    let (timeouts, has_servers) = match view.backend {
+        Some(b) => (&b.plan.timeouts, true),
+        None => (
+            &view.frontend.plan.timeouts,
+            view.frontend.plan.id.kind.has_backend(),
+        ),
+    };
+    timeouts
+        .tarpit
+        .or(if has_servers { timeouts.connect } else { None })
+        .unwrap_or_default()
 }
 
 /// Builds the answer of a `return` or `deny` rule.
@@ -445,6 +574,7 @@ fn reply_answer<'a>(
                 bytes: Cow::Owned(bytes),
                 status: reply.status,
                 close: true,
+                tarpit: None,
             };
         }
         ReplyBody::Raw(bytes) => {
@@ -452,6 +582,7 @@ fn reply_answer<'a>(
                 bytes: Cow::Owned(bytes.to_vec()),
                 status: reply.status,
                 close: true,
+                tarpit: None,
             };
         }
         ReplyBody::Empty => Cow::Borrowed(&[]),
@@ -474,6 +605,7 @@ fn reply_answer<'a>(
         bytes: Cow::Owned(bytes),
         status: reply.status,
         close,
+        tarpit: None,
     }
 }
 
@@ -581,6 +713,7 @@ fn redirect_answer<'a>(r: &Redirect, location: &[u8]) -> Answer<'a> {
         bytes: Cow::Owned(bytes),
         status: r.code,
         close: false,
+        tarpit: None,
     }
 }
 
@@ -608,6 +741,7 @@ pub fn process_response<'a>(
     bufsize: usize,
 ) -> ResponseVerdict<'a> {
     let frontend = scope.frontend;
+    capture_headers(scope, true, input.filled(), head.headers());
     let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
     let limits = Limits {
         max_head: bufsize,
@@ -637,22 +771,187 @@ pub fn process_response<'a>(
                     head,
                 )
             };
-            match step {
-                Step::Next => {}
+            let answer = match step {
+                Step::Next => continue,
                 Step::Stop => break,
-                Step::Answer(answer) => return ResponseVerdict::Replace(answer),
+                Step::Answer(answer) => answer,
                 Step::Rewrite(new_head) => {
-                    if rewrite::install_response(input, head, &new_head, &limits).is_err() {
-                        return ResponseVerdict::Replace(Answer::page(
-                            error_page(&pages, 502),
-                            502,
-                        ));
+                    if rewrite::install_response(input, head, &new_head, &limits).is_ok() {
+                        continue;
                     }
+                    Answer::page(error_page(&pages, 502), 502)
                 }
+            };
+            let answer = finish_answer(scope, Some(backend), request, answer);
+            return ResponseVerdict::Replace(answer);
+        }
+    }
+    // `http-after-response` rules come last, on the response as the other rules left it.
+    for rules in after_sets(frontend, Some(backend)) {
+        for rule in rules {
+            let step = {
+                let view = StreamView {
+                    server: Some(server),
+                    response: Some((input.filled(), head)),
+                    ..scope.view(Some(backend), request)
+                };
+                if !rule.applies(&view) {
+                    continue;
+                }
+                response_action(&rule.action, &view, scope.vars, &[], input.filled(), head)
+            };
+            match step {
+                Step::Stop => break,
+                // A rewrite that does not fit leaves the response as it was (the
+                // configuration allows no answering action here).
+                Step::Rewrite(new_head) => {
+                    let _ = rewrite::install_response(input, head, &new_head, &limits);
+                }
+                Step::Next | Step::Answer(_) => {}
             }
         }
     }
     ResponseVerdict::Relay
+}
+
+/// Fills the frontend's `capture request|response header` slots from a head, before any
+/// rule runs (HAProxy captures them as the head arrives); a request starts the
+/// transaction's captures.
+fn capture_headers(scope: &Scope<'_>, response: bool, buf: &[u8], headers: &[HeaderSpan]) {
+    let rules = &scope.frontend.plan.rules;
+    if !response {
+        scope
+            .vars
+            .start_captures(rules.request_captures.len(), rules.response_captures.len());
+    }
+    let slots = if response {
+        &rules.response_captures
+    } else {
+        &rules.request_captures
+    };
+    for (index, slot) in slots.iter().enumerate() {
+        let Some(name) = &slot.header else {
+            continue;
+        };
+        if let Some(value) = header_values(buf, headers, name).next() {
+            scope.vars.capture(response, index, value, slot.len, true);
+        }
+    }
+}
+
+/// `http-request|http-response capture`: the sample, as text, into a frontend slot.
+fn capture_sample(
+    action_expr: &sluice_sample::Expr,
+    slot: usize,
+    response: bool,
+    view: &StreamView<'_>,
+) {
+    let rules = &view.frontend.plan.rules;
+    let slots = if response {
+        &rules.response_captures
+    } else {
+        &rules.request_captures
+    };
+    // A backend rule may name a slot this frontend does not have: nothing is captured.
+    let Some(declared) = slots.get(slot) else {
+        return;
+    };
+    if let Some(sample) = action_expr.eval(view) {
+        view.vars
+            .capture(response, slot, &sample.to_bytes(), declared.len, false);
+    }
+}
+
+/// The `http-after-response` rule sets of a stream: the backend's, then the frontend's
+/// (once for a `listen` section), as HAProxy evaluates them.
+fn after_sets<'r>(
+    frontend: &'r Frontend,
+    backend: Option<&'r Backend>,
+) -> impl Iterator<Item = &'r [Rule<HttpAction>]> {
+    let back = backend
+        .filter(|b| b.plan.id.uid != frontend.plan.id.uid)
+        .map(|b| &b.plan.rules.http_after_response[..]);
+    back.into_iter()
+        .chain(std::iter::once(
+            &frontend.plan.rules.http_after_response[..],
+        ))
+        .filter(|set| !set.is_empty())
+}
+
+/// Runs the `http-after-response` rules over an answer the proxy makes itself (`deny`,
+/// `return`, `redirect`, `auth`, an error page), whose status may change.
+pub fn finish_answer<'a>(
+    scope: &Scope<'_>,
+    backend: Option<&Backend>,
+    request: KeptRequest<'_>,
+    answer: Answer<'a>,
+) -> Answer<'a> {
+    match after_response_bytes(scope, backend, request, &answer.bytes) {
+        Some((bytes, status)) => Answer {
+            bytes: Cow::Owned(bytes),
+            status,
+            ..answer
+        },
+        None => answer,
+    }
+}
+
+/// Runs the `http-after-response` rules over an error page the proxy sends (400, 408, 502,
+/// 503, 504...), returning the page to send.
+pub fn finish_page<'p>(
+    scope: &Scope<'_>,
+    backend: Option<&Backend>,
+    page: &'p [u8],
+) -> Cow<'p, [u8]> {
+    match after_response_bytes(scope, backend, None, page) {
+        Some((bytes, _)) => Cow::Owned(bytes),
+        None => Cow::Borrowed(page),
+    }
+}
+
+/// The `http-after-response` rules over a complete response in `bytes`; `None` when no
+/// rule changed it (or it is not a response our parser takes, such as an empty page).
+fn after_response_bytes(
+    scope: &Scope<'_>,
+    backend: Option<&Backend>,
+    request: KeptRequest<'_>,
+    bytes: &[u8],
+) -> Option<(Vec<u8>, u16)> {
+    let mut sets = after_sets(scope.frontend, backend).peekable();
+    sets.peek()?;
+    let limits = Limits::default();
+    let Ok(Parse::Complete(mut head)) = parse_response(bytes, &limits) else {
+        return None;
+    };
+    let mut owned: Option<Vec<u8>> = None;
+    for rules in sets {
+        for rule in rules {
+            let step = {
+                let current = owned.as_deref().unwrap_or(bytes);
+                let view = StreamView {
+                    response: Some((current, &head)),
+                    ..scope.view(backend, request)
+                };
+                if !rule.applies(&view) {
+                    continue;
+                }
+                response_action(&rule.action, &view, scope.vars, &[], current, &head)
+            };
+            match step {
+                Step::Stop => break,
+                Step::Rewrite(mut new_head) => {
+                    let current = owned.as_deref().unwrap_or(bytes);
+                    new_head.extend_from_slice(current.get(head.head_len..).unwrap_or_default());
+                    if let Ok(Parse::Complete(new)) = parse_response(&new_head, &limits) {
+                        head = new;
+                        owned = Some(new_head);
+                    }
+                }
+                Step::Next | Step::Answer(_) => {}
+            }
+        }
+    }
+    owned.map(|bytes| (bytes, head.status))
 }
 
 fn response_action<'a>(
@@ -692,6 +991,28 @@ pub fn wants_request_copy(frontend: &Frontend, backend: &Backend) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_auth_answer_replaces_the_challenge_and_keeps_the_connection() {
+        let page = error_response(401);
+        let answer = auth_answer(page, "My app");
+        let text = String::from_utf8_lossy(&answer.bytes).into_owned();
+        assert!(!answer.close);
+        assert!(text.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{text}");
+        assert!(
+            text.contains("\r\nwww-authenticate: Basic realm=\"My app\"\r\n\r\n<html>"),
+            "{text}"
+        );
+        assert!(!text.contains("connection:"), "{text}");
+        // A custom page's own challenge is replaced; without a length it closes.
+        let custom = b"HTTP/1.1 401 No\r\nWWW-Authenticate: Digest x\r\n\r\nbody";
+        let answer = auth_answer(custom, "r");
+        assert!(answer.close);
+        assert_eq!(
+            &answer.bytes[..],
+            b"HTTP/1.1 401 No\r\nwww-authenticate: Basic realm=\"r\"\r\nconnection: close\r\n\r\nbody"
+        );
+    }
 
     #[test]
     fn the_monitor_page_announces_its_length() {

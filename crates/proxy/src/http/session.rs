@@ -77,8 +77,8 @@ pub async fn serve(
             Err(HeadEnd::Quiet) => break,
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
-                let page = settings.request_error(status);
-                Box::pin(answer(&mut client, page, settings.client)).await;
+                let page = rules::finish_page(&scope, None, settings.request_error(status));
+                Box::pin(answer(&mut client, &page, settings.client)).await;
                 // configuration.txt §8.5: a refused request is "PR", a request that did not
                 // arrive in time "cR".
                 let cause = if status == 408 {
@@ -90,6 +90,7 @@ pub async fn serve(
                     status,
                     bytes: page.len(),
                     cause,
+                    phase: Phase::Request,
                     request: None,
                     head: None,
                 };
@@ -159,6 +160,11 @@ impl Session<'_> {
             RequestVerdict::Forward(backend) => backend,
             RequestVerdict::Reject => return Next::Close,
             RequestVerdict::Answer(reply) => {
+                if let Some(delay) = reply.tarpit {
+                    // `http-request tarpit`: the request is held, then answered as if
+                    // nothing special had happened (configuration.txt "tarpit").
+                    tokio::time::sleep(delay).await;
+                }
                 let keep_alive = !reply.close && can_answer_and_keep_alive(input, &head, settings);
                 let sent = tokio::time::timeout(
                     settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
@@ -178,6 +184,12 @@ impl Session<'_> {
                     status: reply.status,
                     bytes: reply.bytes.len(),
                     cause,
+                    // configuration.txt §8.5: "PT" for a tarpitted request.
+                    phase: if reply.tarpit.is_some() {
+                        Phase::Tarpit
+                    } else {
+                        Phase::Request
+                    },
                     request: Some((line, head_took)),
                     head: Some((input.filled(), &head)),
                 };
@@ -252,6 +264,7 @@ struct Answered<'r> {
     status: u16,
     bytes: usize,
     cause: Cause,
+    phase: Phase,
     /// The request line and the time its head took, when there was a head.
     request: Option<(&'r [u8], std::time::Duration)>,
     /// The request head, for log formats that read it.
@@ -268,9 +281,12 @@ fn log_answer(
         status,
         bytes,
         cause,
+        phase,
         request,
         head,
     } = answered;
+    // A request that could not be parsed has no captures (HAProxy prints none).
+    let captures = scope.vars.captures();
     let mut record = StreamRecord {
         start: start_at,
         client: scope.endpoints.client,
@@ -285,13 +301,11 @@ fn log_answer(
         status: Some(status),
         bytes_to_client: bytes as u64,
         bytes_from_client: 0,
-        termination: Termination {
-            cause,
-            phase: Phase::Request,
-        },
+        termination: Termination { cause, phase },
         retries: 0,
         request_line: request.map(|(line, _)| line),
         counts: Counts::default(),
+        captures: request.is_some().then_some(&*captures),
     };
     let view = StreamView {
         request: head,

@@ -25,6 +25,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub(crate) use arith::parse_mask4;
+pub(crate) use encode::base64_decode;
 pub(crate) use text::{compile_regex, expand, parse_subst};
 
 use crate::args::{bad_arg, is_var_name};

@@ -8,15 +8,18 @@
 //! header, all cookies of a name) when an ACL iterates over them, stopping as soon as the
 //! sink says so. The families live in submodules: `internal` (constants, environment,
 //! counters), `conn` (addresses, proxy names), `http_line` (method, URL, versions, status),
-//! `http_hdr` (header fields), `http_cookie` (cookies), `payload` (raw request bytes, the
+//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `res_payload` (the server's first bytes), `payload` (raw request bytes, the
 //! TLS hello parsed by `tls_hello`, the HTTP body). Read [`Fetch::run`] first.
 
+mod capture;
 mod conn;
+mod http_auth;
 mod http_cookie;
 mod http_hdr;
 mod http_line;
 mod internal;
 mod payload;
+mod res_payload;
 mod tls_hello;
 
 pub(crate) use http_line::path_query;
@@ -60,6 +63,12 @@ pub(crate) enum Fetch {
     Cookie(http_cookie::Cookie),
     /// Raw request bytes: payload, TLS hello, body.
     Payload(payload::Payload),
+    /// The Authorization field, checked against user lists or not.
+    Auth(http_auth::Auth),
+    /// The transaction's capture slots.
+    Capture(capture::Capture),
+    /// The server's first bytes (`tcp-response content`).
+    ResPayload(res_payload::ResPayload),
 }
 
 impl Fetch {
@@ -73,6 +82,18 @@ impl Fetch {
             Fetch::Hdr(f) => f.run(ctx, all, out),
             Fetch::Cookie(f) => f.run(ctx, all, out),
             Fetch::Payload(f) => f.run(ctx, all, out),
+            Fetch::Auth(f) => f.run(ctx, all, out),
+            Fetch::Capture(f) => f.run(ctx, out),
+            Fetch::ResPayload(f) => f.run(ctx, out),
+        }
+    }
+
+    /// Links the fetch to what the configuration declared elsewhere (the user list of
+    /// `http_auth`).
+    pub fn resolve(&mut self, maps: &crate::map::MapStore) -> Result<(), String> {
+        match self {
+            Fetch::Auth(f) => f.resolve(maps),
+            _ => Ok(()),
         }
     }
 }
@@ -86,6 +107,9 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FetchDef> {
         .chain(http_hdr::FETCHES)
         .chain(http_cookie::FETCHES)
         .chain(payload::FETCHES)
+        .chain(http_auth::FETCHES)
+        .chain(capture::FETCHES)
+        .chain(res_payload::FETCHES)
         .find(|def| def.name == name)
 }
 

@@ -536,3 +536,158 @@ fn payload_fetches_are_request_content_fetches() {
         assert!(expr.check_stages(Stages::HTTP_RES).is_err(), "{fetch}");
     }
 }
+
+/// A store holding user list "L": tiger (pw1, groups G1) and scott (elgato, G1 and G2).
+fn auth_store() -> crate::MapStore {
+    use crate::{Password, User, Userlist};
+    let maps = crate::MapStore::new();
+    let user = |name: &str, pw: &str, groups: &[&str]| User {
+        name: name.into(),
+        password: Password::Clear(pw.into()),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+    };
+    maps.add_userlist(Userlist {
+        name: "L".into(),
+        users: vec![
+            user("tiger", "pw1", &["G1"]),
+            user("scott", "elgato", &["G1", "G2"]),
+        ],
+        groups: vec!["G1".into(), "G2".into()],
+    });
+    maps
+}
+
+fn auth_ctx(authorization: &str) -> TestCtx {
+    TestCtx::request(&format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization}\r\n\r\n"
+    ))
+}
+
+fn auth_eval(text: &str, ctx: &TestCtx) -> Option<Sample<'static>> {
+    crate::Expr::parse(text, &auth_store())
+        .unwrap()
+        .eval(ctx)
+        .map(Sample::into_owned)
+}
+
+#[test]
+fn http_auth_checks_credentials_against_the_list() {
+    // "scott:elgato", "scott:nope", "tiger:pw1".
+    let good = auth_ctx("Basic c2NvdHQ6ZWxnYXRv");
+    let bad = auth_ctx("Basic c2NvdHQ6bm9wZQ==");
+    assert_eq!(auth_eval("http_auth(L)", &good), Some(Sample::Bool(true)));
+    assert_eq!(auth_eval("http_auth(L)", &bad), Some(Sample::Bool(false)));
+    assert_eq!(auth_eval("http_auth_group(L)", &good), Some(s("scott")));
+    assert_eq!(auth_eval("http_auth_group(L)", &bad), None);
+    assert_eq!(auth_eval("http_auth_user", &bad), Some(s("scott")));
+    assert_eq!(auth_eval("http_auth_pass", &bad), Some(s("nope")));
+    assert_eq!(auth_eval("http_auth_type", &bad), Some(s("Basic")));
+    assert_eq!(auth_eval("http_auth_bearer", &bad), None);
+    let bearer = auth_ctx("Bearer abc.def");
+    assert_eq!(auth_eval("http_auth_bearer", &bearer), Some(s("abc.def")));
+    assert_eq!(auth_eval("http_auth_user", &bearer), None);
+    assert_eq!(
+        auth_eval("http_auth(L)", &TestCtx::request(GET)),
+        None,
+        "no Authorization field, no sample"
+    );
+}
+
+#[test]
+fn http_auth_group_acls_match_groups() {
+    let maps = auth_store();
+    let mut set = crate::AclSet::new(maps);
+    set.add(&crate::testing::words("g2 http_auth_group(L) G2 G3"))
+        .unwrap();
+    let cond = crate::Condition::parse(&crate::testing::words("if g2"), &set).unwrap();
+    assert!(cond.eval(&auth_ctx("Basic c2NvdHQ6ZWxnYXRv")));
+    // tiger:pw1 is valid but only in G1.
+    assert!(!cond.eval(&auth_ctx("Basic dGlnZXI6cHcx")));
+    assert!(!cond.eval(&auth_ctx("Basic c2NvdHQ6bm9wZQ==")));
+}
+
+#[test]
+fn http_auth_needs_a_declared_list() {
+    assert_eq!(
+        parse_err("http_auth(nowhere)"),
+        "fetch method 'http_auth' : unable to find userlist 'nowhere'"
+    );
+    assert_eq!(
+        parse_err("http_auth"),
+        "fetch method 'http_auth' : missing arguments (got 0/1)"
+    );
+}
+
+#[test]
+fn capture_fetches_read_the_context_slots() {
+    // The test context has no captures: no sample.
+    assert_eq!(eval("capture.req.hdr(0)", &get()), None);
+    assert_eq!(eval("capture.res.hdr(3)", &get()), None);
+    assert_eq!(
+        parse_err("capture.req.hdr(-1)"),
+        "fetch method 'capture.req.hdr' : expects a capture slot number (0 or more)"
+    );
+    assert_eq!(
+        parse_err("capture.res.hdr"),
+        "fetch method 'capture.res.hdr' : missing arguments (got 0/1)"
+    );
+    // Request captures outlive the request head; response ones are response-only.
+    let req = crate::Expr::parse("capture.req.hdr(0)", &crate::MapStore::new()).unwrap();
+    assert!(req.check_stages(crate::Stages::HTTP_RES).is_ok());
+    let res = crate::Expr::parse("capture.res.hdr(0)", &crate::MapStore::new()).unwrap();
+    assert!(res.check_stages(crate::Stages::HTTP_REQ).is_err());
+}
+
+#[test]
+fn response_buffer_fetches() {
+    let mut ctx = TestCtx::new();
+    assert_eq!(eval("res.len", &ctx), None);
+    ctx.res_payload = Some(b"HELLO".to_vec());
+    assert_eq!(eval("res.len", &ctx), Some(Sample::Int(5)));
+    assert_eq!(text("res.payload(1,3)", &ctx).as_deref(), Some("ELL"));
+    assert_eq!(text("res.payload(2,0)", &ctx).as_deref(), Some("LLO"));
+    assert_eq!(eval("res.payload(3,5)", &ctx), None, "not all there yet");
+    let expr = crate::Expr::parse("res.len", &crate::MapStore::new()).unwrap();
+    assert!(expr.check_stages(crate::Stages::TCP_RES_CONTENT).is_ok());
+    assert!(expr.check_stages(crate::Stages::HTTP_RES).is_err());
+}
+
+/// `decide` over one anonymous ACL.
+fn decide(acl: &str, ctx: &TestCtx) -> Option<bool> {
+    let set = crate::AclSet::new(crate::MapStore::new());
+    crate::Condition::parse(&crate::testing::words(&format!("if {acl}")), &set)
+        .unwrap()
+        .decide(ctx)
+}
+
+#[test]
+fn conditions_wait_for_data_that_may_still_arrive() {
+    let mut ctx = TestCtx::new();
+    ctx.inspection_ended = false;
+    ctx.res_payload = Some(b"BA".to_vec());
+    // A block not all there, or a length not reached yet: wait.
+    assert_eq!(decide("{ res.payload(0,3) -m bin 424144 }", &ctx), None);
+    assert_eq!(decide("{ res.len ge 4 }", &ctx), None);
+    assert_eq!(decide("!{ res.len ge 4 }", &ctx), None);
+    // A match decides at once; so does a false term beside a missing one.
+    assert_eq!(decide("{ res.len ge 2 }", &ctx), Some(true));
+    assert_eq!(
+        decide("{ res.len ge 4 } || { always_true }", &ctx),
+        Some(true)
+    );
+    assert_eq!(
+        decide("{ res.len ge 4 } { always_false }", &ctx),
+        Some(false)
+    );
+    // A complete block that differs is a definite no.
+    ctx.res_payload = Some(b"GOOD".to_vec());
+    assert_eq!(
+        decide("{ res.payload(0,3) -m bin 424144 }", &ctx),
+        Some(false)
+    );
+    // Once inspection is over, nothing waits.
+    ctx.res_payload = Some(b"BA".to_vec());
+    ctx.inspection_ended = true;
+    assert_eq!(decide("{ res.len ge 4 }", &ctx), Some(false));
+    assert_eq!(decide("!{ res.len ge 4 }", &ctx), Some(true));
+}
