@@ -131,6 +131,9 @@ pub enum TcpAction {
         /// `scope.name`.
         name: String,
     },
+    /// `expect-proxy layer4` (`tcp-request connection` only): the connection starts with a
+    /// PROXY protocol header, read before anything else, as with `bind ... accept-proxy`.
+    ExpectProxy,
 }
 
 /// How `del-header -m` compares names.
@@ -1012,6 +1015,10 @@ fn parse_tcp_action(
     match action.as_str() {
         "accept" => no_args(TcpAction::Accept),
         "reject" => no_args(TcpAction::Reject),
+        "expect-proxy" if stages == Stages::TCP_REQ_CONN => match rest {
+            [layer] if layer == "layer4" => Ok(TcpAction::ExpectProxy),
+            _ => Err("'expect-proxy' expects 'layer4'".to_owned()),
+        },
         other => Err(unsupported(other)),
     }
 }

@@ -131,7 +131,18 @@ async fn session(
     accept_proxy: bool,
 ) {
     let _slots = slots;
-    let endpoints = if accept_proxy {
+    let vars = Vars::default();
+    // `tcp-request connection` rules see the connection as it is, before any PROXY header
+    // (configuration.txt §4.2: they run before the handshakes).
+    let connection_rules = &frontend.plan.rules.tcp_connection;
+    if !connection_rules.is_empty() {
+        let view = StreamView::new(&process, &frontend, endpoints, &vars);
+        if run_tcp_rules(&view, &vars, connection_rules) == Some(TcpVerdict::Reject) {
+            frontend.denied_connections.incr();
+            return;
+        }
+    }
+    let endpoints = if accept_proxy || vars.expects_proxy() {
         // Boxed: the header's reading state is only needed at the start of the session.
         let reading = proxy_io::read_header(&mut client, endpoints, frontend.plan.timeouts.client);
         match Box::pin(reading).await {
@@ -144,15 +155,6 @@ async fn session(
     } else {
         endpoints
     };
-    let vars = Vars::default();
-    let connection_rules = &frontend.plan.rules.tcp_connection;
-    if !connection_rules.is_empty() {
-        let view = StreamView::new(&process, &frontend, endpoints, &vars);
-        if run_tcp_rules(&view, &vars, connection_rules) == Some(TcpVerdict::Reject) {
-            frontend.denied_connections.incr();
-            return;
-        }
-    }
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
     frontend.log_connection(endpoints.client, endpoints.local);

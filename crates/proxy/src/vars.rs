@@ -27,6 +27,8 @@ pub struct Vars {
     unique_id: RefCell<Option<Vec<u8>>>,
     /// The transaction's captures.
     captures: RefCell<CaptureSet>,
+    /// `tcp-request connection expect-proxy layer4` applied: a PROXY header comes first.
+    expects_proxy: std::cell::Cell<bool>,
 }
 
 impl Vars {
@@ -58,6 +60,16 @@ impl Vars {
         } else {
             self.entries.borrow_mut().retain(|(n, _)| n != name);
         }
+    }
+
+    /// Notes that the connection starts with a PROXY protocol header (`expect-proxy`).
+    pub fn expect_proxy(&self) {
+        self.expects_proxy.set(true);
+    }
+
+    /// Whether a rule said the connection starts with a PROXY protocol header.
+    pub fn expects_proxy(&self) -> bool {
+        self.expects_proxy.get()
     }
 
     /// Sets the transaction's unique id.

@@ -257,6 +257,7 @@ pub fn run_tcp_rules(
                 }
             }
             TcpAction::UnsetVar { name } => vars.unset(name),
+            TcpAction::ExpectProxy => vars.expect_proxy(),
         }
     }
     None
