@@ -471,7 +471,9 @@ fn check_modes(
     diags: &mut Diagnostics,
 ) {
     let front_mode = frontend.conf.mode.unwrap_or(Mode::Tcp);
-    if front_mode == backend.mode {
+    // A TCP frontend that upgrades with `switch-mode http` hands HTTP requests over.
+    let upgrades = front_mode == Mode::Tcp && frontend.conf.rules.switches_to_http();
+    if front_mode == backend.mode || (upgrades && backend.mode == Mode::Http) {
         return;
     }
     let message = match front_mode {
@@ -480,7 +482,7 @@ fn check_modes(
             frontend.name, backend.id.name
         ),
         Mode::Tcp => format!(
-            "frontend '{}' in mode tcp cannot use backend '{}' in mode http: the TCP to HTTP upgrade is not supported by Sluice yet",
+            "frontend '{}' in mode tcp cannot use backend '{}' in mode http without 'tcp-request content switch-mode http'",
             frontend.name, backend.id.name
         ),
     };
@@ -502,7 +504,8 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
         }
         return rules;
     }
-    if !rules.has_http_rules() {
+    // A TCP frontend that upgrades with `switch-mode http` applies them after the upgrade.
+    if !rules.has_http_rules() || rules.switches_to_http() {
         return rules;
     }
     let ignored = [

@@ -93,6 +93,13 @@ pub struct CaptureSlot {
 }
 
 impl ProxyRules {
+    /// True if a `tcp-request content switch-mode http` rule may upgrade the connection.
+    pub fn switches_to_http(&self) -> bool {
+        self.tcp_content
+            .iter()
+            .any(|r| matches!(r.action, TcpAction::SwitchModeHttp))
+    }
+
     /// True if the proxy has rules that only make sense in `mode http`.
     pub fn has_http_rules(&self) -> bool {
         !self.http_request.is_empty()
@@ -134,6 +141,9 @@ pub enum TcpAction {
     /// `expect-proxy layer4` (`tcp-request connection` only): the connection starts with a
     /// PROXY protocol header, read before anything else, as with `bind ... accept-proxy`.
     ExpectProxy,
+    /// `switch-mode http` (`tcp-request content` of a frontend): the connection is parsed as
+    /// HTTP from here on, with the frontend's HTTP rules, and goes to an HTTP backend.
+    SwitchModeHttp,
 }
 
 /// How `del-header -m` compares names.
@@ -1015,6 +1025,13 @@ fn parse_tcp_action(
     match action.as_str() {
         "accept" => no_args(TcpAction::Accept),
         "reject" => no_args(TcpAction::Reject),
+        "switch-mode" if stages.contains(Stages::FE_TCP_REQ_CONTENT) => match rest {
+            [mode] if mode == "http" => Ok(TcpAction::SwitchModeHttp),
+            [mode, proto, h1] if mode == "http" && proto == "proto" && h1 == "h1" => {
+                Ok(TcpAction::SwitchModeHttp)
+            }
+            _ => Err("'switch-mode' expects 'http' (and optionally 'proto h1')".to_owned()),
+        },
         "expect-proxy" if stages == Stages::TCP_REQ_CONN => match rest {
             [layer] if layer == "layer4" => Ok(TcpAction::ExpectProxy),
             _ => Err("'expect-proxy' expects 'layer4'".to_owned()),

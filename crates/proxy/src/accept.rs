@@ -166,20 +166,26 @@ async fn session(
     {
         return;
     }
-    match frontend.plan.mode {
-        // Each mode's session state is boxed: a session future holds only the mode it runs,
-        // not the larger of the two.
-        Mode::Tcp => Box::pin(tcp::serve(&process, &frontend, client, endpoints, &vars)).await,
-        Mode::Http => {
-            let global = &process.global;
-            let buffers = http::settings::BufferSizes {
-                bufsize: global.bufsize(),
-                maxrewrite: global.maxrewrite(),
-            };
-            Box::pin(http::session::serve(
-                &process, &frontend, client, endpoints, buffers, &vars,
-            ))
-            .await
+    let global = &process.global;
+    let buffers = http::settings::BufferSizes {
+        bufsize: global.bufsize(),
+        maxrewrite: global.maxrewrite(),
+    };
+    // Each mode's session state is boxed: a session future holds only the mode it runs,
+    // not the larger of the two.
+    let (client, initial) = match frontend.plan.mode {
+        Mode::Tcp => {
+            let serving = tcp::serve(&process, &frontend, client, endpoints, &vars);
+            match Box::pin(serving).await {
+                // `tcp-request content switch-mode http` upgraded the connection.
+                Some((client, inspected)) => (client, Some(inspected)),
+                None => return,
+            }
         }
-    }
+        Mode::Http => (client, None),
+    };
+    let serving = http::session::serve(
+        &process, &frontend, client, endpoints, buffers, &vars, initial,
+    );
+    Box::pin(serving).await
 }

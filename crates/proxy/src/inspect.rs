@@ -26,6 +26,7 @@ use crate::http::rules::{Scope, TcpVerdict, run_tcp_rules};
 use crate::stream_context::StreamView;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
+use sluice_http::head::{Limits, Parse, RequestHead, parse_request};
 use sluice_net::stream::Stream;
 use sluice_runtime::proxy::{Backend, Server};
 use sluice_sample::Source;
@@ -36,6 +37,8 @@ use tokio::time::Instant;
 pub enum Inspection<'a> {
     /// Forward the session to this backend.
     Forward(&'a Backend),
+    /// `switch-mode http`: serve the connection as HTTP, starting with the inspected bytes.
+    SwitchHttp,
     /// Close the connection (`reject`).
     Reject,
     /// No `use_backend` rule applied and there is no default backend.
@@ -62,13 +65,18 @@ pub async fn inspect<'a>(
     });
     let deadline = rules.inspect_delay.map(|d| Instant::now() + d);
     let mut ended = deadline.is_none() || !reads_data;
+    // Only a frontend that may upgrade to HTTP needs the buffered bytes parsed as a request
+    // (`req.proto_http`, the `HTTP` ACL, header fetches before `switch-mode http`).
+    let upgrades = rules.switches_to_http();
     loop {
         let verdict = {
-            let view = payload_view(scope, input, ended);
+            let head = parsed_request(input, upgrades);
+            let view = payload_view(scope, input, ended, head.as_ref());
             run_tcp_rules(&view, scope.vars, &rules.tcp_content)
         };
         match verdict {
             Some(TcpVerdict::Reject) => return Inspection::Reject,
+            Some(TcpVerdict::SwitchHttp) => return Inspection::SwitchHttp,
             Some(TcpVerdict::Accept) => break,
             Some(TcpVerdict::Wait) | None if ended => break,
             Some(TcpVerdict::Wait) | None => {}
@@ -83,7 +91,8 @@ pub async fn inspect<'a>(
             }
         }
     }
-    let view = payload_view(scope, input, true);
+    let head = parsed_request(input, upgrades);
+    let view = payload_view(scope, input, true, head.as_ref());
     for rule in &frontend.plan.use_backend {
         if !rule.applies(&view) {
             continue;
@@ -157,7 +166,8 @@ pub async fn inspect_response(
         };
         let decided = match verdict {
             Some(TcpVerdict::Reject) => ResponseInspection::Reject,
-            Some(TcpVerdict::Accept) => ResponseInspection::Forward,
+            // The configuration allows `switch-mode` in request rules only.
+            Some(TcpVerdict::Accept | TcpVerdict::SwitchHttp) => ResponseInspection::Forward,
             Some(TcpVerdict::Wait) | None if ended => ResponseInspection::Forward,
             Some(TcpVerdict::Wait) | None => {
                 let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
@@ -189,10 +199,27 @@ pub async fn inspect_response(
 /// The most client bytes relayed at once while the server's answer is inspected.
 const RELAY_CHUNK: usize = 16 * 1024;
 
-fn payload_view<'v>(scope: &Scope<'v>, input: &'v InBuf, ended: bool) -> StreamView<'v> {
+fn payload_view<'v>(
+    scope: &Scope<'v>,
+    input: &'v InBuf,
+    ended: bool,
+    head: Option<&'v RequestHead>,
+) -> StreamView<'v> {
     StreamView {
         payload: Some(input.filled()),
+        request: head.map(|h| (input.filled(), h)),
         inspection_ended: ended,
         ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+    }
+}
+
+/// The buffered bytes as a complete HTTP request head, when `wanted`.
+fn parsed_request(input: &InBuf, wanted: bool) -> Option<RequestHead> {
+    if !wanted || input.is_empty() {
+        return None;
+    }
+    match parse_request(input.filled(), &Limits::default()) {
+        Ok(Parse::Complete(head)) => Some(head),
+        _ => None,
     }
 }

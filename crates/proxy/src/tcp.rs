@@ -28,7 +28,7 @@ pub async fn serve(
     mut client: Stream,
     endpoints: Endpoints,
     vars: &Vars,
-) {
+) -> Option<(Stream, InBuf)> {
     let start = Instant::now();
     let started_at = SystemTime::now();
     let scope = Scope {
@@ -41,13 +41,15 @@ pub async fn serve(
     let mut inspected = InBuf::new(process.global.bufsize() as usize);
     let backend = match inspect(&scope, &mut client, &mut inspected).await {
         Inspection::Forward(backend) => backend,
+        // The HTTP session takes the connection over, inspected bytes first.
+        Inspection::SwitchHttp => return Some((client, inspected)),
         Inspection::Reject => {
             frontend.denied_connections.incr();
-            return;
+            return None;
         }
         Inspection::NoBackend => {
             frontend.failed.incr();
-            return;
+            return None;
         }
     };
     let backend_session = SessionMark::open(&backend.traffic);
@@ -232,6 +234,7 @@ pub async fn serve(
         false,
         view,
     );
+    None
 }
 
 /// How each direction moves its bytes: spliced when the frontend's or backend's `option

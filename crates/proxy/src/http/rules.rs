@@ -217,7 +217,10 @@ fn tcp_content<'a>(
     let view = scope.view(backend, Some((input.filled(), head)));
     match run_tcp_rules(&view, scope.vars, rules) {
         Some(TcpVerdict::Reject) => Flow::Reject,
-        Some(TcpVerdict::Accept | TcpVerdict::Wait) | None => Flow::Continue,
+        // Already HTTP: `switch-mode http` has nothing to switch.
+        Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => {
+            Flow::Continue
+        }
     }
 }
 
@@ -230,6 +233,8 @@ pub enum TcpVerdict {
     Reject,
     /// A rule's condition needs data that has not arrived yet (content inspection only).
     Wait,
+    /// A `switch-mode http` rule applied: the connection is HTTP from now on.
+    SwitchHttp,
 }
 
 /// Runs `tcp-request connection|content` (and `tcp-response content`) rules over `view`,
@@ -258,6 +263,7 @@ pub fn run_tcp_rules(
             }
             TcpAction::UnsetVar { name } => vars.unset(name),
             TcpAction::ExpectProxy => vars.expect_proxy(),
+            TcpAction::SwitchModeHttp => return Some(TcpVerdict::SwitchHttp),
         }
     }
     None
@@ -275,7 +281,13 @@ fn choose_backend<'a>(scope: &Scope<'a>, input: &InBuf, head: &RequestHead) -> O
                 continue;
             }
             match &rule.action {
-                BackendChoice::Index(i) => return backends.get(*i).map(|b| &**b),
+                // A TCP frontend upgraded by `switch-mode http` may also name TCP backends
+                // for the connections it does not upgrade: those rules do not apply here.
+                BackendChoice::Index(i) => {
+                    if let Some(backend) = backends.get(*i).filter(|b| b.plan.mode == Mode::Http) {
+                        return Some(&**backend);
+                    }
+                }
                 BackendChoice::Dynamic(fmt) => {
                     let name = render(fmt, &view);
                     let found = backends
@@ -288,7 +300,10 @@ fn choose_backend<'a>(scope: &Scope<'a>, input: &InBuf, head: &RequestHead) -> O
             }
         }
     }
-    frontend.backend.as_deref()
+    frontend
+        .backend
+        .as_deref()
+        .filter(|b| b.plan.mode == Mode::Http)
 }
 
 fn render(fmt: &LogFormat, ctx: &dyn Context) -> Vec<u8> {

@@ -52,6 +52,7 @@ pub async fn serve(
     endpoints: Endpoints,
     buffers: BufferSizes,
     vars: &Vars,
+    initial: Option<InBuf>,
 ) {
     let settings = HttpSettings::new(frontend, buffers);
     let scope = Scope {
@@ -60,7 +61,8 @@ pub async fn serve(
         endpoints,
         vars,
     };
-    let mut input = InBuf::new(settings.bufsize);
+    // After `switch-mode http`, the bytes a TCP frontend inspected start the first request.
+    let mut input = initial.unwrap_or_else(|| InBuf::new(settings.bufsize));
     let mut attached: Option<Attached> = None;
     let mut first = true;
     let session = Session {

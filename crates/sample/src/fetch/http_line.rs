@@ -132,7 +132,13 @@ impl Line {
             Line::Status => ctx
                 .response()
                 .map(|(_, head)| Sample::Int(i64::from(head.status))),
-            Line::ProtoHttp => Some(Sample::Bool(ctx.request().is_some())),
+            // During content inspection, a request not complete yet may still become one:
+            // no answer until the inspection is over (HAProxy's "may change").
+            Line::ProtoHttp => match ctx.request() {
+                Some(_) => Some(Sample::Bool(true)),
+                None if ctx.inspection_ended() => Some(Sample::Bool(false)),
+                None => None,
+            },
             Line::ReqLen => ctx
                 .request_buffered()
                 .or_else(|| ctx.request_payload().map(<[u8]>::len))
