@@ -91,6 +91,10 @@ pub struct ServerConf {
     /// `cookie VALUE`: the value naming this server in the backend's persistence cookie;
     /// `None` means no persistence to this server.
     pub cookie: Option<String>,
+    /// `id`: the server's number in its backend (`sid`, `srv_id`, the consistent-hash ring's
+    /// placement). The plan fills in the free ids of servers without one, so every server of
+    /// a [`crate::plan::BackendPlan`] has `Some`.
+    pub id: Option<u32>,
     /// Health-check settings (`check`, `inter`, `agent-check`, `track`...).
     pub checks: ServerChecks,
 }
@@ -121,6 +125,7 @@ impl ServerConf {
             maxconn: None,
             maxqueue: None,
             cookie: None,
+            id: None,
             checks: ServerChecks::default(),
         }
     }
@@ -136,6 +141,9 @@ impl ServerConf {
         }
     }
 }
+
+/// The largest `id` of a proxy or a server: HAProxy keeps them in a signed 32-bit integer.
+pub const MAX_ID: u64 = i32::MAX as u64;
 
 /// HAProxy's default `pool-purge-delay`.
 pub const DEFAULT_POOL_PURGE_DELAY: Duration = Duration::from_secs(5);
@@ -216,6 +224,8 @@ pub struct ProxyConf {
     pub checks: ProxyChecks,
     /// `default-server` lines, applied before each following `server` line's own options.
     pub default_servers: Vec<DefaultServerLine>,
+    /// `id`: the proxy's number (never inherited from a `defaults` section).
+    pub id: Option<(u32, Span)>,
 }
 
 /// Which directions may be forwarded with `splice(2)` (configuration.txt §4.2
@@ -459,6 +469,15 @@ pub fn parse_proxy_line(
                 && let Some(n) = d.integer(1, "a connection count", 0, u32::MAX as u64, diags)
             {
                 conf.maxconn = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "id" => {
+            // A number names one proxy: a `defaults` section cannot give it to several.
+            if only_in(&d, kind, kind != SectionKind::Defaults, "frontend, backend and listen sections", diags)
+                && let Some(n) = d.integer(1, "a positive proxy id", 1, MAX_ID, diags)
+            {
+                conf.id = Some((n as u32, line.span.clone()));
             }
             d.no_more_than(2, diags);
         }
@@ -768,6 +787,16 @@ fn server_options(
             "no-send-proxy-v2" => server.send_proxy_v2 = false,
             "cookie" => {
                 server.cookie = Some(cookie::server_cookie(d, i + 1, diags)?);
+                i += 1;
+            }
+            "id" => {
+                // One number per server: HAProxy refuses it on `default-server` lines too.
+                if d.words[0] == "default-server" {
+                    diags.push(d.alert("'id' is not allowed on a 'default-server' line"));
+                    return None;
+                }
+                server.id =
+                    Some(d.integer(i + 1, "a positive server id", 1, MAX_ID, diags)? as u32);
                 i += 1;
             }
             other => match checks::parse_server_option(&mut server.checks, d, i, diags) {

@@ -136,7 +136,7 @@ pub fn counts(
         backend: backend.map_or(0, |b| b.traffic.sessions.get()),
         server: server.map_or(0, |s| s.traffic.sessions.get()),
         server_queue: match (backend, server) {
-            (Some(b), Some(s)) => b.server_queued(s.id as usize - 1) as u64,
+            (Some(b), Some(s)) => b.server_queued(s.index) as u64,
             _ => 0,
         },
         backend_queue: backend.map_or(0, |b| b.queued() as u64),
@@ -231,7 +231,7 @@ impl Backend {
             .iter()
             .zip(resolved)
             .enumerate()
-            .map(|(i, (conf, ip))| Server::new(conf.clone(), i as u32 + 1, ip))
+            .map(|(i, (conf, ip))| Server::new(conf.clone(), i, ip))
             .collect::<Vec<_>>();
         let states: Vec<ServerState> = servers
             .iter()
@@ -589,8 +589,11 @@ pub fn next_random() -> u64 {
 pub struct Server {
     /// What the configuration said.
     pub conf: ServerConf,
-    /// Position in its backend, from 1 (`sid` in `show stat`).
+    /// The server's `id` (`sid` in `show stat`, `srv_id`): the configured one, or the first
+    /// free number from 1.
     pub id: u32,
+    /// Position in its backend, from 0.
+    pub index: usize,
     /// The resolved address of an inet server.
     pub ip: Option<IpAddr>,
     /// Sessions and bytes.
@@ -604,9 +607,11 @@ pub struct Server {
 }
 
 impl Server {
-    fn new(conf: ServerConf, id: u32, ip: Option<IpAddr>) -> Self {
+    fn new(conf: ServerConf, index: usize, ip: Option<IpAddr>) -> Self {
         Server {
-            id,
+            // The plan gives every server an id; a hand-built one numbers by position.
+            id: conf.id.unwrap_or(index as u32 + 1),
+            index,
             ip,
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
