@@ -536,6 +536,7 @@ mod tests {
             admin: Admin::Ready,
             weight_percent: 100,
             last_check: None,
+            warmup: None,
         }
     }
 

@@ -115,6 +115,9 @@ pub struct BackendPlan {
     pub hash_balance_factor: Option<u32>,
     /// Servers, in declaration order.
     pub servers: Vec<ServerConf>,
+    /// `fullconn`, when set and not 0; otherwise the runtime computes HAProxy's default from
+    /// the frontends that reach this backend.
+    pub fullconn: Option<u32>,
     /// Extra connection attempts after a failed one.
     pub retries: u32,
     /// Which failures are retried (`retry-on`; connection failures by default).
@@ -342,6 +345,7 @@ fn plan_proxies(
             allbackups: p.conf.allbackups.unwrap_or(false),
             hash_balance_factor: p.conf.hash_balance_factor.filter(|&n| n != 0),
             servers,
+            fullconn: p.conf.fullconn.filter(|&n| n > 0),
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
             retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,
@@ -617,7 +621,8 @@ fn proxy_uids(proxies: &[ParsedProxy<'_>], diags: &mut Diagnostics) -> Vec<u32> 
     })
 }
 
-/// A backend's servers, each with its `id` (given, or the first free one).
+/// A backend's servers, each with its `id` (given, or the first free one) and `maxconn`
+/// completed by `minconn`.
 fn with_server_ids(servers: &[ServerConf], diags: &mut Diagnostics) -> Vec<ServerConf> {
     let wanted: Vec<Option<u32>> = servers.iter().map(|s| s.id).collect();
     let ids = assign_ids(&wanted, |i, first| {
@@ -635,9 +640,17 @@ fn with_server_ids(servers: &[ServerConf], diags: &mut Diagnostics) -> Vec<Serve
     servers
         .iter()
         .zip(ids)
-        .map(|(s, id)| ServerConf {
-            id: Some(id),
-            ..s.clone()
+        .map(|(s, id)| {
+            // HAProxy's reading of `minconn`: alone or above `maxconn`, it is the `maxconn`.
+            let maxconn = match (s.minconn, s.maxconn) {
+                (Some(min), max) if min > max.unwrap_or(0) => Some(min),
+                (_, max) => max,
+            };
+            ServerConf {
+                id: Some(id),
+                maxconn,
+                ..s.clone()
+            }
         })
         .collect()
 }

@@ -85,6 +85,10 @@ pub struct ServerConf {
     /// `maxconn`: concurrent connections (requests in HTTP mode) the server is given; the
     /// others wait in a queue. `None` (or 0) means no limit.
     pub maxconn: Option<u32>,
+    /// `minconn`: with `maxconn`, the server's limit follows the backend's load from this
+    /// value up to `maxconn` (reached at the backend's `fullconn`). The plan raises `maxconn`
+    /// to it when it is larger or `maxconn` is unset, as HAProxy does.
+    pub minconn: Option<u32>,
     /// `maxqueue`: requests that may wait in this server's own queue; past it, they are
     /// balanced to another server. `None` (or 0) means no limit.
     pub maxqueue: Option<u32>,
@@ -123,6 +127,7 @@ impl ServerConf {
             send_proxy_v1: false,
             send_proxy_v2: false,
             maxconn: None,
+            minconn: None,
             maxqueue: None,
             cookie: None,
             id: None,
@@ -224,6 +229,9 @@ pub struct ProxyConf {
     pub checks: ProxyChecks,
     /// `default-server` lines, applied before each following `server` line's own options.
     pub default_servers: Vec<DefaultServerLine>,
+    /// `fullconn`: the backend load at which servers with `minconn` reach their `maxconn`
+    /// (0: automatic).
+    pub fullconn: Option<u32>,
     /// `id`: the proxy's number (never inherited from a `defaults` section).
     pub id: Option<(u32, Span)>,
 }
@@ -457,6 +465,13 @@ pub fn parse_proxy_line(
                     Err(message) => diags.push(d.alert(message)),
                 }
             }
+        }
+        "fullconn" => {
+            if applies(&d, kind, BACK, diags) {
+                let what = "a number of connections";
+                conf.fullconn = d.integer(1, what, 0, MAX_ID, diags).map(|n| n as u32);
+            }
+            d.no_more_than(2, diags);
         }
         "retries" => {
             if applies(&d, kind, BACK, diags) {
@@ -749,13 +764,13 @@ fn server_options(
                 server.weight = d.integer(i + 1, "a weight", 0, 256, diags)? as u32;
                 i += 1;
             }
-            "maxconn" | "maxqueue" => {
+            "maxconn" | "maxqueue" | "minconn" => {
                 let what = "a number of connections";
                 let n = d.integer(i + 1, what, 0, u64::from(u32::MAX), diags)? as u32;
-                let slot = if d.words[i] == "maxconn" {
-                    &mut server.maxconn
-                } else {
-                    &mut server.maxqueue
+                let slot = match d.words[i].as_str() {
+                    "maxconn" => &mut server.maxconn,
+                    "minconn" => &mut server.minconn,
+                    _ => &mut server.maxqueue,
                 };
                 *slot = (n > 0).then_some(n);
                 i += 1;
