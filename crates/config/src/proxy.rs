@@ -89,6 +89,9 @@ pub struct ServerConf {
     /// value up to `maxconn` (reached at the backend's `fullconn`). The plan raises `maxconn`
     /// to it when it is larger or `maxconn` is unset, as HAProxy does.
     pub minconn: Option<u32>,
+    /// `slowstart`: after coming back up, the server's weight and limit ramp up to the
+    /// configured ones over this time (`None`: at once).
+    pub slowstart: Option<Duration>,
     /// `maxqueue`: requests that may wait in this server's own queue; past it, they are
     /// balanced to another server. `None` (or 0) means no limit.
     pub maxqueue: Option<u32>,
@@ -128,6 +131,7 @@ impl ServerConf {
             send_proxy_v2: false,
             maxconn: None,
             minconn: None,
+            slowstart: None,
             maxqueue: None,
             cookie: None,
             id: None,
@@ -787,6 +791,11 @@ fn server_options(
                         return None;
                     }
                 };
+                i += 1;
+            }
+            "slowstart" => {
+                let t = d.timeout(i + 1, diags)?;
+                server.slowstart = (!t.is_zero()).then_some(t);
                 i += 1;
             }
             "pool-purge-delay" => {

@@ -308,6 +308,22 @@ mod tests {
     }
 
     #[test]
+    fn a_warming_server_gets_a_ramped_weight_and_limit() {
+        let b = backend("backend b\n server a 127.0.0.1:1 weight 32 maxconn 50 slowstart 4s\n");
+        let step = |elapsed| {
+            b.servers[0].health.update(|h| h.warmup = warm(elapsed, 4));
+            b.apply_health(0);
+            (b.effective_weight(0), b.server_limit(0))
+        };
+        assert_eq!(step(0), (2, Some(1)));
+        assert_eq!(step(1), (10, Some(12)));
+        assert_eq!(step(4), (32, Some(50)));
+        b.servers[0].health.update(|h| h.warmup = None);
+        b.apply_health(0);
+        assert_eq!((b.effective_weight(0), b.server_limit(0)), (32, Some(50)));
+    }
+
+    #[test]
     fn default_fullconn_is_a_tenth_of_the_frontends_reaching_the_backend() {
         let p = plan(
             "frontend f\n maxconn 1000\n default_backend b\n use_backend c if TRUE\n\

@@ -1,15 +1,21 @@
 //! More server options, end to end: `id` decides the order `balance first` fills servers in;
 //! `minconn` with `fullconn` makes a server's limit follow the backend's load (watched through
-//! a frontend answering `%[queue(app)]`, so every step waits for an observed state).
+//! a frontend answering `%[queue(app)]`, so every step waits for an observed state);
+//! `slowstart` ramps a server's weight after it comes back up, watched through the weights
+//! `http-check send-state` reports to the server.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use common::http::HTTP_DEFAULTS;
 use common::{
     Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, wait_until,
 };
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The answers of `n` sequential connections to a frontend whose servers send their name.
 fn names(addr: SocketAddr, n: usize) -> Vec<String> {
@@ -95,4 +101,76 @@ fn a_minconn_server_takes_more_connections_as_the_backend_fills() {
             queued(watch)
         );
     }
+}
+
+/// Reads an HTTP request head from `s`.
+fn read_head(s: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+#[test]
+fn slowstart_ramps_the_weight_of_a_server_coming_back_up() {
+    // The server fails its checks (503) until `healthy` is set; every check request carries
+    // the state and weights Sluice gives it (`http-check send-state`).
+    let healthy = Arc::new(AtomicBool::new(false));
+    let states = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (ok, log) = (Arc::clone(&healthy), Arc::clone(&states));
+    let server = Backend::start(move |mut s| {
+        let Some(head) = read_head(&mut s) else {
+            return;
+        };
+        if let Some(state) = head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-haproxy-server-state: "))
+        {
+            log.lock().unwrap().push(state.to_owned());
+        }
+        let status = if ok.load(Ordering::SeqCst) { 200 } else { 503 };
+        let _ = write!(s, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n");
+    });
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    option httpchk\n    http-check send-state\n    \
+         server s1 {} check inter 100 rise 1 fall 1 weight 32 slowstart 2s\n",
+        fd_bind(&fe),
+        server.addr()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let weights_up = || -> Vec<u32> {
+        states
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.starts_with("UP"))
+            .filter_map(|s| {
+                let w = s.split("; ").find_map(|f| f.strip_prefix("weight="))?;
+                w.split('/').next()?.parse().ok()
+            })
+            .collect()
+    };
+    // Down first (the start-up weight is not ramped: slowstart never applies at start-up).
+    assert!(wait_until(GENEROUS, || states
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|s| s.starts_with("DOWN"))));
+    states.lock().unwrap().clear();
+    healthy.store(true, Ordering::SeqCst);
+    // 2 s in whole seconds: 2/32 (one sixteenth), then (16 + 2) / 2 = 9 sixteenths, then 32.
+    assert!(
+        wait_until(Duration::from_secs(10), || weights_up().last() == Some(&32)),
+        "the weight never reached 32: {:?}",
+        states.lock().unwrap()
+    );
+    let mut seen = weights_up();
+    seen.dedup();
+    assert_eq!(seen, [2, 18, 32], "{:?}", states.lock().unwrap());
 }
