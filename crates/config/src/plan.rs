@@ -115,6 +115,8 @@ pub struct BackendPlan {
     pub hash_balance_factor: Option<u32>,
     /// Servers, in declaration order.
     pub servers: Vec<ServerConf>,
+    /// `source`: the local address of connections to servers without their own.
+    pub source: Option<std::net::SocketAddr>,
     /// `fullconn`, when set and not 0; otherwise the runtime computes HAProxy's default from
     /// the frontends that reach this backend.
     pub fullconn: Option<u32>,
@@ -346,6 +348,7 @@ fn plan_proxies(
             hash_balance_factor: p.conf.hash_balance_factor.filter(|&n| n != 0),
             servers,
             fullconn: p.conf.fullconn.filter(|&n| n > 0),
+            source: p.conf.source,
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
             retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,

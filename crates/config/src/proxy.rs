@@ -21,6 +21,7 @@ use crate::rules::{self, ProxyRules};
 use crate::sections::SectionKind;
 use sluice_balance::{Algorithm, HashType};
 use sluice_sample::{Expr, MapStore, Stages};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The protocol a proxy speaks (`mode`).
@@ -92,6 +93,12 @@ pub struct ServerConf {
     /// `slowstart`: after coming back up, the server's weight and limit ramp up to the
     /// configured ones over this time (`None`: at once).
     pub slowstart: Option<Duration>,
+    /// `source`: the local address (port 0: any) connections to this server are bound to;
+    /// overrides the backend's.
+    pub source: Option<SocketAddr>,
+    /// `redir PREFIX`: in HTTP mode, GET and HEAD requests given to this server are answered
+    /// with a 302 to PREFIX followed by the request's path instead of being forwarded.
+    pub redir: Option<String>,
     /// `maxqueue`: requests that may wait in this server's own queue; past it, they are
     /// balanced to another server. `None` (or 0) means no limit.
     pub maxqueue: Option<u32>,
@@ -132,6 +139,8 @@ impl ServerConf {
             maxconn: None,
             minconn: None,
             slowstart: None,
+            source: None,
+            redir: None,
             maxqueue: None,
             cookie: None,
             id: None,
@@ -236,6 +245,8 @@ pub struct ProxyConf {
     /// `fullconn`: the backend load at which servers with `minconn` reach their `maxconn`
     /// (0: automatic).
     pub fullconn: Option<u32>,
+    /// `source`: the local address of connections to the servers.
+    pub source: Option<SocketAddr>,
     /// `id`: the proxy's number (never inherited from a `defaults` section).
     pub id: Option<(u32, Span)>,
 }
@@ -468,6 +479,15 @@ pub fn parse_proxy_line(
                     Ok(retry_on) => conf.retry_on = Some(retry_on),
                     Err(message) => diags.push(d.alert(message)),
                 }
+            }
+        }
+        "source" => {
+            // The long forms (`usesrc`, `interface`) are refused whole by `parse_source`.
+            if applies(&d, kind, BACK, diags)
+                && let Some(addr) = crate::source::parse_source(&d, 1, diags)
+            {
+                conf.source = Some(addr);
+                d.no_more_than(2, diags);
             }
         }
         "fullconn" => {
@@ -796,6 +816,15 @@ fn server_options(
             "slowstart" => {
                 let t = d.timeout(i + 1, diags)?;
                 server.slowstart = (!t.is_zero()).then_some(t);
+                i += 1;
+            }
+            "source" => {
+                server.source = Some(crate::source::parse_source(d, i + 1, diags)?);
+                i += 1;
+            }
+            "redir" => {
+                let prefix = d.word(i + 1, "a location prefix", diags)?;
+                server.redir = Some(prefix.to_owned());
                 i += 1;
             }
             "pool-purge-delay" => {

@@ -157,6 +157,7 @@ async fn session(
     if client
         .configure(StreamOptions {
             keepalive: frontend.plan.clitcpka,
+            source: None,
         })
         .is_err()
     {

@@ -2,7 +2,8 @@
 //! `minconn` with `fullconn` makes a server's limit follow the backend's load (watched through
 //! a frontend answering `%[queue(app)]`, so every step waits for an observed state);
 //! `slowstart` ramps a server's weight after it comes back up, watched through the weights
-//! `http-check send-state` reports to the server.
+//! `http-check send-state` reports to the server; `source` binds the connections to servers;
+//! `redir` answers GET and HEAD with a redirect and forwards the rest.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -173,4 +174,72 @@ fn slowstart_ramps_the_weight_of_a_server_coming_back_up() {
     let mut seen = weights_up();
     seen.dedup();
     assert_eq!(seen, [2, 18, 32], "{:?}", states.lock().unwrap());
+}
+
+#[test]
+fn source_binds_the_connections_to_servers() {
+    // Every 127/8 address is local: the servers see which one the proxy connected from.
+    let peer = || {
+        Backend::start(|mut s| {
+            let from = s
+                .peer_addr()
+                .map(|a| a.ip().to_string())
+                .unwrap_or_default();
+            let _ = s.write_all(from.as_bytes());
+        })
+    };
+    let (own, inherited) = (peer(), peer());
+    let (fe1, addr1) = frontend();
+    let (fe2, addr2) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten own\n    bind {}\n    source 127.0.0.3\n    server s {} source 127.0.0.2\n\
+         listen inherited\n    bind {}\n    source 127.0.0.3\n    server s {}\n",
+        fd_bind(&fe1),
+        own.addr(),
+        fd_bind(&fe2),
+        inherited.addr(),
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe1).inherit(fe2).start();
+    assert_eq!(names(addr1, 1), ["127.0.0.2"]);
+    assert_eq!(names(addr2, 1), ["127.0.0.3"]);
+}
+
+#[test]
+fn redir_answers_get_and_head_and_forwards_the_rest() {
+    let server = Backend::start(|mut s| {
+        if let Some(head) = read_head(&mut s) {
+            let line = head.lines().next().unwrap_or_default().to_owned();
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{line}",
+                line.len()
+            );
+        }
+    });
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    server s {} redir http://img.example.com\n",
+        fd_bind(&fe),
+        server.addr()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let exchange = |request: &str| {
+        let mut c = connect(addr);
+        c.write_all(request.as_bytes()).unwrap();
+        String::from_utf8_lossy(read_to_close(&mut c, GENEROUS).data()).into_owned()
+    };
+    // HAProxy 2.6's answer, byte for byte; the connection closes after it.
+    assert_eq!(
+        exchange("GET /a/b?x=1 HTTP/1.1\r\nHost: h\r\n\r\nGET /second HTTP/1.1\r\nHost: h\r\n\r\n"),
+        "HTTP/1.1 302 Found\r\ncache-control: no-cache\r\ncontent-length: 0\r\n\
+         location: http://img.example.com/a/b?x=1\r\nconnection: close\r\n\r\n"
+    );
+    assert!(
+        exchange("HEAD http://h/z HTTP/1.1\r\nHost: h\r\n\r\n")
+            .contains("location: http://img.example.com/z\r\n")
+    );
+    assert_eq!(server.accepted(), 0);
+    let posted = exchange("POST /form HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
+    assert!(posted.starts_with("HTTP/1.1 200"), "{posted}");
+    assert!(posted.ends_with("POST /form HTTP/1.1"), "{posted}");
 }

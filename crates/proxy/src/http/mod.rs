@@ -13,6 +13,7 @@ pub mod buffer;
 pub mod exchange;
 pub mod persist;
 pub mod pool;
+mod redir;
 pub mod rewrite;
 pub mod rules;
 pub mod session;
