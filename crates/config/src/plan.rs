@@ -576,7 +576,8 @@ fn proxy_id(p: &ParsedProxy<'_>, uid: u32) -> ProxyId {
 
 /// The numbers of `wanted.len()` objects: the explicit ones (checked unique; a duplicate is
 /// reported through `duplicate(index, first_index)`), and for the others the smallest free
-/// number from 1 up, in declaration order, skipping every explicit one as HAProxy does.
+/// number from a counter that HAProxy moves on after every object (so the n-th gets at least
+/// n), skipping every explicit number.
 fn assign_ids(wanted: &[Option<u32>], mut duplicate: impl FnMut(usize, usize)) -> Vec<u32> {
     let mut taken: HashMap<u32, usize> = HashMap::new();
     for (i, id) in wanted.iter().enumerate() {
@@ -588,18 +589,24 @@ fn assign_ids(wanted: &[Option<u32>], mut duplicate: impl FnMut(usize, usize)) -
             }
         }
     }
+    // HAProxy's counter moves on after every object, numbered or not: the n-th object gets at
+    // least n.
     let mut next = 1u32;
     wanted
         .iter()
-        .map(|id| match id {
-            Some(id) => *id,
-            None => {
-                while taken.contains_key(&next) {
-                    next = next.saturating_add(1);
+        .map(|id| {
+            let id = match id {
+                Some(id) => *id,
+                None => {
+                    while taken.contains_key(&next) {
+                        next = next.saturating_add(1);
+                    }
+                    taken.insert(next, usize::MAX);
+                    next
                 }
-                taken.insert(next, usize::MAX);
-                next
-            }
+            };
+            next = next.saturating_add(1);
+            id
         })
         .collect()
 }
@@ -800,9 +807,33 @@ mod tests {
              backend g\n",
         );
         let ids: Vec<Option<u32>> = plan.backends[0].servers.iter().map(|s| s.id).collect();
-        assert_eq!(ids, [Some(2), Some(1), Some(4), Some(3), Some(5)]);
+        assert_eq!(ids, [Some(2), Some(1), Some(4), Some(3), Some(6)]);
         assert_eq!(plan.backends[0].id.uid, 1);
         assert_eq!(plan.backends[1].id.uid, 2);
+    }
+
+    #[test]
+    fn server_templates_declare_numbered_servers_like_haproxy() {
+        // The ids HAProxy 2.6 gives this backend (`show servers state`): 1, 10, 3, 4, 5.
+        let plan = plan_of(
+            "backend b\n server x 127.0.0.1:80\n\
+             server-template srv 2-4 127.0.0.1:80 id 10 weight 3\n server y 127.0.0.1:80\n",
+        );
+        let servers: Vec<(&str, Option<u32>, u32)> = plan.backends[0]
+            .servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.id, s.weight))
+            .collect();
+        assert_eq!(
+            servers,
+            [
+                ("x", Some(1), 1),
+                ("srv2", Some(10), 3),
+                ("srv3", Some(3), 3),
+                ("srv4", Some(4), 3),
+                ("y", Some(5), 1)
+            ]
+        );
     }
 
     #[test]

@@ -405,6 +405,12 @@ pub fn parse_proxy_line(
                 conf.servers.push(server);
             }
         }
+        "server-template" => {
+            if only_in(&d, kind, kind.has_backend(), "backend and listen sections", diags) {
+                let servers = parse_server_template(line, &conf.default_servers, diags);
+                conf.servers.extend(servers);
+            }
+        }
         "default-server" => {
             if applies(&d, kind, BACK, diags) && parse_default_server(&d, diags) {
                 conf.default_servers.push(DefaultServerLine {
@@ -762,6 +768,68 @@ fn parse_server(
     }
     server_options(&mut server, d, 3, diags)?;
     checks::validate_server(&server.checks, &server.addr, d, diags).then_some(server)
+}
+
+/// The most servers one `server-template` line may declare: a typo in the count must not
+/// exhaust memory.
+pub const MAX_TEMPLATE_SERVERS: u32 = 65536;
+
+/// `server-template PREFIX NUM|FIRST-LAST ADDR[:PORT] [options]`: the servers PREFIX<n> for n
+/// in 1..=NUM (or FIRST..=LAST), all with the same address and options. The line is parsed
+/// once, as its first server, so a mistake is reported once; an `id` goes to the first server
+/// only, the others taking free ids, as in HAProxy.
+fn parse_server_template(
+    line: &Line,
+    defaults: &[DefaultServerLine],
+    diags: &mut Diagnostics,
+) -> Vec<ServerConf> {
+    let d = Directive::new(line, 1);
+    let Some(prefix) = d.word(1, "a name prefix, a number or range and an address", diags) else {
+        return Vec::new();
+    };
+    let Some(count) = d.word(2, "a number or a range of numbers", diags) else {
+        return Vec::new();
+    };
+    let range = match count.split_once('-') {
+        Some((low, high)) => low.parse::<u32>().ok().zip(high.parse::<u32>().ok()),
+        None => count.parse::<u32>().ok().map(|n| (1, n)),
+    };
+    let Some((low, high)) = range.filter(|&(low, high)| low >= 1 && low <= high) else {
+        diags.push(d.alert(format!(
+            "expects a number or a range FIRST-LAST of positive numbers, not '{count}'"
+        )));
+        return Vec::new();
+    };
+    if high - low >= MAX_TEMPLATE_SERVERS {
+        diags.push(d.alert(format!(
+            "declares {} servers; Sluice accepts at most {MAX_TEMPLATE_SERVERS} per template",
+            u64::from(high - low) + 1
+        )));
+        return Vec::new();
+    }
+    if line.words.get(4).map(String::as_str) == Some("from") {
+        diags.push(Diagnostic::not_supported(
+            &line.span,
+            "server-template from",
+        ));
+        return Vec::new();
+    }
+    let mut words = vec![line.words[0].clone(), format!("{prefix}{low}")];
+    words.extend(line.words.iter().skip(3).cloned());
+    let first_line = Line {
+        span: line.span.clone(),
+        words,
+    };
+    let Some(first) = parse_server(&Directive::new(&first_line, 1), defaults, diags) else {
+        return Vec::new();
+    };
+    (low..=high)
+        .map(|n| ServerConf {
+            name: format!("{prefix}{n}"),
+            id: if n == low { first.id } else { None },
+            ..first.clone()
+        })
+        .collect()
 }
 
 /// `default-server [options]`: checked now against a placeholder server.

@@ -3,7 +3,8 @@
 //! a frontend answering `%[queue(app)]`, so every step waits for an observed state);
 //! `slowstart` ramps a server's weight after it comes back up, watched through the weights
 //! `http-check send-state` reports to the server; `source` binds the connections to servers;
-//! `redir` answers GET and HEAD with a redirect and forwards the rest.
+//! `redir` answers GET and HEAD with a redirect and forwards the rest; `server-template`
+//! declares numbered servers sharing one address (a host name resolved once).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -239,7 +240,47 @@ fn redir_answers_get_and_head_and_forwards_the_rest() {
             .contains("location: http://img.example.com/z\r\n")
     );
     assert_eq!(server.accepted(), 0);
-    let posted = exchange("POST /form HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
+    let posted = exchange(
+        "POST /form HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
     assert!(posted.starts_with("HTTP/1.1 200"), "{posted}");
     assert!(posted.ends_with("POST /form HTTP/1.1"), "{posted}");
+}
+
+#[test]
+fn server_template_servers_share_the_address_and_take_turns() {
+    let server = Backend::start(|mut s| {
+        if read_head(&mut s).is_some() {
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    balance roundrobin\n    \
+         http-response set-header x-server %[srv_name]\n    \
+         server-template web 2-4 localhost:{} init-addr libc\n",
+        fd_bind(&fe),
+        server.addr().port()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let served: Vec<String> = (0..6)
+        .map(|_| {
+            let mut c = connect(addr);
+            c.write_all(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let answer =
+                String::from_utf8_lossy(read_to_close(&mut c, GENEROUS).data()).into_owned();
+            answer
+                .lines()
+                .find_map(|l| l.strip_prefix("x-server: "))
+                .unwrap_or_else(|| panic!("no server named in {answer:?}"))
+                .to_owned()
+        })
+        .collect();
+    let mut names = served.clone();
+    names.sort();
+    names.dedup();
+    assert_eq!(names, ["web2", "web3", "web4"], "{served:?}");
+    assert_eq!(server.accepted(), 6);
 }
