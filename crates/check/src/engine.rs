@@ -16,7 +16,7 @@ use crate::status::{Outcome, Status};
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::checks::OnError;
 use sluice_config::sections::SectionKind;
-use sluice_runtime::dynamic::Warmup;
+use sluice_runtime::dynamic;
 use sluice_runtime::health::{Admin, HealthState, LastCheck, server_state};
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Server};
@@ -162,8 +162,11 @@ impl Engine {
             let s = server_state(server.conf.weight, server.conf.backup, h);
             s.usable && s.weight > 0
         };
-        if let Some(total) = server.conf.slowstart {
-            warm_up(&self.process, key, server, &before, &after, total);
+        // `slowstart`: a comeback ramps the server up, stepped by a task of this thread.
+        if let Some(warmup) = dynamic::warm_up(server, &before, &after)
+            && let Some(owner) = self.process.backends.get(key.0)
+        {
+            tokio::task::spawn_local(dynamic::ramp(Arc::clone(owner), key.1, warmup));
         }
         let (count, sessions) = backend.apply_health(key.1);
         if let Some(event) = classify(&before, &after, outcome, via) {
@@ -207,65 +210,6 @@ impl Engine {
                     depth + 1,
                 );
             }
-        }
-    }
-}
-
-/// Whether a server in `h` may take traffic (up, not in maintenance).
-fn in_service(h: &HealthState) -> bool {
-    h.operational() && h.admin != Admin::Maint
-}
-
-/// `slowstart`: a server coming back into service (checks up again, or out of maintenance)
-/// starts ramping its weight and limit, stepped by a task of this thread; one going out of
-/// service stops ramping. Never at start-up: servers start in service.
-fn warm_up(
-    process: &Arc<Process>,
-    key: Key,
-    server: &Server,
-    before: &HealthState,
-    after: &HealthState,
-    total: Duration,
-) {
-    if !in_service(before) && in_service(after) {
-        let warmup = Warmup::start(total);
-        server.health.update(|h| h.warmup = Some(warmup));
-        tokio::task::spawn_local(ramp(Arc::clone(process), key, warmup));
-    } else if !in_service(after) {
-        server.health.update(|h| h.warmup = None);
-    }
-}
-
-/// Steps a slowstart ramp: every 1/20 of the slowstart time, at least every second (HAProxy's
-/// warm-up task), the elapsed seconds go into the server's health and the balancer, until
-/// the ramp is over or another one (a new comeback) replaced it.
-async fn ramp(process: Arc<Process>, key: Key, warmup: Warmup) {
-    let step = Duration::from_millis((u64::from(warmup.total) * 1000 / 20).max(1000));
-    loop {
-        sleep(step).await;
-        let Some(backend) = process.backends.get(key.0) else {
-            return;
-        };
-        let Some(server) = backend.servers.get(key.1) else {
-            return;
-        };
-        let elapsed = warmup.since.elapsed().as_secs().min(u64::from(u32::MAX)) as u32;
-        let (before, after) = server.health.update(|h| {
-            if let Some(w) = h.warmup.as_mut()
-                && w.since == warmup.since
-            {
-                w.elapsed = elapsed;
-                if w.done() {
-                    h.warmup = None;
-                }
-            }
-        });
-        if before.warmup.is_none_or(|w| w.since != warmup.since) {
-            return;
-        }
-        backend.apply_health(key.1);
-        if after.warmup.is_none() {
-            return;
         }
     }
 }

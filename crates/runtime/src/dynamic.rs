@@ -4,13 +4,15 @@
 //! and its limit up to the configured ones. The formulas are HAProxy's (`srv_dynamic_maxconn`,
 //! `server_recalc_eweight`) and live here as pure functions; [`Backend`] applies them under its
 //! lock and tells the balancer only when a server's limit really moves, so a backend without
-//! `minconn` servers pays nothing per request. The slowstart ramp itself is stepped by the
-//! check engine (see `sluice-check`), never per request.
+//! `minconn` servers pays nothing per request. The slowstart ramp is stepped by a timer task
+//! ([`ramp`], spawned by the check engine), never per request.
 
-use crate::proxy::{Backend, Shared};
+use crate::health::{Admin, HealthState};
+use crate::proxy::{Backend, Server, Shared};
 use sluice_config::plan::{BackendChoice, Plan};
 use std::collections::HashSet;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// HAProxy's weight scale (`BE_WEIGHT_SCALE`): the slowstart ramp moves in sixteenths of the
 /// configured weight.
@@ -107,6 +109,61 @@ pub fn default_fullconn(plan: &Plan, frontend_limit: impl Fn(usize) -> u32) -> V
                 .unwrap_or_else(|| (sum.div_ceil(10).min(u64::from(u32::MAX)) as u32).max(1))
         })
         .collect()
+}
+
+/// Whether a server in `h` may take traffic (up, not in maintenance).
+fn in_service(h: &HealthState) -> bool {
+    h.operational() && h.admin != Admin::Maint
+}
+
+/// `slowstart` after a change of `server`'s health from `before` to `after` (call it before
+/// [`Backend::apply_health`]): a server coming back into service (checks up again, or out of
+/// maintenance) starts warming up, and the ramp it returns must then be driven with [`ramp`];
+/// one going out of service stops warming. Never at start-up: servers start in service.
+pub fn warm_up(server: &Server, before: &HealthState, after: &HealthState) -> Option<Warmup> {
+    let total = server.conf.slowstart?;
+    if !in_service(before) && in_service(after) {
+        let warmup = Warmup::start(total);
+        server.health.update(|h| h.warmup = Some(warmup));
+        Some(warmup)
+    } else {
+        if !in_service(after) {
+            server.health.update(|h| h.warmup = None);
+        }
+        None
+    }
+}
+
+/// Steps the ramp `warmup` of server `index`: every 1/20 of the slowstart time, at least every
+/// second (HAProxy's warm-up task), the elapsed seconds go into the server's health and the
+/// balancer, until the ramp is over or a new comeback replaced it. Runs on any tokio runtime
+/// with a timer (the check thread's).
+pub async fn ramp(backend: Arc<Backend>, index: usize, warmup: Warmup) {
+    let step = Duration::from_millis((u64::from(warmup.total) * 1000 / 20).max(1000));
+    let Some(server) = backend.servers.get(index) else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(step).await;
+        let elapsed = warmup.since.elapsed().as_secs().min(u64::from(u32::MAX)) as u32;
+        let (before, after) = server.health.update(|h| {
+            if let Some(w) = h.warmup.as_mut()
+                && w.since == warmup.since
+            {
+                w.elapsed = elapsed;
+                if w.done() {
+                    h.warmup = None;
+                }
+            }
+        });
+        if before.warmup.is_none_or(|w| w.since != warmup.since) {
+            return;
+        }
+        backend.apply_health(index);
+        if after.warmup.is_none() {
+            return;
+        }
+    }
 }
 
 /// What a backend keeps to compute its servers' limits.
@@ -233,8 +290,6 @@ mod tests {
     use super::*;
     use sluice_config::cond::CondContext;
     use sluice_config::reader::Source;
-    use std::sync::Arc;
-    use std::time::Duration;
 
     fn plan(text: &str) -> Plan {
         let no_env = |_: &str| None;
