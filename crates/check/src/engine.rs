@@ -270,16 +270,20 @@ fn endpoint(server: &Server, addr: Option<IpAddr>, port: Option<u16>) -> Option<
 
 /// configuration.txt §4.2 "timeout check": with it, connecting may take min(`timeout
 /// connect`, `inter`) and the rest `timeout check`; without it, `inter` bounds each part.
-fn limits(backend: &Backend, inter: Duration) -> Limits {
+/// Checks connect from the server's `source` (else the backend's), as its traffic does.
+fn limits(backend: &Backend, server: &Server, inter: Duration) -> Limits {
     let t = &backend.plan.timeouts;
+    let source = server.conf.source.or(backend.plan.source);
     match t.check {
         Some(check) => Limits {
             connect: t.connect.unwrap_or(inter).min(inter),
             rest: check,
+            source,
         },
         None => Limits {
             connect: inter,
             rest: inter,
+            source,
         },
     }
 }
@@ -374,7 +378,7 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         fastinter: c.fastinter(),
         downinter: c.downinter(),
     };
-    let limits = limits(backend, c.inter());
+    let limits = limits(backend, server, c.inter());
     let (rise, fall) = (c.rise(), c.fall());
     let mut machine = Machine::new(rise, fall);
     let mut jitter = Jitter::new(key, engine.spread);
@@ -477,7 +481,7 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
         return;
     };
     let inter = c.agent_inter();
-    let limits = limits(backend, inter);
+    let limits = limits(backend, server, inter);
     let mut machine = Machine::new(c.rise(), c.fall());
     let mut jitter = Jitter::new(key, engine.spread);
     sleep(first).await;

@@ -3,7 +3,7 @@
 //! a frontend answering `%[queue(app)]`, so every step waits for an observed state);
 //! `slowstart` ramps a server's weight after it comes back up, watched through the weights
 //! `http-check send-state` reports to the server; `source` binds the connections to servers;
-//! `redir` answers GET and HEAD with a redirect and forwards the rest; `server-template`
+//! health checks connect from the same `source`; `redir` answers GET and HEAD with a redirect and forwards the rest; `server-template`
 //! declares numbered servers sharing one address (a host name resolved once).
 #![allow(clippy::unwrap_used)]
 
@@ -283,4 +283,34 @@ fn server_template_servers_share_the_address_and_take_turns() {
     names.dedup();
     assert_eq!(names, ["web2", "web3", "web4"], "{served:?}");
     assert_eq!(server.accepted(), 6);
+}
+
+#[test]
+fn health_checks_connect_from_the_source_too() {
+    let peers = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&peers);
+    // An HTTP check waits for the answer, so the connection is still there to be asked.
+    let server = Backend::start(move |mut s| {
+        let from = s
+            .peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default();
+        log.lock().unwrap().push(from);
+        if read_head(&mut s).is_some() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    option httpchk\n    source 127.0.0.4\n    server s {} check inter 100\n",
+        fd_bind(&fe),
+        server.addr(),
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    assert!(wait_until(GENEROUS, || peers.lock().unwrap().len() >= 2));
+    assert!(
+        peers.lock().unwrap().iter().all(|p| p == "127.0.0.4"),
+        "{:?}",
+        peers.lock().unwrap()
+    );
 }
