@@ -1,4 +1,5 @@
-//! More server options, end to end: `id` decides the order `balance first` fills servers in;
+//! More server options, end to end: `id` decides the order `balance first` fills servers in
+//! and is what `fe_id`, `be_id` and `srv_id` return;
 //! `minconn` with `fullconn` makes a server's limit follow the backend's load (watched through
 //! a frontend answering `%[queue(app)]`, so every step waits for an observed state);
 //! `slowstart` ramps a server's weight after it comes back up, watched through the weights
@@ -313,4 +314,29 @@ fn health_checks_connect_from_the_source_too() {
         "{:?}",
         peers.lock().unwrap()
     );
+}
+
+#[test]
+fn id_fetches_return_the_configured_and_automatic_ids() {
+    let server = Backend::start(|mut s| {
+        if read_head(&mut s).is_some() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let (fe, addr) = frontend();
+    // Frontend `fe` is declared first (automatic id 1); the backend has id 42; its second
+    // server has id 7, the first takes the next free number, 1.
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    bind {}\n    default_backend be\n    \
+         http-response set-header x-ids %[fe_id]/%[be_id]/%[srv_id]\n\
+         backend be\n    id 42\n    balance first\n    server a 127.0.0.1:1 disabled\n    server b {} id 7\n",
+        fd_bind(&fe),
+        server.addr()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut c = connect(addr);
+    c.write_all(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let answer = String::from_utf8_lossy(read_to_close(&mut c, GENEROUS).data()).into_owned();
+    assert!(answer.contains("\r\nx-ids: 1/42/7\r\n"), "{answer}");
 }
