@@ -337,6 +337,7 @@ fn plan_proxies(
         crate::checks::warn_unused_rules(&p.conf.checks, &p.name, &p.section.span, keyword, diags);
         let http = p.conf.mode == Some(Mode::Http);
         crate::checks::check_server_modes(http, &p.conf.servers, diags);
+        check_redir_mode(http, &p.name, &p.conf.servers, diags);
         backend_index.insert(&p.name, backends.len());
         backends.push(BackendPlan {
             id: proxy_id(p, uids[i]),
@@ -663,6 +664,20 @@ fn with_server_ids(servers: &[ServerConf], diags: &mut Diagnostics) -> Vec<Serve
             }
         })
         .collect()
+}
+
+/// `redir` answers HTTP requests: HAProxy refuses it in a `mode tcp` backend.
+fn check_redir_mode(http: bool, backend: &str, servers: &[ServerConf], diags: &mut Diagnostics) {
+    for server in servers.iter().filter(|s| !http && s.redir.is_some()) {
+        diags.push(Diagnostic::alert(
+            &server.span,
+            "server",
+            format!(
+                "server '{}' of backend '{backend}' cannot have a redirect prefix ('redir') in non-HTTP mode",
+                server.name
+            ),
+        ));
+    }
 }
 
 fn check_unique_servers(servers: &[ServerConf], diags: &mut Diagnostics) {
