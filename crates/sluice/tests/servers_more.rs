@@ -340,3 +340,63 @@ fn id_fetches_return_the_configured_and_automatic_ids() {
     let answer = String::from_utf8_lossy(read_to_close(&mut c, GENEROUS).data()).into_owned();
     assert!(answer.contains("\r\nx-ids: 1/42/7\r\n"), "{answer}");
 }
+
+#[test]
+fn slowstart_also_ramps_a_server_leaving_maintenance() {
+    // Checks always pass; the agent first puts the server in maintenance, then back.
+    let states = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&states);
+    let server = Backend::start(move |mut s| {
+        if let Some(head) = read_head(&mut s) {
+            if let Some(state) = head
+                .lines()
+                .find_map(|l| l.strip_prefix("x-haproxy-server-state: "))
+            {
+                log.lock().unwrap().push(state.to_owned());
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let word = Arc::new(Mutex::new("maint".to_owned()));
+    let said = Arc::clone(&word);
+    let agent = Backend::start(move |mut s| {
+        let text = said.lock().unwrap().clone();
+        let _ = s.write_all(format!("{text}\n").as_bytes());
+    });
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    option httpchk\n    http-check send-state\n    \
+         server s1 {} check inter 100 weight 32 slowstart 2s agent-check agent-port {} agent-inter 50\n",
+        fd_bind(&fe),
+        server.addr(),
+        agent.addr().port()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    assert!(wait_until(GENEROUS, || states
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|s| s.starts_with("MAINT"))));
+    states.lock().unwrap().clear();
+    *word.lock().unwrap() = "ready".to_owned();
+    let weights_up = || -> Vec<u32> {
+        states
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.starts_with("UP"))
+            .filter_map(|s| {
+                let w = s.split("; ").find_map(|f| f.strip_prefix("weight="))?;
+                w.split('/').next()?.parse().ok()
+            })
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || weights_up().last() == Some(&32)),
+        "the weight never reached 32: {:?}",
+        states.lock().unwrap()
+    );
+    let mut seen = weights_up();
+    seen.dedup();
+    assert_eq!(seen, [2, 18, 32], "{:?}", states.lock().unwrap());
+}
