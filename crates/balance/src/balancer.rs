@@ -563,6 +563,11 @@ impl Balancer {
         self.connections.get(index).copied().unwrap_or(0)
     }
 
+    /// The connections of all servers, as counted by `connection_started`/`ended`.
+    pub fn total_connections(&self) -> u64 {
+        self.total_connections
+    }
+
     /// The last state reported for `index` (weight capped at [`MAX_WEIGHT`]).
     pub fn state(&self, index: usize) -> Option<ServerState> {
         self.states.get(index).copied()

@@ -16,6 +16,7 @@ use crate::status::{Outcome, Status};
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::checks::OnError;
 use sluice_config::sections::SectionKind;
+use sluice_runtime::dynamic;
 use sluice_runtime::health::{Admin, HealthState, LastCheck, server_state};
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Server};
@@ -161,6 +162,12 @@ impl Engine {
             let s = server_state(server.conf.weight, server.conf.backup, h);
             s.usable && s.weight > 0
         };
+        // `slowstart`: a comeback ramps the server up, stepped by a task of this thread.
+        if let Some(warmup) = dynamic::warm_up(server, &before, &after)
+            && let Some(owner) = self.process.backends.get(key.0)
+        {
+            tokio::task::spawn_local(dynamic::ramp(Arc::clone(owner), key.1, warmup));
+        }
         let (count, sessions) = backend.apply_health(key.1);
         if let Some(event) = classify(&before, &after, outcome, via) {
             self.print(
@@ -263,16 +270,20 @@ fn endpoint(server: &Server, addr: Option<IpAddr>, port: Option<u16>) -> Option<
 
 /// configuration.txt §4.2 "timeout check": with it, connecting may take min(`timeout
 /// connect`, `inter`) and the rest `timeout check`; without it, `inter` bounds each part.
-fn limits(backend: &Backend, inter: Duration) -> Limits {
+/// Checks connect from the server's `source` (else the backend's), as its traffic does.
+fn limits(backend: &Backend, server: &Server, inter: Duration) -> Limits {
     let t = &backend.plan.timeouts;
+    let source = server.conf.source.or(backend.plan.source);
     match t.check {
         Some(check) => Limits {
             connect: t.connect.unwrap_or(inter).min(inter),
             rest: check,
+            source,
         },
         None => Limits {
             connect: inter,
             rest: inter,
+            source,
         },
     }
 }
@@ -330,7 +341,8 @@ fn state_header(
         (_, Phase::Down) if health == 0 => "DOWN".to_owned(),
         (_, Phase::Down) => format!("DOWN {health}/{rise}"),
     };
-    let total: u32 = backend.servers.iter().map(|s| s.conf.weight).sum();
+    // The weights in effect (slowstart, agent, drain), as HAProxy reports them.
+    let total = backend.total_weight();
     let (address, port) = match endpoint(server, None, None) {
         Some(Endpoint::Inet(sa)) => (sa.ip().to_string(), sa.port()),
         _ => (String::new(), 0),
@@ -339,7 +351,7 @@ fn state_header(
         "{state}; address={address}; port={port}; name={}/{}; node={node}; weight={}/{total}; scur={}/{}; qcur=0",
         backend.name(),
         server.name(),
-        server.conf.weight,
+        backend.effective_weight(server.index),
         server.traffic.sessions.get(),
         backend.traffic.sessions.get(),
     )
@@ -366,7 +378,7 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         fastinter: c.fastinter(),
         downinter: c.downinter(),
     };
-    let limits = limits(backend, c.inter());
+    let limits = limits(backend, server, c.inter());
     let (rise, fall) = (c.rise(), c.fall());
     let mut machine = Machine::new(rise, fall);
     let mut jitter = Jitter::new(key, engine.spread);
@@ -473,7 +485,7 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
         return;
     };
     let inter = c.agent_inter();
-    let limits = limits(backend, inter);
+    let limits = limits(backend, server, inter);
     let mut machine = Machine::new(c.rise(), c.fall());
     let mut jitter = Jitter::new(key, engine.spread);
     sleep(first).await;
@@ -540,6 +552,7 @@ mod tests {
             admin: Admin::Ready,
             weight_percent: 100,
             last_check: None,
+            warmup: None,
         }
     }
 

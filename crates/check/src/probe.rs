@@ -57,6 +57,8 @@ pub struct Limits {
     pub connect: Duration,
     /// For everything after the first connection.
     pub rest: Duration,
+    /// `source`: the local address TCP check connections are bound to, as the server's own.
+    pub source: Option<SocketAddr>,
 }
 
 /// One compiled step.
@@ -255,11 +257,25 @@ pub fn error_text(e: &io::Error) -> String {
     }
 }
 
-async fn connect(ep: &Endpoint, limit: Duration) -> Result<Conn, Outcome> {
+async fn connect(ep: &Endpoint, limits: Limits) -> Result<Conn, Outcome> {
     let attempt = async {
         match ep {
             Endpoint::Inet(sa) => {
-                let s = TcpStream::connect(sa).await?;
+                let s = match limits.source {
+                    // A check to another family (`addr`) cannot use the source: as HAProxy
+                    // would fail to bind, the check fails.
+                    Some(from) => {
+                        let socket = if sa.is_ipv4() {
+                            tokio::net::TcpSocket::new_v4()?
+                        } else {
+                            tokio::net::TcpSocket::new_v6()?
+                        };
+                        socket.set_reuseaddr(true)?;
+                        socket.bind(from)?;
+                        socket.connect(*sa).await?
+                    }
+                    None => TcpStream::connect(sa).await?,
+                };
                 // Closing with a reset: no TIME_WAIT left behind by checks. tokio deprecates
                 // SO_LINGER because a non-zero linger blocks on close; a zero one never does.
                 #[allow(deprecated)]
@@ -270,7 +286,7 @@ async fn connect(ep: &Endpoint, limit: Duration) -> Result<Conn, Outcome> {
             Endpoint::Unix(path) => UnixStream::connect(path).await.map(Conn::Unix),
         }
     };
-    match timeout(limit, attempt).await {
+    match timeout(limits.connect, attempt).await {
         Err(_) => Err(Outcome::new(Status::L4Tout)),
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => {
@@ -325,7 +341,7 @@ pub async fn run(
     for (i, (number, step)) in program.steps.iter().enumerate() {
         match step {
             Step::Connect(rule) => {
-                let mut c = match connect(&ep.with(rule), limits.connect).await {
+                let mut c = match connect(&ep.with(rule), limits).await {
                     Ok(c) => c,
                     // An explicit tcp-check step says where it failed, as HAProxy does.
                     Err(mut outcome) if *number > 0 && !program.http => {
@@ -623,7 +639,7 @@ pub async fn ask_agent(
     send: Option<&[u8]>,
     limits: Limits,
 ) -> Result<Vec<u8>, Outcome> {
-    let mut c = connect(ep, limits.connect).await?;
+    let mut c = connect(ep, limits).await?;
     let deadline = Instant::now() + limits.rest;
     if let Some(data) = send {
         self::send(&mut c, data, deadline).await?;

@@ -24,6 +24,7 @@ use crate::userlist;
 use sluice_balance::{Algorithm, HashType};
 use sluice_sample::{Expr, LogFormat, MapStore};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 /// HAProxy's default number of connection retries (configuration.txt §4.2 "retries").
@@ -49,8 +50,8 @@ pub struct ProxyId {
     pub name: String,
     /// `frontend`, `backend` or `listen`.
     pub kind: SectionKind,
-    /// Declaration order among all proxies, from 1 (HAProxy's `iid` in statistics starts after
-    /// its internal proxies; ours is the plain order).
+    /// The proxy's `id`, or else the first number not taken, in declaration order from 1
+    /// (HAProxy's `iid` in statistics starts after its internal proxies; ours does not).
     pub uid: u32,
     /// Where the section starts.
     pub span: Span,
@@ -115,6 +116,11 @@ pub struct BackendPlan {
     pub hash_balance_factor: Option<u32>,
     /// Servers, in declaration order.
     pub servers: Vec<ServerConf>,
+    /// `source`: the local address of connections to servers without their own.
+    pub source: Option<std::net::SocketAddr>,
+    /// `fullconn`, when set and not 0; otherwise the runtime computes HAProxy's default from
+    /// the frontends that reach this backend.
+    pub fullconn: Option<u32>,
     /// Extra connection attempts after a failed one.
     pub retries: u32,
     /// Which failures are retried (`retry-on`; connection failures by default).
@@ -262,7 +268,8 @@ fn build(
         }
     }
     check_inherited_fds(&global, &proxies, diags);
-    let (frontends, backends) = plan_proxies(&proxies, &http_errors, diags);
+    let uids = proxy_uids(&proxies, diags);
+    let (frontends, backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
     Plan {
         global,
         frontends,
@@ -318,6 +325,7 @@ fn check_inherited_fds(global: &GlobalConf, proxies: &[ParsedProxy<'_>], diags: 
 
 fn plan_proxies(
     proxies: &[ParsedProxy<'_>],
+    uids: &[u32],
     http_errors: &HttpErrorSections,
     diags: &mut Diagnostics,
 ) -> (Vec<FrontendPlan>, Vec<BackendPlan>) {
@@ -338,20 +346,24 @@ fn plan_proxies(
             continue;
         }
         check_unique_servers(&p.conf.servers, diags);
+        let servers = with_server_ids(&p.conf.servers, diags);
         let keyword = p.section.kind.keyword();
         crate::checks::warn_unused_rules(&p.conf.checks, &p.name, &p.section.span, keyword, diags);
         let http = p.conf.mode == Some(Mode::Http);
         crate::checks::check_server_modes(http, &p.conf.servers, diags);
+        check_redir_mode(http, &p.name, &p.conf.servers, diags);
         backend_index.insert(&p.name, backends.len());
         backends.push(BackendPlan {
-            id: proxy_id(p, i),
+            id: proxy_id(p, uids[i]),
             mode: p.conf.mode.unwrap_or(Mode::Tcp),
             balance: p.conf.balance.clone().unwrap_or(Algorithm::RoundRobin),
             hash_type: p.conf.hash_type.unwrap_or_default(),
             hash_expr: p.conf.hash_expr.clone(),
             allbackups: p.conf.allbackups.unwrap_or(false),
             hash_balance_factor: p.conf.hash_balance_factor.filter(|&n| n != 0),
-            servers: p.conf.servers.clone(),
+            servers,
+            fullconn: p.conf.fullconn.filter(|&n| n > 0),
+            source: p.conf.source,
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
             retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,
@@ -441,7 +453,7 @@ fn plan_proxies(
             ));
         }
         frontends.push(FrontendPlan {
-            id: proxy_id(p, i),
+            id: proxy_id(p, uids[i]),
             mode: p.conf.mode.unwrap_or(Mode::Tcp),
             binds: p.conf.binds.clone(),
             maxconn: p.conf.maxconn.filter(|&n| n > 0),
@@ -584,12 +596,117 @@ fn plan_persistence(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> PersistPlan
     persistence.plan(http)
 }
 
-fn proxy_id(p: &ParsedProxy<'_>, index: usize) -> ProxyId {
+fn proxy_id(p: &ParsedProxy<'_>, uid: u32) -> ProxyId {
     ProxyId {
         name: p.name.clone(),
         kind: p.section.kind,
-        uid: index as u32 + 1,
+        uid,
         span: p.section.span.clone(),
+    }
+}
+
+/// The numbers of `wanted.len()` objects: the explicit ones (checked unique; a duplicate is
+/// reported through `duplicate(index, first_index)`), and for the others the smallest free
+/// number from a counter that HAProxy moves on after every object (so the n-th gets at least
+/// n), skipping every explicit number.
+fn assign_ids(wanted: &[Option<u32>], mut duplicate: impl FnMut(usize, usize)) -> Vec<u32> {
+    let mut taken: HashMap<u32, usize> = HashMap::new();
+    for (i, id) in wanted.iter().enumerate() {
+        let Some(id) = id else { continue };
+        match taken.entry(*id) {
+            Entry::Occupied(first) => duplicate(i, *first.get()),
+            Entry::Vacant(slot) => {
+                slot.insert(i);
+            }
+        }
+    }
+    // HAProxy's counter moves on after every object, numbered or not: the n-th object gets at
+    // least n.
+    let mut next = 1u32;
+    wanted
+        .iter()
+        .map(|id| {
+            let id = match id {
+                Some(id) => *id,
+                None => {
+                    while taken.contains_key(&next) {
+                        next = next.saturating_add(1);
+                    }
+                    taken.insert(next, usize::MAX);
+                    next
+                }
+            };
+            next = next.saturating_add(1);
+            id
+        })
+        .collect()
+}
+
+/// The proxies' numbers (`id`, or the first free one, in declaration order).
+fn proxy_uids(proxies: &[ParsedProxy<'_>], diags: &mut Diagnostics) -> Vec<u32> {
+    let wanted: Vec<Option<u32>> = proxies
+        .iter()
+        .map(|p| p.conf.id.as_ref().map(|(id, _)| *id))
+        .collect();
+    assign_ids(&wanted, |i, first| {
+        if let Some((id, span)) = &proxies[i].conf.id {
+            diags.push(Diagnostic::alert(
+                span,
+                "id",
+                format!(
+                    "proxy '{}' has the same id {id} as proxy '{}'",
+                    proxies[i].name, proxies[first].name
+                ),
+            ));
+        }
+    })
+}
+
+/// A backend's servers, each with its `id` (given, or the first free one) and `maxconn`
+/// completed by `minconn`.
+fn with_server_ids(servers: &[ServerConf], diags: &mut Diagnostics) -> Vec<ServerConf> {
+    let wanted: Vec<Option<u32>> = servers.iter().map(|s| s.id).collect();
+    let ids = assign_ids(&wanted, |i, first| {
+        diags.push(Diagnostic::alert(
+            &servers[i].span,
+            "server",
+            format!(
+                "server '{}' has the same id {} as server '{}'",
+                servers[i].name,
+                wanted[i].unwrap_or_default(),
+                servers[first].name
+            ),
+        ));
+    });
+    servers
+        .iter()
+        .zip(ids)
+        .map(|(s, id)| {
+            // HAProxy's reading of `minconn`: alone or above `maxconn`, it is the `maxconn`.
+            let maxconn = match (s.minconn, s.maxconn) {
+                (Some(min), max) if min > max.unwrap_or(0) => Some(min),
+                (_, max) => max,
+            };
+            ServerConf {
+                id: Some(id),
+                maxconn,
+                ..s.clone()
+            }
+        })
+        .collect()
+}
+
+/// `redir` answers HTTP requests: HAProxy refuses it in a `mode tcp` backend.
+fn check_redir_mode(http: bool, backend: &str, servers: &[ServerConf], diags: &mut Diagnostics) {
+    for server in servers.iter().filter(|s| !http && s.redir.is_some()) {
+        diags.push(Diagnostic::alert(
+            &server.span,
+            "server",
+            format!(
+                "server '{}' of backend '{backend}' cannot have a redirect prefix ('redir') in non-HTTP mode",
+                server.name
+            ),
+        ));
     }
 }
 
@@ -725,6 +842,74 @@ mod tests {
         assert_eq!(ids, [("f".to_owned(), 1), ("l".to_owned(), 3)]);
         let backend_ids: Vec<u32> = plan.backends.iter().map(|b| b.id.uid).collect();
         assert_eq!(backend_ids, [2, 3]);
+    }
+
+    #[test]
+    fn explicit_ids_are_kept_and_automatic_ones_skip_them() {
+        let plan = plan_of(
+            "backend b\n id 1\n server a 127.0.0.1:1\n server c 127.0.0.1:2 id 1\n\
+             server d 127.0.0.1:3\n server e 127.0.0.1:4 id 3\n server f 127.0.0.1:5\n\
+             backend g\n",
+        );
+        let ids: Vec<Option<u32>> = plan.backends[0].servers.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [Some(2), Some(1), Some(4), Some(3), Some(6)]);
+        assert_eq!(plan.backends[0].id.uid, 1);
+        assert_eq!(plan.backends[1].id.uid, 2);
+    }
+
+    #[test]
+    fn server_templates_declare_numbered_servers_like_haproxy() {
+        // The ids HAProxy 2.6 gives this backend (`show servers state`): 1, 10, 3, 4, 5.
+        let plan = plan_of(
+            "backend b\n server x 127.0.0.1:80\n\
+             server-template srv 2-4 127.0.0.1:80 id 10 weight 3\n server y 127.0.0.1:80\n",
+        );
+        let servers: Vec<(&str, Option<u32>, u32)> = plan.backends[0]
+            .servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.id, s.weight))
+            .collect();
+        assert_eq!(
+            servers,
+            [
+                ("x", Some(1), 1),
+                ("srv2", Some(10), 3),
+                ("srv3", Some(3), 3),
+                ("srv4", Some(4), 3),
+                ("y", Some(5), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_are_alerts() {
+        let no_env = |_: &str| None;
+        let ctx = CondContext {
+            lookup: &no_env,
+            features: &[],
+            enabled: &[],
+            version: "2.6",
+        };
+        let text = "backend b\n id 7\n server a 127.0.0.1:1 id 2\n server c 127.0.0.1:2 id 2\nbackend g\n id 7\n";
+        let source = Source {
+            name: Arc::from("t.cfg"),
+            text: text.to_owned(),
+        };
+        let checked = check(&[source], &ctx);
+        let alerts: Vec<String> = checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_fatal())
+            .map(|d| d.to_string())
+            .collect();
+        assert_eq!(
+            alerts,
+            [
+                "[ALERT] t.cfg:6: id: proxy 'g' has the same id 7 as proxy 'b'",
+                "[ALERT] t.cfg:4: server: server 'c' has the same id 2 as server 'a'",
+            ]
+        );
+        assert!(checked.plan.is_none());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::rules::{self, ProxyRules};
 use crate::sections::SectionKind;
 use sluice_balance::{Algorithm, HashType};
 use sluice_sample::{Expr, MapStore, Stages};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The protocol a proxy speaks (`mode`).
@@ -85,12 +86,29 @@ pub struct ServerConf {
     /// `maxconn`: concurrent connections (requests in HTTP mode) the server is given; the
     /// others wait in a queue. `None` (or 0) means no limit.
     pub maxconn: Option<u32>,
+    /// `minconn`: with `maxconn`, the server's limit follows the backend's load from this
+    /// value up to `maxconn` (reached at the backend's `fullconn`). The plan raises `maxconn`
+    /// to it when it is larger or `maxconn` is unset, as HAProxy does.
+    pub minconn: Option<u32>,
+    /// `slowstart`: after coming back up, the server's weight and limit ramp up to the
+    /// configured ones over this time (`None`: at once).
+    pub slowstart: Option<Duration>,
+    /// `source`: the local address (port 0: any) connections to this server are bound to;
+    /// overrides the backend's.
+    pub source: Option<SocketAddr>,
+    /// `redir PREFIX`: in HTTP mode, GET and HEAD requests given to this server are answered
+    /// with a 302 to PREFIX followed by the request's path instead of being forwarded.
+    pub redir: Option<String>,
     /// `maxqueue`: requests that may wait in this server's own queue; past it, they are
     /// balanced to another server. `None` (or 0) means no limit.
     pub maxqueue: Option<u32>,
     /// `cookie VALUE`: the value naming this server in the backend's persistence cookie;
     /// `None` means no persistence to this server.
     pub cookie: Option<String>,
+    /// `id`: the server's number in its backend (`sid`, `srv_id`, the consistent-hash ring's
+    /// placement). The plan fills in the free ids of servers without one, so every server of
+    /// a [`crate::plan::BackendPlan`] has `Some`.
+    pub id: Option<u32>,
     /// Health-check settings (`check`, `inter`, `agent-check`, `track`...).
     pub checks: ServerChecks,
 }
@@ -119,8 +137,13 @@ impl ServerConf {
             send_proxy_v1: false,
             send_proxy_v2: false,
             maxconn: None,
+            minconn: None,
+            slowstart: None,
+            source: None,
+            redir: None,
             maxqueue: None,
             cookie: None,
+            id: None,
             checks: ServerChecks::default(),
         }
     }
@@ -136,6 +159,9 @@ impl ServerConf {
         }
     }
 }
+
+/// The largest `id` of a proxy or a server: HAProxy keeps them in a signed 32-bit integer.
+pub const MAX_ID: u64 = i32::MAX as u64;
 
 /// HAProxy's default `pool-purge-delay`.
 pub const DEFAULT_POOL_PURGE_DELAY: Duration = Duration::from_secs(5);
@@ -219,6 +245,13 @@ pub struct ProxyConf {
     pub checks: ProxyChecks,
     /// `default-server` lines, applied before each following `server` line's own options.
     pub default_servers: Vec<DefaultServerLine>,
+    /// `fullconn`: the backend load at which servers with `minconn` reach their `maxconn`
+    /// (0: automatic).
+    pub fullconn: Option<u32>,
+    /// `source`: the local address of connections to the servers.
+    pub source: Option<SocketAddr>,
+    /// `id`: the proxy's number (never inherited from a `defaults` section).
+    pub id: Option<(u32, Span)>,
 }
 
 /// Which directions may be forwarded with `splice(2)` (configuration.txt §4.2
@@ -380,6 +413,12 @@ pub fn parse_proxy_line(
                 conf.servers.push(server);
             }
         }
+        "server-template" => {
+            if only_in(&d, kind, kind.has_backend(), "backend and listen sections", diags) {
+                let servers = parse_server_template(line, &conf.default_servers, diags);
+                conf.servers.extend(servers);
+            }
+        }
         "default-server" => {
             if applies(&d, kind, BACK, diags) && parse_default_server(&d, diags) {
                 conf.default_servers.push(DefaultServerLine {
@@ -456,6 +495,22 @@ pub fn parse_proxy_line(
                 }
             }
         }
+        "source" => {
+            // The long forms (`usesrc`, `interface`) are refused whole by `parse_source`.
+            if applies(&d, kind, BACK, diags)
+                && let Some(addr) = crate::source::parse_source(&d, 1, diags)
+            {
+                conf.source = Some(addr);
+                d.no_more_than(2, diags);
+            }
+        }
+        "fullconn" => {
+            if applies(&d, kind, BACK, diags) {
+                let what = "a number of connections";
+                conf.fullconn = d.integer(1, what, 0, MAX_ID, diags).map(|n| n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
         "retries" => {
             if applies(&d, kind, BACK, diags) {
                 conf.retries = d.integer(1, "a retry count", 0, 100, diags).map(|n| n as u32);
@@ -467,6 +522,15 @@ pub fn parse_proxy_line(
                 && let Some(n) = d.integer(1, "a connection count", 0, u32::MAX as u64, diags)
             {
                 conf.maxconn = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "id" => {
+            // A number names one proxy: a `defaults` section cannot give it to several.
+            if only_in(&d, kind, kind != SectionKind::Defaults, "frontend, backend and listen sections", diags)
+                && let Some(n) = d.integer(1, "a positive proxy id", 1, MAX_ID, diags)
+            {
+                conf.id = Some((n as u32, line.span.clone()));
             }
             d.no_more_than(2, diags);
         }
@@ -742,6 +806,68 @@ fn parse_server(
     checks::validate_server(&server.checks, &server.addr, d, diags).then_some(server)
 }
 
+/// The most servers one `server-template` line may declare: a typo in the count must not
+/// exhaust memory.
+pub const MAX_TEMPLATE_SERVERS: u32 = 65536;
+
+/// `server-template PREFIX NUM|FIRST-LAST ADDR[:PORT] [options]`: the servers PREFIX<n> for n
+/// in 1..=NUM (or FIRST..=LAST), all with the same address and options. The line is parsed
+/// once, as its first server, so a mistake is reported once; an `id` goes to the first server
+/// only, the others taking free ids, as in HAProxy.
+fn parse_server_template(
+    line: &Line,
+    defaults: &[DefaultServerLine],
+    diags: &mut Diagnostics,
+) -> Vec<ServerConf> {
+    let d = Directive::new(line, 1);
+    let Some(prefix) = d.word(1, "a name prefix, a number or range and an address", diags) else {
+        return Vec::new();
+    };
+    let Some(count) = d.word(2, "a number or a range of numbers", diags) else {
+        return Vec::new();
+    };
+    let range = match count.split_once('-') {
+        Some((low, high)) => low.parse::<u32>().ok().zip(high.parse::<u32>().ok()),
+        None => count.parse::<u32>().ok().map(|n| (1, n)),
+    };
+    let Some((low, high)) = range.filter(|&(low, high)| low >= 1 && low <= high) else {
+        diags.push(d.alert(format!(
+            "expects a number or a range FIRST-LAST of positive numbers, not '{count}'"
+        )));
+        return Vec::new();
+    };
+    if high - low >= MAX_TEMPLATE_SERVERS {
+        diags.push(d.alert(format!(
+            "declares {} servers; Sluice accepts at most {MAX_TEMPLATE_SERVERS} per template",
+            u64::from(high - low) + 1
+        )));
+        return Vec::new();
+    }
+    if line.words.get(4).map(String::as_str) == Some("from") {
+        diags.push(Diagnostic::not_supported(
+            &line.span,
+            "server-template from",
+        ));
+        return Vec::new();
+    }
+    let mut words = vec![line.words[0].clone(), format!("{prefix}{low}")];
+    words.extend(line.words.iter().skip(3).cloned());
+    let first_line = Line {
+        span: line.span.clone(),
+        words,
+    };
+    let Some(first) = parse_server(&Directive::new(&first_line, 1), defaults, diags) else {
+        return Vec::new();
+    };
+    (low..=high)
+        .map(|n| ServerConf {
+            name: format!("{prefix}{n}"),
+            id: if n == low { first.id } else { None },
+            ..first.clone()
+        })
+        .collect()
+}
+
 /// `default-server [options]`: checked now against a placeholder server.
 fn parse_default_server(d: &Directive<'_>, diags: &mut Diagnostics) -> bool {
     let mut scratch = ServerConf::with_defaults(
@@ -766,13 +892,13 @@ fn server_options(
                 server.weight = d.integer(i + 1, "a weight", 0, 256, diags)? as u32;
                 i += 1;
             }
-            "maxconn" | "maxqueue" => {
+            "maxconn" | "maxqueue" | "minconn" => {
                 let what = "a number of connections";
                 let n = d.integer(i + 1, what, 0, u64::from(u32::MAX), diags)? as u32;
-                let slot = if d.words[i] == "maxconn" {
-                    &mut server.maxconn
-                } else {
-                    &mut server.maxqueue
+                let slot = match d.words[i].as_str() {
+                    "maxconn" => &mut server.maxconn,
+                    "minconn" => &mut server.minconn,
+                    _ => &mut server.maxqueue,
                 };
                 *slot = (n > 0).then_some(n);
                 i += 1;
@@ -791,6 +917,20 @@ fn server_options(
                 };
                 i += 1;
             }
+            "slowstart" => {
+                let t = d.timeout(i + 1, diags)?;
+                server.slowstart = (!t.is_zero()).then_some(t);
+                i += 1;
+            }
+            "source" => {
+                server.source = Some(crate::source::parse_source(d, i + 1, diags)?);
+                i += 1;
+            }
+            "redir" => {
+                let prefix = d.word(i + 1, "a location prefix", diags)?;
+                server.redir = Some(prefix.to_owned());
+                i += 1;
+            }
             "pool-purge-delay" => {
                 server.pool_purge_delay = d.timeout(i + 1, diags)?;
                 i += 1;
@@ -804,6 +944,16 @@ fn server_options(
             "no-send-proxy-v2" => server.send_proxy_v2 = false,
             "cookie" => {
                 server.cookie = Some(cookie::server_cookie(d, i + 1, diags)?);
+                i += 1;
+            }
+            "id" => {
+                // One number per server: HAProxy refuses it on `default-server` lines too.
+                if d.words[0] == "default-server" {
+                    diags.push(d.alert("'id' is not allowed on a 'default-server' line"));
+                    return None;
+                }
+                server.id =
+                    Some(d.integer(i + 1, "a positive server id", 1, MAX_ID, diags)? as u32);
                 i += 1;
             }
             other => match checks::parse_server_option(&mut server.checks, d, i, diags) {

@@ -45,6 +45,9 @@ impl std::fmt::Display for Target {
 pub struct StreamOptions {
     /// Enable SO_KEEPALIVE (`option tcpka` and friends).
     pub keepalive: bool,
+    /// Bind TCP connections to this local address before connecting (`source`); port 0 lets
+    /// the kernel choose the port.
+    pub source: Option<SocketAddr>,
 }
 
 impl Stream {
@@ -56,7 +59,10 @@ impl Stream {
     ) -> io::Result<Stream> {
         let connecting = async {
             io::Result::Ok(match target {
-                Target::Inet(addr) => Stream::Tcp(TcpStream::connect(addr).await?),
+                Target::Inet(addr) => match opts.source {
+                    None => Stream::Tcp(TcpStream::connect(addr).await?),
+                    Some(source) => Stream::Tcp(connect_from(source, *addr).await?),
+                },
                 Target::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
             })
         };
@@ -81,6 +87,25 @@ impl Stream {
         }
         Ok(())
     }
+}
+
+/// Connects to `to` from the local address `from` (`source`). SO_REUSEADDR lets a fixed source
+/// port be reused as soon as the previous connection from it is closed, as HAProxy sets it.
+async fn connect_from(from: SocketAddr, to: SocketAddr) -> io::Result<TcpStream> {
+    if from.is_ipv4() != to.is_ipv4() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("source address {from} and server address {to} are of different families"),
+        ));
+    }
+    let socket = if to.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(from)?;
+    socket.connect(to).await
 }
 
 impl Stream {

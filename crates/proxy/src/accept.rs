@@ -161,6 +161,7 @@ async fn session(
     if client
         .configure(StreamOptions {
             keepalive: frontend.plan.clitcpka,
+            source: None,
         })
         .is_err()
     {

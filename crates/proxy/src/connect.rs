@@ -3,6 +3,7 @@
 //! min(`timeout connect`, 1 s) so that a restarting server is not hammered. Shared by the TCP
 //! and HTTP data paths.
 //!
+//! A `source` address (the server's, else the backend's) is bound before connecting.
 //! A `send-proxy`/`send-proxy-v2` server gets its PROXY protocol header here, right after the
 //! connection is established and before any data, so neither data path can forget it; failing
 //! to write it counts as a failed attempt.
@@ -64,6 +65,8 @@ pub async fn connect_attempts(
     let connect_timeout = backend.plan.timeouts.connect;
     let opts = StreamOptions {
         keepalive: backend.plan.srvtcpka,
+        // `source`: the server's own, else the backend's.
+        source: server.conf.source.or(backend.plan.source),
     };
     for attempt in attempts {
         if attempt > 0 {

@@ -105,6 +105,18 @@ impl Context for StreamView<'_> {
         self.server.map(Server::name)
     }
 
+    fn frontend_id(&self) -> Option<i64> {
+        Some(i64::from(self.frontend.plan.id.uid))
+    }
+
+    fn backend_id(&self) -> Option<i64> {
+        self.backend.map(|b| i64::from(b.plan.id.uid))
+    }
+
+    fn server_id(&self) -> Option<i64> {
+        self.server.map(|s| i64::from(s.id))
+    }
+
     fn request(&self) -> Option<(&[u8], &RequestHead)> {
         self.request
     }

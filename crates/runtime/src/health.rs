@@ -7,6 +7,7 @@
 //! a small struct behind a mutex taken only by the checks and the CLI, a few times per check
 //! interval at most.
 
+use crate::dynamic::{Warmup, warming_weight};
 use crate::proxy::Backend;
 use sluice_balance::ServerState;
 use std::sync::Mutex;
@@ -50,6 +51,8 @@ pub struct HealthState {
     pub weight_percent: u32,
     /// The last health check's result.
     pub last_check: Option<LastCheck>,
+    /// `slowstart`: the server came back and its weight and limit are still ramping up.
+    pub warmup: Option<Warmup>,
 }
 
 impl HealthState {
@@ -143,6 +146,7 @@ impl ServerHealth {
                 admin: if disabled { Admin::Maint } else { Admin::Ready },
                 weight_percent: 100,
                 last_check: None,
+                warmup: None,
             }),
             kill: watch::channel(0).0,
             observing: AtomicU8::new(0),
@@ -252,7 +256,7 @@ pub fn server_state(weight: u32, backup: bool, state: &HealthState) -> ServerSta
         0
     } else {
         // Rounded up, as HAProxy does, so a small percentage of a small weight is not 0.
-        (weight * state.weight_percent).div_ceil(100)
+        warming_weight((weight * state.weight_percent).div_ceil(100), state.warmup)
     };
     ServerState {
         weight,
@@ -278,8 +282,12 @@ impl Backend {
         let Some(server) = self.servers.get(index) else {
             return (self.usable(), 0);
         };
-        let state = server_state(server.conf.weight, server.conf.backup, &server.health.get());
+        let health = server.health.get();
+        let mut state = server_state(server.conf.weight, server.conf.backup, &health);
         let mut shared = self.lock();
+        shared.warming.set(index, health.warmup);
+        // The limit too: the load may have moved, and slowstart ramps it.
+        state.maxconn = self.compute_limit(&shared, index);
         shared.balancer.update(index, state);
         let connections = shared.balancer.connections(index);
         // A server that came back takes the requests waiting for a slot.

@@ -8,6 +8,7 @@
 
 pub mod capture;
 pub mod counters;
+pub mod dynamic;
 pub mod health;
 pub mod logging;
 pub mod process;

@@ -87,10 +87,19 @@ impl Process {
         stream_log: Option<Box<dyn StreamLog>>,
     ) -> Result<Process, Vec<String>> {
         let mut errors = Vec::new();
+        let frontend_limit = |fp: &FrontendPlan| {
+            fp.maxconn
+                .or(opts.default_frontend_maxconn)
+                .unwrap_or(opts.maxconn)
+        };
+        let fullconn = crate::dynamic::default_fullconn(&plan, |f| {
+            plan.frontends.get(f).map_or(0, frontend_limit)
+        });
         let backends: Vec<Arc<Backend>> = plan
             .backends
             .into_iter()
-            .map(|bp| {
+            .zip(fullconn)
+            .map(|(bp, fullconn)| {
                 let mut unresolved = Vec::new();
                 let resolved = bp
                     .servers
@@ -111,7 +120,7 @@ impl Process {
                         }
                     })
                     .collect();
-                let backend = Backend::new(bp, resolved);
+                let backend = Backend::new(bp, resolved).with_fullconn(fullconn);
                 // `init-addr ... none`: no address, so the server starts in maintenance.
                 for i in unresolved {
                     if let Some(server) = backend.servers.get(i) {
@@ -136,10 +145,7 @@ impl Process {
             .into_iter()
             .map(|fp| {
                 let backend = fp.default_backend.and_then(|i| backends.get(i)).cloned();
-                let limit = fp
-                    .maxconn
-                    .or(opts.default_frontend_maxconn)
-                    .unwrap_or(opts.maxconn);
+                let limit = frontend_limit(&fp);
                 let logger = hub
                     .as_ref()
                     .and_then(|hub| logging.logger_for(hub, &plan.global, &fp));

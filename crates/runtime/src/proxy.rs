@@ -136,7 +136,7 @@ pub fn counts(
         backend: backend.map_or(0, |b| b.traffic.sessions.get()),
         server: server.map_or(0, |s| s.traffic.sessions.get()),
         server_queue: match (backend, server) {
-            (Some(b), Some(s)) => b.server_queued(s.id as usize - 1) as u64,
+            (Some(b), Some(s)) => b.server_queued(s.index) as u64,
             _ => 0,
         },
         backend_queue: backend.map_or(0, |b| b.queued() as u64),
@@ -185,6 +185,8 @@ pub struct Backend {
     pub response_errors: Counter,
     /// Requests that waited in a queue longer than `timeout queue`.
     pub queue_timeouts: Counter,
+    /// `fullconn` and the servers whose limit follows the load (see [`crate::dynamic`]).
+    pub(crate) limits: crate::dynamic::Limits,
 }
 
 /// What server choice changes under the backend's lock: the balancer and the queues.
@@ -192,6 +194,15 @@ pub struct Backend {
 pub(crate) struct Shared {
     pub(crate) balancer: Balancer,
     queues: Queues,
+    /// Servers in slowstart.
+    pub(crate) warming: crate::dynamic::Warming,
+}
+
+impl Shared {
+    /// Requests waiting in the backend's queue and its servers'.
+    pub(crate) fn queued_total(&self) -> usize {
+        self.queues.backend.len() + self.queues.servers.iter().map(VecDeque::len).sum::<usize>()
+    }
 }
 
 /// Requests waiting for a server slot (configuration.txt §5.2 `maxconn`, `maxqueue`): one
@@ -231,15 +242,24 @@ impl Backend {
             .iter()
             .zip(resolved)
             .enumerate()
-            .map(|(i, (conf, ip))| Server::new(conf.clone(), i as u32 + 1, ip))
+            .map(|(i, (conf, ip))| Server::new(conf.clone(), i, ip))
             .collect::<Vec<_>>();
+        let bounds: Vec<_> = servers
+            .iter()
+            .map(|s| (s.conf.minconn, s.conf.maxconn))
+            .collect();
+        let limits = crate::dynamic::Limits::new(plan.fullconn, &bounds);
         let states: Vec<ServerState> = servers
             .iter()
             .map(|s| ServerState {
                 weight: s.conf.weight,
                 usable: !s.conf.disabled,
                 backup: s.conf.backup,
-                maxconn: s.conf.maxconn,
+                // An idle backend: `minconn` where the limit follows the load.
+                maxconn: s
+                    .conf
+                    .maxconn
+                    .map(|max| s.conf.minconn.unwrap_or(max).min(max)),
             })
             .collect();
         let ids: Vec<u32> = servers.iter().map(|s| s.id).collect();
@@ -256,7 +276,12 @@ impl Backend {
             ..Queues::default()
         };
         Backend {
-            state: Mutex::new(Shared { balancer, queues }),
+            state: Mutex::new(Shared {
+                balancer,
+                queues,
+                warming: crate::dynamic::Warming::new(servers.len()),
+            }),
+            limits,
             servers,
             plan,
             traffic: Traffic::default(),
@@ -305,14 +330,7 @@ impl Backend {
 
     /// Requests waiting in the backend's queue and its servers' (`queue`).
     pub fn queued(&self) -> usize {
-        let shared = self.lock();
-        shared.queues.backend.len()
-            + shared
-                .queues
-                .servers
-                .iter()
-                .map(VecDeque::len)
-                .sum::<usize>()
+        self.lock().queued_total()
     }
 
     /// Requests waiting in the queue of the server at `index` (`srv_queue`).
@@ -333,8 +351,8 @@ impl Backend {
             if !shared.balancer.state(i).is_some_and(|s| s.usable) {
                 continue;
             }
-            let (Some(maxconn), Some(maxqueue)) = (server.conf.maxconn, server.conf.maxqueue)
-            else {
+            let limit = shared.balancer.state(i).and_then(|s| s.maxconn);
+            let (Some(maxconn), Some(maxqueue)) = (limit, server.conf.maxqueue) else {
                 return -1;
             };
             let busy = i64::from(shared.balancer.connections(i));
@@ -371,7 +389,10 @@ impl Backend {
             if !shared.balancer.has_usable_server() {
                 return Err(Unserved::NoServer);
             }
-            shared.queues.enqueue(None)
+            let waiting = shared.queues.enqueue(None);
+            // A longer queue is more load: a `minconn` server may take it at once.
+            self.follow_load(&mut shared);
+            waiting
         };
         self.wait(waiting).await
     }
@@ -399,7 +420,9 @@ impl Backend {
             {
                 return Err(Unserved::QueueFull);
             }
-            shared.queues.enqueue(Some(index))
+            let waiting = shared.queues.enqueue(Some(index));
+            self.follow_load(&mut shared);
+            waiting
         };
         self.wait(waiting).await
     }
@@ -429,6 +452,7 @@ impl Backend {
 
     fn start(&self, shared: &mut Shared, index: usize) -> ServerLease<'_> {
         shared.balancer.connection_started(index);
+        self.follow_load(shared);
         ServerLease {
             backend: self,
             index,
@@ -459,6 +483,7 @@ impl Backend {
             _ => {
                 let mut shared = self.lock();
                 shared.queues.remove(ticket);
+                self.follow_load(&mut shared);
                 drop(shared);
                 self.queue_timeouts.incr();
                 Err(Unserved::QueueTimeout)
@@ -470,6 +495,7 @@ impl Backend {
     fn release(&self, index: usize) {
         let mut shared = self.lock();
         shared.balancer.connection_ended(index);
+        self.follow_load(&mut shared);
         Self::hand_over(&mut shared, index);
     }
 
@@ -589,8 +615,11 @@ pub fn next_random() -> u64 {
 pub struct Server {
     /// What the configuration said.
     pub conf: ServerConf,
-    /// Position in its backend, from 1 (`sid` in `show stat`).
+    /// The server's `id` (`sid` in `show stat`, `srv_id`): the configured one, or the first
+    /// free number from 1.
     pub id: u32,
+    /// Position in its backend, from 0.
+    pub index: usize,
     /// The resolved address of an inet server.
     pub ip: Option<IpAddr>,
     /// Sessions and bytes.
@@ -604,9 +633,11 @@ pub struct Server {
 }
 
 impl Server {
-    fn new(conf: ServerConf, id: u32, ip: Option<IpAddr>) -> Self {
+    fn new(conf: ServerConf, index: usize, ip: Option<IpAddr>) -> Self {
         Server {
-            id,
+            // The plan gives every server an id; a hand-built one numbers by position.
+            id: conf.id.unwrap_or(index as u32 + 1),
+            index,
             ip,
             traffic: Traffic::default(),
             failed_connections: Counter::default(),

@@ -57,6 +57,18 @@ pub trait Context {
     fn backend_name(&self) -> Option<&str>;
     /// The server's name once one is chosen.
     fn server_name(&self) -> Option<&str>;
+    /// The frontend's number (`fe_id`), when known.
+    fn frontend_id(&self) -> Option<i64> {
+        None
+    }
+    /// The backend's number once one is chosen (`be_id`).
+    fn backend_id(&self) -> Option<i64> {
+        None
+    }
+    /// The server's number once one is chosen (`srv_id`).
+    fn server_id(&self) -> Option<i64> {
+        None
+    }
     /// The request buffer and the head parsed from it, when the stream carries HTTP.
     fn request(&self) -> Option<(&[u8], &RequestHead)>;
     /// The response buffer and the head parsed from it, once the response head is in.

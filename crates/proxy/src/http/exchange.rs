@@ -352,6 +352,18 @@ async fn exchange<'a>(
     };
     let mut server = lease.server();
     facts.server = Some(server.name());
+    // `redir PREFIX`: the server's GET and HEAD requests are redirected, never forwarded.
+    if let Some(prefix) = &server.conf.redir
+        && (is_head || head.is_method(buf, "GET"))
+    {
+        answer(
+            client,
+            &super::redir::answer(prefix, head.target_bytes(buf)),
+            s.client,
+        )
+        .await;
+        return Ending::close(Some(302), Cause::Local, Phase::Done);
+    }
     let _backend_session = SessionMark::open(&ctx.backend.traffic);
     let mut _server_session = SessionMark::open(&server.traffic);
     let mut key = ServerKey {

@@ -14,6 +14,7 @@ pub mod exchange;
 pub mod normalize;
 pub mod persist;
 pub mod pool;
+mod redir;
 pub mod rewrite;
 pub mod rules;
 pub mod session;

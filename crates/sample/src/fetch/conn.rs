@@ -1,5 +1,5 @@
 //! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports,
-//! and the names of the frontend, backend and server handling the stream.
+//! and the names and numbers (`id`) of the frontend, backend and server handling the stream.
 //!
 //! Addresses exist from the first `tcp-request connection` rule on; the backend's name
 //! from the backend's own rules on, the server's once one is chosen ([`Source`]).
@@ -28,6 +28,12 @@ pub(crate) enum Conn {
     BackendName,
     /// `srv_name`.
     ServerName,
+    /// `fe_id`.
+    FrontendId,
+    /// `be_id`.
+    BackendId,
+    /// `srv_id`.
+    ServerId,
 }
 
 impl Conn {
@@ -45,6 +51,10 @@ impl Conn {
             // "be_name").
             Conn::BackendName => Some(name(ctx.backend_name().unwrap_or(ctx.frontend_name()))),
             Conn::ServerName => ctx.server_name().map(name),
+            Conn::FrontendId => ctx.frontend_id().map(Sample::Int),
+            // Like `be_name`: the frontend's until a backend is chosen.
+            Conn::BackendId => ctx.backend_id().or(ctx.frontend_id()).map(Sample::Int),
+            Conn::ServerId => ctx.server_id().map(Sample::Int),
         };
         emit(value, out)
     }
@@ -58,6 +68,9 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "dst_port" => Conn::DstPort,
         "fe_name" => Conn::FrontendName,
         "be_name" => Conn::BackendName,
+        "fe_id" => Conn::FrontendId,
+        "be_id" => Conn::BackendId,
+        "srv_id" => Conn::ServerId,
         _ => Conn::ServerName,
     };
     Ok(Fetch::Conn(conn))
@@ -85,4 +98,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("fe_name", Str, ClientAddress),
     def!("be_name", Str, Backend),
     def!("srv_name", Str, Server),
+    def!("fe_id", Int, ClientAddress),
+    def!("be_id", Int, Backend),
+    def!("srv_id", Int, Server),
 ];
