@@ -130,6 +130,25 @@ impl Stream {
         }
     }
 
+    /// Waits until a byte (or the end of stream) can really be read, consuming nothing: a
+    /// readiness event can be stale (a new socket is reported readable before anything
+    /// arrived), and a caller that allocates its buffer on readiness would otherwise hold it
+    /// on an idle connection. A one-byte peek tells.
+    pub async fn wait_for_data(&self) -> io::Result<()> {
+        loop {
+            self.readable().await?;
+            let peeked = match self {
+                Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, || peek_one(s)),
+                Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, || peek_one(s)),
+            };
+            match peeked {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Waits until the socket has something to read (or is closed), without reading: lets an
     /// idle connection wait without holding a buffer.
     pub async fn readable(&self) -> io::Result<()> {
@@ -258,6 +277,12 @@ impl AsyncRead for Stream {
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
+}
+
+/// Peeks at one byte (or the end of stream) without consuming it.
+fn peek_one(socket: &impl std::os::fd::AsFd) -> io::Result<()> {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+    socket2::SockRef::from(socket).peek(&mut byte).map(|_| ())
 }
 
 impl std::os::fd::AsFd for Stream {

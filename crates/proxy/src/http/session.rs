@@ -364,8 +364,8 @@ async fn read_head(
             // buffer on an idle connection either).
             input.release_if_empty();
             let waited = match limit {
-                Some(limit) => tokio::time::timeout(limit, client.readable()).await.ok(),
-                None => Some(client.readable().await),
+                Some(limit) => tokio::time::timeout(limit, client.wait_for_data()).await.ok(),
+                None => Some(client.wait_for_data().await),
             };
             match waited {
                 Some(Ok(())) => {}
