@@ -158,7 +158,7 @@ impl Engine {
             return;
         }
         let usable = |h: &HealthState| {
-            let s = server_state(server.conf.weight, server.conf.backup, h);
+            let s = server_state(server.stats.weight(), server.conf.backup, h);
             s.usable && s.weight > 0
         };
         let (count, sessions) = backend.apply_health(key.1);
@@ -377,6 +377,11 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
     let node = engine.process.global.node.as_deref().unwrap_or_default();
     sleep(first).await;
     loop {
+        // `disable health`: no check runs, the server keeps its state until `enable health`.
+        if !server.stats.checks_enabled() {
+            sleep(c.inter()).await;
+            continue;
+        }
         let started = Instant::now();
         let state = program
             .send_state
@@ -384,6 +389,10 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         let mut outcome = probe::run(&program, &ep, limits, state.as_deref(), c.send_proxy).await;
         outcome.duration = started.elapsed();
         machine.record(outcome.status.passed());
+        if !outcome.status.passed() {
+            server.stats.chkfail.incr();
+        }
+        server.stats.set_check_health(machine.health());
         let up = machine.phase() == Phase::Up;
         let stopping = outcome.status == Status::L7OkC;
         let last = LastCheck {
@@ -474,6 +483,11 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
     let mut jitter = Jitter::new(key, engine.spread);
     sleep(first).await;
     loop {
+        // `disable agent`: the agent is not asked until `enable agent`.
+        if !server.stats.agent_enabled() {
+            sleep(inter).await;
+            continue;
+        }
         let started = Instant::now();
         // An agent that cannot be reached changes nothing: only its words count.
         if let Ok(reply) = probe::ask_agent(&ep, c.agent_send.as_deref(), limits).await {

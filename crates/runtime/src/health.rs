@@ -278,14 +278,20 @@ impl Backend {
         let Some(server) = self.servers.get(index) else {
             return (self.usable(), 0);
         };
-        let state = server_state(server.conf.weight, server.conf.backup, &server.health.get());
+        let health = server.health.get();
+        let state = server_state(server.stats.weight(), server.conf.backup, &health);
+        let (code, up) = crate::stats::server_state_code(&health);
+        server.stats.note_state(code, up);
         let mut shared = self.lock();
         shared.balancer.update(index, state);
         let connections = shared.balancer.connections(index);
         // A server that came back takes the requests waiting for a slot.
-        Backend::hand_over(&mut shared, index);
+        self.hand_over(&mut shared, index);
         drop(shared);
-        (self.usable(), connections)
+        let usable = self.usable();
+        let backend_up = usable.active + usable.backup > 0;
+        self.stats.note_state(1 + u8::from(backend_up), backend_up);
+        (usable, connections)
     }
 
     /// Counts the servers taking traffic.

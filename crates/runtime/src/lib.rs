@@ -12,3 +12,4 @@ pub mod logging;
 pub mod process;
 pub mod proxy;
 pub mod record;
+pub mod stats;

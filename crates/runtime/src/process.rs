@@ -119,6 +119,7 @@ impl Process {
                         backend.apply_health(i);
                     }
                 }
+                backend.note_initial_states();
                 Arc::new(backend)
             })
             .collect();

@@ -261,6 +261,7 @@ fn log_answer(
         request,
         head,
     } = answered;
+    scope.frontend.stats.count_response(status);
     let mut record = StreamRecord {
         start: start_at,
         client: scope.endpoints.client,
