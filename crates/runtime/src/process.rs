@@ -60,6 +60,8 @@ pub struct Process {
     pub maxconn: u32,
     /// One permit per allowed concurrent connection, process-wide.
     pub slots: Arc<Semaphore>,
+    /// The limit `set maxconn global` set (`maxconn` at start); see `stats.rs`.
+    pub runtime_maxconn: std::sync::atomic::AtomicU32,
     /// Event-loop threads.
     pub nbthread: usize,
     /// The file-descriptor limit the process runs with.
@@ -158,6 +160,7 @@ impl Process {
             backends,
             maxconn: opts.maxconn,
             slots: Arc::new(Semaphore::new(opts.maxconn as usize)),
+            runtime_maxconn: std::sync::atomic::AtomicU32::new(opts.maxconn),
             nbthread: opts.nbthread,
             ulimit_n: opts.ulimit_n,
             started_at: SystemTime::now(),

@@ -17,8 +17,8 @@ use sluice_balance::Algorithm;
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::proxy::Mode;
 use std::fmt::Write;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -819,6 +819,38 @@ impl Backend {
         let usable = self.usable();
         let up = usable.active + usable.backup > 0;
         self.stats.note_state(1 + u8::from(up), up);
+    }
+}
+
+impl Process {
+    /// The process-wide connection limit now (`set maxconn global`).
+    pub fn runtime_maxconn(&self) -> u32 {
+        self.runtime_maxconn.load(Ordering::Relaxed)
+    }
+
+    /// Changes the process-wide connection limit to `limit` (at most [`Process::maxconn`]).
+    /// Raising it adds slots at once; lowering it withdraws slots as they become free: a task
+    /// takes them as sessions end and never gives them back, so the open sessions are not cut.
+    pub fn set_runtime_maxconn(&self, limit: u32) {
+        let limit = limit.min(self.maxconn);
+        let before = self.runtime_maxconn.swap(limit, Ordering::Relaxed);
+        if limit > before {
+            self.slots.add_permits((limit - before) as usize);
+        } else if limit < before {
+            let missing = before - limit;
+            let free = self.slots.forget_permits(missing as usize) as u32;
+            let rest = missing - free;
+            if rest > 0
+                && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            {
+                let slots = Arc::clone(&self.slots);
+                runtime.spawn(async move {
+                    if let Ok(permits) = slots.acquire_many_owned(rest).await {
+                        permits.forget();
+                    }
+                });
+            }
+        }
     }
 }
 
