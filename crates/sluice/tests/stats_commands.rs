@@ -299,3 +299,53 @@ fn a_user_socket_cannot_change_anything() {
     );
     assert!(proxy.cli("show stat be 4 1").contains(",no check,"));
 }
+
+#[test]
+fn check_results_show_in_stats() {
+    let (listener, _addr) = frontend();
+    let up = Backend::echo();
+    let config = format!(
+        "{}\nlisten app\n    bind {}\n    server dead {} check inter 100ms rise 2 fall 3\n    server live {} check inter 100ms\n",
+        common::TCP_DEFAULTS,
+        fd_bind(&listener),
+        common::refused_addr(),
+        up.addr()
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    let failed = |r: &std::collections::HashMap<String, String>| {
+        r["chkfail"].parse::<u64>().unwrap_or(0) >= 2
+    };
+    assert!(
+        common::wait_until(common::GENEROUS, || {
+            let stat = rows(&proxy.cli("show stat app 4 1"));
+            failed(&stat[0])
+        }),
+        "{}",
+        proxy.cli("show stat")
+    );
+    let all = rows(&proxy.cli("show stat"));
+    let dead = row(&all, "app", "dead");
+    assert_eq!(dead["status"], "DOWN");
+    assert_eq!(dead["check_status"], "L4CON");
+    assert_eq!(dead["chkdown"], "1", "down at the first failure, as HAProxy");
+    assert_eq!((dead["check_rise"].as_str(), dead["check_fall"].as_str()), ("2", "3"));
+    assert_eq!(dead["check_health"], "0");
+    assert_eq!(dead["mode"], "tcp");
+    assert_eq!(dead["hrsp_2xx"], "", "no HTTP counters in mode tcp");
+    let live = row(&all, "app", "live");
+    assert_eq!(live["status"], "UP");
+    assert_eq!(live["check_status"], "L4OK");
+    assert_eq!(live["chkfail"], "0");
+    let be = row(&all, "app", "BACKEND");
+    assert_eq!((be["status"].as_str(), be["act"].as_str()), ("UP", "1"));
+    // `disable health`: the status is marked as not updated any more.
+    assert_eq!(proxy.cli("disable health app/dead"), "\n");
+    let dead = rows(&proxy.cli("show stat app 4 1"))[0].clone();
+    assert_eq!(dead["check_status"], "* L4CON");
+    assert_eq!(proxy.cli("enable health app/dead"), "\n");
+    let state = proxy.cli("show servers state app");
+    let dead_line: Vec<&str> = state.lines().nth(2).unwrap().split(' ').collect();
+    // Stopped, L4CON (8), failed (2), health 0, check configured and enabled (6).
+    assert_eq!(dead_line[5], "0");
+    assert_eq!(&dead_line[10..14], ["8", "2", "0", "6"], "{state}");
+}
