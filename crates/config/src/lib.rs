@@ -26,6 +26,7 @@ pub mod reader;
 pub mod retry;
 pub mod rules;
 pub mod sections;
+pub mod stats_page;
 pub mod units;
 
 mod directive;

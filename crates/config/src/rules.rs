@@ -61,6 +61,9 @@ pub struct ProxyRules {
     pub use_server: Vec<Rule<String>>,
     /// `http-response` rules.
     pub http_response: Vec<Rule<HttpAction>>,
+    /// The statistics page (`stats *`, see [`crate::stats_page`]), served after the frontend's
+    /// `http-request` rules.
+    pub stats_page: Option<crate::stats_page::StatsPage>,
 }
 
 impl ProxyRules {
@@ -70,6 +73,7 @@ impl ProxyRules {
             || !self.http_response.is_empty()
             || !self.redirects.is_empty()
             || self.monitor_uri.is_some()
+            || self.stats_page.is_some()
     }
 }
 

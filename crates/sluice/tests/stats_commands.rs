@@ -327,8 +327,14 @@ fn check_results_show_in_stats() {
     let dead = row(&all, "app", "dead");
     assert_eq!(dead["status"], "DOWN");
     assert_eq!(dead["check_status"], "L4CON");
-    assert_eq!(dead["chkdown"], "1", "down at the first failure, as HAProxy");
-    assert_eq!((dead["check_rise"].as_str(), dead["check_fall"].as_str()), ("2", "3"));
+    assert_eq!(
+        dead["chkdown"], "1",
+        "down at the first failure, as HAProxy"
+    );
+    assert_eq!(
+        (dead["check_rise"].as_str(), dead["check_fall"].as_str()),
+        ("2", "3")
+    );
     assert_eq!(dead["check_health"], "0");
     assert_eq!(dead["mode"], "tcp");
     assert_eq!(dead["hrsp_2xx"], "", "no HTTP counters in mode tcp");

@@ -44,7 +44,7 @@ pub struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    fn view<'v>(
+    pub(crate) fn view<'v>(
         &self,
         backend: Option<&'v Backend>,
         request: Option<(&'v [u8], &'v RequestHead)>,
@@ -89,6 +89,8 @@ pub enum RequestVerdict<'a> {
     Answer(Answer<'a>),
     /// Close the connection without a word (`tcp-request content reject`).
     Reject,
+    /// Serve the statistics page ([`super::stats_page`]).
+    Stats(&'a sluice_config::stats_page::StatsPage),
 }
 
 /// What a rule set decided.
@@ -149,6 +151,12 @@ pub fn process_request<'a>(
         Flow::Continue => {}
         Flow::Reject => return RequestVerdict::Reject,
         Flow::Answer(a) => return RequestVerdict::Answer(a),
+    }
+    // The statistics page, once the frontend's rules had their say (they may deny it).
+    if let Some(page) = &rules.stats_page
+        && super::stats_page::wants(page, input.filled(), head)
+    {
+        return RequestVerdict::Stats(page);
     }
     let Some(backend) = choose_backend(scope, input, head) else {
         // Nowhere to send the request: HAProxy answers 503.

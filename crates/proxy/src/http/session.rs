@@ -148,6 +148,10 @@ impl Session<'_> {
         let backend = match verdict {
             RequestVerdict::Forward(backend) => backend,
             RequestVerdict::Reject => return Next::Close,
+            RequestVerdict::Stats(page) => {
+                super::stats_page::serve(scope, client, input, &head, page, settings.client).await;
+                return Next::Close;
+            }
             RequestVerdict::Answer(reply) => {
                 let keep_alive = !reply.close && can_answer_and_keep_alive(input, &head, settings);
                 let sent = tokio::time::timeout(
