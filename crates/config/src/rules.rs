@@ -205,6 +205,8 @@ pub struct Redirect {
 pub enum HttpAction {
     /// Stop evaluating the rules of this set.
     Allow,
+    /// `use-service prometheus-exporter`: answer with the metrics.
+    PrometheusExporter,
     /// Refuse with a reply (403 by default) and close.
     Deny(Reply),
     /// Answer with a reply (200 by default).
@@ -776,6 +778,13 @@ fn parse_http_action(
             parse_reply(rest, maps, stages, place, status, true).map(HttpAction::Deny)
         }
         "return" => parse_reply(rest, maps, stages, place, 200, false).map(HttpAction::Return),
+        "use-service" => {
+            exactly(1, "a service name")?;
+            match rest[0].as_str() {
+                "prometheus-exporter" => request_only(HttpAction::PrometheusExporter),
+                other => Err(format!("unknown service '{other}'")),
+            }
+        }
         "redirect" => parse_redirect(rest, maps, stages, place, true).map(HttpAction::Redirect),
         "set-header" | "add-header" => {
             exactly(2, "a field name and a value")?;

@@ -10,6 +10,7 @@ pub mod counters;
 pub mod health;
 pub mod logging;
 pub mod process;
+pub mod prometheus;
 pub mod proxy;
 pub mod record;
 pub mod stats;

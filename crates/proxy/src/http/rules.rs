@@ -373,6 +373,19 @@ fn common_action<'a>(
 ) -> Step<'a> {
     match action {
         HttpAction::Allow => Step::Stop,
+        HttpAction::PrometheusExporter => {
+            let body = sluice_runtime::prometheus::render(view.process);
+            let bytes = format!(
+                "HTTP/1.1 200 OK\r\nCache-Control: no-cache\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n{body}",
+                sluice_runtime::prometheus::CONTENT_TYPE,
+                body.len()
+            );
+            Step::Answer(Answer {
+                bytes: Cow::Owned(bytes.into_bytes()),
+                status: 200,
+                close: false,
+            })
+        }
         HttpAction::Deny(reply) => {
             view.frontend.denied_requests.incr();
             Step::Answer(reply_answer(reply, view, pages, true))
