@@ -392,7 +392,7 @@ h1{font-size:20px;margin:0 0 .2em}
 .notice{padding:.4em .8em;margin-bottom:1em;border:1px solid #888;background:#ffd}
 table{border-collapse:collapse;margin-bottom:1.5em}
 caption{text-align:left;font-weight:bold;font-size:15px;padding:.2em 0;color:#035}
-th,td{border:1px solid #bbb;padding:2px 6px;white-space:nowrap}
+th,td{border:1px solid #bbb;padding:2px 5px;white-space:nowrap;font-size:12px}
 th{background:#035;color:#fff;font-weight:normal}
 td{text-align:right}
 td.name,td.status{text-align:left}
@@ -410,28 +410,28 @@ tr.maint td{background:#d9a066}
 /// The columns of the table: title, and the fields shown (joined by " / " when several).
 const COLUMNS: &[(&str, &[Field])] = &[
     (
-        "Queue cur/max/limit",
+        "Queue<br>cur/max/limit",
         &[Field::qcur, Field::qmax, Field::qlimit],
     ),
     (
-        "Sessions cur/max/limit/total",
+        "Sessions<br>cur/max/limit/total",
         &[Field::scur, Field::smax, Field::slim, Field::stot],
     ),
     ("LbTot", &[Field::lbtot]),
-    ("Bytes in/out", &[Field::bin, Field::bout]),
-    ("Denied req", &[Field::dreq]),
+    ("Bytes<br>in/out", &[Field::bin, Field::bout]),
+    ("Denied<br>req", &[Field::dreq]),
     (
-        "Errors req/conn/resp",
+        "Errors<br>req/conn/resp",
         &[Field::ereq, Field::econ, Field::eresp],
     ),
     ("Retries", &[Field::wretr]),
     ("Status", &[Field::status]),
-    ("Last check", &[Field::check_status]),
+    ("Last<br>check", &[Field::check_status]),
     ("Weight", &[Field::weight]),
-    ("Act/Bck", &[Field::act, Field::bck]),
-    ("Chk/Dwn", &[Field::chkfail, Field::chkdown]),
+    ("Servers<br>act/bck", &[Field::act, Field::bck]),
+    ("Checks<br>failed/down", &[Field::chkfail, Field::chkdown]),
     ("Downtime", &[Field::downtime]),
-    ("Last change", &[Field::lastchg]),
+    ("Last<br>change", &[Field::lastchg]),
 ];
 
 fn cell(row: &Row, title: &str, fields: &[Field]) -> String {
