@@ -3,10 +3,11 @@
 //! `admin if|unless COND`.
 //!
 //! Any of them turns the page on, with HAProxy's defaults (`/haproxy?stats`, realm "HAProxy
-//! Statistics"). The page is served by the frontend side of a `frontend` or `listen` section,
-//! after its `http-request` rules; `stats` lines in `defaults` and `backend` sections are
-//! refused as not supported rather than silently ignored. The `admin` condition is compiled
-//! with the proxy's named ACLs like any rule condition.
+//! Statistics"). The page is served by a frontend (or `listen`) after its `http-request`
+//! rules, else by the backend the request reaches, after the backend's rules; lines in a
+//! `defaults` section are inherited by the proxies that follow, like the rest of it. The page
+//! needs `mode http`: a `mode tcp` proxy drops it. The `admin` condition is compiled with the
+//! proxy's named ACLs like any rule condition.
 
 use crate::diag::Diagnostics;
 use crate::directive::Directive;
@@ -74,13 +75,6 @@ pub(crate) fn parse_stats_line(
         return false;
     }
     let d = Directive::new(line, 2);
-    if !matches!(kind, SectionKind::Frontend | SectionKind::Listen) {
-        diags.push(d.alert(format!(
-            "not supported by Sluice in a '{}' section (only in frontend and listen sections)",
-            kind.keyword()
-        )));
-        return true;
-    }
     let args = &line.words[2.min(line.words.len())..];
     let conf = page.get_or_insert_with(StatsPage::default);
     let one = |what: &str, diags: &mut Diagnostics| -> Option<String> {
@@ -244,7 +238,9 @@ mod tests {
             let (_, diags) = parse(&[bad], SectionKind::Listen);
             assert!(!diags.is_empty(), "{bad}");
         }
-        let (_, diags) = parse(&["stats enable"], SectionKind::Backend);
-        assert!(!diags.is_empty());
+        for kind in [SectionKind::Backend, SectionKind::Defaults] {
+            let (page, diags) = parse(&["stats enable"], kind);
+            assert!(page.is_some() && diags.is_empty());
+        }
     }
 }

@@ -205,3 +205,25 @@ fn scope_and_rules_limit_the_page() {
     let (status, _, _) = get(addr, "/st", "X-Block: 1\r\n");
     assert_eq!(status, 403);
 }
+
+#[test]
+fn a_page_from_defaults_or_in_a_backend() {
+    let (listener, addr) = frontend();
+    let config = format!(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n    stats enable\n    stats uri /from-defaults\n\
+         frontend fe\n    bind {}\n    use_backend admin if {{ path_beg /admin }}\n    default_backend web\n\
+         backend web\n    server w1 127.0.0.1:9\n\
+         backend admin\n    stats uri /admin\n    stats scope .\n",
+        fd_bind(&listener)
+    );
+    let _proxy = sluice(&config).inherit(listener).start();
+    // The frontend inherited the defaults' page.
+    let (status, _, body) = get(addr, "/from-defaults", "");
+    assert_eq!(status, 200);
+    assert!(body.contains("<caption>web</caption>"), "{body}");
+    // The backend's own page, reached through use_backend, scoped to itself.
+    let (status, _, csv) = get(addr, "/admin;csv", "");
+    assert_eq!(status, 200, "{csv}");
+    assert!(csv.contains("\nadmin,BACKEND,"), "{csv}");
+    assert!(!csv.contains("\nweb,"), "{csv}");
+}

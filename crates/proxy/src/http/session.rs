@@ -149,7 +149,15 @@ impl Session<'_> {
             RequestVerdict::Forward(backend) => backend,
             RequestVerdict::Reject => return Next::Close,
             RequestVerdict::Stats(page) => {
-                super::stats_page::serve(scope, client, input, &head, page, settings.client).await;
+                super::stats_page::serve(
+                    scope,
+                    client,
+                    (&mut *input, &head),
+                    page,
+                    frontend.name(),
+                    settings.client,
+                )
+                .await;
                 return Next::Close;
             }
             RequestVerdict::Answer(reply) => {
@@ -187,6 +195,22 @@ impl Session<'_> {
                 return Next::Close;
             }
         };
+        // A backend's statistics page, after the backend's own rules (a frontend's was served
+        // before choosing a backend).
+        if let Some(page) = &backend.plan.rules.stats_page
+            && super::stats_page::wants(page, input.filled(), &head)
+        {
+            super::stats_page::serve(
+                scope,
+                client,
+                (&mut *input, &head),
+                page,
+                backend.name(),
+                settings.client,
+            )
+            .await;
+            return Next::Close;
+        }
         // The settings combine the frontend with the backend the request goes to.
         let chosen;
         let settings = if frontend

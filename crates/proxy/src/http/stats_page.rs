@@ -32,13 +32,14 @@ pub fn wants(page: &StatsPage, buf: &[u8], head: &RequestHead) -> bool {
     head.target_bytes(buf).starts_with(page.uri.as_bytes())
 }
 
-/// Answers a request for the page, then closes the connection.
+/// Answers a request for the page of proxy `own` (the `.` of `stats scope`), then closes the
+/// connection.
 pub async fn serve(
     scope: &Scope<'_>,
     client: &mut Stream,
-    input: &mut InBuf,
-    head: &RequestHead,
+    (input, head): (&mut InBuf, &RequestHead),
     page: &StatsPage,
+    own: &str,
     client_timeout: Option<Duration>,
 ) {
     let (process, frontend) = (scope.process, scope.frontend);
@@ -52,7 +53,7 @@ pub async fn serve(
             .is_some_and(|cond| cond.eval(&scope.view(None, Some((buf, head)))));
         let target = String::from_utf8_lossy(head.target_bytes(buf)).into_owned();
         let options = target.get(page.uri.len()..).unwrap_or_default();
-        let filter = Scoped::new(page, frontend.name());
+        let filter = Scoped::new(page, own);
         if head.is_method(buf, "POST") {
             let outcome = if admin {
                 match read_form(client, input, head, client_timeout).await {
