@@ -61,7 +61,7 @@ pub struct Process {
     /// One permit per allowed concurrent connection, process-wide.
     pub slots: Arc<Semaphore>,
     /// The limit `set maxconn global` set (`maxconn` at start); see `stats.rs`.
-    pub runtime_maxconn: std::sync::atomic::AtomicU32,
+    pub runtime_maxconn: crate::stats::RuntimeMaxconn,
     /// Event-loop threads.
     pub nbthread: usize,
     /// The file-descriptor limit the process runs with.
@@ -160,7 +160,7 @@ impl Process {
             backends,
             maxconn: opts.maxconn,
             slots: Arc::new(Semaphore::new(opts.maxconn as usize)),
-            runtime_maxconn: std::sync::atomic::AtomicU32::new(opts.maxconn),
+            runtime_maxconn: crate::stats::RuntimeMaxconn::new(opts.maxconn),
             nbthread: opts.nbthread,
             ulimit_n: opts.ulimit_n,
             started_at: SystemTime::now(),

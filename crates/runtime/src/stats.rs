@@ -822,31 +822,76 @@ impl Backend {
     }
 }
 
+/// The process-wide connection limit `set maxconn global` changes. Lowering it withdraws
+/// slots: the free ones at once, the others as sessions end (a task takes them as they are
+/// released, so open sessions are not cut). `debt` counts the slots still to withdraw; raising
+/// the limit first cancels debt, then adds slots, so the two never race.
+#[derive(Debug)]
+pub struct RuntimeMaxconn {
+    limit: AtomicU32,
+    debt: Arc<AtomicU32>,
+    change: std::sync::Mutex<()>,
+}
+
+impl RuntimeMaxconn {
+    /// The limit at start.
+    pub fn new(limit: u32) -> Self {
+        RuntimeMaxconn {
+            limit: AtomicU32::new(limit),
+            debt: Arc::new(AtomicU32::new(0)),
+            change: std::sync::Mutex::new(()),
+        }
+    }
+}
+
 impl Process {
     /// The process-wide connection limit now (`set maxconn global`).
     pub fn runtime_maxconn(&self) -> u32 {
-        self.runtime_maxconn.load(Ordering::Relaxed)
+        self.runtime_maxconn.limit.load(Ordering::Relaxed)
     }
 
     /// Changes the process-wide connection limit to `limit` (at most [`Process::maxconn`]).
-    /// Raising it adds slots at once; lowering it withdraws slots as they become free: a task
-    /// takes them as sessions end and never gives them back, so the open sessions are not cut.
     pub fn set_runtime_maxconn(&self, limit: u32) {
+        let r = &self.runtime_maxconn;
+        // Changes are serialised; the lock holds no data, so poisoning cannot matter.
+        let _one_at_a_time = r.change.lock().unwrap_or_else(|p| p.into_inner());
         let limit = limit.min(self.maxconn);
-        let before = self.runtime_maxconn.swap(limit, Ordering::Relaxed);
+        let before = r.limit.swap(limit, Ordering::Relaxed);
         if limit > before {
-            self.slots.add_permits((limit - before) as usize);
+            let mut more = limit - before;
+            let cancelled = r
+                .debt
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                    Some(d.saturating_sub(more))
+                })
+                .unwrap_or(0)
+                .min(more);
+            more -= cancelled;
+            self.slots.add_permits(more as usize);
         } else if limit < before {
             let missing = before - limit;
             let free = self.slots.forget_permits(missing as usize) as u32;
             let rest = missing - free;
-            if rest > 0
+            if rest == 0 {
+                return;
+            }
+            let owed = r.debt.fetch_add(rest, Ordering::Relaxed);
+            // One task collects the debt; a second is needed only if none was running.
+            if owed == 0
                 && let Ok(runtime) = tokio::runtime::Handle::try_current()
             {
-                let slots = Arc::clone(&self.slots);
+                let (slots, debt) = (Arc::clone(&self.slots), Arc::clone(&r.debt));
                 runtime.spawn(async move {
-                    if let Ok(permits) = slots.acquire_many_owned(rest).await {
-                        permits.forget();
+                    while debt.load(Ordering::Relaxed) > 0 {
+                        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+                            return;
+                        };
+                        let taken = debt.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                            d.checked_sub(1)
+                        });
+                        if taken.is_ok() {
+                            permit.forget();
+                        }
                     }
                 });
             }
@@ -906,6 +951,64 @@ mod tests {
         }
         let counts: Vec<u64> = s.hrsp.iter().map(Counter::get).collect();
         assert_eq!(counts, [1, 2, 1, 1, 1, 2]);
+    }
+
+    /// The plan of a configuration without proxies.
+    fn empty_plan() -> sluice_config::plan::Plan {
+        let no_env = |_: &str| None;
+        let ctx = sluice_config::cond::CondContext {
+            lookup: &no_env,
+            features: &[],
+            enabled: &[],
+            version: "2.6",
+        };
+        let source = sluice_config::reader::Source {
+            name: Arc::from("t.cfg"),
+            text: "global\n".to_owned(),
+        };
+        sluice_config::plan::check(&[source], &ctx)
+            .plan
+            .unwrap_or_else(|| unreachable!())
+    }
+
+    #[tokio::test]
+    async fn maxconn_is_lowered_as_sessions_end_and_raised_at_once() {
+        let process = Process::build(
+            empty_plan(),
+            crate::process::BuildOptions {
+                maxconn: 4,
+                default_frontend_maxconn: None,
+                nbthread: 1,
+                ulimit_n: 1024,
+            },
+            None,
+        )
+        .unwrap_or_else(|_| unreachable!());
+        let slots = Arc::clone(&process.slots);
+        let held = Arc::clone(&slots)
+            .acquire_many_owned(3)
+            .await
+            .unwrap_or_else(|_| unreachable!());
+        process.set_runtime_maxconn(1);
+        assert_eq!(
+            slots.available_permits(),
+            0,
+            "the free slot is withdrawn at once"
+        );
+        process.set_runtime_maxconn(2);
+        assert_eq!(slots.available_permits(), 0, "raising cancels debt first");
+        drop(held);
+        // The collecting task takes the one slot still owed, leaving two.
+        for _ in 0..100 {
+            if slots.available_permits() == 2 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(slots.available_permits(), 2);
+        process.set_runtime_maxconn(4);
+        assert_eq!(slots.available_permits(), 4);
+        assert_eq!(process.runtime_maxconn(), 4);
     }
 
     #[test]
