@@ -513,6 +513,165 @@ pub fn enable_frontend(p: &Process, args: &[String], _: &mut CliState, out: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::{CliMode, execute_line};
+    use std::sync::Arc;
+
+    /// A process with a frontend, a backend of two servers (one checked) and a listen.
+    fn process() -> Process {
+        let no_env = |_: &str| None;
+        let ctx = sluice_config::cond::CondContext {
+            lookup: &no_env,
+            features: &[],
+            enabled: &[],
+            version: "2.6",
+        };
+        let text = "defaults\n mode http\n timeout connect 1s\n timeout client 1s\n timeout server 1s\n\
+                    frontend fe\n bind 127.0.0.1:65001\n default_backend be\n\
+                    backend be\n server s1 127.0.0.1:1 check\n server s2 127.0.0.1:2 weight 20 backup\n\
+                    listen li\n bind 127.0.0.1:65002\n server x 127.0.0.1:3 agent-check agent-port 4\n";
+        let source = sluice_config::reader::Source {
+            name: Arc::from("t.cfg"),
+            text: text.to_owned(),
+        };
+        let checked = sluice_config::plan::check(&[source], &ctx);
+        let Some(plan) = checked.plan else {
+            panic!("{:?}", checked.diagnostics);
+        };
+        let opts = sluice_runtime::process::BuildOptions {
+            maxconn: 100,
+            default_frontend_maxconn: None,
+            nbthread: 1,
+            ulimit_n: 1024,
+        };
+        Process::build(plan, opts, None).unwrap_or_else(|_| unreachable!())
+    }
+
+    fn run(p: &Process, line: &str, level: CliLevel) -> String {
+        let mut state = CliState {
+            mode: CliMode::NonInteractive,
+            level,
+        };
+        let mut out = String::new();
+        execute_line(p, line, &mut state, &mut out);
+        out
+    }
+
+    #[test]
+    fn no_command_line_makes_it_panic() {
+        let p = process();
+        let heads = [
+            "show stat",
+            "show servers state",
+            "show backend",
+            "disable server",
+            "enable server",
+            "set server",
+            "get weight",
+            "set weight",
+            "disable health",
+            "enable health",
+            "disable agent",
+            "enable agent",
+            "clear counters",
+            "set maxconn global",
+            "disable frontend",
+            "enable frontend",
+        ];
+        let args = [
+            "",
+            "be/s1",
+            "be/s2",
+            "li/x",
+            "be/",
+            "/s1",
+            "/",
+            "be",
+            "fe",
+            "li",
+            "-1",
+            "0",
+            "2",
+            "3",
+            "4",
+            "7",
+            "99999999999999999999",
+            "-99999999999999999999",
+            "state",
+            "weight",
+            "ready",
+            "drain",
+            "maint",
+            "50%",
+            "300",
+            "256",
+            "%",
+            "-5%",
+            "1e3",
+            "all",
+            "typed",
+            "json",
+            "\u{0}",
+            "é/ü",
+            "be/s1 state",
+            "be/s1 weight",
+        ];
+        for head in heads {
+            for a in args {
+                for b in ["", "drain", "-1", "10%", "x"] {
+                    for c in ["", "-1", "1", "q"] {
+                        let line = format!("{head} {a} {b} {c}");
+                        let out = run(&p, &line, CliLevel::Admin);
+                        assert!(out.ends_with('\n'), "{line:?} -> {out:?}");
+                    }
+                }
+            }
+        }
+        // Whatever happened, the state is still coherent enough to report.
+        assert!(run(&p, "show stat", CliLevel::User).starts_with("# pxname,"));
+        assert!(run(&p, "set maxconn global 100", CliLevel::Admin) == "\n");
+    }
+
+    #[test]
+    fn levels_and_words() {
+        let p = process();
+        assert_eq!(
+            run(&p, "disable server be/s1", CliLevel::Operator),
+            "Permission denied\n\n"
+        );
+        assert_eq!(
+            run(&p, "clear counters all", CliLevel::Operator),
+            "Permission denied\n\n"
+        );
+        assert_eq!(run(&p, "clear counters", CliLevel::Operator), "\n");
+        assert_eq!(
+            run(&p, "clear counters", CliLevel::User),
+            "Permission denied\n\n"
+        );
+        assert_eq!(
+            run(&p, "enable health be/s2", CliLevel::Admin),
+            "Health check was not configured on this server, cannot enable.\n\n"
+        );
+        assert_eq!(run(&p, "disable health be/s2", CliLevel::Admin), "\n");
+        assert_eq!(run(&p, "disable agent li/x", CliLevel::Admin), "\n");
+        assert_eq!(
+            run(&p, "show stat li 4 -1", CliLevel::User)
+                .lines()
+                .nth(1)
+                .map(|l| l.split(',').nth(17).unwrap_or_default().to_owned()),
+            Some("no check".to_owned())
+        );
+        assert_eq!(
+            run(&p, "set server be/s1 state maint", CliLevel::Admin),
+            "\n"
+        );
+        assert!(
+            run(&p, "show servers state be", CliLevel::User).contains("\n3 be 1 s1 127.0.0.1 0 1 ")
+        );
+        assert_eq!(
+            run(&p, "get weight be/s2", CliLevel::User),
+            "20 (initial 20)\n\n"
+        );
+    }
 
     #[test]
     fn weights_absolute_and_relative() {
