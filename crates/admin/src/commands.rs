@@ -65,7 +65,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         words: &["show", "stat"],
-        usage: "show stat [{<iid>|<proxy>} <type> <sid>]",
+        usage: "show stat [{<iid>|<proxy>} <type> <sid>] [typed]",
         summary: "report counters for each proxy and server",
         level: CliLevel::User,
         run: ops::show_stat,

@@ -20,28 +20,38 @@ use std::fmt::Write;
 /// `show stat [{<iid>|<proxy>} <type> <sid>]`: the CSV of every row, or of the rows the three
 /// arguments select (a proxy by name or id, a mask of 1 frontends, 2 backends, 4 servers, and a
 /// server id, -1 meaning all). With fewer than three arguments every row is shown, as HAProxy
-/// does; `typed` and `json` are not implemented.
+/// does. `typed` (alone, or after the three filters) gives one field per line with HAProxy's
+/// type tags; `json` is not implemented. A proxy name that does not exist is "No such proxy.";
+/// an id that does not exist selects nothing.
 pub fn show_stat(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
-    if let Some(&format) = words.iter().find(|w| matches!(**w, "typed" | "json")) {
-        let _ = writeln!(
-            out,
-            "show stat: format '{format}' is not supported by Sluice yet"
-        );
-        return Flow::Continue;
-    }
-    let filter = match words.as_slice() {
-        [proxy, kind, sid, ..] => {
-            // -1 selects every proxy.
-            let iid = if *proxy == "-1" {
-                Some(None)
-            } else {
-                proxy_id(process, proxy).map(Some)
-            };
-            let Some(iid) = iid else {
-                // An unknown proxy selects nothing: the header alone, as HAProxy answers.
-                stats::write_csv_header(out);
-                return Flow::Continue;
+    // As in HAProxy 2.6, three words are the filters and the format follows them; with fewer,
+    // the first word may be the format alone.
+    let (filters, format) = match words.as_slice() {
+        [proxy, kind, sid, rest @ ..] => (Some((*proxy, *kind, *sid)), rest.first().copied()),
+        [first, ..] => (None, Some(*first)),
+        [] => (None, None),
+    };
+    let typed = match format {
+        Some("typed") => true,
+        Some("json") => {
+            out.push_str("show stat: format 'json' is not supported by Sluice yet\n");
+            return Flow::Continue;
+        }
+        _ => false,
+    };
+    let filter = match filters {
+        Some((proxy, kind, sid)) => {
+            let iid = match proxy {
+                // -1 selects every proxy.
+                "-1" => None,
+                name => match proxy_id(process, name) {
+                    Some(iid) => Some(iid),
+                    None => {
+                        out.push_str("No such proxy.\n");
+                        return Flow::Continue;
+                    }
+                },
             };
             Filter {
                 iid,
@@ -49,9 +59,13 @@ pub fn show_stat(process: &Process, args: &[String], _: &mut CliState, out: &mut
                 sid: sid.parse().unwrap_or(-1),
             }
         }
-        _ => Filter::ALL,
+        None => Filter::ALL,
     };
-    out.push_str(&stats::csv(process, filter));
+    if typed {
+        out.push_str(&sluice_runtime::stats_typed::typed(process, filter));
+    } else {
+        out.push_str(&stats::csv(process, filter));
+    }
     Flow::Continue
 }
 

@@ -14,3 +14,4 @@ pub mod prometheus;
 pub mod proxy;
 pub mod record;
 pub mod stats;
+pub mod stats_typed;

@@ -138,8 +138,21 @@ fn show_stat_lists_every_row_in_haproxys_format() {
     assert_eq!(rows(&only_b)[0]["svname"], "b");
     let backends = proxy.cli("show stat -1 2 -1");
     assert_eq!(rows(&backends).len(), 1, "{backends}");
-    let unknown = proxy.cli("show stat nosuch 7 -1");
-    assert_eq!(rows(&unknown).len(), 0, "{unknown}");
+    assert_eq!(proxy.cli("show stat nosuch 7 -1"), "No such proxy.\n\n");
+    let unknown_id = proxy.cli("show stat 99 -1 -1");
+    assert_eq!(rows(&unknown_id).len(), 0, "{unknown_id}");
+    // typed: one field per line, after the filters or alone.
+    let typed = proxy.cli("show stat be 4 2 typed");
+    assert!(
+        typed.starts_with("S.3.2.0.pxname.1:KNS:str:be\nS.3.2.1.svname.1:KNS:str:b\n"),
+        "{typed}"
+    );
+    assert!(typed.contains("\nS.3.2.6.slim.1:CLP:u32:7\n"), "{typed}");
+    assert!(
+        proxy
+            .cli("show stat typed")
+            .starts_with("F.2.0.0.pxname.1:KNS:str:fe\n")
+    );
 }
 
 #[test]
