@@ -149,15 +149,8 @@ impl Session<'_> {
             RequestVerdict::Forward(backend) => backend,
             RequestVerdict::Reject => return Next::Close,
             RequestVerdict::Stats(page) => {
-                super::stats_page::serve(
-                    scope,
-                    client,
-                    (&mut *input, &head),
-                    page,
-                    frontend.name(),
-                    settings.client,
-                )
-                .await;
+                self.stats_page(client, input, &head, page, frontend.name(), started)
+                    .await;
                 return Next::Close;
             }
             RequestVerdict::Answer(reply) => {
@@ -200,15 +193,8 @@ impl Session<'_> {
         if let Some(page) = &backend.plan.rules.stats_page
             && super::stats_page::wants(page, input.filled(), &head)
         {
-            super::stats_page::serve(
-                scope,
-                client,
-                (&mut *input, &head),
-                page,
-                backend.name(),
-                settings.client,
-            )
-            .await;
+            self.stats_page(client, input, &head, page, backend.name(), started)
+                .await;
             return Next::Close;
         }
         // The settings combine the frontend with the backend the request goes to.
@@ -240,6 +226,34 @@ impl Session<'_> {
             close_gracefully(client, settings.client).await;
         }
         next
+    }
+}
+
+impl Session<'_> {
+    /// Serves the statistics page of proxy `own` and logs the answer like the proxy's other
+    /// own answers.
+    async fn stats_page(
+        &self,
+        client: &mut Stream,
+        input: &mut InBuf,
+        head: &RequestHead,
+        page: &sluice_config::stats_page::StatsPage,
+        own: &str,
+        started: (std::time::Instant, SystemTime),
+    ) {
+        let request = (&mut *input, head);
+        let (status, bytes) =
+            super::stats_page::serve(self.scope, client, request, page, own, self.settings.client)
+                .await;
+        let head_took = started.0.elapsed();
+        let answered = Answered {
+            status,
+            bytes,
+            cause: Cause::Local,
+            request: Some((request_line_of(input.filled()), head_took)),
+            head: Some((input.filled(), head)),
+        };
+        log_answer(self.scope, started, answered);
     }
 }
 

@@ -33,7 +33,7 @@ pub fn wants(page: &StatsPage, buf: &[u8], head: &RequestHead) -> bool {
 }
 
 /// Answers a request for the page of proxy `own` (the `.` of `stats scope`), then closes the
-/// connection.
+/// connection; returns the status and size of the answer, for the log.
 pub async fn serve(
     scope: &Scope<'_>,
     client: &mut Stream,
@@ -41,8 +41,8 @@ pub async fn serve(
     page: &StatsPage,
     own: &str,
     client_timeout: Option<Duration>,
-) {
-    let (process, frontend) = (scope.process, scope.frontend);
+) -> (u16, usize) {
+    let process = scope.process;
     let buf = input.filled();
     let reply = if !authorized(page, buf, head) {
         unauthorized(page)
@@ -83,10 +83,9 @@ pub async fn serve(
             ok("text/html", &html, page.refresh)
         }
     };
-    frontend
-        .stats
-        .count_response(reply.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0));
+    let status = reply.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
     session::answer(client, reply.as_bytes(), client_timeout).await;
+    (status, reply.len())
 }
 
 /// Which proxies the page shows (`stats scope`).
