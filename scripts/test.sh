@@ -8,6 +8,8 @@
 #   4. cargo test --workspace             (unit tests and the end-to-end tests of crates/sluice)
 #   5. cargo build --release
 #   6. tests/run-vtc.sh target/release/sluice   (varnishtest scenarios under tests/vtc)
+#   7. tests/browser/run.sh target/release/sluice (the stats page in headless Chromium, which
+#      it installs from Debian's packages if missing)
 #
 # Optional: VTC_REFERENCE=/usr/sbin/haproxy also runs the varnishtest scenarios against that
 # HAProxy first, proving they describe HAProxy's behaviour.
@@ -64,5 +66,8 @@ fi
 
 step "varnishtest scenarios against target/release/sluice"
 bash tests/run-vtc.sh target/release/sluice
+
+step "stats page in a browser (tests/browser/run.sh)"
+bash tests/browser/run.sh target/release/sluice
 
 step "all checks passed"

@@ -5,6 +5,7 @@
 //! with an empty line, the delimiter scripts rely on. Commands are matched by their leading
 //! words against [`COMMANDS`], which also gives the `help` text and the least level allowed.
 
+use crate::ops;
 use sluice_config::global::CliLevel;
 use sluice_runtime::process::Process;
 use std::fmt::Write;
@@ -61,6 +62,118 @@ pub const COMMANDS: &[Command] = &[
         summary: "report information about the running process",
         level: CliLevel::User,
         run: show_info,
+    },
+    Command {
+        words: &["show", "stat"],
+        usage: "show stat [{<iid>|<proxy>} <type> <sid>] [typed]",
+        summary: "report counters for each proxy and server",
+        level: CliLevel::User,
+        run: ops::show_stat,
+    },
+    Command {
+        words: &["show", "servers", "state"],
+        usage: "show servers state [<backend>]",
+        summary: "dump volatile server information (all or for a single backend)",
+        level: CliLevel::User,
+        run: ops::show_servers_state,
+    },
+    Command {
+        words: &["show", "backend"],
+        usage: "show backend",
+        summary: "list backends in the current running config",
+        level: CliLevel::User,
+        run: ops::show_backend,
+    },
+    Command {
+        words: &["disable", "server"],
+        usage: "disable server (DEPRECATED)",
+        summary: "disable a server for maintenance (use 'set server' instead)",
+        level: CliLevel::Admin,
+        run: ops::disable_server,
+    },
+    Command {
+        words: &["enable", "server"],
+        usage: "enable server  (DEPRECATED)",
+        summary: "enable a disabled server (use 'set server' instead)",
+        level: CliLevel::Admin,
+        run: ops::enable_server,
+    },
+    Command {
+        words: &["set", "server"],
+        usage: "set server <bk>/<srv> [opts]",
+        summary: "change a server's state, weight",
+        level: CliLevel::Admin,
+        run: ops::set_server,
+    },
+    Command {
+        words: &["get", "weight"],
+        usage: "get weight <bk>/<srv>",
+        summary: "report a server's current weight",
+        level: CliLevel::User,
+        run: ops::get_weight,
+    },
+    Command {
+        words: &["set", "weight"],
+        usage: "set weight <bk>/<srv>  (DEPRECATED)",
+        summary: "change a server's weight (use 'set server' instead)",
+        level: CliLevel::Admin,
+        run: ops::set_weight,
+    },
+    Command {
+        words: &["disable", "health"],
+        usage: "disable health",
+        summary: "disable health checks",
+        level: CliLevel::Admin,
+        run: ops::disable_health,
+    },
+    Command {
+        words: &["enable", "health"],
+        usage: "enable health",
+        summary: "enable health checks",
+        level: CliLevel::Admin,
+        run: ops::enable_health,
+    },
+    Command {
+        words: &["disable", "agent"],
+        usage: "disable agent",
+        summary: "disable agent checks",
+        level: CliLevel::Admin,
+        run: ops::disable_agent,
+    },
+    Command {
+        words: &["enable", "agent"],
+        usage: "enable agent",
+        summary: "enable agent checks",
+        level: CliLevel::Admin,
+        run: ops::enable_agent,
+    },
+    Command {
+        words: &["clear", "counters"],
+        usage: "clear counters [all]",
+        summary: "clear max statistics counters (or all counters)",
+        level: CliLevel::Operator,
+        run: ops::clear_counters,
+    },
+    Command {
+        words: &["set", "maxconn", "global"],
+        usage: "set maxconn global <value>",
+        summary: "change the per-process maxconn setting",
+        level: CliLevel::Admin,
+        run: ops::set_maxconn_global,
+    },
+    Command {
+        words: &["disable", "frontend"],
+        usage: "disable frontend <frontend>",
+        summary: "temporarily disable specific frontend",
+        level: CliLevel::Admin,
+        run: ops::disable_frontend,
+    },
+    Command {
+        words: &["enable", "frontend"],
+        usage: "enable frontend <frontend>",
+        summary: "re-enable specific frontend",
+        level: CliLevel::Admin,
+        run: ops::enable_frontend,
     },
     Command {
         words: &["help"],
@@ -246,7 +359,7 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("Uptime", format_uptime(uptime)),
         ("Uptime_sec", uptime.to_string()),
         ("Ulimit-n", process.ulimit_n.to_string()),
-        ("Maxconn", process.maxconn.to_string()),
+        ("Maxconn", process.runtime_maxconn().to_string()),
         ("Hard_maxconn", process.maxconn.to_string()),
         ("CurrConns", process.traffic.sessions.get().to_string()),
         ("CumConns", process.traffic.total_sessions.get().to_string()),

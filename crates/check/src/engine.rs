@@ -159,7 +159,7 @@ impl Engine {
             return;
         }
         let usable = |h: &HealthState| {
-            let s = server_state(server.conf.weight, server.conf.backup, h);
+            let s = server_state(server.stats.weight(), server.conf.backup, h);
             s.usable && s.weight > 0
         };
         // `slowstart`: a comeback ramps the server up, stepped by a task of this thread.
@@ -393,6 +393,11 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         || (server.conf.send_proxy().is_some() && c.port.is_none() && c.addr.is_none());
     sleep(first).await;
     loop {
+        // `disable health`: no check runs, the server keeps its state until `enable health`.
+        if !server.stats.checks_enabled() {
+            sleep(c.inter()).await;
+            continue;
+        }
         let started = Instant::now();
         let state = program
             .send_state
@@ -400,6 +405,10 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         let mut outcome = probe::run(&program, &ep, limits, state.as_deref(), send_proxy).await;
         outcome.duration = started.elapsed();
         machine.record(outcome.status.passed());
+        if !outcome.status.passed() {
+            server.stats.chkfail.incr();
+        }
+        server.stats.set_check_health(machine.health());
         let up = machine.phase() == Phase::Up;
         let stopping = outcome.status == Status::L7OkC;
         let last = LastCheck {
@@ -490,6 +499,11 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
     let mut jitter = Jitter::new(key, engine.spread);
     sleep(first).await;
     loop {
+        // `disable agent`: the agent is not asked until `enable agent`.
+        if !server.stats.agent_enabled() {
+            sleep(inter).await;
+            continue;
+        }
         let started = Instant::now();
         // An agent that cannot be reached changes nothing: only its words count.
         if let Ok(reply) = probe::ask_agent(&ep, c.agent_send.as_deref(), limits).await {

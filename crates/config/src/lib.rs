@@ -27,6 +27,7 @@ pub mod retry;
 pub mod rules;
 pub mod sections;
 pub mod source;
+pub mod stats_page;
 pub mod units;
 pub mod userlist;
 

@@ -545,6 +545,8 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     rules.redirects.clear();
     rules.monitor_uri = None;
     rules.monitor_fail.clear();
+    // A page inherited from `defaults` by a `mode tcp` proxy is not an error: dropped quietly.
+    rules.stats_page = None;
     rules
 }
 

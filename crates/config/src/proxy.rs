@@ -19,6 +19,7 @@ use crate::preprocess::Line;
 use crate::retry::RetryOn;
 use crate::rules::{self, ProxyRules};
 use crate::sections::SectionKind;
+use crate::stats_page;
 use sluice_balance::{Algorithm, HashType};
 use sluice_sample::{Expr, MapStore, Stages};
 use std::net::SocketAddr;
@@ -371,6 +372,14 @@ pub fn parse_proxy_line(
     };
     if rules::parse_rule_line(&mut conf.rules, kind, line, maps, diags)
         || logging::parse_proxy_log_line(&mut conf.log, line, maps, diags)
+        || stats_page::parse_stats_line(
+            &mut conf.rules.stats_page,
+            &mut conf.rules.acls,
+            kind,
+            line,
+            maps,
+            diags,
+        )
     {
         return;
     }

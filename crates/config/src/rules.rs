@@ -80,6 +80,9 @@ pub struct ProxyRules {
     pub request_captures: Vec<CaptureSlot>,
     /// Response capture slots (`capture response header`, `declare capture response`).
     pub response_captures: Vec<CaptureSlot>,
+    /// The statistics page (`stats *`, see [`crate::stats_page`]), served after the frontend's
+    /// `http-request` rules.
+    pub stats_page: Option<crate::stats_page::StatsPage>,
 }
 
 /// A numbered capture slot of a frontend.
@@ -107,6 +110,7 @@ impl ProxyRules {
             || !self.http_after_response.is_empty()
             || !self.redirects.is_empty()
             || self.monitor_uri.is_some()
+            || self.stats_page.is_some()
     }
 }
 
@@ -244,6 +248,8 @@ pub struct Redirect {
 pub enum HttpAction {
     /// Stop evaluating the rules of this set.
     Allow,
+    /// `use-service prometheus-exporter`: answer with the metrics.
+    PrometheusExporter,
     /// Refuse with a reply (403 by default) and close.
     Deny(Reply),
     /// Answer with a reply (200 by default).
@@ -1109,6 +1115,13 @@ fn parse_http_action(
         "tarpit" => parse_reply(rest, maps, stages, place, 500, true)
             .map(HttpAction::Tarpit)
             .and_then(request_only),
+        "use-service" => {
+            exactly(1, "a service name")?;
+            match rest[0].as_str() {
+                "prometheus-exporter" => request_only(HttpAction::PrometheusExporter),
+                other => Err(format!("unknown service '{other}'")),
+            }
+        }
         "redirect" => parse_redirect(rest, maps, stages, place, true).map(HttpAction::Redirect),
         "auth" => {
             let realm = match rest {

@@ -53,6 +53,8 @@ pub async fn run_listener(
     accept_proxy: bool,
 ) {
     let mut state = process.watch_listen_state();
+    // `disable frontend` pauses this frontend alone, like SIGTTOU pauses them all.
+    let mut paused = frontend.stats.watch_paused();
     loop {
         let current = *state.borrow_and_update();
         match current {
@@ -65,9 +67,17 @@ pub async fn run_listener(
             }
             ListenState::Active => {}
         }
+        if *paused.borrow_and_update() {
+            tokio::select! {
+                changed = paused.changed() => if changed.is_err() { return },
+                _ = state.changed() => {}
+            }
+            continue;
+        }
         let slots = tokio::select! {
             slots = take_slots(&process, &frontend, bind_slots.as_ref()) => slots,
             _ = state.changed() => continue,
+            _ = paused.changed() => continue,
         };
         let Some(slots) = slots else {
             return;
@@ -75,6 +85,7 @@ pub async fn run_listener(
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = state.changed() => continue,
+            _ = paused.changed() => continue,
         };
         match accepted {
             Ok((stream, endpoints)) => {

@@ -25,6 +25,11 @@ impl Counter {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// Starts again from zero (`clear counters all`).
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
 }
 
 /// A current value (such as open sessions) with the highest value it reached.
@@ -54,6 +59,11 @@ impl Gauge {
     /// The highest value reached.
     pub fn max(&self) -> u64 {
         self.max.load(Ordering::Relaxed)
+    }
+
+    /// Forgets the maximum: it becomes the current value (`clear counters`).
+    pub fn reset_max(&self) {
+        self.max.store(self.get(), Ordering::Relaxed);
     }
 }
 

@@ -278,7 +278,7 @@ impl Backend {
             state.maxconn = limit;
             shared.balancer.update(index, state);
             if raised {
-                Backend::hand_over(shared, index);
+                self.hand_over(shared, index);
             }
         }
     }

@@ -283,7 +283,9 @@ impl Backend {
             return (self.usable(), 0);
         };
         let health = server.health.get();
-        let mut state = server_state(server.conf.weight, server.conf.backup, &health);
+        let mut state = server_state(server.stats.weight(), server.conf.backup, &health);
+        let (code, up) = crate::stats::server_state_code(&health);
+        server.stats.note_state(code, up);
         let mut shared = self.lock();
         shared.warming.set(index, health.warmup);
         // The limit too: the load may have moved, and slowstart ramps it.
@@ -291,9 +293,12 @@ impl Backend {
         shared.balancer.update(index, state);
         let connections = shared.balancer.connections(index);
         // A server that came back takes the requests waiting for a slot.
-        Backend::hand_over(&mut shared, index);
+        self.hand_over(&mut shared, index);
         drop(shared);
-        (self.usable(), connections)
+        let usable = self.usable();
+        let backend_up = usable.active + usable.backup > 0;
+        self.stats.note_state(1 + u8::from(backend_up), backend_up);
+        (usable, connections)
     }
 
     /// Counts the servers taking traffic.

@@ -12,5 +12,8 @@ pub mod dynamic;
 pub mod health;
 pub mod logging;
 pub mod process;
+pub mod prometheus;
 pub mod proxy;
 pub mod record;
+pub mod stats;
+pub mod stats_typed;

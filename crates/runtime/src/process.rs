@@ -60,6 +60,8 @@ pub struct Process {
     pub maxconn: u32,
     /// One permit per allowed concurrent connection, process-wide.
     pub slots: Arc<Semaphore>,
+    /// The limit `set maxconn global` set (`maxconn` at start); see `stats.rs`.
+    pub runtime_maxconn: crate::stats::RuntimeMaxconn,
     /// Event-loop threads.
     pub nbthread: usize,
     /// The file-descriptor limit the process runs with.
@@ -128,6 +130,7 @@ impl Process {
                         backend.apply_health(i);
                     }
                 }
+                backend.note_initial_states();
                 Arc::new(backend)
             })
             .collect();
@@ -163,6 +166,7 @@ impl Process {
             backends,
             maxconn: opts.maxconn,
             slots: Arc::new(Semaphore::new(opts.maxconn as usize)),
+            runtime_maxconn: crate::stats::RuntimeMaxconn::new(opts.maxconn),
             nbthread: opts.nbthread,
             ulimit_n: opts.ulimit_n,
             started_at: SystemTime::now(),

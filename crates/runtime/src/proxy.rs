@@ -44,6 +44,8 @@ pub struct Frontend {
     pub denied_requests: Counter,
     /// Where this proxy's log lines go, and how they look; `None` without `log` targets.
     pub logger: Option<FrontendLog>,
+    /// Statistics-only counters and the `disable frontend` switch.
+    pub stats: crate::stats::StatsCounters,
 }
 
 /// A frontend's logging: its targets and its line settings.
@@ -157,6 +159,7 @@ impl Frontend {
             denied_connections: Counter::default(),
             denied_requests: Counter::default(),
             logger: None,
+            stats: crate::stats::StatsCounters::new(0),
         }
     }
 
@@ -187,6 +190,8 @@ pub struct Backend {
     pub queue_timeouts: Counter,
     /// `fullconn` and the servers whose limit follows the load (see [`crate::dynamic`]).
     pub(crate) limits: crate::dynamic::Limits,
+    /// Statistics-only counters (responses by class, picks, state changes).
+    pub stats: crate::stats::StatsCounters,
 }
 
 /// What server choice changes under the backend's lock: the balancer and the queues.
@@ -289,6 +294,7 @@ impl Backend {
             retries: Counter::default(),
             response_errors: Counter::default(),
             queue_timeouts: Counter::default(),
+            stats: crate::stats::StatsCounters::new(0),
         }
     }
 
@@ -453,6 +459,7 @@ impl Backend {
     fn start(&self, shared: &mut Shared, index: usize) -> ServerLease<'_> {
         shared.balancer.connection_started(index);
         self.follow_load(shared);
+        self.count_pick(index);
         ServerLease {
             backend: self,
             index,
@@ -496,12 +503,12 @@ impl Backend {
         let mut shared = self.lock();
         shared.balancer.connection_ended(index);
         self.follow_load(&mut shared);
-        Self::hand_over(&mut shared, index);
+        self.hand_over(&mut shared, index);
     }
 
     /// Gives the free slots of server `index` to the oldest waiters that may use them (after a
     /// connection ended, or when the server comes back up).
-    pub(crate) fn hand_over(shared: &mut Shared, index: usize) {
+    pub(crate) fn hand_over(&self, shared: &mut Shared, index: usize) {
         while shared.balancer.state(index).is_some_and(|s| s.usable)
             && shared.balancer.has_room(index)
         {
@@ -511,6 +518,7 @@ impl Backend {
             // A waiter that gave up has dropped its receiver: try the next one.
             if waiter.wake.send(index).is_ok() {
                 shared.balancer.connection_started(index);
+                self.count_pick(index);
             }
         }
     }
@@ -630,6 +638,8 @@ pub struct Server {
     pub retries: Counter,
     /// Health: checks, agent, administrative state (see [`crate::health`]).
     pub health: crate::health::ServerHealth,
+    /// Statistics-only counters and the run-time weight (`set weight`).
+    pub stats: crate::stats::StatsCounters,
 }
 
 impl Server {
@@ -643,6 +653,7 @@ impl Server {
             failed_connections: Counter::default(),
             retries: Counter::default(),
             health: crate::health::ServerHealth::new(conf.disabled),
+            stats: crate::stats::StatsCounters::new(conf.weight),
             conf,
         }
     }

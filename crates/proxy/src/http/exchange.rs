@@ -150,6 +150,8 @@ impl Ending {
 #[derive(Default)]
 struct Facts<'a> {
     server: Option<&'a str>,
+    /// The server that answered, for its statistics.
+    chosen: Option<&'a sluice_runtime::proxy::Server>,
     connect: Option<Duration>,
     request_sent: Option<Instant>,
     response_head: Option<Instant>,
@@ -187,6 +189,13 @@ pub async fn run(
     let logged_head = custom_log.then(|| (input.filled()[..head.head_len].to_vec(), head.clone()));
     let mut facts = Facts::default();
     let ending = exchange(ctx, client, input, head, attached, &mut facts).await;
+    if let Some(status) = ending.status {
+        ctx.frontend.stats.count_response(status);
+        ctx.backend.stats.count_response(status);
+        if let Some(server) = facts.chosen {
+            server.stats.count_response(status);
+        }
+    }
     if logged {
         let timers = Timers {
             request: Some(ctx.head_at.duration_since(ctx.request_start)),
@@ -352,6 +361,7 @@ async fn exchange<'a>(
     };
     let mut server = lease.server();
     facts.server = Some(server.name());
+    facts.chosen = Some(server);
     // `redir PREFIX`: the server's GET and HEAD requests are redirected, never forwarded.
     if let Some(prefix) = &server.conf.redir
         && (is_head || head.is_method(buf, "GET"))
@@ -414,6 +424,7 @@ async fn exchange<'a>(
             // `option redispatch` moved the request to another server.
             server = lease.server();
             facts.server = Some(server.name());
+            facts.chosen = Some(server);
             _server_session = SessionMark::open(&server.traffic);
             key.server = server.id;
             if let Some(name) = s.send_name_header

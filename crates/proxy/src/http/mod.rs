@@ -19,3 +19,4 @@ pub mod rewrite;
 pub mod rules;
 pub mod session;
 pub mod settings;
+pub mod stats_page;

@@ -50,7 +50,7 @@ pub struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    fn view<'v>(
+    pub(crate) fn view<'v>(
         &self,
         backend: Option<&'v Backend>,
         request: Option<(&'v [u8], &'v RequestHead)>,
@@ -98,6 +98,8 @@ pub enum RequestVerdict<'a> {
     Answer(Answer<'a>),
     /// Close the connection without a word (`tcp-request content reject`).
     Reject,
+    /// Serve the statistics page ([`super::stats_page`]).
+    Stats(&'a sluice_config::stats_page::StatsPage),
 }
 
 /// What a rule set decided.
@@ -179,6 +181,12 @@ fn request_verdict<'a>(
         Flow::Continue => {}
         Flow::Reject => return RequestVerdict::Reject,
         Flow::Answer(a) => return RequestVerdict::Answer(a),
+    }
+    // The statistics page, once the frontend's rules had their say (they may deny it).
+    if let Some(page) = &rules.stats_page
+        && super::stats_page::wants(page, input.filled(), head)
+    {
+        return RequestVerdict::Stats(page);
     }
     let Some(backend) = choose_backend(scope, input, head) else {
         // Nowhere to send the request: HAProxy answers 503.
@@ -480,6 +488,20 @@ fn common_action<'a>(
 ) -> Step<'a> {
     match action {
         HttpAction::Allow => Step::Stop,
+        HttpAction::PrometheusExporter => {
+            let body = sluice_runtime::prometheus::render(view.process);
+            let bytes = format!(
+                "HTTP/1.1 200 OK\r\nCache-Control: no-cache\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n{body}",
+                sluice_runtime::prometheus::CONTENT_TYPE,
+                body.len()
+            );
+            Step::Answer(Answer {
+                bytes: Cow::Owned(bytes.into_bytes()),
+                status: 200,
+                close: false,
+                tarpit: None,
+            })
+        }
         HttpAction::Deny(reply) => {
             view.frontend.denied_requests.incr();
             Step::Answer(reply_answer(reply, view, pages, true))

@@ -161,6 +161,11 @@ impl Session<'_> {
         let backend = match verdict {
             RequestVerdict::Forward(backend) => backend,
             RequestVerdict::Reject => return Next::Close,
+            RequestVerdict::Stats(page) => {
+                self.stats_page(client, input, &head, page, frontend.name(), started)
+                    .await;
+                return Next::Close;
+            }
             RequestVerdict::Answer(reply) => {
                 if let Some(delay) = reply.tarpit {
                     // `http-request tarpit`: the request is held, then answered as if
@@ -207,6 +212,15 @@ impl Session<'_> {
                 return Next::Close;
             }
         };
+        // A backend's statistics page, after the backend's own rules (a frontend's was served
+        // before choosing a backend).
+        if let Some(page) = &backend.plan.rules.stats_page
+            && super::stats_page::wants(page, input.filled(), &head)
+        {
+            self.stats_page(client, input, &head, page, backend.name(), started)
+                .await;
+            return Next::Close;
+        }
         // The settings combine the frontend with the backend the request goes to.
         let chosen;
         let settings = if frontend
@@ -236,6 +250,35 @@ impl Session<'_> {
             close_gracefully(client, settings.client).await;
         }
         next
+    }
+}
+
+impl Session<'_> {
+    /// Serves the statistics page of proxy `own` and logs the answer like the proxy's other
+    /// own answers.
+    async fn stats_page(
+        &self,
+        client: &mut Stream,
+        input: &mut InBuf,
+        head: &RequestHead,
+        page: &sluice_config::stats_page::StatsPage,
+        own: &str,
+        started: (std::time::Instant, SystemTime),
+    ) {
+        let request = (&mut *input, head);
+        let (status, bytes) =
+            super::stats_page::serve(self.scope, client, request, page, own, self.settings.client)
+                .await;
+        let head_took = started.0.elapsed();
+        let answered = Answered {
+            status,
+            bytes,
+            cause: Cause::Local,
+            phase: Phase::Request,
+            request: Some((request_line_of(input.filled()), head_took)),
+            head: Some((input.filled(), head)),
+        };
+        log_answer(self.scope, started, answered);
     }
 }
 
@@ -287,6 +330,7 @@ fn log_answer(
         request,
         head,
     } = answered;
+    scope.frontend.stats.count_response(status);
     // A request that could not be parsed has no captures (HAProxy prints none).
     let captures = scope.vars.captures();
     let mut record = StreamRecord {
@@ -364,7 +408,9 @@ async fn read_head(
             // buffer on an idle connection either).
             input.release_if_empty();
             let waited = match limit {
-                Some(limit) => tokio::time::timeout(limit, client.wait_for_data()).await.ok(),
+                Some(limit) => tokio::time::timeout(limit, client.wait_for_data())
+                    .await
+                    .ok(),
                 None => Some(client.wait_for_data().await),
             };
             match waited {

@@ -1,0 +1,624 @@
+//! The Prometheus exporter (`http-request use-service prometheus-exporter`): the statistics in
+//! the Prometheus text format (version 0.0.4) with the metric names and labels of HAProxy's
+//! exporter (`haproxy_process_*`, `haproxy_frontend_*{proxy}`, `haproxy_backend_*{proxy}`,
+//! `haproxy_server_*{proxy,server}`), so existing dashboards and alerts work unchanged.
+//!
+//! Values are read from the same rows as `show stat` ([`crate::stats`]): each metric names the
+//! row field it exports, and an object whose field is empty (Sluice does not measure it, or it
+//! does not apply, like `check_code` without a check) has no sample. States are exported as
+//! HAProxy does, one sample per possible state with value 1 for the current one.
+
+use crate::process::Process;
+use crate::stats::{self, Field, Row, RowKind};
+use std::fmt::Write;
+
+/// The content type of the answer.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4";
+
+/// How a metric's samples are made from a row.
+#[derive(Clone, Copy)]
+enum Value {
+    /// The field's number as is.
+    Field(Field),
+    /// `status`, one sample per state label.
+    Status(&'static [&'static str]),
+    /// HTTP responses by class (`code` label).
+    Responses,
+    /// `check_status`, one sample per check status.
+    CheckStatus,
+    /// `check_duration` in seconds.
+    CheckSeconds,
+}
+
+/// One metric of a kind of object.
+struct Metric {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    value: Value,
+}
+
+const fn m(name: &'static str, kind: &'static str, help: &'static str, value: Value) -> Metric {
+    Metric {
+        name,
+        kind,
+        help,
+        value,
+    }
+}
+
+const GAUGE: &str = "gauge";
+const COUNTER: &str = "counter";
+
+const FRONTEND: &[Metric] = &[
+    m(
+        "current_sessions",
+        GAUGE,
+        "Sessions open now.",
+        Value::Field(Field::scur),
+    ),
+    m(
+        "max_sessions",
+        GAUGE,
+        "Most sessions open at once.",
+        Value::Field(Field::smax),
+    ),
+    m(
+        "limit_sessions",
+        GAUGE,
+        "Session limit (maxconn).",
+        Value::Field(Field::slim),
+    ),
+    m(
+        "sessions_total",
+        COUNTER,
+        "Sessions since start.",
+        Value::Field(Field::stot),
+    ),
+    m(
+        "bytes_in_total",
+        COUNTER,
+        "Request bytes received.",
+        Value::Field(Field::bin),
+    ),
+    m(
+        "bytes_out_total",
+        COUNTER,
+        "Response bytes sent.",
+        Value::Field(Field::bout),
+    ),
+    m(
+        "requests_denied_total",
+        COUNTER,
+        "Requests denied by rules.",
+        Value::Field(Field::dreq),
+    ),
+    m(
+        "request_errors_total",
+        COUNTER,
+        "Invalid requests.",
+        Value::Field(Field::ereq),
+    ),
+    m(
+        "status",
+        GAUGE,
+        "Current state, one sample per state.",
+        Value::Status(&["DOWN", "UP"]),
+    ),
+    m(
+        "http_responses_total",
+        COUNTER,
+        "HTTP responses by status class.",
+        Value::Responses,
+    ),
+    m(
+        "http_requests_total",
+        COUNTER,
+        "HTTP requests processed.",
+        Value::Field(Field::req_tot),
+    ),
+    m(
+        "connections_total",
+        COUNTER,
+        "Connections accepted.",
+        Value::Field(Field::conn_tot),
+    ),
+    m(
+        "denied_connections_total",
+        COUNTER,
+        "Connections refused by tcp-request rules.",
+        Value::Field(Field::dcon),
+    ),
+];
+
+const BACKEND: &[Metric] = &[
+    m(
+        "current_queue",
+        GAUGE,
+        "Requests waiting for a server.",
+        Value::Field(Field::qcur),
+    ),
+    m(
+        "current_sessions",
+        GAUGE,
+        "Sessions open now.",
+        Value::Field(Field::scur),
+    ),
+    m(
+        "max_sessions",
+        GAUGE,
+        "Most sessions open at once.",
+        Value::Field(Field::smax),
+    ),
+    m(
+        "limit_sessions",
+        GAUGE,
+        "Session limit (fullconn).",
+        Value::Field(Field::slim),
+    ),
+    m(
+        "sessions_total",
+        COUNTER,
+        "Sessions since start.",
+        Value::Field(Field::stot),
+    ),
+    m(
+        "bytes_in_total",
+        COUNTER,
+        "Request bytes received.",
+        Value::Field(Field::bin),
+    ),
+    m(
+        "bytes_out_total",
+        COUNTER,
+        "Response bytes sent.",
+        Value::Field(Field::bout),
+    ),
+    m(
+        "connection_errors_total",
+        COUNTER,
+        "Failed connections to servers.",
+        Value::Field(Field::econ),
+    ),
+    m(
+        "response_errors_total",
+        COUNTER,
+        "Invalid or missing responses.",
+        Value::Field(Field::eresp),
+    ),
+    m(
+        "retry_warnings_total",
+        COUNTER,
+        "Connection retries.",
+        Value::Field(Field::wretr),
+    ),
+    m(
+        "status",
+        GAUGE,
+        "Current state, one sample per state.",
+        Value::Status(&["DOWN", "UP"]),
+    ),
+    m(
+        "weight",
+        GAUGE,
+        "Total weight of the servers in use.",
+        Value::Field(Field::weight),
+    ),
+    m(
+        "active_servers",
+        GAUGE,
+        "Active servers in use.",
+        Value::Field(Field::act),
+    ),
+    m(
+        "backup_servers",
+        GAUGE,
+        "Backup servers in use.",
+        Value::Field(Field::bck),
+    ),
+    m(
+        "check_up_down_total",
+        COUNTER,
+        "Transitions to down.",
+        Value::Field(Field::chkdown),
+    ),
+    m(
+        "check_last_change_seconds",
+        GAUGE,
+        "Seconds since the last state change.",
+        Value::Field(Field::lastchg),
+    ),
+    m(
+        "downtime_seconds_total",
+        COUNTER,
+        "Seconds spent down.",
+        Value::Field(Field::downtime),
+    ),
+    m(
+        "loadbalanced_total",
+        COUNTER,
+        "Servers chosen by load balancing.",
+        Value::Field(Field::lbtot),
+    ),
+    m(
+        "http_responses_total",
+        COUNTER,
+        "HTTP responses by status class.",
+        Value::Responses,
+    ),
+    m(
+        "http_requests_total",
+        COUNTER,
+        "HTTP requests processed.",
+        Value::Field(Field::req_tot),
+    ),
+    m(
+        "uweight",
+        GAUGE,
+        "Total user weight of the servers in use.",
+        Value::Field(Field::uweight),
+    ),
+];
+
+const SERVER: &[Metric] = &[
+    m(
+        "current_queue",
+        GAUGE,
+        "Requests waiting for this server.",
+        Value::Field(Field::qcur),
+    ),
+    m(
+        "current_sessions",
+        GAUGE,
+        "Sessions open now.",
+        Value::Field(Field::scur),
+    ),
+    m(
+        "max_sessions",
+        GAUGE,
+        "Most sessions open at once.",
+        Value::Field(Field::smax),
+    ),
+    m(
+        "limit_sessions",
+        GAUGE,
+        "Session limit (maxconn).",
+        Value::Field(Field::slim),
+    ),
+    m(
+        "sessions_total",
+        COUNTER,
+        "Sessions since start.",
+        Value::Field(Field::stot),
+    ),
+    m(
+        "bytes_in_total",
+        COUNTER,
+        "Request bytes received.",
+        Value::Field(Field::bin),
+    ),
+    m(
+        "bytes_out_total",
+        COUNTER,
+        "Response bytes sent.",
+        Value::Field(Field::bout),
+    ),
+    m(
+        "connection_errors_total",
+        COUNTER,
+        "Failed connections.",
+        Value::Field(Field::econ),
+    ),
+    m(
+        "retry_warnings_total",
+        COUNTER,
+        "Connection retries.",
+        Value::Field(Field::wretr),
+    ),
+    m(
+        "status",
+        GAUGE,
+        "Current state, one sample per state.",
+        Value::Status(&["DOWN", "UP", "MAINT", "DRAIN", "NOLB"]),
+    ),
+    m(
+        "weight",
+        GAUGE,
+        "Effective weight.",
+        Value::Field(Field::weight),
+    ),
+    m(
+        "check_failures_total",
+        COUNTER,
+        "Failed health checks.",
+        Value::Field(Field::chkfail),
+    ),
+    m(
+        "check_up_down_total",
+        COUNTER,
+        "Transitions to down.",
+        Value::Field(Field::chkdown),
+    ),
+    m(
+        "check_last_change_seconds",
+        GAUGE,
+        "Seconds since the last state change.",
+        Value::Field(Field::lastchg),
+    ),
+    m(
+        "downtime_seconds_total",
+        COUNTER,
+        "Seconds spent down.",
+        Value::Field(Field::downtime),
+    ),
+    m(
+        "queue_limit",
+        GAUGE,
+        "Queue limit (maxqueue).",
+        Value::Field(Field::qlimit),
+    ),
+    m(
+        "loadbalanced_total",
+        COUNTER,
+        "Times chosen by load balancing.",
+        Value::Field(Field::lbtot),
+    ),
+    m(
+        "check_status",
+        GAUGE,
+        "Last health check status, one sample per status.",
+        Value::CheckStatus,
+    ),
+    m(
+        "check_code",
+        GAUGE,
+        "Last health check's layer 7 code.",
+        Value::Field(Field::check_code),
+    ),
+    m(
+        "check_duration_seconds",
+        GAUGE,
+        "Last health check's duration.",
+        Value::CheckSeconds,
+    ),
+    m(
+        "http_responses_total",
+        COUNTER,
+        "HTTP responses by status class.",
+        Value::Responses,
+    ),
+    m(
+        "uweight",
+        GAUGE,
+        "User weight.",
+        Value::Field(Field::uweight),
+    ),
+];
+
+/// The check statuses HAProxy's exporter lists.
+const CHECK_STATUSES: &[&str] = &[
+    "HANA", "SOCKERR", "L4OK", "L4TOUT", "L4CON", "L6OK", "L6TOUT", "L6RSP", "L7TOUT", "L7RSP",
+    "L7OK", "L7OKC", "L7STS", "PROCERR", "PROCTOUT", "PROCOK",
+];
+
+/// Escapes a label value (backslash, quote, newline).
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn labels(row: &Row) -> String {
+    match row.kind {
+        RowKind::Server => format!(
+            "proxy=\"{}\",server=\"{}\"",
+            label(row.pxname()),
+            label(row.svname())
+        ),
+        _ => format!("proxy=\"{}\"", label(row.pxname())),
+    }
+}
+
+/// The state label a row's `status` belongs to.
+fn state_of(row: &Row) -> &'static str {
+    let status = row.get(Field::status);
+    match status {
+        "MAINT" => "MAINT",
+        "DRAIN" => "DRAIN",
+        "NOLB" => "NOLB",
+        "OPEN" | "no check" => "UP",
+        s if s.starts_with("UP") => "UP",
+        _ => "DOWN",
+    }
+}
+
+fn samples(out: &mut String, name: &str, metric: &Metric, row: &Row) {
+    let labels = labels(row);
+    match metric.value {
+        Value::Field(field) => {
+            let v = row.get(field);
+            if !v.is_empty() {
+                let _ = writeln!(out, "{name}{{{labels}}} {v}");
+            }
+        }
+        Value::Status(states) => {
+            let current = state_of(row);
+            for state in states {
+                let _ = writeln!(
+                    out,
+                    "{name}{{{labels},state=\"{state}\"}} {}",
+                    u8::from(*state == current)
+                );
+            }
+        }
+        Value::Responses => {
+            const CLASSES: [(&str, Field); 6] = [
+                ("1xx", Field::hrsp_1xx),
+                ("2xx", Field::hrsp_2xx),
+                ("3xx", Field::hrsp_3xx),
+                ("4xx", Field::hrsp_4xx),
+                ("5xx", Field::hrsp_5xx),
+                ("other", Field::hrsp_other),
+            ];
+            for (code, field) in CLASSES {
+                let v = row.get(field);
+                if !v.is_empty() {
+                    let _ = writeln!(out, "{name}{{{labels},code=\"{code}\"}} {v}");
+                }
+            }
+        }
+        Value::CheckStatus => {
+            let status = row.get(Field::check_status).trim_start_matches("* ");
+            if status.is_empty() {
+                return;
+            }
+            for state in CHECK_STATUSES {
+                let _ = writeln!(
+                    out,
+                    "{name}{{{labels},state=\"{state}\"}} {}",
+                    u8::from(*state == status)
+                );
+            }
+        }
+        Value::CheckSeconds => {
+            if let Ok(ms) = row.get(Field::check_duration).parse::<u64>() {
+                let _ = writeln!(out, "{name}{{{labels}}} {:.6}", ms as f64 / 1000.0);
+            }
+        }
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn process_metrics(process: &Process, out: &mut String) {
+    let uptime = process.started.elapsed().as_secs();
+    let start = process
+        .started_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let listeners: usize = process
+        .frontends
+        .iter()
+        .map(|f| f.plan.binds.iter().map(|b| b.addrs.len()).sum::<usize>())
+        .sum();
+    let stopping = process.listen_state() == crate::process::ListenState::Stopped;
+    let plain: [(&str, &str, &str, u64); 13] = [
+        (
+            "nbthread",
+            GAUGE,
+            "Event-loop threads.",
+            process.nbthread as u64,
+        ),
+        ("nbproc", GAUGE, "Processes (always 1).", 1),
+        (
+            "relative_process_id",
+            GAUGE,
+            "This process's number (always 1).",
+            1,
+        ),
+        ("uptime_seconds", GAUGE, "Seconds since start.", uptime),
+        ("max_fds", GAUGE, "File-descriptor limit.", process.ulimit_n),
+        (
+            "max_connections",
+            GAUGE,
+            "Process-wide connection limit now.",
+            u64::from(process.runtime_maxconn()),
+        ),
+        (
+            "hard_max_connections",
+            GAUGE,
+            "Process-wide connection limit at start.",
+            u64::from(process.maxconn),
+        ),
+        (
+            "current_connections",
+            GAUGE,
+            "Connections open now.",
+            process.traffic.sessions.get(),
+        ),
+        (
+            "connections_total",
+            COUNTER,
+            "Connections since start.",
+            process.traffic.total_sessions.get(),
+        ),
+        (
+            "max_pipes",
+            GAUGE,
+            "Kernel pipes splicing may use.",
+            process.pipes.max().unwrap_or(0) as u64,
+        ),
+        (
+            "pipes_used_total",
+            COUNTER,
+            "Kernel pipes in use.",
+            process.pipes.used() as u64,
+        ),
+        ("stopping", GAUGE, "1 while stopping.", u64::from(stopping)),
+        ("listeners", GAUGE, "Listening sockets.", listeners as u64),
+    ];
+    for (name, kind, help, value) in plain {
+        let name = format!("haproxy_process_{name}");
+        header(out, &name, kind, help);
+        let _ = writeln!(out, "{name} {value}");
+    }
+    header(
+        out,
+        "haproxy_process_start_time_seconds",
+        GAUGE,
+        "Start time, in seconds since the epoch.",
+    );
+    let _ = writeln!(out, "haproxy_process_start_time_seconds {start}");
+    header(
+        out,
+        "haproxy_process_build_info",
+        GAUGE,
+        "Build information.",
+    );
+    let _ = writeln!(
+        out,
+        "haproxy_process_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+}
+
+/// The whole exposition: process metrics, then frontends, backends and servers, each metric
+/// with its `# HELP` and `# TYPE` lines followed by all its samples.
+pub fn render(process: &Process) -> String {
+    let mut out = String::with_capacity(32768);
+    process_metrics(process, &mut out);
+    let rows = stats::collect(process);
+    for (kind, prefix, metrics) in [
+        (RowKind::Frontend, "haproxy_frontend_", FRONTEND),
+        (RowKind::Backend, "haproxy_backend_", BACKEND),
+        (RowKind::Server, "haproxy_server_", SERVER),
+    ] {
+        for metric in metrics {
+            let name = format!("{prefix}{}", metric.name);
+            let mut body = String::new();
+            for row in rows.iter().filter(|r| r.kind == kind) {
+                samples(&mut body, &name, metric, row);
+            }
+            if !body.is_empty() {
+                header(&mut out, &name, metric.kind, metric.help);
+                out.push_str(&body);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
