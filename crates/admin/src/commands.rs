@@ -85,6 +85,13 @@ pub const COMMANDS: &[Command] = &[
         run: ops::show_backend,
     },
     Command {
+        words: &["shutdown", "sessions", "server"],
+        usage: "shutdown sessions server <bk>/<srv>",
+        summary: "kill sessions on a server",
+        level: CliLevel::Admin,
+        run: ops::shutdown_sessions_server,
+    },
+    Command {
         words: &["disable", "server"],
         usage: "disable server (DEPRECATED)",
         summary: "disable a server for maintenance (use 'set server' instead)",

@@ -16,6 +16,7 @@ use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Server};
 use sluice_runtime::stats::{self, Filter, proxy_iid};
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// `show stat [{<iid>|<proxy>} <type> <sid>]`: the CSV of every row, or of the rows the three
 /// arguments select (a proxy by name or id, a mask of 1 frontends, 2 backends, 4 servers, and a
@@ -236,7 +237,7 @@ fn find_server<'p>(
     process: &'p Process,
     arg: Option<&String>,
     out: &mut String,
-) -> Option<(&'p Backend, usize, &'p Server)> {
+) -> Option<(&'p Arc<Backend>, usize, &'p Server)> {
     let Some((backend, server)) = arg.and_then(|a| a.split_once('/')) else {
         out.push_str("Require 'backend/server'.\n");
         return None;
@@ -252,28 +253,36 @@ fn find_server<'p>(
     Some((b, index, s))
 }
 
-/// Changes a server's administrative state and pushes it into the balancer.
-pub fn set_admin(b: &Backend, index: usize, s: &Server, f: impl FnOnce(&mut Admin)) {
-    s.health.update(|h| f(&mut h.admin));
-    b.apply_health(index);
-}
-
 /// `disable server B/S`: maintenance.
 pub fn disable_server(p: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
-    if let Some((b, i, s)) = find_server(p, args.first(), out) {
-        set_admin(b, i, s, |a| *a = Admin::Maint);
+    if let Some((b, i, _)) = find_server(p, args.first(), out) {
+        b.set_admin(i, |a| *a = Admin::Maint);
     }
     Flow::Continue
 }
 
 /// `enable server B/S`: out of maintenance (a drain stays).
 pub fn enable_server(p: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
-    if let Some((b, i, s)) = find_server(p, args.first(), out) {
-        set_admin(b, i, s, |a| {
+    if let Some((b, i, _)) = find_server(p, args.first(), out) {
+        b.set_admin(i, |a| {
             if *a == Admin::Maint {
                 *a = Admin::Ready;
             }
         });
+    }
+    Flow::Continue
+}
+
+/// `shutdown sessions server B/S`: ends every session on the server at once (the kill signal
+/// `on-marked-down shutdown-sessions` uses).
+pub fn shutdown_sessions_server(
+    p: &Process,
+    args: &[String],
+    _: &mut CliState,
+    out: &mut String,
+) -> Flow {
+    if let Some((_, _, s)) = find_server(p, args.first(), out) {
+        s.health.kill_sessions();
     }
     Flow::Continue
 }
@@ -296,7 +305,7 @@ pub fn set_server(p: &Process, args: &[String], _: &mut CliState, out: &mut Stri
                     return Flow::Continue;
                 }
             };
-            set_admin(b, i, s, |a| *a = admin);
+            b.set_admin(i, |a| *a = admin);
         }
         Some("weight") => set_weight_of(b, i, s, args.get(2), out),
         _ => out.push_str(

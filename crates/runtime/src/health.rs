@@ -10,8 +10,8 @@
 use crate::dynamic::{Warmup, warming_weight};
 use crate::proxy::Backend;
 use sluice_balance::ServerState;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, watch};
 
 /// The administrative state (configuration `disabled`, agent `drain`/`maint`/`ready`).
@@ -276,6 +276,23 @@ pub struct Usable {
 }
 
 impl Backend {
+    /// Changes server `index`'s administrative state (the CLI, the stats page) and pushes it
+    /// into the balancer. A server leaving maintenance with `slowstart` ramps its weight up,
+    /// driven by a task on the tokio runtime the caller runs on.
+    pub fn set_admin(self: &Arc<Self>, index: usize, f: impl FnOnce(&mut Admin)) {
+        let Some(server) = self.servers.get(index) else {
+            return;
+        };
+        let (before, after) = server.health.update(|h| f(&mut h.admin));
+        let warmup = crate::dynamic::warm_up(server, &before, &after);
+        self.apply_health(index);
+        if let Some(warmup) = warmup
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(crate::dynamic::ramp(Arc::clone(self), index, warmup));
+        }
+    }
+
     /// Pushes server `index`'s health into the balancer; returns the usable servers after it
     /// and the server's current connections.
     pub fn apply_health(&self, index: usize) -> (Usable, u32) {

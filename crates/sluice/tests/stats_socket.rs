@@ -283,3 +283,18 @@ fn user_level_socket_can_read_information() {
     assert!(help.starts_with(HELP_HEADER), "{help}");
     assert!(help.contains("show info"), "{help}");
 }
+
+#[test]
+fn shutdown_sessions_server_ends_the_servers_sessions() {
+    let backend = Backend::echo();
+    let (proxy, addr) = proxy_with("", &backend);
+    let mut session = connect(addr);
+    session.write_all(b"ping").unwrap();
+    assert_eq!(read_n(&mut session, 4), b"ping");
+    assert_eq!(proxy.cli("shutdown sessions server app/nope"), "No such server.\n\n");
+    proxy.cli("shutdown sessions server app/s1");
+    assert!(
+        common::read_to_close(&mut session, GENEROUS).is_closed(),
+        "the session outlived the shutdown"
+    );
+}

@@ -324,8 +324,7 @@ fn apply(process: &Process, form: &[(String, String)]) -> &'static str {
                     "drain" => Admin::Drain,
                     _ => Admin::Maint,
                 };
-                server.health.update(|h| h.admin = admin);
-                backend.apply_health(index);
+                backend.set_admin(index, |a| *a = admin);
             }
             "dhlth" | "ehlth" => server.stats.set_checks_enabled(action == "ehlth"),
             "dagent" | "eagent" => server.stats.set_agent_enabled(action == "eagent"),
