@@ -85,6 +85,13 @@ pub const COMMANDS: &[Command] = &[
         run: ops::show_backend,
     },
     Command {
+        words: &["set", "maxconn", "frontend"],
+        usage: "set maxconn frontend <frontend> <value>",
+        summary: "change a frontend's maxconn setting",
+        level: CliLevel::Admin,
+        run: ops::set_maxconn_frontend,
+    },
+    Command {
         words: &["shutdown", "sessions", "server"],
         usage: "shutdown sessions server <bk>/<srv>",
         summary: "kill sessions on a server",

@@ -502,6 +502,29 @@ pub fn set_maxconn_global(
     Flow::Continue
 }
 
+/// `set maxconn frontend NAME N`: the frontend's concurrent connection limit; open sessions
+/// are not cut when it drops.
+pub fn set_maxconn_frontend(
+    p: &Process,
+    args: &[String],
+    _: &mut CliState,
+    out: &mut String,
+) -> Flow {
+    let Some(name) = args.first() else {
+        out.push_str("A frontend name is expected.\n");
+        return Flow::Continue;
+    };
+    let Some(f) = p.frontends.iter().find(|f| f.name() == name) else {
+        out.push_str("No such frontend.\n");
+        return Flow::Continue;
+    };
+    match args.get(1).and_then(|a| a.parse::<u32>().ok()) {
+        Some(n) => f.limit.set(n),
+        None => out.push_str("Integer value expected.\n"),
+    }
+    Flow::Continue
+}
+
 fn switch_frontend(p: &Process, args: &[String], out: &mut String, on: bool) {
     let Some(f) = args
         .first()

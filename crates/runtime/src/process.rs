@@ -61,7 +61,7 @@ pub struct Process {
     /// One permit per allowed concurrent connection, process-wide.
     pub slots: Arc<Semaphore>,
     /// The limit `set maxconn global` set (`maxconn` at start); see `stats.rs`.
-    pub runtime_maxconn: crate::stats::RuntimeMaxconn,
+    pub runtime_maxconn: crate::stats::SlotLimit,
     /// Event-loop threads.
     pub nbthread: usize,
     /// The file-descriptor limit the process runs with.
@@ -160,13 +160,14 @@ impl Process {
         if !errors.is_empty() {
             return Err(errors);
         }
+        let slots = Arc::new(Semaphore::new(opts.maxconn as usize));
         Ok(Process {
             global: plan.global,
             frontends,
             backends,
             maxconn: opts.maxconn,
-            slots: Arc::new(Semaphore::new(opts.maxconn as usize)),
-            runtime_maxconn: crate::stats::RuntimeMaxconn::new(opts.maxconn),
+            runtime_maxconn: crate::stats::SlotLimit::new(&slots, opts.maxconn),
+            slots,
             nbthread: opts.nbthread,
             ulimit_n: opts.ulimit_n,
             started_at: SystemTime::now(),

@@ -30,8 +30,8 @@ pub struct Frontend {
     pub backend: Option<Arc<Backend>>,
     /// Concurrent connection limit (`maxconn`): a permit is held by every open session.
     pub slots: Arc<Semaphore>,
-    /// The limit the semaphore was built with, for `show stat`.
-    pub maxconn: u32,
+    /// The limit in force (`set maxconn frontend` changes it).
+    pub limit: crate::stats::SlotLimit,
     /// Sessions and bytes.
     pub traffic: Traffic,
     /// Connections closed without being forwarded (no backend, no server).
@@ -148,11 +148,12 @@ pub fn counts(
 impl Frontend {
     /// A frontend from its plan, limited to `maxconn` concurrent sessions.
     pub fn new(plan: FrontendPlan, backend: Option<Arc<Backend>>, maxconn: u32) -> Self {
+        let slots = Arc::new(Semaphore::new(maxconn as usize));
         Frontend {
             plan,
             backend,
-            slots: Arc::new(Semaphore::new(maxconn as usize)),
-            maxconn,
+            limit: crate::stats::SlotLimit::new(&slots, maxconn),
+            slots,
             traffic: Traffic::default(),
             failed: Counter::default(),
             request_errors: Counter::default(),

@@ -487,7 +487,7 @@ fn frontend_row(f: &Frontend) -> Row {
     let t = &f.traffic;
     row.set(Field::scur, t.sessions.get());
     row.set(Field::smax, t.sessions.max());
-    row.set(Field::slim, f.maxconn);
+    row.set(Field::slim, f.limit.get());
     row.set(Field::stot, t.total_sessions.get());
     row.set(Field::bin, t.bytes_in.get());
     row.set(Field::bout, t.bytes_out.get());
@@ -659,7 +659,7 @@ fn backend_limit(process: &Process, b: &Backend) -> u64 {
         .frontends
         .iter()
         .filter(|f| f.backend.as_ref().is_some_and(|fb| std::ptr::eq(&**fb, b)))
-        .map(|f| u64::from(f.maxconn))
+        .map(|f| u64::from(f.limit.get()))
         .sum();
     total.div_ceil(10).max(1)
 }
@@ -822,44 +822,43 @@ impl Backend {
     }
 }
 
-/// The process-wide connection limit `set maxconn global` changes. Lowering it withdraws
-/// slots: the free ones at once, the others as sessions end (a task takes them as they are
-/// released, so open sessions are not cut). `debt` counts the slots still to withdraw; raising
-/// the limit first cancels debt, then adds slots, so the two never race.
+/// A connection limit the runtime API can change (`set maxconn global|frontend`): a
+/// semaphore of slots and the limit in force. Lowering it withdraws slots: the free ones at
+/// once, the others as sessions end (a task takes them as they are released, so open sessions
+/// are not cut). `debt` counts the slots still to withdraw; raising the limit first cancels
+/// debt, then adds slots, so the two never race.
 #[derive(Debug)]
-pub struct RuntimeMaxconn {
+pub struct SlotLimit {
+    slots: Arc<tokio::sync::Semaphore>,
     limit: AtomicU32,
     debt: Arc<AtomicU32>,
     change: std::sync::Mutex<()>,
 }
 
-impl RuntimeMaxconn {
-    /// The limit at start.
-    pub fn new(limit: u32) -> Self {
-        RuntimeMaxconn {
+impl SlotLimit {
+    /// A limit of `limit` over `slots` (a semaphore holding that many permits).
+    pub fn new(slots: &Arc<tokio::sync::Semaphore>, limit: u32) -> Self {
+        SlotLimit {
+            slots: Arc::clone(slots),
             limit: AtomicU32::new(limit),
             debt: Arc::new(AtomicU32::new(0)),
             change: std::sync::Mutex::new(()),
         }
     }
-}
 
-impl Process {
-    /// The process-wide connection limit now (`set maxconn global`).
-    pub fn runtime_maxconn(&self) -> u32 {
-        self.runtime_maxconn.limit.load(Ordering::Relaxed)
+    /// The limit in force.
+    pub fn get(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
     }
 
-    /// Changes the process-wide connection limit to `limit` (at most [`Process::maxconn`]).
-    pub fn set_runtime_maxconn(&self, limit: u32) {
-        let r = &self.runtime_maxconn;
+    /// Changes the limit to `limit`.
+    pub fn set(&self, limit: u32) {
         // Changes are serialised; the lock holds no data, so poisoning cannot matter.
-        let _one_at_a_time = r.change.lock().unwrap_or_else(|p| p.into_inner());
-        let limit = limit.min(self.maxconn);
-        let before = r.limit.swap(limit, Ordering::Relaxed);
+        let _one_at_a_time = self.change.lock().unwrap_or_else(|p| p.into_inner());
+        let before = self.limit.swap(limit, Ordering::Relaxed);
         if limit > before {
             let mut more = limit - before;
-            let cancelled = r
+            let cancelled = self
                 .debt
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
                     Some(d.saturating_sub(more))
@@ -875,12 +874,12 @@ impl Process {
             if rest == 0 {
                 return;
             }
-            let owed = r.debt.fetch_add(rest, Ordering::Relaxed);
+            let owed = self.debt.fetch_add(rest, Ordering::Relaxed);
             // One task collects the debt; a second is needed only if none was running.
             if owed == 0
                 && let Ok(runtime) = tokio::runtime::Handle::try_current()
             {
-                let (slots, debt) = (Arc::clone(&self.slots), Arc::clone(&r.debt));
+                let (slots, debt) = (Arc::clone(&self.slots), Arc::clone(&self.debt));
                 runtime.spawn(async move {
                     while debt.load(Ordering::Relaxed) > 0 {
                         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
@@ -896,6 +895,18 @@ impl Process {
                 });
             }
         }
+    }
+}
+
+impl Process {
+    /// The process-wide connection limit now (`set maxconn global`).
+    pub fn runtime_maxconn(&self) -> u32 {
+        self.runtime_maxconn.get()
+    }
+
+    /// Changes the process-wide connection limit to `limit` (at most [`Process::maxconn`]).
+    pub fn set_runtime_maxconn(&self, limit: u32) {
+        self.runtime_maxconn.set(limit.min(self.maxconn));
     }
 }
 

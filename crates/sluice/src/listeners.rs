@@ -46,7 +46,7 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
     let mut frontend_sockets = Vec::new();
     for frontend in &process.frontends {
         for bind in &frontend.plan.binds {
-            let opts = bind_options(bind, frontend.maxconn);
+            let opts = bind_options(bind, frontend.limit.get());
             let slots = bind
                 .maxconn
                 .filter(|&n| n > 0)

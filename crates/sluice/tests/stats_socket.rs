@@ -291,10 +291,42 @@ fn shutdown_sessions_server_ends_the_servers_sessions() {
     let mut session = connect(addr);
     session.write_all(b"ping").unwrap();
     assert_eq!(read_n(&mut session, 4), b"ping");
-    assert_eq!(proxy.cli("shutdown sessions server app/nope"), "No such server.\n\n");
+    assert_eq!(
+        proxy.cli("shutdown sessions server app/nope"),
+        "No such server.\n\n"
+    );
     proxy.cli("shutdown sessions server app/s1");
     assert!(
         common::read_to_close(&mut session, GENEROUS).is_closed(),
         "the session outlived the shutdown"
     );
+}
+
+#[test]
+fn set_maxconn_frontend_changes_the_limit_while_sessions_run() {
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    maxconn 1\n    server s1 {}\n",
+        fd_bind(&fe),
+        backend.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let served = |s: &mut std::net::TcpStream| {
+        s.write_all(b"ping").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut got = [0u8; 4];
+        matches!(s.read_exact(&mut got), Ok(()))
+    };
+    let mut first = connect(addr);
+    assert!(served(&mut first));
+    // The second connection waits in the kernel's queue while the first holds the slot.
+    let mut second = connect(addr);
+    assert!(!served(&mut second), "maxconn 1: the second session must wait");
+    assert_eq!(proxy.cli("set maxconn frontend app 2"), "\n");
+    second.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut got = [0u8; 4];
+    second.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"ping", "the raised limit lets the waiting session in");
+    assert_eq!(proxy.cli("set maxconn frontend nope 2"), "No such frontend.\n\n");
 }
