@@ -511,9 +511,8 @@ pub(crate) fn parse_rule_line(
             }
         }
         "monitor fail" => frontend_only(kind)
-            .and_then(|()| condition(&line.words[2..], acls, true))
-            .and_then(|c| {
-                let c = c.ok_or_else(|| "expects 'if' or 'unless' and a condition".to_owned())?;
+            .and_then(|()| Condition::parse(&line.words[2..], acls))
+            .map(|c| {
                 check_cond(
                     &c,
                     place.stages(Stages::FE_HTTP_REQ, Stages::NONE),
@@ -521,14 +520,13 @@ pub(crate) fn parse_rule_line(
                     &mut warnings,
                 );
                 rules.monitor_fail.push(c);
-                Ok(())
             }),
         "use_backend" => frontend_only(kind).and_then(|()| {
             let (args, cond) = split_condition(&line.words[1..], acls)?;
             let target = match args {
                 [name] if name.contains("%[") => {
                     let fmt = LogFormat::parse(name, maps)?;
-                    check_fmt(&fmt, Stages::USE_BACKEND, place)?;
+                    fmt.check_stages(Stages::USE_BACKEND)?;
                     BackendTarget::Dynamic(fmt)
                 }
                 [name] => BackendTarget::Named(name.clone()),
@@ -564,7 +562,7 @@ pub(crate) fn parse_rule_line(
                 }
             };
             let stages = place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ);
-            parse_redirect(args, maps, stages, place, false).map(|r| {
+            parse_redirect(args, maps, stages, false).map(|r| {
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
                 }
@@ -577,7 +575,7 @@ pub(crate) fn parse_rule_line(
                 let action = if args.first().is_some_and(|a| a == "capture") {
                     parse_capture_action(args, rules, kind, maps, stages, true)?
                 } else {
-                    parse_after_response_action(args, maps, stages, place)?
+                    parse_after_response_action(args, maps, stages)?
                 };
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
@@ -597,7 +595,7 @@ pub(crate) fn parse_rule_line(
                 let action = if args.first().is_some_and(|a| a == "capture") {
                     parse_capture_action(args, rules, kind, maps, stages, response)?
                 } else {
-                    parse_http_action(args, maps, stages, place, response)?
+                    parse_http_action(args, maps, stages, response)?
                 };
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
@@ -628,7 +626,7 @@ pub(crate) fn parse_rule_line(
             .and_then(|()| split_condition(&line.words[2..], acls))
             .and_then(|(args, cond)| {
                 let stages = Stages::TCP_RES_CONTENT;
-                let action = parse_tcp_action(args, maps, stages, place)?;
+                let action = parse_tcp_action(args, maps, stages)?;
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
                 }
@@ -647,7 +645,7 @@ pub(crate) fn parse_rule_line(
             checked
                 .and_then(|()| split_condition(&line.words[2..], acls))
                 .and_then(|(args, cond)| {
-                    let action = parse_tcp_action(args, maps, stages, place)?;
+                    let action = parse_tcp_action(args, maps, stages)?;
                     if let Some(c) = &cond {
                         check_cond(c, stages, place, &mut warnings);
                     }
@@ -804,7 +802,7 @@ fn parse_capture_action(
         );
     };
     let expr = Expr::parse(sample, maps)?;
-    check_expr(&expr, stages)?;
+    expr.check_stages(stages)?;
     let slot = match how.as_str() {
         "len" if response => {
             return Err("a response 'capture' expects 'id <slot>' (declare the slot with 'declare capture response')".to_owned());
@@ -945,30 +943,15 @@ fn split_condition<'w>(
     }
 }
 
-fn condition(words: &[String], acls: &AclSet, required: bool) -> Result<Option<Condition>, String> {
-    if words.is_empty() && !required {
-        return Ok(None);
-    }
-    Condition::parse(words, acls).map(Some)
-}
-
 /// An ACL that can never match where its rule runs is a warning, as in HAProxy (the rule
 /// stays, it just never applies).
 fn check_cond(cond: &Condition, stages: Stages, place: Place, warnings: &mut Vec<String>) {
     warnings.extend(cond.conflict(stages, place.name()));
 }
 
-fn check_fmt(fmt: &LogFormat, stages: Stages, _place: Place) -> Result<(), String> {
-    fmt.check_stages(stages)
-}
-
-fn check_expr(expr: &Expr, stages: Stages) -> Result<(), String> {
-    expr.check_stages(stages)
-}
-
-fn fmt_arg(text: &str, maps: &MapStore, stages: Stages, place: Place) -> Result<LogFormat, String> {
+fn fmt_arg(text: &str, maps: &MapStore, stages: Stages) -> Result<LogFormat, String> {
     let fmt = LogFormat::parse(text, maps)?;
-    check_fmt(&fmt, stages, place)?;
+    fmt.check_stages(stages)?;
     Ok(fmt)
 }
 
@@ -1000,12 +983,7 @@ fn var_name(text: &str) -> Result<String, String> {
     }
 }
 
-fn parse_tcp_action(
-    args: &[String],
-    maps: &MapStore,
-    stages: Stages,
-    _place: Place,
-) -> Result<TcpAction, String> {
+fn parse_tcp_action(args: &[String], maps: &MapStore, stages: Stages) -> Result<TcpAction, String> {
     let Some(action) = args.first() else {
         return Err("expects an action".to_owned());
     };
@@ -1020,7 +998,7 @@ fn parse_tcp_action(
             return Err("expects exactly one sample expression".to_owned());
         };
         let expr = Expr::parse(expr, maps)?;
-        check_expr(&expr, stages)?;
+        expr.check_stages(stages)?;
         return Ok(TcpAction::SetVar { name, expr });
     }
     if let Some(name) = paren_arg(action, "unset-var") {
@@ -1050,14 +1028,13 @@ fn parse_http_action(
     args: &[String],
     maps: &MapStore,
     stages: Stages,
-    place: Place,
     response: bool,
 ) -> Result<HttpAction, String> {
     let Some(action) = args.first() else {
         return Err("expects an action".to_owned());
     };
     let rest = &args[1..];
-    let fmt = |text: &str| fmt_arg(text, maps, stages, place);
+    let fmt = |text: &str| fmt_arg(text, maps, stages);
     let exactly = |n: usize, what: &str| -> Result<(), String> {
         if rest.len() == n {
             Ok(())
@@ -1069,7 +1046,7 @@ fn parse_http_action(
         let name = var_name(name)?;
         exactly(1, "exactly one sample expression")?;
         let expr = Expr::parse(&rest[0], maps)?;
-        check_expr(&expr, stages)?;
+        expr.check_stages(stages)?;
         return Ok(HttpAction::SetVar {
             name,
             value: VarValue::Expr(expr),
@@ -1106,13 +1083,13 @@ fn parse_http_action(
         // A denied response becomes a 502: the server answered, but not acceptably.
         "deny" => {
             let status = if response { 502 } else { 403 };
-            parse_reply(rest, maps, stages, place, status, true).map(HttpAction::Deny)
+            parse_reply(rest, maps, stages, status, true).map(HttpAction::Deny)
         }
-        "return" => parse_reply(rest, maps, stages, place, 200, false).map(HttpAction::Return),
+        "return" => parse_reply(rest, maps, stages, 200, false).map(HttpAction::Return),
         "normalize-uri" => UriNormalizer::parse(rest)
             .map(HttpAction::NormalizeUri)
             .and_then(request_only),
-        "tarpit" => parse_reply(rest, maps, stages, place, 500, true)
+        "tarpit" => parse_reply(rest, maps, stages, 500, true)
             .map(HttpAction::Tarpit)
             .and_then(request_only),
         "use-service" => {
@@ -1122,7 +1099,7 @@ fn parse_http_action(
                 other => Err(format!("unknown service '{other}'")),
             }
         }
-        "redirect" => parse_redirect(rest, maps, stages, place, true).map(HttpAction::Redirect),
+        "redirect" => parse_redirect(rest, maps, stages, true).map(HttpAction::Redirect),
         "auth" => {
             let realm = match rest {
                 [] => None,
@@ -1254,14 +1231,13 @@ fn parse_after_response_action(
     args: &[String],
     maps: &MapStore,
     stages: Stages,
-    place: Place,
 ) -> Result<HttpAction, String> {
     let action = args.first().ok_or("expects an action")?;
     let name = action.split('(').next().unwrap_or_default();
     match name {
         "allow" | "set-header" | "add-header" | "del-header" | "replace-header"
         | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var" => {
-            parse_http_action(args, maps, stages, place, true)
+            parse_http_action(args, maps, stages, true)
         }
         "del-acl" | "del-map" | "set-log-level" | "set-map" | "strict-mode" => {
             Err(unsupported(name))
@@ -1296,7 +1272,6 @@ fn parse_reply(
     args: &[String],
     maps: &MapStore,
     stages: Stages,
-    place: Place,
     default_status: u16,
     is_deny: bool,
 ) -> Result<Reply, String> {
@@ -1345,9 +1320,7 @@ fn parse_reply(
                 ) {
                     return Err(format!("'hdr' cannot set the '{name}' field"));
                 }
-                reply
-                    .headers
-                    .push((name, fmt_arg(fmt_text, maps, stages, place)?));
+                reply.headers.push((name, fmt_arg(fmt_text, maps, stages)?));
                 i += 3;
             }
             "default-errorfiles" => {
@@ -1360,8 +1333,7 @@ fn parse_reply(
                 i += 2;
             }
             "lf-string" => {
-                let body =
-                    ReplyBody::Format(fmt_arg(need("a log-format string")?, maps, stages, place)?);
+                let body = ReplyBody::Format(fmt_arg(need("a log-format string")?, maps, stages)?);
                 set_body(&mut reply, &mut body_set, body)?;
                 i += 2;
             }
@@ -1375,7 +1347,7 @@ fn parse_reply(
                     _ => {
                         let text = String::from_utf8(bytes)
                             .map_err(|_| format!("file '{path}' is not text"))?;
-                        ReplyBody::Format(fmt_arg(&text, maps, stages, place)?)
+                        ReplyBody::Format(fmt_arg(&text, maps, stages)?)
                     }
                 };
                 set_body(&mut reply, &mut body_set, body)?;
@@ -1414,7 +1386,6 @@ fn parse_redirect(
     args: &[String],
     maps: &MapStore,
     stages: Stages,
-    place: Place,
     in_rule: bool,
 ) -> Result<Redirect, String> {
     let (Some(kind), Some(value)) = (args.first(), args.get(1)) else {
@@ -1422,7 +1393,7 @@ fn parse_redirect(
     };
     // The `redirect` keyword takes its value literally; rules take a log-format string.
     let value_fmt = if in_rule {
-        fmt_arg(value, maps, stages, place)?
+        fmt_arg(value, maps, stages)?
     } else {
         // Doubling `%` makes every character literal.
         LogFormat::parse(&value.replace('%', "%%"), maps)?

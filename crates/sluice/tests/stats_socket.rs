@@ -314,7 +314,8 @@ fn set_maxconn_frontend_changes_the_limit_while_sessions_run() {
     let proxy = common::sluice(&cfg).inherit(fe).start();
     let served = |s: &mut std::net::TcpStream| {
         s.write_all(b"ping").unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
         let mut got = [0u8; 4];
         matches!(s.read_exact(&mut got), Ok(()))
     };
@@ -322,11 +323,20 @@ fn set_maxconn_frontend_changes_the_limit_while_sessions_run() {
     assert!(served(&mut first));
     // The second connection waits in the kernel's queue while the first holds the slot.
     let mut second = connect(addr);
-    assert!(!served(&mut second), "maxconn 1: the second session must wait");
+    assert!(
+        !served(&mut second),
+        "maxconn 1: the second session must wait"
+    );
     assert_eq!(proxy.cli("set maxconn frontend app 2"), "\n");
     second.set_read_timeout(Some(GENEROUS)).unwrap();
     let mut got = [0u8; 4];
     second.read_exact(&mut got).unwrap();
-    assert_eq!(&got, b"ping", "the raised limit lets the waiting session in");
-    assert_eq!(proxy.cli("set maxconn frontend nope 2"), "No such frontend.\n\n");
+    assert_eq!(
+        &got, b"ping",
+        "the raised limit lets the waiting session in"
+    );
+    assert_eq!(
+        proxy.cli("set maxconn frontend nope 2"),
+        "No such frontend.\n\n"
+    );
 }
