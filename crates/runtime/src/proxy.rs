@@ -469,30 +469,41 @@ impl Backend {
     }
 
     /// Waits for a slot handed over by a finishing connection, or gives up after the queue
-    /// timeout (removing the ticket so queue lengths stay true).
+    /// timeout. Giving up (or being cancelled: the client left) goes through [`QueueTicket`]'s
+    /// drop, which leaves the queue under the backend's lock and returns a slot that was handed
+    /// over in the meantime, so no slot is ever lost to a waiter that is gone.
     async fn wait(
         &self,
         (ticket, woken): (u64, oneshot::Receiver<usize>),
     ) -> Result<ServerLease<'_>, Unserved> {
+        let mut waiting = QueueTicket {
+            backend: self,
+            ticket,
+            woken: Some(woken),
+        };
+        let Some(receiver) = waiting.woken.as_mut() else {
+            return Err(Unserved::NoServer);
+        };
         let outcome = match self.queue_timeout() {
-            Some(limit) => tokio::time::timeout(limit, woken).await.ok(),
-            None => Some(woken.await),
+            Some(limit) => tokio::time::timeout(limit, receiver).await.ok(),
+            None => Some(receiver.await),
         };
         match outcome {
-            Some(Ok(index)) => match self.servers.get(index) {
-                // The slot was counted for us by the one who handed it over.
-                Some(server) => Ok(ServerLease {
-                    backend: self,
-                    index,
-                    server,
-                }),
-                None => Err(Unserved::NoServer),
-            },
+            Some(Ok(index)) => {
+                // Served: the slot was counted for us by the one who handed it over, and the
+                // ticket already left its queue.
+                waiting.woken = None;
+                match self.servers.get(index) {
+                    Some(server) => Ok(ServerLease {
+                        backend: self,
+                        index,
+                        server,
+                    }),
+                    None => Err(Unserved::NoServer),
+                }
+            }
             _ => {
-                let mut shared = self.lock();
-                shared.queues.remove(ticket);
-                self.follow_load(&mut shared);
-                drop(shared);
+                drop(waiting);
                 self.queue_timeouts.incr();
                 Err(Unserved::QueueTimeout)
             }
@@ -561,6 +572,34 @@ impl Queues {
         for queue in &mut self.servers {
             queue.retain(|w| w.ticket != ticket);
         }
+    }
+}
+
+/// A request's place in a queue while it waits. Dropping it before it was served (timeout,
+/// or the waiting task cancelled) removes the ticket under the backend's lock; a slot handed
+/// over just before that (the hand-over counted it for us) is released again to the next
+/// waiter.
+struct QueueTicket<'a> {
+    backend: &'a Backend,
+    ticket: u64,
+    /// `None` once served.
+    woken: Option<oneshot::Receiver<usize>>,
+}
+
+impl Drop for QueueTicket<'_> {
+    fn drop(&mut self) {
+        let Some(mut woken) = self.woken.take() else {
+            return;
+        };
+        let backend = self.backend;
+        let mut shared = backend.lock();
+        shared.queues.remove(self.ticket);
+        // Senders hand over only under this lock, so after the removal nothing more arrives.
+        if let Ok(index) = woken.try_recv() {
+            shared.balancer.connection_ended(index);
+            backend.hand_over(&mut shared, index);
+        }
+        backend.follow_load(&mut shared);
     }
 }
 
@@ -801,6 +840,28 @@ mod tests {
                 assert_eq!(b.free_slots(), -1, "a server without maxqueue: unlimited");
             })
             .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_handed_to_a_waiter_that_left_goes_back() {
+        let b = backend("backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n");
+        let a = b.acquire_server(None).await.unwrap();
+        let mut waiting = Box::pin(b.acquire_server(None));
+        std::future::poll_fn(|cx| {
+            assert!(waiting.as_mut().poll(cx).is_pending(), "a is full: it queues");
+            std::task::Poll::Ready(())
+        })
+        .await;
+        assert_eq!(b.queued(), 1);
+        // The slot is handed over to the waiter, which leaves before it runs again (its
+        // client went away, or its timeout fired at the same moment).
+        drop(a);
+        assert_eq!(b.lock().balancer.connections(0), 1, "counted for the waiter");
+        drop(waiting);
+        assert_eq!(b.queued(), 0);
+        assert_eq!(b.lock().balancer.connections(0), 0, "the slot came back");
+        let again = b.acquire_server(None).await.unwrap();
+        assert_eq!(again.name(), "a");
     }
 
     #[tokio::test]
