@@ -542,6 +542,18 @@ impl Balancer {
         }
     }
 
+    /// Whether `pick` could choose `index` now, ignoring `maxconn`: it is a member of the tier
+    /// that serves (the active servers, or the backups when no active server is left). A
+    /// draining (weight 0) server, or a backup while an active server is up, is not.
+    pub fn in_serving_tier(&self, index: usize) -> bool {
+        let tier = if self.active.members > 0 {
+            &self.active
+        } else {
+            &self.backup
+        };
+        tier.weight.get(index).is_some_and(|&w| w > 0)
+    }
+
     /// Whether any server, active or backup, can be picked (ignoring `maxconn`).
     pub fn has_usable_server(&self) -> bool {
         self.active.members > 0 || self.backup.members > 0

@@ -299,18 +299,23 @@ impl Backend {
         let Some(server) = self.servers.get(index) else {
             return (self.usable(), 0);
         };
+        // Read under the backend's lock, so that two changes applied at once reach the
+        // balancer in the order the health state took them.
+        let mut shared = self.lock();
         let health = server.health.get();
         let mut state = server_state(server.stats.weight(), server.conf.backup, &health);
         let (code, up) = crate::stats::server_state_code(&health);
         server.stats.note_state(code, up);
-        let mut shared = self.lock();
         shared.warming.set(index, health.warmup);
         // The limit too: the load may have moved, and slowstart ramps it.
         state.maxconn = self.compute_limit(&shared, index);
         shared.balancer.update(index, state);
         let connections = shared.balancer.connections(index);
-        // A server that came back takes the requests waiting for a slot.
-        self.hand_over(&mut shared, index);
+        // The serving tier may have changed (a backup taking over, an active server taking
+        // back): every server with room takes the requests it may now serve.
+        for other in 0..self.servers.len() {
+            self.hand_over(&mut shared, other);
+        }
         drop(shared);
         let usable = self.usable();
         let backend_up = usable.active + usable.backup > 0;

@@ -519,12 +519,16 @@ impl Backend {
     }
 
     /// Gives the free slots of server `index` to the oldest waiters that may use them (after a
-    /// connection ended, or when the server comes back up).
+    /// connection ended, or when the server comes back up). Requests waiting in the server's
+    /// own queue were sent to it (persistence, `use-server`) and take it as long as it is
+    /// usable; the backend's queue only goes to a server balancing would pick, never to a
+    /// draining one or to a backup while an active server is up.
     pub(crate) fn hand_over(&self, shared: &mut Shared, index: usize) {
         while shared.balancer.state(index).is_some_and(|s| s.usable)
             && shared.balancer.has_room(index)
         {
-            let Some(waiter) = shared.queues.pop_for(index) else {
+            let balanced = shared.balancer.in_serving_tier(index);
+            let Some(waiter) = shared.queues.pop_for(index, balanced) else {
                 break;
             };
             // A waiter that gave up has dropped its receiver: try the next one.
@@ -550,14 +554,19 @@ impl Queues {
         (ticket, woken)
     }
 
-    /// The oldest waiter that server `index` may serve: from its own queue or the backend's.
-    fn pop_for(&mut self, index: usize) -> Option<Waiter> {
+    /// The oldest waiter that server `index` may serve: from its own queue, or the backend's
+    /// when `balanced` (the server is one balancing would pick).
+    fn pop_for(&mut self, index: usize, balanced: bool) -> Option<Waiter> {
         let own = self
             .servers
             .get(index)
             .and_then(|q| q.front())
             .map(|w| w.ticket);
-        let shared = self.backend.front().map(|w| w.ticket);
+        let shared = if balanced {
+            self.backend.front().map(|w| w.ticket)
+        } else {
+            None
+        };
         match (own, shared) {
             (Some(a), Some(b)) if b < a => self.backend.pop_front(),
             (Some(_), _) => self.servers.get_mut(index)?.pop_front(),
@@ -862,6 +871,60 @@ mod tests {
         assert_eq!(b.lock().balancer.connections(0), 0, "the slot came back");
         let again = b.acquire_server(None).await.unwrap();
         assert_eq!(again.name(), "a");
+    }
+
+    /// Polls `acquire` once, so that it takes its place in a queue.
+    async fn queue_up<F: std::future::Future + Unpin>(acquire: &mut F) {
+        std::future::poll_fn(|cx| {
+            assert!(std::pin::Pin::new(&mut *acquire).poll(cx).is_pending());
+            std::task::Poll::Ready(())
+        })
+        .await;
+    }
+
+    const WITH_BACKUP: &str = "backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n server k 127.0.0.1:2 maxconn 1 backup\n";
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backup_does_not_serve_the_backend_queue_while_an_active_server_is_up() {
+        let b = backend(WITH_BACKUP);
+        let a = b.acquire_server(None).await.unwrap();
+        let mut waiting = Box::pin(b.acquire_server(None));
+        queue_up(&mut waiting).await;
+        // A connection forced onto the backup (persistence) ends: its slot is not for the
+        // backend's queue.
+        drop(b.lease_server_forced(1).unwrap());
+        assert_eq!(b.queued(), 1, "still waiting for the active server");
+        drop(a);
+        assert_eq!(waiting.await.unwrap().name(), "a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_draining_server_does_not_serve_the_backend_queue() {
+        let b = backend("backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n server d 127.0.0.1:2 maxconn 1\n");
+        let a = b.acquire_server(None).await.unwrap();
+        let d = b.acquire_server(None).await.unwrap();
+        assert_eq!((a.name(), d.name()), ("a", "d"));
+        b.servers[1]
+            .health
+            .update(|h| h.admin = crate::health::Admin::Drain);
+        b.apply_health(1);
+        let mut waiting = Box::pin(b.acquire_server(None));
+        queue_up(&mut waiting).await;
+        drop(d);
+        assert_eq!(b.queued(), 1, "a draining server takes no new request");
+        drop(a);
+        assert_eq!(waiting.await.unwrap().name(), "a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_backup_takes_the_queue_when_the_last_active_server_goes_down() {
+        let b = backend(WITH_BACKUP);
+        let _a = b.acquire_server(None).await.unwrap();
+        let mut waiting = Box::pin(b.acquire_server(None));
+        queue_up(&mut waiting).await;
+        b.servers[0].health.update(|h| h.check_up = false);
+        b.apply_health(0);
+        assert_eq!(waiting.await.unwrap().name(), "k");
     }
 
     #[tokio::test]
