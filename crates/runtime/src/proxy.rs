@@ -857,7 +857,10 @@ mod tests {
         let a = b.acquire_server(None).await.unwrap();
         let mut waiting = Box::pin(b.acquire_server(None));
         std::future::poll_fn(|cx| {
-            assert!(waiting.as_mut().poll(cx).is_pending(), "a is full: it queues");
+            assert!(
+                waiting.as_mut().poll(cx).is_pending(),
+                "a is full: it queues"
+            );
             std::task::Poll::Ready(())
         })
         .await;
@@ -865,7 +868,11 @@ mod tests {
         // The slot is handed over to the waiter, which leaves before it runs again (its
         // client went away, or its timeout fired at the same moment).
         drop(a);
-        assert_eq!(b.lock().balancer.connections(0), 1, "counted for the waiter");
+        assert_eq!(
+            b.lock().balancer.connections(0),
+            1,
+            "counted for the waiter"
+        );
         drop(waiting);
         assert_eq!(b.queued(), 0);
         assert_eq!(b.lock().balancer.connections(0), 0, "the slot came back");
@@ -900,7 +907,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_draining_server_does_not_serve_the_backend_queue() {
-        let b = backend("backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n server d 127.0.0.1:2 maxconn 1\n");
+        let b = backend(
+            "backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n server d 127.0.0.1:2 maxconn 1\n",
+        );
         let a = b.acquire_server(None).await.unwrap();
         let d = b.acquire_server(None).await.unwrap();
         assert_eq!((a.name(), d.name()), ("a", "d"));

@@ -430,3 +430,56 @@ listen l
         "closed after {took:?}"
     );
 }
+
+/// Rules may rewrite any field, but the body keeps the framing it arrived with: a request
+/// sent chunked goes on chunked even after rules set a Content-Length and delete the
+/// Transfer-Encoding, so what follows the body is read as the next request (no smuggling).
+#[test]
+fn rules_cannot_change_how_a_request_body_is_delimited() {
+    let (app, log) = named_http("app");
+    let (_p, addr) = common::http::proxy(
+        app.addr(),
+        "    http-request set-header Content-Length 1\n    http-request del-header Transfer-Encoding\n",
+    );
+    let answer = get(
+        addr,
+        "POST /first HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n\
+         5\r\nhello\r\n0\r\n\r\n\
+         GET /second HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(answer.matches("HTTP/1.1 200").count(), 2, "{answer}");
+    let seen = log.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].request_line(), "POST /first HTTP/1.1");
+    assert_eq!(seen[0].body, b"hello");
+    assert_eq!(
+        seen[0].header("transfer-encoding").as_deref(),
+        Some("chunked")
+    );
+    assert_eq!(seen[0].header("content-length"), None);
+    assert_eq!(seen[1].request_line(), "GET /second HTTP/1.1");
+}
+
+/// Likewise for responses: a rule setting a smaller Content-Length does not cut the body the
+/// server sent, and the client connection stays in step for its next request.
+#[test]
+fn rules_cannot_change_how_a_response_body_is_delimited() {
+    let (app, _log) =
+        http_backend(|_| "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789".to_owned());
+    let (_p, addr) = common::http::proxy(
+        app.addr(),
+        "    http-response set-header Content-Length 3\n    http-response set-header Transfer-Encoding chunked\n",
+    );
+    let answer = get(
+        addr,
+        "GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    let responses: Vec<&str> = answer.split("HTTP/1.1 ").skip(1).collect();
+    assert_eq!(responses.len(), 2, "{answer}");
+    for response in responses {
+        let full = format!("HTTP/1.1 {response}");
+        assert_eq!(header(&full, "content-length"), Some("10"), "{full}");
+        assert_eq!(header(&full, "transfer-encoding"), None, "{full}");
+        assert_eq!(body(&full), "0123456789");
+    }
+}

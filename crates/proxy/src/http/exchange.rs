@@ -24,9 +24,7 @@ use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
 use sluice_config::logging::LineFormat;
 use sluice_http::encode::{self, HeadEdits};
 use sluice_http::error::Side;
-use sluice_http::framing::{
-    BodyFraming, request_framing, response_framing, transfer_encoding_value,
-};
+use sluice_http::framing::{BodyFraming, response_framing, transfer_encoding_value};
 use sluice_http::head::{
     Limits, MessageHead, Parse, RequestHead, ResponseHead, Version, parse_request, parse_response,
 };
@@ -166,9 +164,10 @@ pub async fn run(
     ctx: &Context<'_>,
     client: &mut Stream,
     input: &mut InBuf,
-    head: RequestHead,
+    request: (RequestHead, BodyFraming),
     attached: &mut Option<Attached>,
 ) -> Next {
+    let head = &request.0;
     // The request line is copied only when a log wants it: no allocation otherwise.
     let logged = ctx.process.stream_log.is_some() || ctx.frontend.logger.is_some();
     let request_line = logged.then(|| {
@@ -188,7 +187,7 @@ pub async fn run(
         .is_some_and(|l| matches!(l.conf.format, LineFormat::Custom(_)));
     let logged_head = custom_log.then(|| (input.filled()[..head.head_len].to_vec(), head.clone()));
     let mut facts = Facts::default();
-    let ending = exchange(ctx, client, input, head, attached, &mut facts).await;
+    let ending = exchange(ctx, client, input, request, attached, &mut facts).await;
     if let Some(status) = ending.status {
         ctx.frontend.stats.count_response(status);
         ctx.backend.stats.count_response(status);
@@ -252,7 +251,7 @@ async fn exchange<'a>(
     ctx: &Context<'a>,
     client: &mut Stream,
     input: &mut InBuf,
-    mut head: RequestHead,
+    (mut head, framing): (RequestHead, BodyFraming),
     attached: &mut Option<Attached>,
     facts: &mut Facts<'a>,
 ) -> Ending {
@@ -268,15 +267,8 @@ async fn exchange<'a>(
         return Ending::close(Some(500), Cause::Proxy, Phase::Request);
     };
     let mut persist_state = persistence.state;
+    // `framing` was decided from the head as received, before any rule rewrote it.
     let buf = input.filled();
-    let framing = match request_framing(buf, &head) {
-        Ok(framing) => framing,
-        Err(err) => {
-            ctx.frontend.request_errors.incr();
-            answer(client, &ctx.after(s.request_error(err.status())), s.client).await;
-            return Ending::close(Some(err.status()), Cause::Proxy, Phase::Request);
-        }
-    };
     let conn = encode::connection_tokens(buf, &head);
     let client_wants_keepalive = conn.persistent(head.version);
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
@@ -682,6 +674,14 @@ async fn server_connection<'b>(
 }
 
 /// The request head as the server will see it.
+/// Whether a Transfer-Encoding value's last coding is `chunked`.
+fn ends_with_chunked(value: &[u8]) -> bool {
+    value
+        .rsplit(|&b| b == b',')
+        .next()
+        .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
+
 fn encode_request(
     ctx: &Context<'_>,
     buf: &[u8],
@@ -698,7 +698,9 @@ fn encode_request(
     }
     let length;
     // Codings before `chunked` (gzip...) stay announced: we re-chunk, we do not decode them.
-    let coding = transfer_encoding_value(buf, head);
+    // Only a value still ending in `chunked` is kept: a rule may have rewritten the field,
+    // and the body is chunked whatever it says now.
+    let coding = transfer_encoding_value(buf, head).filter(|v| ends_with_chunked(v));
     let client_ip = ctx.endpoints.client.map(|a| a.ip());
     let local_ip = ctx.endpoints.local.map(|a| a.ip());
     let forwarded_for = client_ip.map(|ip| ip.to_string());
@@ -939,6 +941,14 @@ where
         if shape.retry_status && ctx.backend.plan.retry_on.retries_status(head.status) {
             return Err(ResponseFailure::RetryStatus(head.status));
         }
+        // The body's framing comes from the head as the server sent it, before any rule
+        // rewrites it: rules change fields, never how the body is delimited.
+        let framing = if interim {
+            BodyFraming::None
+        } else {
+            response_framing(input.filled(), &head, shape.is_head, shape.is_connect)
+                .map_err(|e| ResponseFailure::Status(e.status()))?
+        };
         if !interim {
             let verdict = rules::process_response(
                 ctx.scope,
@@ -1002,8 +1012,6 @@ where
             input.consume(len);
             continue;
         }
-        let framing = response_framing(buf, &head, shape.is_head, shape.is_connect)
-            .map_err(|e| ResponseFailure::Status(e.status()))?;
         let tunnel = (head.status == 101 && shape.upgrade)
             || (shape.is_connect && (200..300).contains(&head.status));
         let server_keepalive = encode::connection_tokens(buf, &head).persistent(head.version);
@@ -1121,9 +1129,12 @@ where
 /// codings (ending in `chunked`), or its codings followed by `chunked` for a body the server
 /// delimited by closing.
 fn response_coding(buf: &[u8], head: &ResponseHead, framing: BodyFraming) -> Vec<u8> {
+    // The field may have been rewritten by a rule: only a coherent value is passed on.
     match (transfer_encoding_value(buf, head), framing) {
-        (Some(value), BodyFraming::Chunked) => value,
-        (Some(mut value), _) if !value.is_empty() => {
+        (Some(value), BodyFraming::Chunked) if ends_with_chunked(&value) => value,
+        (Some(mut value), BodyFraming::UntilClose)
+            if !value.is_empty() && !ends_with_chunked(&value) =>
+        {
             value.extend_from_slice(b", chunked");
             value
         }

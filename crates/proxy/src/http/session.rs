@@ -74,8 +74,8 @@ pub async fn serve(
         let request_start = std::time::Instant::now();
         let request_start_at = SystemTime::now();
         let started = (request_start, request_start_at);
-        let head = match read_head(&mut client, &mut input, &settings, first).await {
-            Ok(head) => head,
+        let (head, framing) = match read_head(&mut client, &mut input, &settings, first).await {
+            Ok(read) => read,
             Err(HeadEnd::Quiet) => break,
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
@@ -104,9 +104,16 @@ pub async fn serve(
         // bodies in flight, the response relay) is large and only needed while a request is
         // active; an idle keep-alive session keeps only what waiting for the next head needs
         // (HAProxy's idle connections are small too).
-        let handled =
-            Box::pin(session.handle(&mut client, &mut input, &mut attached, first, head, started))
-                .await;
+        let request = (head, framing);
+        let handled = Box::pin(session.handle(
+            &mut client,
+            &mut input,
+            &mut attached,
+            first,
+            request,
+            started,
+        ))
+        .await;
         match handled {
             Next::KeepAlive => first = false,
             Next::Close => break,
@@ -134,7 +141,7 @@ impl Session<'_> {
         input: &mut InBuf,
         attached: &mut Option<Attached>,
         first: bool,
-        mut head: RequestHead,
+        (mut head, framing): (RequestHead, BodyFraming),
         started: (std::time::Instant, SystemTime),
     ) -> Next {
         let (settings, scope) = (self.settings, self.scope);
@@ -172,7 +179,8 @@ impl Session<'_> {
                     // nothing special had happened (configuration.txt "tarpit").
                     tokio::time::sleep(delay).await;
                 }
-                let keep_alive = !reply.close && can_answer_and_keep_alive(input, &head, settings);
+                let keep_alive =
+                    !reply.close && can_answer_and_keep_alive(input, &head, framing, settings);
                 let sent = tokio::time::timeout(
                     settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
                     client.write_all(&reply.bytes),
@@ -245,7 +253,7 @@ impl Session<'_> {
             first,
             scope,
         };
-        let next = exchange::run(&ctx, client, input, head, attached).await;
+        let next = exchange::run(&ctx, client, input, (head, framing), attached).await;
         if next == Next::Close {
             close_gracefully(client, settings.client).await;
         }
@@ -287,10 +295,11 @@ impl Session<'_> {
 fn can_answer_and_keep_alive(
     input: &InBuf,
     head: &RequestHead,
+    framing: BodyFraming,
     settings: &HttpSettings<'_>,
 ) -> bool {
     let buf = input.filled();
-    matches!(request_framing(buf, head), Ok(BodyFraming::None))
+    framing == BodyFraming::None
         && connection_tokens(buf, head).persistent(head.version)
         && settings.conn_mode == HttpConnMode::KeepAlive
 }
@@ -374,7 +383,7 @@ async fn read_head(
     input: &mut InBuf,
     settings: &HttpSettings<'_>,
     first: bool,
-) -> Result<RequestHead, HeadEnd> {
+) -> Result<(RequestHead, BodyFraming), HeadEnd> {
     // The whole head must arrive within `timeout http-request`, counted from the accept for a
     // first request and from its first byte for the next ones.
     let mut deadline = if first || !input.is_empty() {
@@ -385,7 +394,15 @@ async fn read_head(
     loop {
         if !input.is_empty() {
             match parse_request(input.filled(), &settings.request_limits) {
-                Ok(Parse::Complete(head)) => return Ok(head),
+                // The body's framing is decided here, from the head as the client sent it:
+                // rules may rewrite fields later, but never how the body is delimited
+                // (request smuggling). An ambiguous message is refused before any rule.
+                Ok(Parse::Complete(head)) => {
+                    return match request_framing(input.filled(), &head) {
+                        Ok(framing) => Ok((head, framing)),
+                        Err(err) => Err(HeadEnd::Answer(err.status())),
+                    };
+                }
                 Ok(Parse::Partial) => {}
                 Err(err) => return Err(HeadEnd::Answer(err.status())),
             }
