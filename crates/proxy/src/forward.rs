@@ -22,9 +22,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-/// HAProxy's default `tune.bufsize`.
-pub const DEFAULT_BUFFER_SIZE: usize = 16384;
-
 /// The inactivity limits of one session; `None` means no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IdleTimeouts {
@@ -67,6 +64,20 @@ pub struct Outcome {
     pub client_to_server: u64,
     /// Bytes read from the server and written to the client.
     pub server_to_client: u64,
+}
+
+/// Writes all of `bytes` within `limit` (`None`: no limit, as with an unset timeout). False
+/// when the peer failed or was too slow; the stream is then broken and must be closed, since
+/// an unknown part of `bytes` may have been written.
+pub async fn write_within(stream: &mut Stream, bytes: &[u8], limit: Option<Duration>) -> bool {
+    use tokio::io::AsyncWriteExt;
+    match limit {
+        Some(limit) => matches!(
+            tokio::time::timeout(limit, stream.write_all(bytes)).await,
+            Ok(Ok(()))
+        ),
+        None => stream.write_all(bytes).await.is_ok(),
+    }
 }
 
 /// One direction over any reader and writer, with a buffer held for the whole session: the

@@ -30,7 +30,7 @@ use sluice_http::head::{Limits, Parse, RequestHead, parse_request};
 use sluice_net::stream::Stream;
 use sluice_runtime::proxy::{Backend, Server};
 use sluice_sample::Source;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 /// What inspection decided.
@@ -126,6 +126,9 @@ pub enum ResponseInspection {
     Forward,
     /// Close both connections (`reject`).
     Reject,
+    /// The client's bytes could not be passed to the server within `timeout server`: the
+    /// server connection is broken and both are closed.
+    ServerStalled,
 }
 
 /// Runs the backend's `tcp-response content` rules over the server's first bytes, reading
@@ -178,12 +181,12 @@ pub async fn inspect_response(
                     got = client.read(&mut relay), if client_open => match got {
                         Ok(0) | Err(_) => client_open = false,
                         Ok(n) => {
-                            let sent = tokio::time::timeout(
-                                remaining,
-                                upstream.write_all(&relay[..n]),
-                            )
-                            .await;
-                            ended |= !matches!(sent, Ok(Ok(())));
+                            // The bytes were taken from the client: they must reach the
+                            // server whole, or the session ends (never dropped silently).
+                            let limit = backend.plan.timeouts.server;
+                            if !crate::forward::write_within(upstream, &relay[..n], limit).await {
+                                return (ResponseInspection::ServerStalled, relayed);
+                            }
                             relayed += n as u64;
                         }
                     },

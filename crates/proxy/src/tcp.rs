@@ -18,7 +18,6 @@ use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Unserved};
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
 use std::time::{Instant, SystemTime};
-use tokio::io::AsyncWriteExt;
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`, and
 /// reports it to the process's stream log.
@@ -118,6 +117,9 @@ pub async fn serve(
             let (connection, _) =
                 connect_redispatching(backend, &mut lease, &endpoints, true).await;
             let server = lease.server();
+            // `on-marked-down shutdown-sessions` and the like end the relay at once; listening
+            // from now on, so that a shutdown during the inspection is not missed.
+            let mut killed = server.health.kill_signal();
             let _server_session = SessionMark::open(&server.traffic);
             record.server = Some(server.name());
             record.retries = connection.retries;
@@ -133,7 +135,10 @@ pub async fn serve(
                 Some(mut upstream) => {
                     record.timers.connect = Some(connecting.elapsed());
                     let early = inspected.filled();
-                    if !early.is_empty() && upstream.write_all(early).await.is_err() {
+                    let server_limit = backend.plan.timeouts.server;
+                    if !early.is_empty()
+                        && !forward::write_within(&mut upstream, early, server_limit).await
+                    {
                         backend.failed_connections.incr();
                         record.termination = Termination {
                             cause: Cause::ServerAbort,
@@ -153,7 +158,13 @@ pub async fn serve(
                         .await;
                         let early_len = early.len() as u64 + relayed;
                         let inspected = answer.filled();
-                        if verdict == ResponseInspection::Reject {
+                        if verdict == ResponseInspection::ServerStalled {
+                            record.termination = Termination {
+                                cause: Cause::ServerTimeout,
+                                phase: Phase::Data,
+                            };
+                            record.bytes_from_client = early_len;
+                        } else if verdict == ResponseInspection::Reject {
                             // configuration.txt §8.5: closed by the proxy while the server's
                             // data was being checked ("PD").
                             record.termination = Termination {
@@ -162,7 +173,12 @@ pub async fn serve(
                             };
                             record.bytes_from_client = early_len;
                         } else if !inspected.is_empty()
-                            && client.write_all(inspected).await.is_err()
+                            && !forward::write_within(
+                                &mut client,
+                                inspected,
+                                frontend.plan.timeouts.client,
+                            )
+                            .await
                         {
                             record.termination = Termination {
                                 cause: Cause::ClientAbort,
@@ -178,9 +194,6 @@ pub async fn serve(
                                 up_way,
                                 down_way,
                             );
-                            // `on-marked-down shutdown-sessions` and the like end the relay
-                            // at once.
-                            let mut killed = server.health.kill_signal();
                             let outcome = tokio::select! {
                                 outcome = relay => Some(outcome),
                                 () = killed.wait() => None,
@@ -248,7 +261,8 @@ fn directions(process: &Process, frontend: &Frontend, backend: &Backend) -> (Dir
             .then(|| Pipe::new(global.pipesize, &process.pipes))
             .flatten()
             .map_or(
-                Direction::Copy(forward::DEFAULT_BUFFER_SIZE),
+                // `tune.bufsize`, as HAProxy's channels use.
+                Direction::Copy(global.bufsize() as usize),
                 Direction::Splice,
             )
     };

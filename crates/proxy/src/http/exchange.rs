@@ -592,10 +592,11 @@ async fn exchange<'a>(
             Err(ResponseFailure::Broken(cause)) => {
                 return Ending::close(status, cause, Phase::Data);
             }
-            // Only produced while retries are left, which the check above used.
+            // Only produced while retries are left; reached when an interim response was
+            // already relayed, so the request cannot be sent again.
             Err(ResponseFailure::RetryStatus(status)) => {
                 ctx.backend.response_errors.incr();
-                answer(client, s.server_error(status), s.client).await;
+                answer(client, &ctx.after(s.server_error(status)), s.client).await;
                 return Ending::close(Some(status), Cause::ServerAbort, Phase::Headers);
             }
         }
