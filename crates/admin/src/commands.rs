@@ -115,9 +115,23 @@ pub const COMMANDS: &[Command] = &[
     Command {
         words: &["set", "server"],
         usage: "set server <bk>/<srv> [opts]",
-        summary: "change a server's state, weight",
+        summary: "change a server's state, weight or address",
         level: CliLevel::Admin,
         run: ops::set_server,
+    },
+    Command {
+        words: &["add", "server"],
+        usage: "add server <bk>/<srv>",
+        summary: "create a new server",
+        level: CliLevel::Admin,
+        run: crate::servers::add_server,
+    },
+    Command {
+        words: &["del", "server"],
+        usage: "del server <bk>/<srv>",
+        summary: "remove a dynamically added server",
+        level: CliLevel::Admin,
+        run: crate::servers::del_server,
     },
     Command {
         words: &["get", "weight"],

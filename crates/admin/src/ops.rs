@@ -193,16 +193,18 @@ fn server_state_line(b: &Backend, s: &Server, out: &mut String) {
     } else {
         0
     };
-    let (addr, port) = match (&s.conf.addr, s.ip) {
-        (ServerAddr::Inet { port, .. }, ip) => (
-            ip.map_or("-".to_owned(), |ip| ip.to_string()),
+    let here = s.location();
+    let (addr, port) = match (&s.conf.addr, here.port) {
+        (ServerAddr::Unix(path), _) => (path.clone(), 0),
+        (ServerAddr::Inet { .. }, None) => ("-".to_owned(), 0),
+        (ServerAddr::Inet { .. }, Some(port)) => (
+            here.ip.map_or("-".to_owned(), |ip| ip.to_string()),
             match port {
-                ServerPort::Fixed(p) => i64::from(*p),
+                ServerPort::Fixed(p) => i64::from(p),
                 ServerPort::SameAsClient => 0,
-                ServerPort::Offset(o) => i64::from(*o),
+                ServerPort::Offset(o) => i64::from(o),
             },
         ),
-        (ServerAddr::Unix(path), _) => (path.clone(), 0),
     };
     let _ = writeln!(
         out,
@@ -233,7 +235,7 @@ pub fn show_backend(process: &Process, _: &[String], _: &mut CliState, out: &mut
 }
 
 /// Finds `backend/server` or says why not, in HAProxy's words.
-fn find_server<'p>(
+pub(crate) fn find_server<'p>(
     process: &'p Process,
     arg: Option<&String>,
     out: &mut String,
@@ -308,6 +310,7 @@ pub fn set_server(p: &Process, args: &[String], _: &mut CliState, out: &mut Stri
             b.set_admin(i, |a| *a = admin);
         }
         Some("weight") => set_weight_of(b, i, s, args.get(2), out),
+        Some("addr") => crate::servers::set_addr(s, &args[2..], out),
         _ => out.push_str(
             "usage: set server <backend>/<server> addr | agent | agent-addr | agent-port | \
              agent-send | check-addr | check-port | fqdn | health | ssl | state | weight\n",

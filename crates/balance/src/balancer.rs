@@ -361,6 +361,19 @@ impl Balancer {
         self
     }
 
+    /// Adds a server at the end (a dynamic server, `add server`) with its state and `id`,
+    /// and returns its index. The selection is rebuilt: an administrative event, never a
+    /// per-request cost. Connection counts are kept.
+    pub fn add_server(&mut self, state: ServerState, id: u32) -> usize {
+        let state = clamp(state);
+        self.configured.push(state.weight);
+        self.states.push(state);
+        self.connections.push(0);
+        self.ids.push(id);
+        self.rebuild();
+        self.states.len() - 1
+    }
+
     /// Builds both tiers from scratch.
     fn rebuild(&mut self) {
         self.active = Tier::new(self.kind, &self.ids);

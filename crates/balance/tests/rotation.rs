@@ -260,3 +260,27 @@ fn exclude_avoids_a_server_when_another_exists() {
         assert_eq!(alone.pick(&input), Some(1), "{algorithm}");
     }
 }
+
+#[test]
+fn a_server_added_at_run_time_takes_its_share_and_keeps_the_counts() {
+    for algorithm in ["roundrobin", "leastconn", "first"] {
+        let mut b = build(&[algorithm], &[], &servers(&[1]));
+        b.connection_started(0);
+        let index = b.add_server(ServerState::new(1), 2);
+        assert_eq!(index, 1);
+        assert_eq!(
+            b.connections(0),
+            1,
+            "{algorithm}: counts survive the rebuild"
+        );
+        assert_eq!(b.server_count(), 2);
+        b.connection_ended(0);
+        let c = counts(&mut b, 1000);
+        if algorithm == "first" {
+            assert_eq!(c, [1000, 0], "first fills the lowest id first");
+        } else {
+            assert_eq!(c[0] + c[1], 1000);
+            assert!(c[1] >= 400, "{algorithm}: the new server serves: {c:?}");
+        }
+    }
+}

@@ -84,7 +84,8 @@ async fn run(process: Arc<Process>) {
     let mut tasks = Vec::new();
     for (b, backend) in process.backends.iter().enumerate() {
         let program = Rc::new(Program::compile(&backend.plan.checks));
-        for (s, server) in backend.servers.iter().enumerate() {
+        for server in &backend.servers {
+            let s = server.index;
             let c = &server.conf.checks;
             if let Some((tb, ts)) = c.track.as_ref().and_then(|t| t.resolved) {
                 trackers.entry((tb, ts)).or_default().push((b, s));
@@ -257,10 +258,12 @@ fn endpoint(server: &Server, addr: Option<IpAddr>, port: Option<u16>) -> Option<
             (Some(ip), Some(port)) => Some(Endpoint::Inet(SocketAddr::new(ip, port))),
             _ => Some(Endpoint::Unix(PathBuf::from(path))),
         },
-        ServerAddr::Inet { port: own, .. } => {
-            let ip = addr.or(server.ip)?;
-            let port = port.or(match own {
-                ServerPort::Fixed(p) => Some(*p),
+        ServerAddr::Inet { .. } => {
+            // The server's current location: `set server addr` moves its checks too.
+            let here = server.location();
+            let ip = addr.or(here.ip)?;
+            let port = port.or(match here.port {
+                Some(ServerPort::Fixed(p)) => Some(p),
                 _ => None,
             })?;
             Some(Endpoint::Inet(SocketAddr::new(ip, port)))
@@ -393,6 +396,10 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         || (server.conf.send_proxy().is_some() && c.port.is_none() && c.addr.is_none());
     sleep(first).await;
     loop {
+        // `del server`: its checks end with it.
+        if server.is_deleted() {
+            return;
+        }
         // `disable health`: no check runs, the server keeps its state until `enable health`.
         if !server.stats.checks_enabled() {
             sleep(c.inter()).await;
@@ -402,7 +409,9 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         let state = program
             .send_state
             .then(|| state_header(node, backend, server, &machine, rise, fall));
-        let mut outcome = probe::run(&program, &ep, limits, state.as_deref(), send_proxy).await;
+        // Read again each time: `set server addr` moves the checks with the traffic.
+        let here = endpoint(server, c.addr, c.port).unwrap_or_else(|| ep.clone());
+        let mut outcome = probe::run(&program, &here, limits, state.as_deref(), send_proxy).await;
         outcome.duration = started.elapsed();
         machine.record(outcome.status.passed());
         if !outcome.status.passed() {
@@ -499,6 +508,9 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
     let mut jitter = Jitter::new(key, engine.spread);
     sleep(first).await;
     loop {
+        if server.is_deleted() {
+            return;
+        }
         // `disable agent`: the agent is not asked until `enable agent`.
         if !server.stats.agent_enabled() {
             sleep(inter).await;
@@ -506,7 +518,9 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
         }
         let started = Instant::now();
         // An agent that cannot be reached changes nothing: only its words count.
-        if let Ok(reply) = probe::ask_agent(&ep, c.agent_send.as_deref(), limits).await {
+        let here =
+            endpoint(server, c.agent_addr.or(c.addr), c.agent_port).unwrap_or_else(|| ep.clone());
+        if let Ok(reply) = probe::ask_agent(&here, c.agent_send.as_deref(), limits).await {
             let reply = agent::parse(&reply);
             let mut outcome = None;
             match &reply.operational {

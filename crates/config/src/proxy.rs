@@ -23,6 +23,7 @@ use crate::stats_page;
 use sluice_balance::{Algorithm, HashType};
 use sluice_sample::{Expr, MapStore, Stages};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The protocol a proxy speaks (`mode`).
@@ -813,6 +814,55 @@ fn parse_server(
     }
     server_options(&mut server, d, 3, diags)?;
     checks::validate_server(&server.checks, &server.addr, d, diags).then_some(server)
+}
+
+/// A server added at run time (`add server B/NAME ADDR [options]` on the stats socket):
+/// `words` are NAME, ADDR and the options, read like a `server` line without `default-server`
+/// (management.txt "add server"). What a dynamic server cannot have is refused: `cookie` (as
+/// in HAProxy), and health checks, agents and `track`, which Sluice starts only with the
+/// configuration. The `id` is left for the backend to complete.
+pub fn parse_dynamic_server(words: &[String]) -> Result<ServerConf, String> {
+    if words.len() < 2 {
+        return Err("'server' expects <name> and <addr>[:<port>] as arguments.".to_owned());
+    }
+    let line = Line {
+        span: Span::new(&Arc::from("stats socket"), 0),
+        words: std::iter::once("server".to_owned())
+            .chain(words.iter().cloned())
+            .collect(),
+    };
+    let mut diags = Diagnostics::new();
+    let parsed = parse_server(&Directive::new(&line, 1), &[], &mut diags);
+    let Some(mut server) = parsed.filter(|_| diags.is_empty()) else {
+        let message = diags
+            .into_iter()
+            .map(|d| d.message)
+            .next()
+            .unwrap_or_else(|| "invalid server line".to_owned());
+        return Err(format!("{message}."));
+    };
+    if server.cookie.is_some() {
+        return Err("'cookie' option is not accepted for dynamic server".to_owned());
+    }
+    let c = &server.checks;
+    let refused = [
+        (c.check, "check"),
+        (c.agent, "agent-check"),
+        (c.track.is_some(), "track"),
+        (c.observe.is_some(), "observe"),
+    ];
+    if let Some((_, keyword)) = refused.iter().find(|(set, _)| *set) {
+        return Err(format!(
+            "'{keyword}' is not supported by Sluice for dynamic servers"
+        ));
+    }
+    // HAProxy's reading of `minconn`, as for configured servers.
+    if let Some(min) = server.minconn
+        && min > server.maxconn.unwrap_or(0)
+    {
+        server.maxconn = Some(min);
+    }
+    Ok(server)
 }
 
 /// The most servers one `server-template` line may declare: a typo in the count must not

@@ -171,23 +171,19 @@ pub async fn ramp(backend: Arc<Backend>, index: usize, warmup: Warmup) {
 pub(crate) struct Limits {
     /// `fullconn`.
     pub(crate) fullconn: u32,
-    /// The servers whose limit follows the load (`minconn` below `maxconn`).
-    pub(crate) following: Vec<usize>,
 }
 
 impl Limits {
-    /// The limits of a backend's servers given as (`minconn`, `maxconn`) pairs.
-    pub(crate) fn new(fullconn: Option<u32>, servers: &[(Option<u32>, Option<u32>)]) -> Limits {
+    pub(crate) fn new(fullconn: Option<u32>) -> Limits {
         Limits {
             fullconn: fullconn.unwrap_or(1).max(1),
-            following: servers
-                .iter()
-                .enumerate()
-                .filter(|(_, (min, max))| matches!((min, max), (Some(a), Some(b)) if a < b))
-                .map(|(i, _)| i)
-                .collect(),
         }
     }
+}
+
+/// Whether a server's limit follows the backend's load: a `minconn` below its `maxconn`.
+pub(crate) fn follows_load(conf: &sluice_config::proxy::ServerConf) -> bool {
+    matches!((conf.minconn, conf.maxconn), (Some(a), Some(b)) if a < b)
 }
 
 /// The warm-up state of each server, kept under the backend's lock beside the balancer so a
@@ -202,6 +198,11 @@ impl Warming {
         Warming {
             warmups: vec![None; servers],
         }
+    }
+
+    /// Makes room for a server added at run time.
+    pub(crate) fn push(&mut self) {
+        self.warmups.push(None);
     }
 
     pub(crate) fn set(&mut self, index: usize, warmup: Option<Warmup>) {
@@ -265,7 +266,9 @@ impl Backend {
     /// gives a raised limit's new slots to the waiting requests. Nothing to do (one branch)
     /// without `minconn` servers.
     pub(crate) fn follow_load(&self, shared: &mut Shared) {
-        for &index in &self.limits.following {
+        // By position: the list is in `shared`, which the loop changes.
+        for k in 0..shared.following.len() {
+            let index = shared.following[k];
             let limit = self.compute_limit(shared, index);
             let Some(mut state) = shared.balancer.state(index) else {
                 continue;

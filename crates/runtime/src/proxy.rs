@@ -8,6 +8,7 @@ use crate::counters::{Counter, Traffic};
 use crate::logging::{ProxyLogger, level};
 use crate::record::{Cause, Counts, StreamRecord};
 use sluice_balance::{Algorithm, Balancer, PickInput, ServerState};
+use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::logging::{LineFormat, ProxyLogConf};
 use sluice_config::plan::{BackendPlan, FrontendPlan};
 use sluice_config::proxy::ServerConf;
@@ -175,8 +176,8 @@ impl Frontend {
 pub struct Backend {
     /// What the configuration said.
     pub plan: BackendPlan,
-    /// Servers, in declaration order.
-    pub servers: Vec<Server>,
+    /// Servers, in declaration order, then those added at run time.
+    pub servers: crate::server_list::ServerList,
     state: Mutex<Shared>,
     /// Sessions and bytes.
     pub traffic: Traffic,
@@ -199,9 +200,11 @@ pub struct Backend {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) balancer: Balancer,
-    queues: Queues,
+    pub(crate) queues: Queues,
     /// Servers in slowstart.
     pub(crate) warming: crate::dynamic::Warming,
+    /// The servers whose limit follows the load (`minconn` below `maxconn`).
+    pub(crate) following: Vec<usize>,
 }
 
 impl Shared {
@@ -216,17 +219,28 @@ impl Shared {
 /// must go to that server). Each waiter holds a ticket; a freed slot goes to the oldest
 /// ticket among its server's queue and the backend's.
 #[derive(Debug, Default)]
-struct Queues {
+pub(crate) struct Queues {
     next_ticket: u64,
-    backend: VecDeque<Waiter>,
-    servers: Vec<VecDeque<Waiter>>,
+    pub(crate) backend: VecDeque<Waiter>,
+    pub(crate) servers: Vec<VecDeque<Waiter>>,
 }
 
 /// A request waiting in a queue: woken with the index of the server whose slot it received.
 #[derive(Debug)]
-struct Waiter {
+pub(crate) struct Waiter {
     ticket: u64,
     wake: oneshot::Sender<usize>,
+}
+
+/// A server's state for the balancer before any event: configured weight, `disabled`,
+/// `backup`, and the limit of an idle backend (`minconn` where the limit follows the load).
+pub(crate) fn initial_state(conf: &ServerConf) -> ServerState {
+    ServerState {
+        weight: conf.weight,
+        usable: !conf.disabled,
+        backup: conf.backup,
+        maxconn: conf.maxconn.map(|max| conf.minconn.unwrap_or(max).min(max)),
+    }
 }
 
 /// Why no server could be given to a request.
@@ -250,24 +264,13 @@ impl Backend {
             .enumerate()
             .map(|(i, (conf, ip))| Server::new(conf.clone(), i, ip))
             .collect::<Vec<_>>();
-        let bounds: Vec<_> = servers
+        let limits = crate::dynamic::Limits::new(plan.fullconn);
+        let following = servers
             .iter()
-            .map(|s| (s.conf.minconn, s.conf.maxconn))
+            .filter(|s| crate::dynamic::follows_load(&s.conf))
+            .map(|s| s.index)
             .collect();
-        let limits = crate::dynamic::Limits::new(plan.fullconn, &bounds);
-        let states: Vec<ServerState> = servers
-            .iter()
-            .map(|s| ServerState {
-                weight: s.conf.weight,
-                usable: !s.conf.disabled,
-                backup: s.conf.backup,
-                // An idle backend: `minconn` where the limit follows the load.
-                maxconn: s
-                    .conf
-                    .maxconn
-                    .map(|max| s.conf.minconn.unwrap_or(max).min(max)),
-            })
-            .collect();
+        let states: Vec<ServerState> = servers.iter().map(|s| initial_state(&s.conf)).collect();
         let ids: Vec<u32> = servers.iter().map(|s| s.id).collect();
         let balancer = Balancer::new(
             &plan.balance,
@@ -286,9 +289,10 @@ impl Backend {
                 balancer,
                 queues,
                 warming: crate::dynamic::Warming::new(servers.len()),
+                following,
             }),
             limits,
-            servers,
+            servers: crate::server_list::ServerList::new(servers),
             plan,
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
@@ -354,7 +358,8 @@ impl Backend {
     pub fn free_slots(&self) -> i64 {
         let shared = self.lock();
         let mut free = 0i64;
-        for (i, server) in self.servers.iter().enumerate() {
+        for server in &self.servers {
+            let i = server.index;
             if !shared.balancer.state(i).is_some_and(|s| s.usable) {
                 continue;
             }
@@ -373,8 +378,8 @@ impl Backend {
     pub fn server_named(&self, name: &str) -> Option<(usize, &Server)> {
         self.servers
             .iter()
-            .enumerate()
-            .find(|(_, s)| s.name() == name)
+            .find(|s| s.name() == name)
+            .map(|s| (s.index, s))
     }
 
     /// Chooses a server for a new connection (a request in HTTP mode) given the algorithm's
@@ -677,8 +682,11 @@ pub struct Server {
     pub id: u32,
     /// Position in its backend, from 0.
     pub index: usize,
-    /// The resolved address of an inet server.
-    pub ip: Option<IpAddr>,
+    /// Where an inet server is now: its resolved address, changed by `set server addr`.
+    location: Mutex<Location>,
+    /// Removed by `del server`: the slot stays (only a server in maintenance without
+    /// connections is removed, so no session holds it) but nothing finds it any more.
+    pub(crate) deleted: std::sync::atomic::AtomicBool,
     /// Sessions and bytes.
     pub traffic: Traffic,
     /// Failed connection attempts (`econ`).
@@ -691,13 +699,40 @@ pub struct Server {
     pub stats: crate::stats::StatsCounters,
 }
 
+/// Where an inet server's connections go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// The address (`None`: not resolved, the server stays in maintenance).
+    pub ip: Option<IpAddr>,
+    /// The port, or how it follows the client's (`None` for a unix server).
+    pub port: Option<ServerPort>,
+    /// Names this location among all the process's servers and locations: idle server
+    /// connections are reused only for the location they were made to.
+    pub pool_id: u64,
+}
+
+/// A fresh [`Location::pool_id`].
+fn next_pool_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Server {
-    fn new(conf: ServerConf, index: usize, ip: Option<IpAddr>) -> Self {
+    pub(crate) fn new(conf: ServerConf, index: usize, ip: Option<IpAddr>) -> Self {
+        let port = match &conf.addr {
+            ServerAddr::Inet { port, .. } => Some(*port),
+            ServerAddr::Unix(_) => None,
+        };
         Server {
             // The plan gives every server an id; a hand-built one numbers by position.
             id: conf.id.unwrap_or(index as u32 + 1),
             index,
-            ip,
+            location: Mutex::new(Location {
+                ip,
+                port,
+                pool_id: next_pool_id(),
+            }),
+            deleted: std::sync::atomic::AtomicBool::new(false),
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
             retries: Counter::default(),
@@ -714,7 +749,45 @@ impl Server {
 
     /// Where to connect for a client that connected to port `client_dst_port`.
     pub fn target(&self, client_dst_port: Option<u16>) -> Option<Target> {
-        stream::server_target(&self.conf.addr, self.ip, client_dst_port)
+        match &self.conf.addr {
+            ServerAddr::Unix(path) => Some(Target::Unix(path.clone())),
+            ServerAddr::Inet { .. } => {
+                let here = self.location();
+                let port = stream::server_port(&here.port?, client_dst_port)?;
+                Some(Target::Inet(SocketAddr::new(here.ip?, port)))
+            }
+        }
+    }
+
+    /// Where the server is now.
+    pub fn location(&self) -> Location {
+        *self.location.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Moves an inet server (`set server addr`): new connections go to `ip` and `port` (the
+    /// same port when `None`); idle connections to the old location are not reused. Returns
+    /// the location before, or `None` for a unix server.
+    pub fn relocate(&self, ip: IpAddr, port: Option<ServerPort>) -> Option<Location> {
+        let mut here = self.location.lock().unwrap_or_else(|e| e.into_inner());
+        let before = *here;
+        here.port?;
+        let moved = Location {
+            ip: Some(ip),
+            port: port.or(before.port),
+            pool_id: before.pool_id,
+        };
+        if moved != before {
+            *here = Location {
+                pool_id: next_pool_id(),
+                ..moved
+            };
+        }
+        Some(before)
+    }
+
+    /// Whether `del server` removed it.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

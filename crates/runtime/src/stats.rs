@@ -446,8 +446,8 @@ pub fn collect(process: &Process) -> Vec<Row> {
             rows.push(frontend_row(f));
         }
         if let Some(b) = backend {
-            for (i, s) in b.servers.iter().enumerate() {
-                rows.push(server_row(b, i, s));
+            for s in &b.servers {
+                rows.push(server_row(b, s.index, s));
             }
             rows.push(backend_row(process, b));
         }
@@ -548,20 +548,21 @@ pub fn server_weight(server: &Server, health: &HealthState) -> u32 {
 }
 
 fn server_addr(server: &Server) -> String {
-    match (&server.conf.addr, server.ip) {
-        (ServerAddr::Unix(path), _) => format!("unix@{path}"),
-        (ServerAddr::Inet { port, .. }, Some(ip)) => {
-            let port = match port {
-                ServerPort::Fixed(p) => i64::from(*p),
-                ServerPort::SameAsClient => 0,
-                ServerPort::Offset(o) => i64::from(*o),
-            };
-            match ip {
-                std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
-                std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-            }
-        }
-        (ServerAddr::Inet { .. }, None) => String::new(),
+    if let ServerAddr::Unix(path) = &server.conf.addr {
+        return format!("unix@{path}");
+    }
+    let here = server.location();
+    let (Some(ip), Some(port)) = (here.ip, here.port) else {
+        return String::new();
+    };
+    let port = match port {
+        ServerPort::Fixed(p) => i64::from(p),
+        ServerPort::SameAsClient => 0,
+        ServerPort::Offset(o) => i64::from(o),
+    };
+    match ip {
+        std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
     }
 }
 

@@ -370,7 +370,7 @@ async fn exchange<'a>(
     let mut _server_session = SessionMark::open(&server.traffic);
     let mut key = ServerKey {
         backend: ctx.backend.plan.id.uid,
-        server: server.id,
+        location: server.location().pool_id,
     };
 
     let mut request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
@@ -418,7 +418,7 @@ async fn exchange<'a>(
             facts.server = Some(server.name());
             facts.chosen = Some(server);
             _server_session = SessionMark::open(&server.traffic);
-            key.server = server.id;
+            key.location = server.location().pool_id;
             if let Some(name) = s.send_name_header
                 && let Some(renamed) = persist::rename_server(&request_head, name, server.name())
             {

@@ -166,9 +166,7 @@ pub fn choose(
 
 /// The server at `index` if it is usable, or whatever its state when `down_ok`.
 fn lease_server(backend: &Backend, index: usize, down_ok: bool) -> Option<Target> {
-    if index >= backend.servers.len() {
-        return None;
-    }
+    backend.servers.get(index)?;
     if backend.is_server_usable(index) {
         Some(Target {
             index,
@@ -188,9 +186,8 @@ fn find_server(backend: &Backend, id: &[u8], down_ok: bool) -> Option<Target> {
     backend
         .servers
         .iter()
-        .enumerate()
-        .filter(|(_, s)| s.conf.cookie.as_deref().map(str::as_bytes) == Some(id))
-        .find_map(|(i, _)| lease_server(backend, i, down_ok))
+        .filter(|s| s.conf.cookie.as_deref().map(str::as_bytes) == Some(id))
+        .find_map(|s| lease_server(backend, s.index, down_ok))
 }
 
 /// Connects to the leased server with the backend's retries; under `option redispatch`

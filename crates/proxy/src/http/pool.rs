@@ -17,8 +17,10 @@ use tokio::time::Instant;
 pub struct ServerKey {
     /// The backend's uid.
     pub backend: u32,
-    /// The server's id in its backend.
-    pub server: u32,
+    /// The server's location (`Location::pool_id`): unique in the process, and renewed when
+    /// `set server addr` moves the server, so an idle connection is only reused for the
+    /// address it was made to.
+    pub location: u64,
 }
 
 /// A connection waiting in the pool.
@@ -81,7 +83,7 @@ mod tests {
 
     const KEY: ServerKey = ServerKey {
         backend: 1,
-        server: 1,
+        location: 1,
     };
 
     #[tokio::test]
