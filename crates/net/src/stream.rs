@@ -4,7 +4,6 @@
 //! to the socket it holds. `poll_shutdown` sends a FIN (a half-close), which is what the TCP
 //! forwarder needs to pass an end of stream from one side to the other.
 
-use sluice_config::addr::ServerAddr;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -130,22 +129,12 @@ impl Stream {
         }
     }
 
-    /// Waits until a byte (or the end of stream) can really be read, consuming nothing: a
-    /// readiness event can be stale (a new socket is reported readable before anything
-    /// arrived), and a caller that allocates its buffer on readiness would otherwise hold it
-    /// on an idle connection. A one-byte peek tells.
-    pub async fn wait_for_data(&self) -> io::Result<()> {
-        loop {
-            self.readable().await?;
-            let peeked = match self {
-                Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, || peek_one(s)),
-                Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, || peek_one(s)),
-            };
-            match peeked {
-                Ok(()) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
+    /// Reads what has already arrived into a buffer's spare room, without waiting (and
+    /// without zeroing the room first): `WouldBlock` when nothing has.
+    pub fn try_read_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.try_read_buf(buf),
+            Stream::Unix(s) => s.try_read_buf(buf),
         }
     }
 
@@ -250,22 +239,6 @@ pub fn server_port(
     }
 }
 
-/// Builds the target of a server whose host is already resolved to `ip` (inet) for a client
-/// that connected to `client_dst_port`.
-pub fn server_target(
-    addr: &ServerAddr,
-    ip: Option<std::net::IpAddr>,
-    client_dst_port: Option<u16>,
-) -> Option<Target> {
-    match addr {
-        ServerAddr::Unix(path) => Some(Target::Unix(path.clone())),
-        ServerAddr::Inet { port, .. } => {
-            let port = server_port(port, client_dst_port)?;
-            Some(Target::Inet(SocketAddr::new(ip?, port)))
-        }
-    }
-}
-
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -277,12 +250,6 @@ impl AsyncRead for Stream {
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
-}
-
-/// Peeks at one byte (or the end of stream) without consuming it.
-fn peek_one(socket: &impl std::os::fd::AsFd) -> io::Result<()> {
-    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
-    socket2::SockRef::from(socket).peek(&mut byte).map(|_| ())
 }
 
 impl std::os::fd::AsFd for Stream {

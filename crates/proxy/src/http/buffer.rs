@@ -138,6 +138,25 @@ impl InBuf {
         }
     }
 
+    /// Reads what `stream` already received into an empty buffer, without waiting: the
+    /// buffer is taken from the pool for the attempt and given back if nothing came
+    /// (`WouldBlock`), so an idle connection still holds none. Ok(0) is the end of stream.
+    pub fn try_fill(&mut self, stream: &sluice_net::stream::Stream) -> std::io::Result<usize> {
+        debug_assert!(self.is_empty());
+        if self.data.capacity() == 0 {
+            self.data = take_buffer(self.capacity);
+        }
+        if self.data.capacity() < self.capacity {
+            self.data.reserve_exact(self.capacity - self.data.len());
+        }
+        let room = self.capacity - self.data.len();
+        let result = stream.try_read_buf(&mut (&mut self.data).limit(room));
+        if !matches!(result, Ok(1..)) {
+            self.release_if_empty();
+        }
+        result
+    }
+
     /// Reads more bytes from `reader`, waiting at most `limit` if one is given. Returns the
     /// number of bytes added (never 0: end of stream is [`ReadError::Closed`]).
     pub async fn read_more<R: AsyncRead + Unpin + ?Sized>(

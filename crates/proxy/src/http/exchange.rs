@@ -1064,11 +1064,27 @@ where
         encode::encode_response(buf, &head, &edits, &mut out);
         let head_len = head.head_len;
         input.consume(head_len);
+        // A small body that arrived with its head leaves in the same write: one system call
+        // instead of two, as HAProxy sends one buffer holding both.
+        let mut inline_body = None;
+        if let BodyFraming::ContentLength(length) = framing
+            && !tunnel
+            && out_framing == OutFraming::Raw
+            && let Ok(length) = usize::try_from(length)
+            && input.len() >= length
+        {
+            out.extend_from_slice(&input.filled()[..length]);
+            input.consume(length);
+            inline_body = Some(length as u64);
+        }
         started.set(Some((Instant::now(), head.status)));
         body::write(client, &out, s.client)
             .await
             .map_err(client_write_failure)?;
         sent_heads += out.len() as u64;
+        if let Some(length) = inline_body {
+            sent_heads -= length;
+        }
         if tunnel {
             // Bytes the server sent after its head already belong to the tunnel.
             if !input.is_empty() {
@@ -1085,30 +1101,11 @@ where
                 bytes_down: sent_heads,
             });
         }
-        let sent = body::forward_body(
-            &mut input,
-            server,
-            client,
-            BodySpec {
-                framing,
-                out: out_framing,
-                timeouts: BodyTimeouts {
-                    read: s.server,
-                    write: s.client,
-                },
-                limits: &s.response_limits,
-                side: Side::Response,
-            },
-        )
-        .await
-        .map_err(|e| {
-            ResponseFailure::Broken(match e {
-                BodyError::ReadTimeout => Cause::ServerTimeout,
-                BodyError::WriteTimeout => Cause::ClientTimeout,
-                BodyError::WriteIo(_) => Cause::ClientAbort,
-                _ => Cause::ServerAbort,
-            })
-        })?;
+        let sent = if let Some(length) = inline_body {
+            length
+        } else {
+            forward_response_body(&mut input, server, client, framing, out_framing, s).await?
+        };
         let exact = matches!(
             framing,
             BodyFraming::ContentLength(_) | BodyFraming::Chunked | BodyFraming::None
@@ -1124,6 +1121,45 @@ where
             bytes_down: sent_heads + sent,
         });
     }
+}
+
+/// Relays a response body by its framing, naming who failed when it breaks.
+async fn forward_response_body<R, W>(
+    input: &mut InBuf,
+    server: &mut R,
+    client: &mut W,
+    framing: BodyFraming,
+    out_framing: OutFraming,
+    s: &HttpSettings<'_>,
+) -> Result<u64, ResponseFailure>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    body::forward_body(
+        input,
+        server,
+        client,
+        BodySpec {
+            framing,
+            out: out_framing,
+            timeouts: BodyTimeouts {
+                read: s.server,
+                write: s.client,
+            },
+            limits: &s.response_limits,
+            side: Side::Response,
+        },
+    )
+    .await
+    .map_err(|e| {
+        ResponseFailure::Broken(match e {
+            BodyError::ReadTimeout => Cause::ServerTimeout,
+            BodyError::WriteTimeout => Cause::ClientTimeout,
+            BodyError::WriteIo(_) => Cause::ClientAbort,
+            _ => Cause::ServerAbort,
+        })
+    })
 }
 
 /// The Transfer-Encoding announced to a client that gets the body re-chunked: the server's

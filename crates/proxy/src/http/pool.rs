@@ -39,16 +39,23 @@ thread_local! {
 }
 
 /// Takes a usable idle connection to `key`, the most recently used first (its TCP state is
-/// the freshest). Connections older than `purge_after` or no longer usable are dropped on the
-/// way. With `only_reused`, only connections already shared are taken.
+/// the freshest). Connections older than `purge_after` are dropped on the way, and so is a
+/// candidate the server closed or wrote to while it was idle. Only candidates are probed
+/// (one system call each): probing the whole list would cost a call per idle connection on
+/// every request. With `only_reused`, only connections already shared are taken.
 pub fn take(key: ServerKey, purge_after: Duration, only_reused: bool) -> Option<IdleConn> {
     POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
         let list = pools.get_mut(&key)?;
         let now = Instant::now();
-        list.retain(|c| now.duration_since(c.since) < purge_after && c.stream.is_idle_usable());
-        let index = list.iter().rposition(|c| !only_reused || c.reused)?;
-        Some(list.remove(index))
+        list.retain(|c| now.duration_since(c.since) < purge_after);
+        loop {
+            let index = list.iter().rposition(|c| !only_reused || c.reused)?;
+            let conn = list.remove(index);
+            if conn.stream.is_idle_usable() {
+                return Some(conn);
+            }
+        }
     })
 }
 

@@ -255,7 +255,7 @@ impl Session<'_> {
         };
         let next = exchange::run(&ctx, client, input, (head, framing), attached).await;
         if next == Next::Close {
-            close_gracefully(client, settings.client).await;
+            close_after_exchange(client, settings.client, !input.is_empty()).await;
         }
         next
     }
@@ -421,17 +421,23 @@ async fn read_head(
             }
         };
         if input.is_empty() {
-            // Wait for the client's first byte without holding a buffer (HAProxy keeps no
-            // buffer on an idle connection either).
-            input.release_if_empty();
+            // Wait for the client's first bytes without holding a buffer (HAProxy keeps no
+            // buffer on an idle connection either): a buffer is taken only to try a read
+            // when the socket says it is readable, and given back if that was stale (a new
+            // socket is reported readable before anything arrived).
             let waited = match limit {
-                Some(limit) => tokio::time::timeout(limit, client.wait_for_data())
+                Some(limit) => tokio::time::timeout(limit, first_bytes(client, input))
                     .await
                     .ok(),
-                None => Some(client.wait_for_data().await),
+                None => Some(first_bytes(client, input).await),
             };
             match waited {
-                Some(Ok(())) => {}
+                Some(Ok(())) => {
+                    if deadline.is_none() {
+                        deadline = settings.http_request.map(|t| Instant::now() + t);
+                    }
+                    continue;
+                }
                 Some(Err(_)) => return Err(HeadEnd::Quiet),
                 None if idle_keepalive => return Err(HeadEnd::Quiet),
                 None => return Err(HeadEnd::Answer(408)),
@@ -453,6 +459,20 @@ async fn read_head(
     }
 }
 
+/// Waits for the client's first bytes and reads them into the (empty) `input`; an error at
+/// the end of stream.
+async fn first_bytes(client: &Stream, input: &mut InBuf) -> std::io::Result<()> {
+    loop {
+        client.readable().await?;
+        match input.try_fill(client) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Sends an error answer (built-in or from `errorfile`; an empty page sends nothing), then
 /// closes gracefully.
 pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) {
@@ -464,17 +484,36 @@ pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) {
 }
 
 /// Closes our side, then drains what the client still sends for a moment, so the kernel does
-/// not answer unread input with a reset that could destroy our last response in flight.
+/// not answer unread input with a reset that could destroy our last response in flight (after
+/// an error answer, the client may well be sending still).
 pub async fn close_gracefully(client: &mut Stream, limit: Option<Duration>) {
+    if shut_write(client, limit).await {
+        linger(client, 0).await;
+    }
+}
+
+/// Closes after a completed exchange. The request was read whole, so when nothing more came
+/// with it (`pending` is false: the usual case, the client sent its request and waits for the
+/// answer) the connection closes at once, as HAProxy's does; closing then sends no reset. A
+/// client that sent more (pipelined requests we will not serve) gets the lingering drain.
+async fn close_after_exchange(client: &mut Stream, limit: Option<Duration>, pending: bool) {
+    if shut_write(client, limit).await && pending {
+        linger(client, 0).await;
+    }
+}
+
+/// Sends our end of stream; false if that failed or took longer than `limit`.
+async fn shut_write(client: &mut Stream, limit: Option<Duration>) -> bool {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
-    if !matches!(
+    matches!(
         tokio::time::timeout(limit, client.shutdown()).await,
         Ok(Ok(()))
-    ) {
-        return;
-    }
+    )
+}
+
+/// Reads and drops what the client sends, for a moment and up to a bound.
+async fn linger(client: &mut Stream, mut drained: usize) {
     let mut scratch = [0u8; 1024];
-    let mut drained = 0usize;
     let _ = tokio::time::timeout(LINGER_LIMIT, async {
         while drained < LINGER_MAX_BYTES {
             match client.read(&mut scratch).await {
