@@ -53,7 +53,10 @@ impl BoundListener {
         Ok(match self {
             BoundListener::Tcp(l) => {
                 l.set_nonblocking(true)?;
-                Listener::Tcp(tokio::net::TcpListener::from_std(l)?)
+                // Bound to one address, every connection's local end is that address: no
+                // `getsockname` per connection then, only for wildcard binds.
+                let local = l.local_addr().ok().filter(|a| !a.ip().is_unspecified());
+                Listener::Tcp(tokio::net::TcpListener::from_std(l)?, local)
             }
             BoundListener::Unix(l) => {
                 l.set_nonblocking(true)?;
@@ -83,8 +86,8 @@ impl BoundListener {
 /// A listening socket attached to one thread's event loop.
 #[derive(Debug)]
 pub enum Listener {
-    /// TCP.
-    Tcp(tokio::net::TcpListener),
+    /// TCP, with the local address of its connections when it is always the same.
+    Tcp(tokio::net::TcpListener, Option<SocketAddr>),
     /// Unix stream.
     Unix(tokio::net::UnixListener),
 }
@@ -102,9 +105,9 @@ impl Listener {
     /// Waits for the next connection.
     pub async fn accept(&self) -> io::Result<(Stream, Endpoints)> {
         match self {
-            Listener::Tcp(l) => {
+            Listener::Tcp(l, fixed) => {
                 let (stream, client) = l.accept().await?;
-                let local = stream.local_addr().ok();
+                let local = fixed.or_else(|| stream.local_addr().ok());
                 Ok((
                     Stream::Tcp(stream),
                     Endpoints {
