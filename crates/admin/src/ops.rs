@@ -447,6 +447,7 @@ pub fn clear_counters(
         );
     for (traffic, stats) in traffics {
         traffic.sessions.reset_max();
+        traffic.session_rate.reset_max();
         if all {
             traffic.total_sessions.reset();
             traffic.bytes_in.reset();

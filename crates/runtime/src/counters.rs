@@ -78,6 +78,8 @@ pub struct Traffic {
     pub bytes_in: Counter,
     /// Bytes sent to clients (`bout` in `show stat`).
     pub bytes_out: Counter,
+    /// New sessions per second (`rate`, `rate_max`).
+    pub session_rate: crate::rate::Rate,
 }
 
 /// Tracks one open session on a [`Traffic`]; the count drops when this is dropped.
@@ -89,6 +91,7 @@ impl<'a> SessionMark<'a> {
     pub fn open(traffic: &'a Traffic) -> Self {
         traffic.sessions.incr();
         traffic.total_sessions.incr();
+        traffic.session_rate.incr();
         SessionMark(traffic)
     }
 }

@@ -14,6 +14,7 @@ pub mod logging;
 pub mod process;
 pub mod prometheus;
 pub mod proxy;
+pub mod rate;
 pub mod record;
 pub mod server_list;
 pub mod stats;

@@ -64,6 +64,36 @@ const FRONTEND: &[Metric] = &[
         Value::Field(Field::smax),
     ),
     m(
+        "current_session_rate",
+        GAUGE,
+        "New sessions per second over the last second.",
+        Value::Field(Field::rate),
+    ),
+    m(
+        "max_session_rate",
+        GAUGE,
+        "Highest number of new sessions per second.",
+        Value::Field(Field::rate_max),
+    ),
+    m(
+        "limit_session_rate",
+        GAUGE,
+        "Limit on new sessions per second (0: none).",
+        Value::Field(Field::rate_lim),
+    ),
+    m(
+        "connections_rate_max",
+        GAUGE,
+        "Highest number of connections per second.",
+        Value::Field(Field::conn_rate_max),
+    ),
+    m(
+        "http_requests_rate_max",
+        GAUGE,
+        "Highest number of HTTP requests per second.",
+        Value::Field(Field::req_rate_max),
+    ),
+    m(
         "limit_sessions",
         GAUGE,
         "Session limit (maxconn).",
@@ -149,6 +179,18 @@ const BACKEND: &[Metric] = &[
         GAUGE,
         "Most sessions open at once.",
         Value::Field(Field::smax),
+    ),
+    m(
+        "current_session_rate",
+        GAUGE,
+        "New sessions per second over the last second.",
+        Value::Field(Field::rate),
+    ),
+    m(
+        "max_session_rate",
+        GAUGE,
+        "Highest number of new sessions per second.",
+        Value::Field(Field::rate_max),
     ),
     m(
         "limit_sessions",
@@ -278,6 +320,18 @@ const SERVER: &[Metric] = &[
         GAUGE,
         "Most sessions open at once.",
         Value::Field(Field::smax),
+    ),
+    m(
+        "current_session_rate",
+        GAUGE,
+        "New sessions per second over the last second.",
+        Value::Field(Field::rate),
+    ),
+    m(
+        "max_session_rate",
+        GAUGE,
+        "Highest number of new sessions per second.",
+        Value::Field(Field::rate_max),
     ),
     m(
         "limit_sessions",

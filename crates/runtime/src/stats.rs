@@ -181,6 +181,8 @@ pub struct StatsCounters {
     checks_enabled: AtomicBool,
     /// `disable agent` clears it likewise.
     agent_enabled: AtomicBool,
+    /// HTTP requests per second (`req_rate`, frontends).
+    pub request_rate: crate::rate::Rate,
     /// The weight set at run time (`set weight`), the configured one at start.
     weight: AtomicU32,
     /// A frontend disabled with `disable frontend` stops accepting (true).
@@ -192,6 +194,7 @@ impl StatsCounters {
     pub fn new(weight: u32) -> Self {
         let now = now_secs();
         StatsCounters {
+            request_rate: crate::rate::Rate::default(),
             hrsp: Default::default(),
             lbtot: Counter::default(),
             chkfail: Counter::default(),
@@ -326,6 +329,7 @@ impl StatsCounters {
     /// `clear counters`: the maximums would be here; Sluice keeps them in the gauges, which
     /// the caller resets. `all` also zeroes the totals.
     pub fn clear(&self, all: bool) {
+        self.request_rate.reset_max();
         if all {
             for c in &self.hrsp {
                 c.reset();
@@ -504,8 +508,23 @@ fn frontend_row(f: &Frontend) -> Row {
     }
     row.set(Field::mode, mode_name(f.plan.mode));
     row.set(Field::conn_tot, t.total_sessions.get());
+    set_rates(&mut row, t);
+    // No `rate-limit sessions` in Sluice: HAProxy shows 0 for "no limit".
+    row.set(Field::rate_lim, 0);
+    // Sessions and connections are the same events here (`tcp-request session` rules, which
+    // could tell them apart, are not supported).
+    row.set(Field::conn_rate, t.session_rate.get());
+    row.set(Field::conn_rate_max, t.session_rate.max());
+    row.set(Field::req_rate, f.stats.request_rate.get());
+    row.set(Field::req_rate_max, f.stats.request_rate.max());
     row.set(Field::dcon, f.denied_connections.get());
     row
+}
+
+/// `rate` and `rate_max`: new sessions per second.
+fn set_rates(row: &mut Row, t: &crate::counters::Traffic) {
+    row.set(Field::rate, t.session_rate.get());
+    row.set(Field::rate_max, t.session_rate.max());
 }
 
 /// What operators see of a server's state (`status`), as HAProxy words it.
@@ -577,6 +596,7 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     let health = s.health.get();
     let t = &s.traffic;
     row.set(Field::qcur, b.server_queued(index));
+    set_rates(&mut row, t);
     row.set(Field::scur, t.sessions.get());
     row.set(Field::smax, t.sessions.max());
     if let Some(max) = s.conf.maxconn {
@@ -709,6 +729,7 @@ fn backend_row(process: &Process, b: &Backend) -> Row {
         0,
     );
     let t = &b.traffic;
+    set_rates(&mut row, t);
     row.set(Field::qcur, b.queued());
     row.set(Field::scur, t.sessions.get());
     row.set(Field::smax, t.sessions.max());

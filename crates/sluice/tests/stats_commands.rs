@@ -115,7 +115,21 @@ fn show_stat_lists_every_row_in_haproxys_format() {
     assert_eq!(fe["hrsp_2xx"], "20", "{fe:?}");
     assert_eq!(fe["hrsp_4xx"], "1");
     assert_eq!(fe["mode"], "http");
+    // Rates: 21 sessions and requests a moment ago, over at most two seconds (the exact
+    // figure depends on when the second turned; `rate::tests` checks the arithmetic).
+    let per_second = |r: &std::collections::HashMap<String, String>, field: &str| -> u64 {
+        r[field]
+            .parse()
+            .unwrap_or_else(|_| panic!("{field}: {r:?}"))
+    };
+    for field in ["rate_max", "req_rate_max", "conn_rate_max"] {
+        let n = per_second(fe, field);
+        assert!((6..=21).contains(&n), "{field} {n}: {fe:?}");
+    }
+    assert!(per_second(fe, "rate") <= 21);
+    assert_eq!(fe["rate_lim"], "0");
     let a = row(&all, "be", "a");
+    assert!((1..=20).contains(&per_second(a, "rate_max")), "{a:?}");
     assert_eq!(a["status"], "no check");
     assert_eq!(a["weight"], "20");
     assert_eq!(a["lbtot"], "20");
@@ -243,6 +257,10 @@ fn servers_state_and_backend_list() {
 fn clear_counters_and_frontend_switches() {
     let (proxy, addr, _a, _b) = two_servers();
     get(addr);
+    // The client has its answer; the session ends on the proxy's thread an instant later.
+    assert!(common::wait_until(common::GENEROUS, || {
+        rows(&proxy.cli("show stat fe 1 -1"))[0]["scur"] == "0"
+    }));
     proxy.cli("clear counters");
     let fe = rows(&proxy.cli("show stat fe 1 -1"))[0].clone();
     assert_eq!((fe["stot"].as_str(), fe["smax"].as_str()), ("1", "0"));

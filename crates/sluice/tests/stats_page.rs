@@ -54,8 +54,22 @@ fn start(stats_lines: &str) -> (common::Sluice, SocketAddr) {
 fn stable(csv: &str) -> Vec<Vec<String>> {
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let moving = [
-        "scur", "smax", "stot", "bin", "bout", "lastchg", "hrsp_2xx", "req_tot", "conn_tot",
+        "scur",
+        "smax",
+        "stot",
+        "bin",
+        "bout",
+        "lastchg",
+        "hrsp_2xx",
+        "req_tot",
+        "conn_tot",
         "lbtot",
+        "rate",
+        "rate_max",
+        "req_rate",
+        "req_rate_max",
+        "conn_rate",
+        "conn_rate_max",
     ];
     csv.lines()
         .filter(|l| !l.is_empty())

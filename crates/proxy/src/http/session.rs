@@ -147,6 +147,7 @@ impl Session<'_> {
         let (settings, scope) = (self.settings, self.scope);
         let (process, frontend) = (scope.process, scope.frontend);
         let (request_start, request_start_at) = started;
+        frontend.stats.request_rate.incr();
         scope.vars.end_transaction();
         // `unique-id-format`: the id is made once per request, before any rule reads it.
         if let Some(fmt) = &frontend.plan.log.unique_id_format {

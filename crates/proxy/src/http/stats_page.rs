@@ -412,6 +412,7 @@ const COLUMNS: &[(&str, &[Field])] = &[
         "Queue<br>cur/max/limit",
         &[Field::qcur, Field::qmax, Field::qlimit],
     ),
+    ("Session rate<br>cur/max", &[Field::rate, Field::rate_max]),
     (
         "Sessions<br>cur/max/limit/total",
         &[Field::scur, Field::smax, Field::slim, Field::stot],

@@ -1,0 +1,143 @@
+//! Events per second as HAProxy's statistics report them (`rate`, `req_rate`, `conn_rate` in
+//! `show stat`, "Session rate" on the stats page).
+//!
+//! A [`Rate`] counts the events of the current second and keeps the count of the previous one;
+//! the rate read at a moment is the current count plus the previous one weighted by how much of
+//! the current second is still to come, the sliding estimate HAProxy's frequency counters give.
+//! One atomic word holds the second and its count, so counting is one `fetch_add` on the hot
+//! path (a compare-and-swap once per second when the second turns) and threads share it
+//! without a lock.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Milliseconds since the first use in the process: the rates' clock.
+fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// Events per second, with the highest rate seen.
+#[derive(Debug, Default)]
+pub struct Rate {
+    /// The second (high 32 bits) and the events counted in it (low 32 bits).
+    current: AtomicU64,
+    /// The events of the second before `current`'s (0 if that one saw none).
+    previous: AtomicU32,
+    max: AtomicU32,
+}
+
+impl Rate {
+    /// Counts one event now.
+    pub fn incr(&self) {
+        self.incr_at(now_ms());
+    }
+
+    /// The rate now: events per second.
+    pub fn get(&self) -> u32 {
+        self.get_at(now_ms())
+    }
+
+    /// The highest rate seen when an event was counted.
+    pub fn max(&self) -> u32 {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Forgets the maximum (`clear counters`).
+    pub fn reset_max(&self) {
+        self.max.store(0, Ordering::Relaxed);
+    }
+
+    fn incr_at(&self, ms: u64) {
+        let second = (ms / 1000) as u32;
+        let mut seen = self.current.load(Ordering::Relaxed);
+        loop {
+            let (at, count) = split(seen);
+            if at == second {
+                self.current.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            // A new second: the count of the one just ended becomes the previous one.
+            let turned = join(second, 1);
+            match self.current.compare_exchange_weak(
+                seen,
+                turned,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    let previous = if at.wrapping_add(1) == second {
+                        count
+                    } else {
+                        0
+                    };
+                    self.previous.store(previous, Ordering::Relaxed);
+                    break;
+                }
+                Err(now) => seen = now,
+            }
+        }
+        self.max.fetch_max(self.get_at(ms), Ordering::Relaxed);
+    }
+
+    fn get_at(&self, ms: u64) -> u32 {
+        let second = (ms / 1000) as u32;
+        let (at, count) = split(self.current.load(Ordering::Relaxed));
+        let previous = u64::from(self.previous.load(Ordering::Relaxed));
+        let (count, previous) = match second.wrapping_sub(at) {
+            0 => (u64::from(count), previous),
+            // No event yet in this second: the last counted second is the previous one.
+            1 => (0, u64::from(count)),
+            _ => (0, 0),
+        };
+        let left = 1000 - ms % 1000;
+        (count + (previous * left).div_ceil(1000)) as u32
+    }
+}
+
+fn split(word: u64) -> (u32, u32) {
+    ((word >> 32) as u32, word as u32)
+}
+
+fn join(second: u32, count: u32) -> u64 {
+    (u64::from(second) << 32) | u64::from(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_the_current_second_and_weighs_the_previous_one() {
+        let r = Rate::default();
+        for _ in 0..10 {
+            r.incr_at(5_100);
+        }
+        assert_eq!(r.get_at(5_900), 10, "all in this second");
+        r.incr_at(6_000);
+        assert_eq!(
+            r.get_at(6_000),
+            11,
+            "the whole previous second still counts"
+        );
+        assert_eq!(r.get_at(6_500), 6, "half of it half-way through");
+        assert_eq!(
+            r.get_at(7_000),
+            1,
+            "the second with one event is the previous one now"
+        );
+        assert_eq!(r.get_at(8_000), 0, "nothing for two seconds");
+        assert_eq!(r.max(), 11);
+    }
+
+    #[test]
+    fn a_gap_forgets_the_old_seconds() {
+        let r = Rate::default();
+        r.incr_at(1_000);
+        r.incr_at(9_000);
+        assert_eq!(r.get_at(9_000), 1);
+        r.reset_max();
+        assert_eq!(r.max(), 0);
+    }
+}
