@@ -232,6 +232,11 @@ pub async fn serve(
         .server
         .and_then(|name| backend.server_named(name))
         .map(|(_, s)| s);
+    // The averages of `show stat` cover the sessions a server took.
+    if let Some(server) = server {
+        backend.stats.note_times(&record.timers);
+        server.stats.note_times(&record.timers);
+    }
     let view = StreamView {
         backend: Some(backend),
         server,

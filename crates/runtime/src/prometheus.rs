@@ -28,6 +28,8 @@ enum Value {
     CheckStatus,
     /// `check_duration` in seconds.
     CheckSeconds,
+    /// A field in milliseconds, in seconds.
+    Seconds(Field),
 }
 
 /// One metric of a kind of object.
@@ -193,6 +195,54 @@ const BACKEND: &[Metric] = &[
         Value::Field(Field::rate_max),
     ),
     m(
+        "queue_time_average_seconds",
+        GAUGE,
+        "Average time in the queue of the last 512 requests.",
+        Value::Seconds(Field::qtime),
+    ),
+    m(
+        "connect_time_average_seconds",
+        GAUGE,
+        "Average connect time of the last 512 requests.",
+        Value::Seconds(Field::ctime),
+    ),
+    m(
+        "response_time_average_seconds",
+        GAUGE,
+        "Average response time of the last 512 requests.",
+        Value::Seconds(Field::rtime),
+    ),
+    m(
+        "total_time_average_seconds",
+        GAUGE,
+        "Average total time of the last 512 requests.",
+        Value::Seconds(Field::ttime),
+    ),
+    m(
+        "max_queue_time_seconds",
+        GAUGE,
+        "Longest time in the queue.",
+        Value::Seconds(Field::qtime_max),
+    ),
+    m(
+        "max_connect_time_seconds",
+        GAUGE,
+        "Longest connect time.",
+        Value::Seconds(Field::ctime_max),
+    ),
+    m(
+        "max_response_time_seconds",
+        GAUGE,
+        "Longest response time.",
+        Value::Seconds(Field::rtime_max),
+    ),
+    m(
+        "max_total_time_seconds",
+        GAUGE,
+        "Longest total time.",
+        Value::Seconds(Field::ttime_max),
+    ),
+    m(
         "limit_sessions",
         GAUGE,
         "Session limit (fullconn).",
@@ -332,6 +382,54 @@ const SERVER: &[Metric] = &[
         GAUGE,
         "Highest number of new sessions per second.",
         Value::Field(Field::rate_max),
+    ),
+    m(
+        "queue_time_average_seconds",
+        GAUGE,
+        "Average time in the queue of the last 512 requests.",
+        Value::Seconds(Field::qtime),
+    ),
+    m(
+        "connect_time_average_seconds",
+        GAUGE,
+        "Average connect time of the last 512 requests.",
+        Value::Seconds(Field::ctime),
+    ),
+    m(
+        "response_time_average_seconds",
+        GAUGE,
+        "Average response time of the last 512 requests.",
+        Value::Seconds(Field::rtime),
+    ),
+    m(
+        "total_time_average_seconds",
+        GAUGE,
+        "Average total time of the last 512 requests.",
+        Value::Seconds(Field::ttime),
+    ),
+    m(
+        "max_queue_time_seconds",
+        GAUGE,
+        "Longest time in the queue.",
+        Value::Seconds(Field::qtime_max),
+    ),
+    m(
+        "max_connect_time_seconds",
+        GAUGE,
+        "Longest connect time.",
+        Value::Seconds(Field::ctime_max),
+    ),
+    m(
+        "max_response_time_seconds",
+        GAUGE,
+        "Longest response time.",
+        Value::Seconds(Field::rtime_max),
+    ),
+    m(
+        "max_total_time_seconds",
+        GAUGE,
+        "Longest total time.",
+        Value::Seconds(Field::ttime_max),
     ),
     m(
         "limit_sessions",
@@ -535,11 +633,15 @@ fn samples(out: &mut String, name: &str, metric: &Metric, row: &Row) {
                 );
             }
         }
-        Value::CheckSeconds => {
-            if let Ok(ms) = row.get(Field::check_duration).parse::<u64>() {
-                let _ = writeln!(out, "{name}{{{labels}}} {:.6}", ms as f64 / 1000.0);
-            }
-        }
+        Value::CheckSeconds => seconds(out, name, &labels, row, Field::check_duration),
+        Value::Seconds(field) => seconds(out, name, &labels, row, field),
+    }
+}
+
+/// A sample in seconds from a field in milliseconds.
+fn seconds(out: &mut String, name: &str, labels: &str, row: &Row, field: Field) {
+    if let Ok(ms) = row.get(field).parse::<u64>() {
+        let _ = writeln!(out, "{name}{{{labels}}} {:.6}", ms as f64 / 1000.0);
     }
 }
 

@@ -7,6 +7,10 @@
 //! One atomic word holds the second and its count, so counting is one `fetch_add` on the hot
 //! path (a compare-and-swap once per second when the second turns) and threads share it
 //! without a lock.
+//!
+//! A [`SlidingAverage`] is HAProxy's sliding average of the last [`TIME_SAMPLES`] values (the
+//! `qtime`, `ctime`, `rtime` and `ttime` of `show stat`), kept as a running sum from which each
+//! new value removes an average share, with the highest value seen beside it.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -96,6 +100,49 @@ impl Rate {
     }
 }
 
+/// How many recent streams the timing averages cover (HAProxy's `TIME_STATS_SAMPLES`).
+pub const TIME_SAMPLES: u64 = 512;
+
+/// A sliding average of durations in milliseconds, with their maximum.
+#[derive(Debug, Default)]
+pub struct SlidingAverage {
+    sum: AtomicU64,
+    max: AtomicU64,
+}
+
+impl SlidingAverage {
+    /// Adds a value: the sum loses one average share and gains the value.
+    pub fn add(&self, ms: u64) {
+        let _ = self
+            .sum
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |sum| {
+                Some(sum - sum.div_ceil(TIME_SAMPLES) + ms)
+            });
+        self.max.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// The average of the recent values (rounded up, as HAProxy reads it).
+    pub fn get(&self) -> u64 {
+        self.sum.load(Ordering::Relaxed).div_ceil(TIME_SAMPLES)
+    }
+
+    /// The highest value added.
+    pub fn max(&self) -> u64 {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Forgets the maximum (`clear counters`).
+    pub fn reset_max(&self) {
+        self.max.store(0, Ordering::Relaxed);
+    }
+
+    /// Forgets everything (`clear counters all`).
+    pub fn reset(&self) {
+        self.sum.store(0, Ordering::Relaxed);
+        self.max.store(0, Ordering::Relaxed);
+    }
+}
+
 fn split(word: u64) -> (u32, u32) {
     ((word >> 32) as u32, word as u32)
 }
@@ -129,6 +176,24 @@ mod tests {
         );
         assert_eq!(r.get_at(8_000), 0, "nothing for two seconds");
         assert_eq!(r.max(), 11);
+    }
+
+    #[test]
+    fn the_sliding_average_moves_towards_recent_values() {
+        let a = SlidingAverage::default();
+        for _ in 0..TIME_SAMPLES * 8 {
+            a.add(10);
+        }
+        assert_eq!(a.get(), 10, "a steady value is its own average");
+        a.add(1000);
+        assert_eq!(a.max(), 1000);
+        assert!(
+            (11..=12).contains(&a.get()),
+            "one outlier moves it by 1/512: {}",
+            a.get()
+        );
+        a.reset_max();
+        assert_eq!(a.max(), 0);
     }
 
     #[test]

@@ -183,6 +183,9 @@ pub struct StatsCounters {
     agent_enabled: AtomicBool,
     /// HTTP requests per second (`req_rate`, frontends).
     pub request_rate: crate::rate::Rate,
+    /// Recent streams' times in the queue, to connect, to the response head, in all
+    /// (`qtime`, `ctime`, `rtime`, `ttime` and their `_max`, backends and servers).
+    pub times: [crate::rate::SlidingAverage; 4],
     /// The weight set at run time (`set weight`), the configured one at start.
     weight: AtomicU32,
     /// A frontend disabled with `disable frontend` stops accepting (true).
@@ -195,6 +198,7 @@ impl StatsCounters {
         let now = now_secs();
         StatsCounters {
             request_rate: crate::rate::Rate::default(),
+            times: Default::default(),
             hrsp: Default::default(),
             lbtot: Counter::default(),
             chkfail: Counter::default(),
@@ -208,6 +212,22 @@ impl StatsCounters {
             agent_enabled: AtomicBool::new(true),
             weight: AtomicU32::new(weight),
             paused: watch::channel(false).0,
+        }
+    }
+
+    /// Adds a finished stream's times: the queue, the connection, the response head (after
+    /// the request was sent) and the whole stream; a phase it did not reach is skipped.
+    pub fn note_times(&self, timers: &crate::record::Timers) {
+        let phases = [
+            timers.queue,
+            timers.connect,
+            timers.response,
+            Some(timers.total),
+        ];
+        for (average, phase) in self.times.iter().zip(phases) {
+            if let Some(d) = phase {
+                average.add(d.as_millis() as u64);
+            }
         }
     }
 
@@ -330,6 +350,13 @@ impl StatsCounters {
     /// the caller resets. `all` also zeroes the totals.
     pub fn clear(&self, all: bool) {
         self.request_rate.reset_max();
+        for t in &self.times {
+            if all {
+                t.reset();
+            } else {
+                t.reset_max();
+            }
+        }
         if all {
             for c in &self.hrsp {
                 c.reset();
@@ -521,6 +548,20 @@ fn frontend_row(f: &Frontend) -> Row {
     row
 }
 
+/// `qtime`, `ctime`, `rtime`, `ttime` and their maximums.
+fn set_times(row: &mut Row, stats: &StatsCounters) {
+    let fields = [
+        (Field::qtime, Field::qtime_max),
+        (Field::ctime, Field::ctime_max),
+        (Field::rtime, Field::rtime_max),
+        (Field::ttime, Field::ttime_max),
+    ];
+    for ((average, max), t) in fields.into_iter().zip(&stats.times) {
+        row.set(average, t.get());
+        row.set(max, t.max());
+    }
+}
+
 /// `rate` and `rate_max`: new sessions per second.
 fn set_rates(row: &mut Row, t: &crate::counters::Traffic) {
     row.set(Field::rate, t.session_rate.get());
@@ -597,6 +638,7 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     let t = &s.traffic;
     row.set(Field::qcur, b.server_queued(index));
     set_rates(&mut row, t);
+    set_times(&mut row, &s.stats);
     row.set(Field::scur, t.sessions.get());
     row.set(Field::smax, t.sessions.max());
     if let Some(max) = s.conf.maxconn {
@@ -730,6 +772,7 @@ fn backend_row(process: &Process, b: &Backend) -> Row {
     );
     let t = &b.traffic;
     set_rates(&mut row, t);
+    set_times(&mut row, &b.stats);
     row.set(Field::qcur, b.queued());
     row.set(Field::scur, t.sessions.get());
     row.set(Field::smax, t.sessions.max());

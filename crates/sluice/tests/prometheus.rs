@@ -126,6 +126,11 @@ fn metrics_have_haproxys_names_and_live_values() {
     assert!(at("haproxy_frontend_max_session_rate{proxy=\"fe\"}") >= 1.0);
     assert_eq!(at("haproxy_frontend_limit_session_rate{proxy=\"fe\"}"), 0.0);
     assert!(at("haproxy_server_max_session_rate{proxy=\"be\",server=\"s1\"}") >= 1.0);
+    assert!(at("haproxy_backend_total_time_average_seconds{proxy=\"be\"}") >= 0.0);
+    assert_eq!(
+        at("haproxy_backend_max_queue_time_seconds{proxy=\"be\"}"),
+        0.0
+    );
     assert_eq!(at("haproxy_backend_status{proxy=\"be\",state=\"UP\"}"), 1.0);
     assert_eq!(at("haproxy_backend_active_servers{proxy=\"be\"}"), 1.0);
     assert_eq!(at("haproxy_backend_loadbalanced_total{proxy=\"be\"}"), 3.0);

@@ -130,6 +130,11 @@ fn show_stat_lists_every_row_in_haproxys_format() {
     assert_eq!(fe["rate_lim"], "0");
     let a = row(&all, "be", "a");
     assert!((1..=20).contains(&per_second(a, "rate_max")), "{a:?}");
+    // Timings of the requests the servers took: no queue; total at least the response time.
+    let be_row = row(&all, "be", "BACKEND");
+    assert_eq!(be_row["qtime"], "0");
+    assert!(per_second(be_row, "ttime_max") >= per_second(be_row, "rtime_max"));
+    assert!(per_second(a, "ttime") <= per_second(a, "ttime_max").max(1));
     assert_eq!(a["status"], "no check");
     assert_eq!(a["weight"], "20");
     assert_eq!(a["lbtot"], "20");

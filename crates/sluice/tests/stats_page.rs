@@ -70,6 +70,14 @@ fn stable(csv: &str) -> Vec<Vec<String>> {
         "req_rate_max",
         "conn_rate",
         "conn_rate_max",
+        "qtime",
+        "ctime",
+        "rtime",
+        "ttime",
+        "qtime_max",
+        "ctime_max",
+        "rtime_max",
+        "ttime_max",
     ];
     csv.lines()
         .filter(|l| !l.is_empty())

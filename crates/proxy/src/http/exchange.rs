@@ -195,17 +195,22 @@ pub async fn run(
             server.stats.count_response(status);
         }
     }
+    let timers = Timers {
+        request: Some(ctx.head_at.duration_since(ctx.request_start)),
+        queue: facts.queue,
+        connect: facts.connect,
+        response: facts
+            .request_sent
+            .zip(facts.response_head)
+            .map(|(sent, head)| head.saturating_duration_since(sent)),
+        total: ctx.request_start.elapsed(),
+    };
+    // The averages of `show stat` cover the requests a server took.
+    if let Some(server) = facts.chosen {
+        ctx.backend.stats.note_times(&timers);
+        server.stats.note_times(&timers);
+    }
     if logged {
-        let timers = Timers {
-            request: Some(ctx.head_at.duration_since(ctx.request_start)),
-            queue: facts.queue,
-            connect: facts.connect,
-            response: facts
-                .request_sent
-                .zip(facts.response_head)
-                .map(|(sent, head)| head.saturating_duration_since(sent)),
-            total: ctx.request_start.elapsed(),
-        };
         let captures = ctx.scope.vars.captures();
         let mut record = StreamRecord {
             start: ctx.request_start_at,
