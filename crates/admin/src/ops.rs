@@ -311,6 +311,11 @@ pub fn set_server(p: &Process, args: &[String], _: &mut CliState, out: &mut Stri
         }
         Some("weight") => set_weight_of(b, i, s, args.get(2), out),
         Some("addr") => crate::servers::set_addr(s, &args[2..], out),
+        Some("health") => crate::servers::set_health(b, i, s, args.get(2).map(String::as_str), out),
+        Some("agent") => crate::servers::set_agent(b, i, s, args.get(2).map(String::as_str), out),
+        Some(what @ ("check-addr" | "check-port" | "agent-addr" | "agent-port" | "agent-send")) => {
+            crate::servers::set_probe(s, what, &args[2..], out)
+        }
         _ => out.push_str(
             "usage: set server <backend>/<server> addr | agent | agent-addr | agent-port | \
              agent-send | check-addr | check-port | fqdn | health | ssl | state | weight\n",

@@ -1,13 +1,14 @@
-//! Changing a backend's servers at run time: `add server`, `del server` and `set server ...
-//! addr` (management.txt §9.3), answered in HAProxy 2.6's words so scripts and controllers
+//! Changing a backend's servers at run time: `add server`, `del server`, and `set server`'s
+//! `addr`, `health`, `agent` and check-target settings (management.txt §9.3), answered in HAProxy 2.6's words so scripts and controllers
 //! that drive HAProxy this way work unchanged.
 
 use crate::commands::{CliState, Flow};
 use crate::ops::find_server;
 use sluice_config::addr::ServerPort;
 use sluice_runtime::process::Process;
-use sluice_runtime::proxy::{Location, Server};
+use sluice_runtime::proxy::{Backend, Location, Server};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 /// `add server B/S ADDR [options]`: a new server, in maintenance until `enable server`.
 pub fn add_server(p: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
@@ -28,7 +29,10 @@ pub fn add_server(p: &Process, args: &[String], _: &mut CliState, out: &mut Stri
         Ok(_) => out.push_str("New server registered.\n"),
         Err(message) => {
             out.push_str(&message);
-            out.push('\n');
+            // HAProxy ends this one message without the usual empty line.
+            if !message.starts_with("Backend must use a dynamic") {
+                out.push('\n');
+            }
         }
     }
     Flow::Continue
@@ -137,5 +141,118 @@ fn show_port(port: Option<ServerPort>) -> String {
         Some(ServerPort::Fixed(p)) => p.to_string(),
         Some(ServerPort::Offset(o)) => format!("{o:+}"),
         Some(ServerPort::SameAsClient) | None => "0".to_owned(),
+    }
+}
+
+/// `set server B/S health up|stopping|down`: forces the checks' verdict until the next check
+/// says otherwise (nothing happens on a server without checks, as in HAProxy).
+pub fn set_health(
+    b: &Arc<Backend>,
+    index: usize,
+    s: &Server,
+    word: Option<&str>,
+    out: &mut String,
+) {
+    let (up, stopping) = match word {
+        Some("up") => (true, false),
+        Some("stopping") => (true, true),
+        Some("down") => (false, false),
+        _ => {
+            out.push_str("'set server <srv> health' expects 'up', 'stopping', or 'down'.\n");
+            return;
+        }
+    };
+    if s.conf.checks.check {
+        // The check counter goes to its end, as HAProxy's does: 0 down, at the top up.
+        let c = &s.conf.checks;
+        s.stats
+            .set_check_health(if up { c.rise() + c.fall() - 1 } else { 0 });
+        b.set_health(index, |h| {
+            h.check_up = up;
+            h.stopping = stopping;
+        });
+    }
+}
+
+/// `set server B/S agent up|down`: forces the agent's verdict.
+pub fn set_agent(b: &Arc<Backend>, index: usize, s: &Server, word: Option<&str>, out: &mut String) {
+    let up = match word {
+        Some("up") => true,
+        Some("down") => false,
+        _ => {
+            out.push_str("'set server <srv> agent' expects 'up' or 'down'.\n");
+            return;
+        }
+    };
+    if !s.conf.checks.agent {
+        out.push_str("agent checks are not enabled on this server.\n");
+        return;
+    }
+    b.set_health(index, |h| h.agent_up = up);
+}
+
+/// `set server B/S check-addr IP [port P] | check-port P | agent-addr IP | agent-port P |
+/// agent-send STRING`: where the next checks and agent queries go, and what the agent gets.
+pub fn set_probe(s: &Server, what: &str, args: &[String], out: &mut String) {
+    let c = &s.conf.checks;
+    let value = args.first().map_or("", String::as_str);
+    let (enabled, refusal) = if what.starts_with("agent") {
+        (c.agent, "agent checks are not enabled on this server.\n")
+    } else {
+        // HAProxy ends this one and the port error without the usual empty line.
+        (c.check, "health checks are not enabled on this server")
+    };
+    let port = |text: &str| text.parse::<u16>().ok().filter(|&p| p > 0);
+    match what {
+        "check-port" | "agent-port" => {
+            let Some(p) = port(value) else {
+                out.push_str("provided port is not an integer");
+                return;
+            };
+            if !enabled {
+                out.push_str(refusal);
+                return;
+            }
+            s.set_probes(|t| match what {
+                "check-port" => t.check_port = Some(p),
+                _ => t.agent_port = Some(p),
+            });
+        }
+        "check-addr" | "agent-addr" => {
+            let Ok(ip) = value.parse::<IpAddr>() else {
+                out.push_str("incorrect addr address given for server.\n");
+                return;
+            };
+            let new_port = match (args.get(1).map(String::as_str), args.get(2)) {
+                (Some("port"), Some(p)) => match port(p) {
+                    Some(p) => Some(p),
+                    None => {
+                        out.push_str("provided port is not an integer");
+                        return;
+                    }
+                },
+                _ => None,
+            };
+            if !enabled {
+                out.push_str(refusal);
+                return;
+            }
+            s.set_probes(|t| {
+                if what == "check-addr" {
+                    t.check_addr = Some(ip);
+                    t.check_port = new_port.or(t.check_port);
+                } else {
+                    t.agent_addr = Some(ip);
+                    t.agent_port = new_port.or(t.agent_port);
+                }
+            });
+        }
+        _ => {
+            if !enabled {
+                out.push_str(refusal);
+                return;
+            }
+            s.set_probes(|t| t.agent_send = Some(value.as_bytes().to_vec()));
+        }
     }
 }

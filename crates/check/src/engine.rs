@@ -365,7 +365,8 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         return;
     };
     let c = &server.conf.checks;
-    let Some(ep) = endpoint(server, c.addr, c.port) else {
+    let probes = server.probes();
+    let Some(ep) = endpoint(server, probes.check_addr, probes.check_port) else {
         engine.print(
             "[ALERT]",
             &format!(
@@ -410,7 +411,9 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
             .send_state
             .then(|| state_header(node, backend, server, &machine, rise, fall));
         // Read again each time: `set server addr` moves the checks with the traffic.
-        let here = endpoint(server, c.addr, c.port).unwrap_or_else(|| ep.clone());
+        let probes = server.probes();
+        let here =
+            endpoint(server, probes.check_addr, probes.check_port).unwrap_or_else(|| ep.clone());
         let mut outcome = probe::run(&program, &here, limits, state.as_deref(), send_proxy).await;
         outcome.duration = started.elapsed();
         machine.record(outcome.status.passed());
@@ -491,7 +494,12 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
         return;
     };
     let c = &server.conf.checks;
-    let Some(ep) = endpoint(server, c.agent_addr.or(c.addr), c.agent_port) else {
+    let probes = server.probes();
+    let Some(ep) = endpoint(
+        server,
+        probes.agent_addr.or(probes.check_addr),
+        probes.agent_port,
+    ) else {
         engine.print(
             "[ALERT]",
             &format!(
@@ -518,9 +526,15 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
         }
         let started = Instant::now();
         // An agent that cannot be reached changes nothing: only its words count.
-        let here =
-            endpoint(server, c.agent_addr.or(c.addr), c.agent_port).unwrap_or_else(|| ep.clone());
-        if let Ok(reply) = probe::ask_agent(&here, c.agent_send.as_deref(), limits).await {
+        let probes = server.probes();
+        let here = endpoint(
+            server,
+            probes.agent_addr.or(probes.check_addr),
+            probes.agent_port,
+        )
+        .unwrap_or_else(|| ep.clone());
+        let sent = probes.agent_send.as_deref();
+        if let Ok(reply) = probe::ask_agent(&here, sent, limits).await {
             let reply = agent::parse(&reply);
             let mut outcome = None;
             match &reply.operational {

@@ -280,10 +280,16 @@ impl Backend {
     /// into the balancer. A server leaving maintenance with `slowstart` ramps its weight up,
     /// driven by a task on the tokio runtime the caller runs on.
     pub fn set_admin(self: &Arc<Self>, index: usize, f: impl FnOnce(&mut Admin)) {
+        self.set_health(index, |h| f(&mut h.admin));
+    }
+
+    /// Changes server `index`'s health from outside the checks (the CLI's `set server ...
+    /// health|agent`, maintenance) and pushes it into the balancer, as [`Backend::set_admin`].
+    pub fn set_health(self: &Arc<Self>, index: usize, f: impl FnOnce(&mut HealthState)) {
         let Some(server) = self.servers.get(index) else {
             return;
         };
-        let (before, after) = server.health.update(|h| f(&mut h.admin));
+        let (before, after) = server.health.update(f);
         let warmup = crate::dynamic::warm_up(server, &before, &after);
         self.apply_health(index);
         if let Some(warmup) = warmup

@@ -684,6 +684,9 @@ pub struct Server {
     pub index: usize,
     /// Where an inet server is now: its resolved address, changed by `set server addr`.
     location: Mutex<Location>,
+    /// Where checks and the agent go, and what the agent is sent: the configuration's,
+    /// changed by `set server ... check-addr|check-port|agent-addr|agent-port|agent-send`.
+    probes: Mutex<ProbeTargets>,
     /// Removed by `del server`: the slot stays (only a server in maintenance without
     /// connections is removed, so no session holds it) but nothing finds it any more.
     pub(crate) deleted: std::sync::atomic::AtomicBool,
@@ -711,6 +714,22 @@ pub struct Location {
     pub pool_id: u64,
 }
 
+/// Where a server's checks and agent connect (`None`: the server's own address or port), and
+/// the agent's `agent-send` string.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeTargets {
+    /// `addr` of the checks.
+    pub check_addr: Option<IpAddr>,
+    /// `port` of the checks.
+    pub check_port: Option<u16>,
+    /// `agent-addr`.
+    pub agent_addr: Option<IpAddr>,
+    /// `agent-port`.
+    pub agent_port: Option<u16>,
+    /// `agent-send`.
+    pub agent_send: Option<Vec<u8>>,
+}
+
 /// A fresh [`Location::pool_id`].
 fn next_pool_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -733,6 +752,13 @@ impl Server {
                 pool_id: next_pool_id(),
             }),
             deleted: std::sync::atomic::AtomicBool::new(false),
+            probes: Mutex::new(ProbeTargets {
+                check_addr: conf.checks.addr,
+                check_port: conf.checks.port,
+                agent_addr: conf.checks.agent_addr,
+                agent_port: conf.checks.agent_port,
+                agent_send: conf.checks.agent_send.clone(),
+            }),
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
             retries: Counter::default(),
@@ -783,6 +809,19 @@ impl Server {
             };
         }
         Some(before)
+    }
+
+    /// Where the checks and the agent go now.
+    pub fn probes(&self) -> ProbeTargets {
+        self.probes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Changes where the checks or the agent go (the CLI's `set server`).
+    pub fn set_probes(&self, f: impl FnOnce(&mut ProbeTargets)) {
+        f(&mut self.probes.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
     /// Whether `del server` removed it.

@@ -204,3 +204,57 @@ fn health_checks_follow_a_moved_server() {
     );
     assert_eq!(get(addr), "live");
 }
+
+#[test]
+fn health_and_check_targets_are_set_from_the_cli() {
+    let live = named("live");
+    let (listener, addr) = frontend();
+    let closed = common::refused_addr();
+    // The server answers, but its checks go to a closed port: it is down.
+    let config = format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    bind {}\n    default_backend be\nbackend be\n    server a {} check port {} inter 50ms rise 1 fall 1\n    server n {}\n",
+        fd_bind(&listener),
+        live.addr(),
+        closed.port(),
+        live.addr(),
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    let status = |server: &str| {
+        let stat = proxy.cli("show stat");
+        let prefix = format!("be,{server},");
+        let row = stat.lines().find(|l| l.starts_with(&prefix)).unwrap_or("");
+        row.split(',').nth(17).unwrap_or("").to_owned()
+    };
+    assert!(common::wait_until(common::GENEROUS, || status("a") == "DOWN"));
+    assert_eq!(
+        proxy.cli(&format!(
+            "set server be/a check-port {}",
+            live.addr().port()
+        )),
+        "\n"
+    );
+    assert!(
+        common::wait_until(common::GENEROUS, || status("a").starts_with("UP")),
+        "{}",
+        status("a")
+    );
+    // With the checks paused, a forced verdict stays until they resume.
+    proxy.cli("disable health be/a");
+    assert_eq!(proxy.cli("set server be/a health stopping"), "\n");
+    assert_eq!(status("a"), "NOLB");
+    assert_eq!(proxy.cli("set server be/a health down"), "\n");
+    assert_eq!(status("a"), "DOWN");
+    assert_eq!(
+        proxy.cli("set server be/n check-port 80"),
+        "health checks are not enabled on this server\n"
+    );
+    assert_eq!(
+        proxy.cli("set server be/a agent up"),
+        "agent checks are not enabled on this server.\n\n"
+    );
+    assert_eq!(
+        proxy.cli("set server be/a health sideways"),
+        "'set server <srv> health' expects 'up', 'stopping', or 'down'.\n\n"
+    );
+    assert_eq!(get(addr), "live");
+}
