@@ -1,7 +1,8 @@
 //! Logging keywords (configuration.txt §3.1 and §4.2 `log`, §8 "Logging"): where log lines go
 //! (`log` targets in `global` and proxies, `log global`, `no log`), what they look like
-//! (`option httplog [clf]`, `option tcplog`, `log-format`, `log-tag`) and which streams are
-//! logged (`option dontlognull`, `option log-separate-errors`).
+//! (`option httplog [clf]`, `option tcplog`, `log-format`, `error-log-format`, `log-tag`),
+//! which streams are logged (`option dontlognull`, `option log-separate-errors`) and when
+//! (`option logasap`).
 //!
 //! A target is a UDP syslog address (port 514 by default), a unix datagram socket path,
 //! `stdout`/`stderr`/`fd@N`, with a syslog header format (`local` by default, `rfc3164`,
@@ -87,6 +88,9 @@ pub enum LineFormat {
     Custom(LogFormat),
 }
 
+/// The default longest line of a `ring` section's events (configuration.txt §3.10 `maxlen`).
+pub const DEFAULT_RING_MAXLEN: usize = 1024;
+
 /// A proxy's logging settings.
 #[derive(Clone, Debug, Default)]
 pub struct ProxyLogConf {
@@ -100,6 +104,12 @@ pub struct ProxyLogConf {
     pub dont_log_null: bool,
     /// `option log-separate-errors`: errors are logged at `err` instead of `info`.
     pub separate_errors: bool,
+    /// `option logasap`: an HTTP stream is logged once the response head is sent, a TCP
+    /// session once its server connection is established.
+    pub logasap: bool,
+    /// `error-log-format`: the line of a connection that failed before it became a stream
+    /// (a bad PROXY protocol header).
+    pub error_format: Option<LogFormat>,
     /// `log-tag`: the syslog tag of this proxy's lines.
     pub tag: Option<String>,
     /// `unique-id-format`: how each request's unique id is built.
@@ -318,6 +328,19 @@ pub(crate) fn parse_proxy_log_line(
                 Err(message) => diags.push(d.alert(message)),
             }
         }
+        (Some("error-log-format"), _) => {
+            let d = Directive::new(line, 1);
+            let Some(text) = d.word(1, "a log format", diags) else {
+                return true;
+            };
+            if !d.no_more_than(2, diags) {
+                return true;
+            }
+            match LogFormat::parse_log(text, maps) {
+                Ok(fmt) => conf.error_format = Some(fmt),
+                Err(message) => diags.push(d.alert(message)),
+            }
+        }
         (Some("unique-id-format"), _) => {
             let d = Directive::new(line, 1);
             let Some(text) = d.word(1, "a log format", diags) else {
@@ -352,7 +375,7 @@ pub(crate) fn parse_proxy_log_line(
     true
 }
 
-/// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `log-separate-errors` (`enable`
+/// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `log-separate-errors`, `logasap` (`enable`
 /// false for the `no option` form); false if `name` is not a logging option.
 pub(crate) fn apply_log_option(
     conf: &mut ProxyLogConf,
@@ -390,6 +413,11 @@ pub(crate) fn apply_log_option(
         "log-separate-errors" => {
             if d.no_more_than(args_at, diags) {
                 conf.separate_errors = enable;
+            }
+        }
+        "logasap" => {
+            if d.no_more_than(args_at, diags) {
+                conf.logasap = enable;
             }
         }
         _ => return false,

@@ -189,3 +189,97 @@ backend app
     assert_eq!(got.header("x-unique-id").as_deref(), Some("r1-/a"));
     assert_eq!(got.header("x-seen-id").as_deref(), Some("r1-/a"));
 }
+
+#[test]
+fn logasap_logs_an_http_exchange_once_the_response_head_is_sent() {
+    // The server sends its head and half of the body, then waits for the test's word: the
+    // line must arrive while the body is still incomplete.
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let backend = Backend::start(move |mut s| {
+        let mut buf = [0u8; 4096];
+        let _ = std::io::Read::read(&mut s, &mut buf);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
+        let _ = release_rx.lock().unwrap().recv();
+        let _ = s.write_all(b"world");
+    });
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    log {log_addr} format raw local0
+    option httplog
+    option logasap
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let line = next_line(&syslog);
+    // `TR/Tw/Tc/Tr/+Ta status +bytes`: only what was sent so far is counted, since the
+    // server holds the rest of the body.
+    let fields: Vec<&str> = line.split(' ').collect();
+    assert!(fields[4].contains("/+"), "{line}");
+    assert_eq!(fields[5], "200", "{line}");
+    assert!(fields[6].starts_with('+'), "{line}");
+    assert!(line.ends_with("\"GET /big HTTP/1.1\"\n"), "{line}");
+    release_tx.send(()).unwrap();
+    let body = read_to_close(&mut s, GENEROUS);
+    assert!(body.data().ends_with(b"helloworld"));
+    // The end of the exchange logs nothing more: the next line is the next request's.
+    release_tx.send(()).unwrap();
+    get(addr, "/second");
+    let line = next_line(&syslog);
+    assert!(line.contains("\"GET /second HTTP/1.1\""), "{line}");
+}
+
+#[test]
+fn logasap_logs_tcp_sessions_at_connect_and_marks_custom_format_numbers() {
+    let echo = Backend::echo();
+    let (syslog, log_addr) = receiver();
+    let (l1, a1) = frontend();
+    let (l2, a2) = frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}
+frontend f
+    bind {}
+    log {log_addr} format raw local0
+    option tcplog
+    option logasap
+    default_backend b
+frontend g
+    bind {}
+    log {log_addr} format raw local0
+    log-format \"%Tt %B %U %Tc\"
+    option logasap
+    default_backend b
+backend b
+    server s {}
+",
+        fd_bind(&l1),
+        fd_bind(&l2),
+        echo.addr()
+    );
+    let _p = sluice(&config).inherit(l1).inherit(l2).start();
+    // The sessions stay open: each line comes from the established connection alone.
+    let mut s = connect(a1);
+    let line = next_line(&syslog);
+    assert!(line.contains(" f b/s "), "{line}");
+    assert!(line.contains("/+"), "total time so far: {line}");
+    assert!(line.contains(" +0 --"), "no bytes yet: {line}");
+    s.write_all(b"ping").unwrap();
+    assert_eq!(common::read_n(&mut s, 4), b"ping");
+    let _t = connect(a2);
+    let line = next_line(&syslog);
+    let fields: Vec<&str> = line.trim_end().split(' ').collect();
+    assert!(fields[0].starts_with('+'), "%Tt so far: {line}");
+    assert_eq!(fields[1], "+0", "%B so far: {line}");
+    assert_eq!(fields[2], "0", "%U has no mark: {line}");
+    assert!(!fields[3].starts_with('+'), "%Tc is final: {line}");
+}
