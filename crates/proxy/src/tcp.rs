@@ -234,7 +234,12 @@ pub async fn serve(
 }
 
 /// Writes the session's log line (and the `-d` debug line).
-fn log_session(scope: &Scope<'_>, backend: &Backend, record: &mut StreamRecord<'_>, payload: &[u8]) {
+fn log_session(
+    scope: &Scope<'_>,
+    backend: &Backend,
+    record: &mut StreamRecord<'_>,
+    payload: &[u8],
+) {
     let server = record
         .server
         .and_then(|name| backend.server_named(name))

@@ -171,6 +171,7 @@ pub struct RecordFacts<'r> {
     termination: [u8; 2],
     termination_cookie: [u8; 4],
     unique_id: Option<Vec<u8>>,
+    connection_error: Option<(u8, &'static str)>,
 }
 
 impl<'r> RecordFacts<'r> {
@@ -183,6 +184,15 @@ impl<'r> RecordFacts<'r> {
             termination: [a, b],
             termination_cookie: [a, b, b'-', b'-'],
             unique_id: None,
+            connection_error: None,
+        }
+    }
+
+    /// The same facts for a connection that failed before it became a stream (`fc_err`).
+    pub fn with_connection_error(self, error: (u8, &'static str)) -> Self {
+        RecordFacts {
+            connection_error: Some(error),
+            ..self
         }
     }
 
@@ -231,6 +241,10 @@ impl LogFacts for RecordFacts<'_> {
             LogNumber::Status => r.status.map(i64::from),
             _ => None,
         }
+    }
+
+    fn connection_error(&self) -> Option<(u8, &'static str)> {
+        self.connection_error
     }
 
     fn incomplete(&self, which: LogNumber) -> bool {

@@ -144,6 +144,12 @@ pub trait LogFacts {
         false
     }
 
+    /// The error that ended the client connection before it became a stream (`fc_err`,
+    /// `fc_err_str`): HAProxy's error number and message; `None` when there was none.
+    fn connection_error(&self) -> Option<(u8, &'static str)> {
+        None
+    }
+
     /// True if `which` is only a value so far because the line is logged before the stream
     /// ended (`option logasap`); HAProxy prints such numbers with a `+`.
     fn incomplete(&self, _which: LogNumber) -> bool {

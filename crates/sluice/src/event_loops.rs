@@ -27,6 +27,7 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
                 socket: s.socket.try_clone()?,
                 bind_slots: s.bind_slots.clone(),
                 accept_proxy: s.accept_proxy,
+                name: Arc::clone(&s.name),
             });
         }
         per_thread.push(mine);
@@ -65,6 +66,7 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
                         listener,
                         spec.bind_slots,
                         spec.accept_proxy,
+                        spec.name,
                     ));
                 }
                 Err(err) => {

@@ -28,6 +28,9 @@ pub struct FrontendSocket {
     pub bind_slots: Option<Arc<Semaphore>>,
     /// The bind line's `accept-proxy`: connections start with a PROXY protocol header.
     pub accept_proxy: bool,
+    /// The bind line's `name`, else the socket's number in its frontend (from 1), as
+    /// HAProxy names a listener in its error logs.
+    pub name: Arc<str>,
 }
 
 /// One bound `stats socket`.
@@ -45,6 +48,7 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
     let mut errors = Vec::new();
     let mut frontend_sockets = Vec::new();
     for frontend in &process.frontends {
+        let mut number = 0;
         for bind in &frontend.plan.binds {
             let opts = bind_options(bind, frontend.limit.get());
             let slots = bind
@@ -53,14 +57,17 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
                 .map(|n| Arc::new(Semaphore::new(n as usize)));
             for addr in &bind.addrs {
                 match listen::bind(addr, &opts) {
-                    Ok(sockets) => {
-                        frontend_sockets.extend(sockets.into_iter().map(|socket| FrontendSocket {
+                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|socket| {
+                        number += 1;
+                        let name = bind.name.clone().unwrap_or_else(|| number.to_string());
+                        FrontendSocket {
                             frontend: Arc::clone(frontend),
                             socket,
                             bind_slots: slots.clone(),
                             accept_proxy: bind.accept_proxy,
-                        }))
-                    }
+                            name: name.into(),
+                        }
+                    })),
                     Err(err) => errors.push(bind_error(&bind.span, frontend.name(), addr, &err)),
                 }
             }

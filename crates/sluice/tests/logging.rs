@@ -283,3 +283,68 @@ backend b
     assert_eq!(fields[2], "0", "%U has no mark: {line}");
     assert!(!fields[3].starts_with('+'), "%Tc is final: {line}");
 }
+
+#[test]
+fn failed_proxy_headers_are_logged_in_the_short_line_or_the_error_format() {
+    let (backend, _) = ok_backend();
+    let (syslog, log_addr) = receiver();
+    let (l1, a1) = frontend();
+    let (l2, a2) = frontend();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    bind {} accept-proxy name b1
+    log {log_addr} format raw local0
+    option httplog
+    option dontlognull
+    default_backend app
+frontend g
+    bind {} accept-proxy
+    log {log_addr} format raw local0
+    error-log-format \"ERR %ci %ft %[fc_err] %[fc_err_str] %ts %ST\"
+    default_backend app
+backend app
+    server s1 {}
+",
+        fd_bind(&l1),
+        fd_bind(&l2),
+        backend.addr()
+    );
+    let _p = sluice(&config).inherit(l1).inherit(l2).start();
+    // A probe that sends nothing: skipped under dontlognull (the next line is the garbage).
+    let mut probe = connect(a1);
+    probe.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut probe, GENEROUS);
+    let mut s = connect(a1);
+    let local = s.local_addr().unwrap();
+    s.write_all(b"GARBAGE HERE\r\n\r\n").unwrap();
+    read_to_close(&mut s, GENEROUS);
+    let line = next_line(&syslog);
+    let (prefix, rest) = line.split_once(" [").unwrap();
+    assert_eq!(prefix, local.to_string());
+    assert!(
+        rest.ends_with(
+            "] www/b1: Received something which does not look like a PROXY protocol header\n"
+        ),
+        "{line}"
+    );
+    let mut s = connect(a2);
+    s.write_all(b"PROXY TCP4 1.2.3.4").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut s, GENEROUS);
+    assert_eq!(
+        next_line(&syslog),
+        "ERR 127.0.0.1 g 14 Truncated PROXY protocol header received PR 0\n"
+    );
+    // As in HAProxy 2.6, streams keep their own format: the error format is only for
+    // connections that never became one (here the minimal line of a good header).
+    let mut s = connect(a2);
+    s.write_all(b"PROXY TCP4 1.2.3.4 5.6.7.8 1000 80\r\n")
+        .unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut s, GENEROUS);
+    assert_eq!(
+        next_line(&syslog),
+        "Connect from 1.2.3.4:1000 to 5.6.7.8:80 (g/HTTP)\n"
+    );
+}

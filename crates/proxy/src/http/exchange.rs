@@ -202,7 +202,13 @@ pub async fn run(
             bytes_down: bytes,
             early: true,
         };
-        log_exchange(ctx, facts, &outcome, request_line.as_deref(), logged_head.as_ref());
+        log_exchange(
+            ctx,
+            facts,
+            &outcome,
+            request_line.as_deref(),
+            logged_head.as_ref(),
+        );
     };
     let asap = logged && ctx.frontend.logger.as_ref().is_some_and(|l| l.conf.logasap);
     let on_head: Option<&dyn Fn(&Facts<'_>, u16, u64)> = if asap { Some(&early) } else { None };
@@ -222,7 +228,13 @@ pub async fn run(
             bytes_down: facts.bytes_down,
             early: false,
         };
-        log_exchange(ctx, &facts, &outcome, request_line.as_deref(), logged_head.as_ref());
+        log_exchange(
+            ctx,
+            &facts,
+            &outcome,
+            request_line.as_deref(),
+            logged_head.as_ref(),
+        );
     }
     ending.next
 }
