@@ -89,11 +89,49 @@ where
         }
         writer.write_all(out.as_bytes()).await?;
         writer.flush().await?;
-        if flow == Flow::Close {
-            break;
+        match flow {
+            Flow::Close => break,
+            Flow::Follow { ring, next } => {
+                follow(process, ring, next, &mut reader, &mut writer).await?;
+                break;
+            }
+            Flow::Continue => {}
         }
     }
     writer.shutdown().await
+}
+
+/// `show events NAME -w`: sends each new event of the ring as it arrives, until the client
+/// sends anything ("any key to stop") or goes away. A reader too slow for the ring misses the
+/// events evicted meanwhile; the writer never waits for it.
+async fn follow<R, W>(
+    process: &Process,
+    ring: usize,
+    mut next: u64,
+    reader: &mut R,
+    writer: &mut W,
+) -> std::io::Result<()>
+where
+    R: AsyncBufReadExt + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let Some(ring) = process.rings.get(ring) else {
+        return Ok(());
+    };
+    let mut changed = ring.watch();
+    let mut events = Vec::new();
+    loop {
+        events.clear();
+        next = ring.read_from(next, &mut events);
+        if !events.is_empty() {
+            writer.write_all(&events).await?;
+            writer.flush().await?;
+        }
+        tokio::select! {
+            woke = changed.changed() => if woke.is_err() { return Ok(()) },
+            _ = reader.fill_buf() => return Ok(()),
+        }
+    }
 }
 
 enum LineRead {

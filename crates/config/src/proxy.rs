@@ -326,7 +326,10 @@ pub(crate) fn applies(
         SectionKind::Frontend => allowed.frontend,
         SectionKind::Backend => allowed.backend,
         SectionKind::Listen => allowed.frontend || allowed.backend,
-        SectionKind::Global | SectionKind::HttpErrors | SectionKind::Userlist => false,
+        SectionKind::Global
+        | SectionKind::HttpErrors
+        | SectionKind::Userlist
+        | SectionKind::Ring => false,
     };
     if !ok {
         let side = if allowed.frontend {

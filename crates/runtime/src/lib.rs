@@ -15,5 +15,6 @@ pub mod process;
 pub mod prometheus;
 pub mod proxy;
 pub mod record;
+pub mod ring;
 pub mod stats;
 pub mod stats_typed;

@@ -348,3 +348,69 @@ backend app
         "Connect from 1.2.3.4:1000 to 5.6.7.8:80 (g/HTTP)\n"
     );
 }
+
+#[test]
+fn ring_sections_keep_events_for_show_events() {
+    let (backend, _) = ok_backend();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+ring events
+    description \"traffic events\"
+    format short
+    maxlen 60
+frontend www
+    {{bind}}
+    log ring@events local0
+    log-format \"%ci %ST %{{+Q}}r\"
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (p, addr) = start(&config);
+    let listing = p.cli("show events");
+    assert!(
+        listing.contains("    events     : type=buffer, 0 dropped, traffic events\n"),
+        "{listing}"
+    );
+    // A follower of the (empty) ring gets every event, whether it was stored before its
+    // command ran or after.
+    let mut follower = std::os::unix::net::UnixStream::connect(p.stats_path()).unwrap();
+    follower.set_read_timeout(Some(GENEROUS)).unwrap();
+    follower.write_all(b"show events events -w\n").unwrap();
+    let mut reader = std::io::BufReader::new(follower.try_clone().unwrap());
+    get(addr, "/first");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+    assert_eq!(line, "<6>127.0.0.1 200 \"GET /first HTTP/1.1\"\n");
+    get(
+        addr,
+        "/a-long-path-that-the-ring-maxlen-cuts-off-somewhere-in-the-middle",
+    );
+    line.clear();
+    std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+    // maxlen 60 includes the header and the line end the writer adds.
+    assert_eq!(line.len(), 60, "{line:?}");
+    // Any key stops the follower; the CLI closes.
+    follower.write_all(b"\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut rest).unwrap();
+    assert_eq!(rest, "");
+    let dump = p.cli("show events events");
+    assert!(
+        dump.starts_with(
+            "<6>127.0.0.1 200 \"GET /first HTTP/1.1\"\n<6>127.0.0.1 200 \"GET /a-long"
+        ),
+        "{dump}"
+    );
+    assert!(dump.ends_with("\n\n"), "{dump:?}");
+    // `-n` without `-w`: only events to come, so nothing.
+    assert_eq!(p.cli("show events events -n"), "\n");
+    assert_eq!(
+        p.cli("show events nope"),
+        "No such event sink. Use 'show events' to see them.\n\n"
+    );
+    let info = p.cli("show info");
+    assert_eq!(common::info_field(&info, "DroppedLogs"), Some("0"));
+}
