@@ -57,6 +57,8 @@ pub struct GlobalConf {
     pub nbthread: Option<u32>,
     /// `daemon`: detach into the background.
     pub daemon: bool,
+    /// `master-worker`: run as a master process supervising workers (as `-W`).
+    pub master_worker: bool,
     /// `expose-experimental-directives`: allows HAProxy's experimental keywords
     /// (`normalize-uri`).
     pub expose_experimental: bool,
@@ -145,6 +147,16 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "daemon" => {
             conf.daemon = d.no_more_than(1, diags);
         }
+        "master-worker" => match line.words.get(1).map(String::as_str) {
+            None => conf.master_worker = true,
+            Some("no-exit-on-failure") => diags.push(Diagnostic::not_supported(
+                &line.span,
+                "master-worker no-exit-on-failure",
+            )),
+            Some(_) => {
+                d.no_more_than(1, diags);
+            }
+        },
         "expose-experimental-directives" => {
             conf.expose_experimental = d.no_more_than(1, diags);
         }

@@ -1,8 +1,8 @@
 //! The command line, compatible with HAProxy's (management.txt §3).
 //!
-//! [`parse`] turns `argv` into [`Options`] or a usage error. Options that belong to features
-//! not built yet (`-W`, `-S`, `-x`) are refused with a message saying so, rather than accepted
-//! and ignored.
+//! [`parse`] turns `argv` into [`Options`] or a usage error; [`worker_args`] is the command
+//! line a master (`-W`) gives its workers. Options that belong to features not built yet
+//! (`-Ws`, `-x`) are refused with a message saying so, rather than accepted and ignored.
 
 use std::path::PathBuf;
 
@@ -43,6 +43,10 @@ pub struct Options {
     pub chdir: Option<PathBuf>,
     /// `-sf PID...` / `-st PID...`: the processes to stop once this one listens, and how.
     pub replaces: Option<(Replace, Vec<i32>)>,
+    /// `-W`: master-worker mode.
+    pub master_worker: bool,
+    /// `-S ADDR[,OPTION,VALUE...]`: the master CLI socket.
+    pub master_socket: Option<String>,
 }
 
 /// How the processes named by `-sf`/`-st` are stopped once the new one listens.
@@ -58,8 +62,8 @@ pub enum Replace {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
-/// Options of the master-worker mode and socket transfer, not implemented yet.
-const RELOAD_OPTIONS: &[&str] = &["-W", "-Ws", "-S", "-x"];
+/// Options of systemd's master-worker mode and of socket transfer, not implemented yet.
+const RELOAD_OPTIONS: &[&str] = &["-Ws", "-x"];
 
 /// Parses the arguments after the program name.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageError> {
@@ -98,6 +102,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
             "-N" => opts.proxy_maxconn = Some(number("-N", &value("-N")?)?),
             "-L" => opts.local_peer = Some(value("-L")?),
             "-C" => opts.chdir = Some(PathBuf::from(value("-C")?)),
+            "-W" => opts.master_worker = true,
+            "-S" => opts.master_socket = Some(value("-S")?),
             "-sf" | "-st" => {
                 // As in HAProxy, the process ids are every following number.
                 let mut pids = Vec::new();
@@ -132,6 +138,34 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
     Ok(opts)
 }
 
+/// The command line of a worker: the master's (`args`, program name excluded) without the
+/// options only the master acts on: `-W`, `-S`, `-D` (the master detaches), `-p` (the pid file
+/// names the master), `-C` (the worker starts in the directory the master moved to) and old
+/// `-sf`/`-st` lists (the master adds its own).
+pub fn worker_args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        match arg {
+            "--" => {
+                out.extend_from_slice(&args[i - 1..]);
+                break;
+            }
+            "-W" | "-D" => {}
+            "-S" | "-p" | "-C" => i += 1,
+            "-sf" | "-st" => {
+                while args.get(i).is_some_and(|a| a.parse::<i32>().is_ok()) {
+                    i += 1;
+                }
+            }
+            _ => out.push(arg.to_owned()),
+        }
+    }
+    out
+}
+
 fn number(option: &str, text: &str) -> Result<u32, UsageError> {
     text.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
         UsageError(format!(
@@ -157,6 +191,7 @@ Usage : sluice [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn>
         -L set local peer name
         -p writes pids of all children to this file
         -sf/-st [pid ]* finishes/terminates old pids once this process listens.
+        -W master-worker mode ; -S binds the master CLI socket.
 ";
 
 #[cfg(test)]
@@ -227,10 +262,28 @@ mod tests {
             "unknown option '-Z'"
         );
         assert!(
-            args(&["-f", "x", "-W"])
+            args(&["-f", "x", "-Ws"])
                 .unwrap_err()
                 .0
                 .contains("not supported by Sluice yet")
+        );
+    }
+
+    #[test]
+    fn master_options_and_the_workers_command_line() {
+        let o = args(&["-W", "-S", "/run/m.sock,mode,600", "-f", "x"]).unwrap();
+        assert!(o.master_worker);
+        assert_eq!(o.master_socket.as_deref(), Some("/run/m.sock,mode,600"));
+        let raw: Vec<String> = [
+            "-W", "-D", "-S", "/m", "-p", "pid", "-C", "/etc", "-f", "a.cfg", "-sf", "1", "2",
+            "-d", "--", "-W", "b.cfg",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            worker_args(&raw),
+            ["-f", "a.cfg", "-d", "--", "-W", "b.cfg"]
         );
     }
 

@@ -2,13 +2,16 @@
 //!
 //! All sockets are bound while the process still has its start-up privileges (low ports,
 //! socket directories), and a failure stops the start-up with an alert naming the
-//! configuration line: a configuration error never leaves a half-started proxy.
+//! configuration line: a configuration error never leaves a half-started proxy. A worker of a
+//! master process (`-W`) takes the sockets its master bound instead ([`Handoff`]), and serves
+//! its own CLI socket from the master too.
 
+use crate::master::Handoff;
 use sluice_admin::cli;
 use sluice_config::addr::ListenAddr;
 use sluice_config::global::{CliLevel, Owner, StatsSocketConf};
 use sluice_config::proxy::BindConf;
-use sluice_net::listen::{self, BindOptions, BoundListener};
+use sluice_net::listen::{self, BindOptions, BoundListener, Endpoint};
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::Frontend;
 use std::sync::Arc;
@@ -43,8 +46,12 @@ pub struct CliSocket {
     pub timeout: Duration,
 }
 
-/// Binds every frontend socket and stats socket, or returns every failure.
-pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket>), Vec<String>> {
+/// Binds every frontend socket and stats socket (taking those `handoff` holds), or returns
+/// every failure.
+pub fn bind_all(
+    process: &Process,
+    handoff: Option<&Handoff>,
+) -> Result<(Vec<FrontendSocket>, Vec<CliSocket>), Vec<String>> {
     let mut errors = Vec::new();
     let mut frontend_sockets = Vec::new();
     for frontend in &process.frontends {
@@ -56,7 +63,7 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
                 .filter(|&n| n > 0)
                 .map(|n| Arc::new(Semaphore::new(n as usize)));
             for addr in &bind.addrs {
-                match listen::bind(addr, &opts) {
+                match bind_or_inherit(addr, &opts, handoff) {
                     Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|socket| {
                         number += 1;
                         let name = bind.name.clone().unwrap_or_else(|| number.to_string());
@@ -85,6 +92,19 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
             Err(err) => errors.push(bind_error(&conf.span, "stats socket", &conf.addr, &err)),
         }
     }
+    if let Some(fd) = handoff.and_then(|h| h.cli) {
+        // The master's way in (`@1 show info`): level admin, as HAProxy's master CLI.
+        match listen::bind_endpoint(&Endpoint::Fd(fd), &BindOptions::default()) {
+            Ok(socket) => cli_sockets.push(CliSocket {
+                socket,
+                level: CliLevel::Admin,
+                timeout,
+            }),
+            Err(err) => errors.push(format!(
+                "[ALERT] cannot take the master's CLI socket (fd {fd}): {err}"
+            )),
+        }
+    }
     if errors.is_empty() {
         Ok((frontend_sockets, cli_sockets))
     } else {
@@ -92,7 +112,25 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
     }
 }
 
-fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
+/// The sockets of `addr`: those the master passed down, bound here otherwise.
+fn bind_or_inherit(
+    addr: &ListenAddr,
+    opts: &BindOptions,
+    handoff: Option<&Handoff>,
+) -> std::io::Result<Vec<BoundListener>> {
+    listen::endpoints(addr)?
+        .iter()
+        .map(
+            |endpoint| match handoff.and_then(|h| h.listener(endpoint)) {
+                Some(fd) => listen::bind_endpoint(&Endpoint::Fd(fd), opts),
+                None => listen::bind_endpoint(endpoint, opts),
+            },
+        )
+        .collect()
+}
+
+/// The socket options of a `bind` line.
+pub fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
     BindOptions {
         // HAProxy sizes the queue from the frontend's maxconn when no backlog is given.
         backlog: bind
@@ -105,7 +143,8 @@ fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
     }
 }
 
-fn bind_stats_socket(conf: &StatsSocketConf) -> std::io::Result<Vec<BoundListener>> {
+/// Binds a `stats socket` (or the master CLI socket), setting its owner.
+pub fn bind_stats_socket(conf: &StatsSocketConf) -> std::io::Result<Vec<BoundListener>> {
     let opts = BindOptions {
         backlog: 10,
         unix_mode: conf.mode,
@@ -152,7 +191,8 @@ fn owner_gid(owner: &Owner) -> std::io::Result<u32> {
     }
 }
 
-fn bind_error(
+/// The alert for an address that could not be bound.
+pub fn bind_error(
     span: &sluice_config::diag::Span,
     what: &str,
     addr: &ListenAddr,
