@@ -211,7 +211,7 @@ pub async fn run(
         );
     };
     let asap = logged && ctx.frontend.logger.as_ref().is_some_and(|l| l.conf.logasap);
-    let on_head: Option<&dyn Fn(&Facts<'_>, u16, u64)> = if asap { Some(&early) } else { None };
+    let on_head: Option<EarlyLog<'_>> = if asap { Some(&early) } else { None };
     let ending = exchange(ctx, client, input, head, attached, &mut facts, on_head).await;
     if let Some(status) = ending.status {
         ctx.frontend.stats.count_response(status);
@@ -238,6 +238,9 @@ pub async fn run(
     }
     ending.next
 }
+
+/// Logs an exchange early (`option logasap`) from its facts, the status and the bytes sent.
+type EarlyLog<'l> = &'l dyn Fn(&Facts<'_>, u16, u64);
 
 /// What the log line of an exchange reports beyond its [`Facts`].
 struct Outcome {
@@ -314,7 +317,7 @@ async fn exchange<'a>(
     mut head: RequestHead,
     attached: &mut Option<Attached>,
     facts: &mut Facts<'a>,
-    on_head: Option<&dyn Fn(&Facts<'_>, u16, u64)>,
+    on_head: Option<EarlyLog<'_>>,
 ) -> Ending {
     let s = ctx.settings;
     // Persistence (use-server, the cookie) reads the request as the client sent it, then may
