@@ -46,6 +46,9 @@ pub struct StatsSocketConf {
     pub uid: Option<Owner>,
     /// Group of a unix socket file.
     pub gid: Option<Owner>,
+    /// `expose-fd listeners`: a new process started with `-x` may take the listening sockets
+    /// through it (`_getsocks`).
+    pub expose_listeners: bool,
 }
 
 /// Everything the `global` sections say.
@@ -302,6 +305,7 @@ fn parse_stats_socket(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<Stat
         mode: None,
         uid: None,
         gid: None,
+        expose_listeners: false,
     };
     let mut ok = true;
     let mut i = 3;
@@ -339,6 +343,11 @@ fn parse_stats_socket(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<Stat
                     ok = false;
                 }
             },
+            "expose-fd" if value == "listeners" => socket.expose_listeners = true,
+            "expose-fd" => {
+                diags.push(d.alert(format!("'expose-fd' expects 'listeners', not '{value}'")));
+                ok = false;
+            }
             "user" => socket.uid = Some(Owner::Name(value.to_owned())),
             "group" => socket.gid = Some(Owner::Name(value.to_owned())),
             _ => {

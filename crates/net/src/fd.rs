@@ -1,5 +1,6 @@
 //! Raw file-descriptor operations that need `unsafe`: adopting an inherited listening socket
-//! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over).
+//! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over), and owning the
+//! descriptors another process passed in an `SCM_RIGHTS` message (`-x`).
 //!
 //! This is the one module of the project allowed to use `unsafe`; each block says why it is
 //! sound. Everything else goes through safe wrappers from std, socket2 and tokio.
@@ -47,6 +48,14 @@ pub fn adopt_listening_socket(fd: RawFd) -> io::Result<OwnedFd> {
     // guarantees nothing else in this process owns it, so taking ownership cannot cause a
     // double close.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Takes ownership of a descriptor `recvmsg` just installed in this process from an
+/// `SCM_RIGHTS` message, so that it is closed if it is not used.
+pub fn own_received(fd: RawFd) -> OwnedFd {
+    // SAFETY: the kernel created this descriptor for us while receiving the message and
+    // nothing else in the process knows its number yet, so this is its only owner.
+    unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
 /// Sets TCP_DEFER_ACCEPT on a listening socket: the kernel completes `accept` only once the

@@ -260,7 +260,20 @@ fn bind_unix(path: &str, opts: &BindOptions) -> io::Result<StdUnixListener> {
 }
 
 fn adopt(fd_number: i32) -> io::Result<BoundListener> {
-    let owned = fd::adopt_listening_socket(fd_number)?;
+    adopt_owned(fd::adopt_listening_socket(fd_number)?)
+}
+
+/// Makes a [`BoundListener`] of a socket another process handed over (`-x`, a master's
+/// worker), after checking that it listens.
+pub fn adopt_owned(owned: OwnedFd) -> io::Result<BoundListener> {
+    let listening = nix::sys::socket::getsockopt(&owned, nix::sys::socket::sockopt::AcceptConn)
+        .map_err(io::Error::from)?;
+    if !listening {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "handed-over socket is not listening",
+        ));
+    }
     let socket = Socket::from(owned);
     let is_unix = socket
         .local_addr()

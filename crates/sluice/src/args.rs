@@ -1,8 +1,8 @@
 //! The command line, compatible with HAProxy's (management.txt §3).
 //!
 //! [`parse`] turns `argv` into [`Options`] or a usage error; [`worker_args`] is the command
-//! line a master (`-W`) gives its workers. Options that belong to features not built yet
-//! (`-Ws`, `-x`) are refused with a message saying so, rather than accepted and ignored.
+//! line a master (`-W`) gives its workers. `-Ws` (systemd's notify protocol) is refused with a
+//! message saying so, rather than accepted and ignored.
 
 use std::path::PathBuf;
 
@@ -47,6 +47,8 @@ pub struct Options {
     pub master_worker: bool,
     /// `-S ADDR[,OPTION,VALUE...]`: the master CLI socket.
     pub master_socket: Option<String>,
+    /// `-x PATH`: take the listening sockets from the process serving this stats socket.
+    pub transfer_socket: Option<PathBuf>,
 }
 
 /// How the processes named by `-sf`/`-st` are stopped once the new one listens.
@@ -62,8 +64,8 @@ pub enum Replace {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
-/// Options of systemd's master-worker mode and of socket transfer, not implemented yet.
-const RELOAD_OPTIONS: &[&str] = &["-Ws", "-x"];
+/// systemd's master-worker mode, not implemented yet.
+const RELOAD_OPTIONS: &[&str] = &["-Ws"];
 
 /// Parses the arguments after the program name.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageError> {
@@ -104,6 +106,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
             "-C" => opts.chdir = Some(PathBuf::from(value("-C")?)),
             "-W" => opts.master_worker = true,
             "-S" => opts.master_socket = Some(value("-S")?),
+            "-x" => opts.transfer_socket = Some(PathBuf::from(value("-x")?)),
             "-sf" | "-st" => {
                 // As in HAProxy, the process ids are every following number.
                 let mut pids = Vec::new();
@@ -140,8 +143,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
 
 /// The command line of a worker: the master's (`args`, program name excluded) without the
 /// options only the master acts on: `-W`, `-S`, `-D` (the master detaches), `-p` (the pid file
-/// names the master), `-C` (the worker starts in the directory the master moved to) and old
-/// `-sf`/`-st` lists (the master adds its own).
+/// names the master), `-C` (the worker starts in the directory the master moved to), `-x` (the
+/// master holds the sockets) and old `-sf`/`-st` lists (the master adds its own).
 pub fn worker_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut i = 0;
@@ -154,7 +157,7 @@ pub fn worker_args(args: &[String]) -> Vec<String> {
                 break;
             }
             "-W" | "-D" => {}
-            "-S" | "-p" | "-C" => i += 1,
+            "-S" | "-p" | "-C" | "-x" => i += 1,
             "-sf" | "-st" => {
                 while args.get(i).is_some_and(|a| a.parse::<i32>().is_ok()) {
                     i += 1;
@@ -192,6 +195,7 @@ Usage : sluice [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn>
         -p writes pids of all children to this file
         -sf/-st [pid ]* finishes/terminates old pids once this process listens.
         -W master-worker mode ; -S binds the master CLI socket.
+        -x <unix_socket> takes the listening sockets of the old process (reload).
 ";
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! the listeners and SIGTTIN resumes them.
 
 use crate::listeners::{CliSocket, FrontendSocket};
+use sluice_admin::cli::Exposed;
 use sluice_runtime::process::{ListenState, Process};
 use std::io;
 use std::sync::Arc;
@@ -82,21 +83,23 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
 }
 
 /// Runs the control loop on the calling thread until the process must exit; returns the exit
-/// status.
+/// status. `exposed` are the listening sockets `_getsocks` hands over.
 pub fn run_control(
     process: Arc<Process>,
     cli_sockets: Vec<CliSocket>,
+    exposed: Exposed,
     debug: bool,
 ) -> io::Result<i32> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(control(process, cli_sockets, debug))
+    runtime.block_on(control(process, cli_sockets, Arc::new(exposed), debug))
 }
 
 async fn control(
     process: Arc<Process>,
     cli_sockets: Vec<CliSocket>,
+    exposed: Arc<Exposed>,
     debug: bool,
 ) -> io::Result<i32> {
     for cli in cli_sockets {
@@ -106,6 +109,7 @@ async fn control(
             listener,
             cli.level,
             cli.timeout,
+            cli.expose.then(|| Arc::clone(&exposed)),
         ));
     }
     let mut interrupt = signal(SignalKind::interrupt())?;
@@ -127,6 +131,8 @@ async fn control(
             _ = soft_stop.recv(), if drain.is_none() => {
                 say("SIGUSR1 received: stopping listeners, waiting for sessions to finish");
                 process.set_listen_state(ListenState::Stopped);
+                // A stopping process keeps no socket that nobody accepts on.
+                exposed.clear();
                 drain = Some(Box::pin(wait_for_sessions(Arc::clone(&process))));
             }
             _ = pause.recv() => {

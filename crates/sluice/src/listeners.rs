@@ -44,16 +44,34 @@ pub struct CliSocket {
     pub level: CliLevel,
     /// Its inactivity timeout.
     pub timeout: Duration,
+    /// `expose-fd listeners`: `_getsocks` hands the listening sockets over.
+    pub expose: bool,
+}
+
+/// Every socket of the process, bound.
+pub struct Bound {
+    /// The frontends' sockets.
+    pub frontends: Vec<FrontendSocket>,
+    /// The CLI sockets.
+    pub clis: Vec<CliSocket>,
+    /// A handle on each frontend socket with its key, kept when some CLI socket exposes them.
+    pub exposed: Vec<(String, BoundListener)>,
 }
 
 /// Binds every frontend socket and stats socket (taking those `handoff` holds), or returns
 /// every failure.
 pub fn bind_all(
     process: &Process,
-    handoff: Option<&Handoff>,
-) -> Result<(Vec<FrontendSocket>, Vec<CliSocket>), Vec<String>> {
+    mut handoff: Option<&mut Handoff>,
+) -> Result<Bound, Vec<String>> {
     let mut errors = Vec::new();
     let mut frontend_sockets = Vec::new();
+    let expose = process
+        .global
+        .stats_sockets
+        .iter()
+        .any(|s| s.expose_listeners);
+    let mut exposed = Vec::new();
     for frontend in &process.frontends {
         let mut number = 0;
         for bind in &frontend.plan.binds {
@@ -63,9 +81,17 @@ pub fn bind_all(
                 .filter(|&n| n > 0)
                 .map(|n| Arc::new(Semaphore::new(n as usize)));
             for addr in &bind.addrs {
-                match bind_or_inherit(addr, &opts, handoff) {
-                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|socket| {
+                match bind_or_inherit(addr, &opts, handoff.as_deref_mut()) {
+                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|(endpoint, socket)| {
                         number += 1;
+                        if expose {
+                            match socket.try_clone() {
+                                Ok(handle) => exposed.push((endpoint.to_string(), handle)),
+                                Err(err) => errors.push(format!(
+                                    "[ALERT] cannot keep a handle on {endpoint} for expose-fd: {err}"
+                                )),
+                            }
+                        }
                         let name = bind.name.clone().unwrap_or_else(|| number.to_string());
                         FrontendSocket {
                             frontend: Arc::clone(frontend),
@@ -88,17 +114,19 @@ pub fn bind_all(
                 socket,
                 level: conf.level,
                 timeout,
+                expose: conf.expose_listeners,
             })),
             Err(err) => errors.push(bind_error(&conf.span, "stats socket", &conf.addr, &err)),
         }
     }
-    if let Some(fd) = handoff.and_then(|h| h.cli) {
+    if let Some(fd) = handoff.as_ref().and_then(|h| h.cli) {
         // The master's way in (`@1 show info`): level admin, as HAProxy's master CLI.
         match listen::bind_endpoint(&Endpoint::Fd(fd), &BindOptions::default()) {
             Ok(socket) => cli_sockets.push(CliSocket {
                 socket,
                 level: CliLevel::Admin,
                 timeout,
+                expose: false,
             }),
             Err(err) => errors.push(format!(
                 "[ALERT] cannot take the master's CLI socket (fd {fd}): {err}"
@@ -106,26 +134,32 @@ pub fn bind_all(
         }
     }
     if errors.is_empty() {
-        Ok((frontend_sockets, cli_sockets))
+        Ok(Bound {
+            frontends: frontend_sockets,
+            clis: cli_sockets,
+            exposed,
+        })
     } else {
         Err(errors)
     }
 }
 
-/// The sockets of `addr`: those the master passed down, bound here otherwise.
+/// The sockets of `addr`: those handed over (by a master or an old process), bound here
+/// otherwise.
 fn bind_or_inherit(
     addr: &ListenAddr,
     opts: &BindOptions,
-    handoff: Option<&Handoff>,
-) -> std::io::Result<Vec<BoundListener>> {
+    mut handoff: Option<&mut Handoff>,
+) -> std::io::Result<Vec<(Endpoint, BoundListener)>> {
     listen::endpoints(addr)?
-        .iter()
-        .map(
-            |endpoint| match handoff.and_then(|h| h.listener(endpoint)) {
-                Some(fd) => listen::bind_endpoint(&Endpoint::Fd(fd), opts),
-                None => listen::bind_endpoint(endpoint, opts),
-            },
-        )
+        .into_iter()
+        .map(|endpoint| {
+            let socket = match handoff.as_deref_mut().and_then(|h| h.take(&endpoint)) {
+                Some(fd) => listen::adopt_owned(fd)?,
+                None => listen::bind_endpoint(&endpoint, opts)?,
+            };
+            Ok((endpoint, socket))
+        })
         .collect()
 }
 

@@ -151,15 +151,32 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         drop(process);
         return master::run(opts, &plan, &|| load_plan(opts, ctx));
     }
-    if handoff.is_some() {
+    // A worker never detaches nor writes the pid file: its master did.
+    let worker = handoff.as_ref().is_some_and(|h| h.from_master);
+    if worker {
         // A worker whose master is gone must not linger with the master's sockets.
         let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM);
     }
-
-    let (frontend_sockets, cli_sockets) = listeners::bind_all(&process, handoff.as_ref())?;
+    // `-x`: the listening sockets of the process this one replaces, shared rather than bound
+    // again, so that none of its queued connections is lost.
+    let mut handoff = handoff.or_else(|| {
+        let path = opts.transfer_socket.as_ref()?;
+        match master::Handoff::from_old_process(path) {
+            Ok(handoff) => Some(handoff),
+            Err(err) => {
+                eprintln!(
+                    "[WARNING] could not take the listening sockets from '{}': {err}; binding them anew",
+                    path.display()
+                );
+                None
+            }
+        }
+    });
+    let bound = listeners::bind_all(&process, handoff.as_mut())?;
+    // Sockets handed over that this configuration does not use are closed now.
+    drop(handoff);
+    let (frontend_sockets, cli_sockets) = (bound.frontends, bound.clis);
     let debug = opts.debug;
-    // A worker never detaches nor writes the pid file: its master did.
-    let worker = handoff.is_some();
     let daemon = (opts.daemon || process.global.daemon) && !debug && !opts.foreground && !worker;
     if daemon {
         system::daemonize()
@@ -201,7 +218,8 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     if let Some((how, pids)) = &opts.replaces {
         replace_old_processes(*how, pids, debug);
     }
-    let code = event_loops::run_control(process, cli_sockets, debug)
+    let exposed = sluice_admin::cli::Exposed::new(bound.exposed);
+    let code = event_loops::run_control(process, cli_sockets, exposed, debug)
         .map_err(|e| vec![format!("[ALERT] control loop failed: {e}")])?;
     Ok(u8::try_from(code).unwrap_or(1))
 }

@@ -29,9 +29,10 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
+use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -44,32 +45,52 @@ pub const LISTENERS_VAR: &str = "SLUICE_WORKER_LISTENERS";
 /// The descriptor of the worker's own CLI socket, served at level admin.
 pub const CLI_VAR: &str = "SLUICE_WORKER_CLI";
 
-/// What a worker received from its master: set only in worker processes.
+/// Listening sockets handed over to this process, by endpoint key: by its master (a worker)
+/// or by the process it replaces (`-x`). Those the configuration does not use are closed
+/// when the handoff is dropped.
 #[derive(Debug, Default)]
 pub struct Handoff {
-    listeners: HashMap<String, RawFd>,
-    /// The worker's CLI socket.
+    listeners: HashMap<String, OwnedFd>,
+    /// The worker's CLI socket (from a master only).
     pub cli: Option<RawFd>,
+    /// True in a worker of a master process.
+    pub from_master: bool,
 }
 
 impl Handoff {
-    /// The handoff of this process, if a master started it.
+    /// The handoff of this process, if a master started it. Descriptors that are not
+    /// listening sockets are ignored.
     pub fn from_env() -> Option<Handoff> {
         let listeners = std::env::var(LISTENERS_VAR).ok()?;
         let listeners = listeners
             .lines()
             .filter_map(|line| {
                 let (key, fd) = line.rsplit_once('=')?;
-                Some((key.to_owned(), fd.parse().ok()?))
+                let fd = sluice_net::fd::adopt_listening_socket(fd.parse().ok()?).ok()?;
+                Some((key.to_owned(), fd))
             })
             .collect();
         let cli = std::env::var(CLI_VAR).ok().and_then(|v| v.parse().ok());
-        Some(Handoff { listeners, cli })
+        Some(Handoff {
+            listeners,
+            cli,
+            from_master: true,
+        })
     }
 
-    /// The inherited descriptor of `endpoint`, if the master bound it.
-    pub fn listener(&self, endpoint: &Endpoint) -> Option<RawFd> {
-        self.listeners.get(&endpoint.to_string()).copied()
+    /// The listening sockets of the process serving the stats socket at `path` (`-x`).
+    pub fn from_old_process(path: &Path) -> io::Result<Handoff> {
+        let listeners = sluice_net::fd_pass::receive_listeners(path, cli::DEFAULT_TIMEOUT)?;
+        Ok(Handoff {
+            listeners: listeners.into_iter().collect(),
+            cli: None,
+            from_master: false,
+        })
+    }
+
+    /// Takes the handed-over socket of `endpoint`, if there is one.
+    pub fn take(&mut self, endpoint: &Endpoint) -> Option<OwnedFd> {
+        self.listeners.remove(&endpoint.to_string())
     }
 }
 
@@ -407,6 +428,7 @@ fn bind_master_socket(text: &str) -> Result<BoundListener, Vec<String>> {
         mode: None,
         uid: None,
         gid: None,
+        expose_listeners: false,
     };
     let options: Vec<&str> = parts.collect();
     for pair in options.chunks(2) {
@@ -681,17 +703,16 @@ mod tests {
     }
 
     #[test]
-    fn unknown_listen_addresses_are_not_in_the_handoff() {
-        let h = Handoff {
-            listeners: HashMap::from([("127.0.0.1:80".to_owned(), 5)]),
+    fn handed_over_sockets_are_taken_by_key() {
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|_| unreachable!());
+        let addr = socket.local_addr().unwrap_or_else(|_| unreachable!());
+        let mut h = Handoff {
+            listeners: HashMap::from([(addr.to_string(), OwnedFd::from(socket))]),
             cli: None,
+            from_master: false,
         };
-        assert_eq!(
-            h.listener(&Endpoint::Tcp(
-                "127.0.0.1:80".parse().unwrap_or_else(|_| unreachable!())
-            )),
-            Some(5)
-        );
-        assert_eq!(h.listener(&Endpoint::Unix("/x".into())), None);
+        assert!(h.take(&Endpoint::Unix("/x".into())).is_none());
+        assert!(h.take(&Endpoint::Tcp(addr)).is_some());
+        assert!(h.take(&Endpoint::Tcp(addr)).is_none());
     }
 }
