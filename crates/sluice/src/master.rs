@@ -151,9 +151,24 @@ pub fn run(opts: &Options, plan: &Plan, load: Loader<'_>) -> Result<u8, Vec<Stri
         .spawn_worker()
         .map_err(|e| vec![format!("[ALERT] cannot start a worker: {e}")])?;
     let local = tokio::task::LocalSet::new();
-    local
+    let end = local
         .block_on(&runtime, supervise(master, master_cli, exits, opts, load))
-        .map_err(|e| vec![format!("[ALERT] master failed: {e}")])
+        .map_err(|e| vec![format!("[ALERT] master failed: {e}")])?;
+    drop(local);
+    drop(runtime);
+    match end {
+        End::Code(code) => Ok(code),
+        // Stopped by SIGINT or SIGTERM: die of it, as HAProxy's master does.
+        End::Signal(signal) => sluice_net::fd::exit_by_signal(signal),
+    }
+}
+
+/// How the master ends once its workers are gone.
+enum End {
+    /// With this exit status.
+    Code(u8),
+    /// By this signal (the one that stopped it).
+    Signal(i32),
 }
 
 /// The listening sockets the master holds, by endpoint key.
@@ -472,7 +487,7 @@ async fn supervise(
     mut exits: mpsc::UnboundedReceiver<(u32, ExitStatus)>,
     opts: &Options,
     load: Loader<'_>,
-) -> io::Result<u8> {
+) -> io::Result<End> {
     let mut reload_sig = signal(SignalKind::user_defined2())?;
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
@@ -496,6 +511,7 @@ async fn supervise(
     }
     let mut exiting = false;
     let mut exit_code: u8 = 0;
+    let mut stopped_by: Option<i32> = None;
     loop {
         tokio::select! {
             _ = reload_sig.recv() => master.borrow_mut().reload(opts, load),
@@ -506,10 +522,13 @@ async fn supervise(
             _ = terminate.recv() => {
                 master.borrow().notice("Exiting Master process...");
                 exiting = true;
+                stopped_by = Some(nix::libc::SIGTERM);
                 master.borrow().signal_workers(nix::sys::signal::Signal::SIGTERM);
             }
             _ = interrupt.recv() => {
+                master.borrow().notice("Exiting Master process...");
                 exiting = true;
+                stopped_by = Some(nix::libc::SIGINT);
                 master.borrow().signal_workers(nix::sys::signal::Signal::SIGINT);
             }
             _ = soft_stop.recv() => {
@@ -558,7 +577,10 @@ async fn supervise(
                             std::process::id()
                         );
                     }
-                    return Ok(exit_code);
+                    return Ok(match stopped_by {
+                        Some(signal) if exit_code == 0 => End::Signal(signal),
+                        _ => End::Code(exit_code),
+                    });
                 }
             }
         }
