@@ -329,3 +329,35 @@ fn with_daemon_mode_the_master_detaches_and_writes_its_pid() {
         "the master or its worker survived SIGTERM"
     );
 }
+
+#[test]
+fn a_worker_that_fails_to_start_leaves_the_previous_one_serving() {
+    let echo = Backend::echo();
+    let (listener, addr) = frontend();
+    let builder = sluice(&echo_config(&listener, &echo));
+    let master_sock = builder.dir().join("master.sock");
+    let mut p = builder
+        .without_stats_socket()
+        .arg("-W")
+        .arg("-S")
+        .arg(master_sock.to_str().unwrap())
+        .inherit(listener)
+        .start();
+    let worker = ready_worker(&master_sock);
+    // The master's check passes; the worker fails when it resolves the server's name.
+    let cfg = p.dir().join("sluice.cfg");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let broken = text.replace(&echo.addr().to_string(), "no-such-host.invalid:80");
+    std::fs::write(&cfg, broken).unwrap();
+    cli_at(&master_sock, "reload").unwrap();
+    assert!(
+        wait_until(GENEROUS, || show_proc(&master_sock)
+            .contains(" master          1 [failed: 1]")),
+        "{}\n{}",
+        show_proc(&master_sock),
+        p.stderr()
+    );
+    assert_eq!(pids_in(&show_proc(&master_sock), "# workers"), [worker]);
+    exchange(addr).unwrap();
+    p.assert_alive();
+}
