@@ -57,7 +57,7 @@ pub fn parse_rings(sections: &[Section], diags: &mut Diagnostics) -> Vec<RingCon
         let mut maxlen_set = false;
         for line in &section.lines {
             let d = Directive::new(line, 1);
-            match line.words[0].as_str() {
+            match line.words.first().map_or("", String::as_str) {
                 "description" => {
                     if line.words.len() < 2 {
                         diags.push(d.alert("expects a text"));
@@ -158,7 +158,7 @@ pub fn check_ring_targets(sections: &[Section], rings: &[RingConf], diags: &mut 
         )
     });
     for line in proxy_or_global.flat_map(|s| &s.lines) {
-        if line.words[0] != "log" {
+        if line.words.first().map(String::as_str) != Some("log") {
             continue;
         }
         let Some(name) = line.words.get(1).and_then(|w| w.strip_prefix("ring@")) else {
