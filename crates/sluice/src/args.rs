@@ -1,8 +1,7 @@
 //! The command line, compatible with HAProxy's (management.txt §3).
 //!
 //! [`parse`] turns `argv` into [`Options`] or a usage error; [`worker_args`] is the command
-//! line a master (`-W`) gives its workers. `-Ws` (systemd's notify protocol) is refused with a
-//! message saying so, rather than accepted and ignored.
+//! line a master (`-W`, `-Ws`) gives its workers.
 
 use std::path::PathBuf;
 
@@ -45,6 +44,8 @@ pub struct Options {
     pub replaces: Option<(Replace, Vec<i32>)>,
     /// `-W`: master-worker mode.
     pub master_worker: bool,
+    /// `-Ws`: master-worker mode with systemd notifications.
+    pub systemd: bool,
     /// `-S ADDR[,OPTION,VALUE...]`: the master CLI socket.
     pub master_socket: Option<String>,
     /// `-x PATH`: take the listening sockets from the process serving this stats socket.
@@ -63,9 +64,6 @@ pub enum Replace {
 /// A command line Sluice cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
-
-/// systemd's master-worker mode, not implemented yet.
-const RELOAD_OPTIONS: &[&str] = &["-Ws"];
 
 /// Parses the arguments after the program name.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageError> {
@@ -105,6 +103,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
             "-L" => opts.local_peer = Some(value("-L")?),
             "-C" => opts.chdir = Some(PathBuf::from(value("-C")?)),
             "-W" => opts.master_worker = true,
+            "-Ws" => {
+                opts.master_worker = true;
+                opts.systemd = true;
+            }
             "-S" => opts.master_socket = Some(value("-S")?),
             "-x" => opts.transfer_socket = Some(PathBuf::from(value("-x")?)),
             "-sf" | "-st" => {
@@ -122,11 +124,6 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
                     Replace::Terminate
                 };
                 opts.replaces = Some((how, pids));
-            }
-            other if RELOAD_OPTIONS.contains(&other) => {
-                return Err(UsageError(format!(
-                    "option '{other}' (reload and master-worker mode) is not supported by Sluice yet"
-                )));
             }
             other if other.starts_with('-') => {
                 return Err(UsageError(format!("unknown option '{other}'")));
@@ -156,7 +153,7 @@ pub fn worker_args(args: &[String]) -> Vec<String> {
                 out.extend_from_slice(&args[i - 1..]);
                 break;
             }
-            "-W" | "-D" => {}
+            "-W" | "-Ws" | "-D" => {}
             "-S" | "-p" | "-C" | "-x" => i += 1,
             "-sf" | "-st" => {
                 while args.get(i).is_some_and(|a| a.parse::<i32>().is_ok()) {
@@ -194,7 +191,7 @@ Usage : sluice [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn>
         -L set local peer name
         -p writes pids of all children to this file
         -sf/-st [pid ]* finishes/terminates old pids once this process listens.
-        -W master-worker mode ; -S binds the master CLI socket.
+        -W master-worker mode ; -Ws with systemd notifications ; -S binds the master CLI socket.
         -x <unix_socket> takes the listening sockets of the old process (reload).
 ";
 
@@ -265,12 +262,8 @@ mod tests {
             args(&["-f", "x", "-Z"]).unwrap_err().0,
             "unknown option '-Z'"
         );
-        assert!(
-            args(&["-f", "x", "-Ws"])
-                .unwrap_err()
-                .0
-                .contains("not supported by Sluice yet")
-        );
+        let o = args(&["-f", "x", "-Ws"]).unwrap();
+        assert!(o.master_worker && o.systemd);
     }
 
     #[test]

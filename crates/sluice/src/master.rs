@@ -17,7 +17,10 @@
 //! `show version` itself and passes `@1 <command>` (the current worker), `@!<pid> <command>`
 //! (any worker) on to a worker's CLI. When the current worker dies, the master stops the others
 //! and exits with its code (HAProxy's default `exit-on-failure`); SIGTERM/SIGINT and SIGUSR1
-//! are passed on to every worker, and the master exits once they all have. Read [`run`] first.
+//! are passed on to every worker, and the master exits once they all have. With `-Ws` the
+//! master also tells systemd (`NOTIFY_SOCKET`, `Type=notify` units) when a worker is ready
+//! (`READY=1`, once it answers on its CLI), reloading (`RELOADING=1`) and stopping
+//! (`STOPPING=1`). Read [`run`] first.
 
 use crate::args::{self, Options};
 use crate::listeners;
@@ -145,6 +148,11 @@ pub fn run(opts: &Options, plan: &Plan, load: Loader<'_>) -> Result<u8, Vec<Stri
         next_cli: 0,
         exits: exits_tx,
         quiet,
+        systemd: if opts.systemd {
+            Notifier::from_env()
+        } else {
+            None
+        },
     }));
     master
         .borrow_mut()
@@ -265,6 +273,47 @@ struct Master {
     next_cli: u64,
     exits: mpsc::UnboundedSender<(u32, ExitStatus)>,
     quiet: bool,
+    /// systemd's notification socket (`-Ws`).
+    systemd: Option<Rc<Notifier>>,
+}
+
+/// systemd's notification socket (`sd_notify`): a unix datagram path, or an abstract name
+/// written with a leading `@`.
+struct Notifier {
+    socket: std::os::unix::net::UnixDatagram,
+    to: UnixAddr,
+}
+
+impl Notifier {
+    fn from_env() -> Option<Rc<Notifier>> {
+        let path = std::env::var("NOTIFY_SOCKET").ok()?;
+        let to = match path.strip_prefix('@') {
+            Some(name) => UnixAddr::from_abstract_name(name.as_bytes()).ok()?,
+            None => UnixAddr::from_pathname(&path).ok()?,
+        };
+        let socket = std::os::unix::net::UnixDatagram::unbound().ok()?;
+        Some(Rc::new(Notifier { socket, to }))
+    }
+
+    /// Sends one state change; systemd being away is no reason to fail.
+    fn send(&self, state: &str) {
+        let _ = self.socket.send_to_addr(state.as_bytes(), &self.to);
+    }
+}
+
+/// How long a new worker may take to answer its first CLI command (start-up: reading the
+/// configuration, resolving names) before it is not announced as ready.
+const READY_LIMIT: Duration = Duration::from_secs(60);
+
+/// Tells systemd `READY=1` once the worker behind `cli` answers (it has started); a worker
+/// that dies first is never announced.
+async fn announce_ready(notifier: Rc<Notifier>, cli: String) {
+    if ask_worker(&cli, "show info", READY_LIMIT)
+        .await
+        .starts_with("Name:")
+    {
+        notifier.send(&format!("READY=1\nMAINPID={}\n", std::process::id()));
+    }
 }
 
 impl Master {
@@ -335,6 +384,9 @@ impl Master {
     /// Reads the configuration again and starts a worker for it (management.txt §5).
     fn reload(&mut self, opts: &Options, load: Loader<'_>) {
         self.notice("Reloading Sluice");
+        if let Some(systemd) = &self.systemd {
+            systemd.send("RELOADING=1\n");
+        }
         self.reloads += 1;
         let outcome = load()
             .and_then(|plan| self.sockets.bind_plan(&plan, opts))
@@ -343,7 +395,10 @@ impl Master {
                     .map_err(|e| vec![format!("[ALERT] cannot start a worker: {e}")])
             });
         match outcome {
-            Ok(()) => self.notice("Loading success."),
+            Ok(()) => {
+                self.notice("Loading success.");
+                self.announce_current();
+            }
             Err(messages) => {
                 self.failed_reloads += 1;
                 for m in messages {
@@ -353,8 +408,29 @@ impl Master {
                     "[ALERT]    ({}) : Loading failure! The workers keep running.",
                     std::process::id()
                 );
+                // The running worker is still ready.
+                if let Some(systemd) = &self.systemd {
+                    systemd.send("READY=1\n");
+                }
             }
         }
+    }
+
+    /// With `-Ws`, announces the current worker to systemd once it answers.
+    fn announce_current(&self) {
+        if let (Some(systemd), Some(worker)) =
+            (&self.systemd, self.workers.iter().find(|w| w.current))
+        {
+            tokio::task::spawn_local(announce_ready(Rc::clone(systemd), worker.cli.clone()));
+        }
+    }
+
+    /// Passes a stop to the workers (and tells systemd, with `-Ws`).
+    fn stop_workers(&self, signal: nix::sys::signal::Signal) {
+        if let Some(systemd) = &self.systemd {
+            systemd.send("STOPPING=1\n");
+        }
+        self.signal_workers(signal);
     }
 
     fn signal_workers(&self, signal: nix::sys::signal::Signal) {
@@ -509,6 +585,7 @@ async fn supervise(
             }
         });
     }
+    master.borrow().announce_current();
     let mut exiting = false;
     let mut exit_code: u8 = 0;
     let mut stopped_by: Option<i32> = None;
@@ -523,17 +600,17 @@ async fn supervise(
                 master.borrow().notice("Exiting Master process...");
                 exiting = true;
                 stopped_by = Some(nix::libc::SIGTERM);
-                master.borrow().signal_workers(nix::sys::signal::Signal::SIGTERM);
+                master.borrow().stop_workers(nix::sys::signal::Signal::SIGTERM);
             }
             _ = interrupt.recv() => {
                 master.borrow().notice("Exiting Master process...");
                 exiting = true;
                 stopped_by = Some(nix::libc::SIGINT);
-                master.borrow().signal_workers(nix::sys::signal::Signal::SIGINT);
+                master.borrow().stop_workers(nix::sys::signal::Signal::SIGINT);
             }
             _ = soft_stop.recv() => {
                 exiting = true;
-                master.borrow().signal_workers(nix::sys::signal::Signal::SIGUSR1);
+                master.borrow().stop_workers(nix::sys::signal::Signal::SIGUSR1);
             }
             _ = pause.recv() => master.borrow().signal_workers(nix::sys::signal::Signal::SIGTTOU),
             _ = resume.recv() => master.borrow().signal_workers(nix::sys::signal::Signal::SIGTTIN),
@@ -665,7 +742,9 @@ async fn master_session(
                     worker.map(|w| w.cli.clone())
                 };
                 match cli {
-                    Some(name) => out.push_str(&ask_worker(&name, &command.join(" ")).await),
+                    Some(name) => out.push_str(
+                        &ask_worker(&name, &command.join(" "), cli::DEFAULT_TIMEOUT).await,
+                    ),
                     None => {
                         let _ = writeln!(
                             out,
@@ -694,8 +773,9 @@ async fn master_session(
     writer.shutdown().await
 }
 
-/// Sends one command line to a worker's CLI and returns its whole answer.
-async fn ask_worker(name: &str, command: &str) -> String {
+/// Sends one command line to a worker's CLI and returns its whole answer, waiting at most
+/// `limit`.
+async fn ask_worker(name: &str, command: &str, limit: Duration) -> String {
     let asked = async {
         let addr = UnixAddr::from_abstract_name(name.as_bytes())?;
         let stream = UnixStream::connect_addr(&addr)?;
@@ -707,7 +787,7 @@ async fn ask_worker(name: &str, command: &str) -> String {
         stream.read_to_string(&mut answer).await?;
         Ok::<_, io::Error>(answer)
     };
-    match tokio::time::timeout(cli::DEFAULT_TIMEOUT, asked).await {
+    match tokio::time::timeout(limit, asked).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(err)) => format!("The worker did not answer: {err}\n\n"),
         Err(_) => "The worker did not answer in time.\n\n".to_owned(),

@@ -257,10 +257,6 @@ fn usage_errors_exit_one() {
     assert!(stderr(&none).contains("Usage"), "{}", stderr(&none));
     let unknown = run(&["-f", "x.cfg", "-Z"], &[]);
     assert_eq!(unknown.status.code(), Some(1));
-    // systemd's master-worker mode is not there yet: refused, not ignored.
-    let out = run(&["-f", "x.cfg", "-Ws"], &[]);
-    assert_eq!(out.status.code(), Some(1), "-Ws accepted");
-    assert!(stderr(&out).contains("-Ws"), "{}", stderr(&out));
 }
 
 #[test]

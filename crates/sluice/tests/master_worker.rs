@@ -361,3 +361,46 @@ fn a_worker_that_fails_to_start_leaves_the_previous_one_serving() {
     exchange(addr).unwrap();
     p.assert_alive();
 }
+
+#[test]
+fn systemd_mode_notifies_ready_reloading_and_stopping() {
+    let echo = Backend::echo();
+    let (listener, addr) = frontend();
+    let builder = sluice(&echo_config(&listener, &echo));
+    let master_sock = builder.dir().join("master.sock");
+    let notify_path = builder.dir().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(GENEROUS)).unwrap();
+    let next = || {
+        let mut buf = [0u8; 256];
+        let n = notify.recv(&mut buf).expect("a notification in time");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let mut p = builder
+        .without_stats_socket()
+        .env("NOTIFY_SOCKET", notify_path.to_str().unwrap())
+        .arg("-Ws")
+        .arg("-S")
+        .arg(master_sock.to_str().unwrap())
+        .inherit(listener)
+        .start();
+    // READY=1 comes once the worker answers: traffic flows from then on.
+    assert_eq!(next(), format!("READY=1\nMAINPID={}\n", p.pid()));
+    exchange(addr).unwrap();
+    p.signal(Signal::SIGUSR2);
+    assert_eq!(next(), "RELOADING=1\n");
+    assert_eq!(next(), format!("READY=1\nMAINPID={}\n", p.pid()));
+    let worker = ready_worker(&master_sock);
+    p.signal(Signal::SIGTERM);
+    assert_eq!(next(), "STOPPING=1\n");
+    let status = p.expect_exit();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(15),
+        "the master dies of SIGTERM once its workers are gone"
+    );
+    assert!(wait_until(GENEROUS, || !Path::new(&format!(
+        "/proc/{worker}"
+    ))
+    .exists()));
+}
