@@ -146,7 +146,6 @@ async fn session(
     (accept_proxy, bind_name): (bool, Arc<str>),
 ) {
     let _slots = slots;
-    let accepted = (SystemTime::now(), Instant::now());
     let vars = Vars::default();
     // `tcp-request connection` rules see the connection as it is, before any PROXY header
     // (configuration.txt §4.2: they run before the handshakes).
@@ -159,6 +158,8 @@ async fn session(
         }
     }
     let endpoints = if accept_proxy || vars.expects_proxy() {
+        // For the error log, should the header fail.
+        let accepted = (SystemTime::now(), Instant::now());
         // Boxed: the header's reading state is only needed at the start of the session.
         let reading = proxy_io::read_header(&mut client, endpoints, frontend.plan.timeouts.client);
         match Box::pin(reading).await {
