@@ -708,7 +708,12 @@ async fn master_session(
         if n == 0 {
             break;
         }
-        let words: Vec<&str> = line.split_whitespace().collect();
+        let mut words: Vec<&str> = line.split_whitespace().collect();
+        // `@master`, `@0` and `@!<master pid>` name the master itself.
+        let master_pid = format!("@!{}", std::process::id());
+        if words.len() > 1 && ["@master", "@0", master_pid.as_str()].contains(&words[0]) {
+            words.remove(0);
+        }
         let mut out = String::new();
         match words.as_slice() {
             [] => {}
@@ -718,14 +723,14 @@ async fn master_session(
                 interactive = prompt;
             }
             ["help", ..] => out.push_str(MASTER_HELP),
-            ["show", "proc"] | ["@master", "show", "proc"] | ["@0", "show", "proc"] => {
+            ["show", "proc"] => {
                 master.borrow().show_proc(&mut out);
                 out.push('\n');
             }
-            ["show", "version"] | ["@master", "show", "version"] => {
+            ["show", "version"] => {
                 let _ = writeln!(out, "{}\n", env!("CARGO_PKG_VERSION"));
             }
-            ["reload"] | ["@master", "reload"] => {
+            ["reload"] => {
                 let (done, finished) = tokio::sync::oneshot::channel();
                 if reload_tx.send(done).is_ok() {
                     let _ = finished.await;

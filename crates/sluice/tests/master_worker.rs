@@ -168,6 +168,15 @@ fn show_proc_lists_the_worker_and_at_prefixes_reach_it() {
         cli_at(&master_sock, "@7 show info").unwrap(),
         "Can't find the target PID matching the prefix '@7'\n\n"
     );
+    // The master names itself too.
+    for prefix in [
+        "@master".to_owned(),
+        "@0".to_owned(),
+        format!("@!{}", p.pid()),
+    ] {
+        let answer = cli_at(&master_sock, &format!("{prefix} show proc")).unwrap();
+        assert!(answer.starts_with("#<PID>"), "{prefix}: {answer}");
+    }
     let mode = std::fs::metadata(&master_sock).unwrap();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
