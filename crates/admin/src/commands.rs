@@ -205,6 +205,27 @@ pub const COMMANDS: &[Command] = &[
         run: ops::enable_frontend,
     },
     Command {
+        words: &["show", "cli", "level"],
+        usage: "show cli level",
+        summary: "display the level of the current CLI session",
+        level: CliLevel::User,
+        run: show_cli_level,
+    },
+    Command {
+        words: &["operator"],
+        usage: "operator",
+        summary: "lower the level of the current CLI session to operator",
+        level: CliLevel::User,
+        run: lower_to_operator,
+    },
+    Command {
+        words: &["user"],
+        usage: "user",
+        summary: "lower the level of the current CLI session to user",
+        level: CliLevel::User,
+        run: lower_to_user,
+    },
+    Command {
         words: &["help"],
         usage: "help [<command>]",
         summary: "list matching or all commands",
@@ -398,6 +419,30 @@ fn show_events(process: &Process, args: &[String], _: &mut CliState, out: &mut S
     if wait {
         return Flow::Follow { ring: index, next };
     }
+    Flow::Continue
+}
+
+fn show_cli_level(_: &Process, _: &[String], state: &mut CliState, out: &mut String) -> Flow {
+    out.push_str(match state.level {
+        CliLevel::User => "user\n",
+        CliLevel::Operator => "operator\n",
+        CliLevel::Admin => "admin\n",
+    });
+    Flow::Continue
+}
+
+/// `operator`: a session may lower its level, never raise it.
+fn lower_to_operator(_: &Process, _: &[String], state: &mut CliState, out: &mut String) -> Flow {
+    if state.level < CliLevel::Operator {
+        out.push_str("Permission denied\n");
+    } else {
+        state.level = CliLevel::Operator;
+    }
+    Flow::Continue
+}
+
+fn lower_to_user(_: &Process, _: &[String], state: &mut CliState, _: &mut String) -> Flow {
+    state.level = CliLevel::User;
     Flow::Continue
 }
 

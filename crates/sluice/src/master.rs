@@ -500,9 +500,9 @@ fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// `-S <address>[,<option>,<value>]...`: the master CLI socket (`mode`, `user`, `group`,
-/// `uid`, `gid` as on a `stats socket` line).
-fn bind_master_socket(text: &str) -> Result<BoundListener, Vec<String>> {
+/// `-S <address>[,<option>,<value>]...`: the master CLI socket (`level`, `mode`, `user`,
+/// `group`, `uid`, `gid` as on a `stats socket` line; level admin by default).
+fn bind_master_socket(text: &str) -> Result<(BoundListener, CliLevel), Vec<String>> {
     let err = |m: String| vec![format!("[ALERT] -S {text}: {m}")];
     let mut parts = text.split(',');
     let addr = parts.next().unwrap_or_default();
@@ -527,6 +527,18 @@ fn bind_master_socket(text: &str) -> Result<BoundListener, Vec<String>> {
             return Err(err(format!("option '{}' expects a value", pair[0])));
         };
         match *option {
+            "level" => {
+                conf.level = match *value {
+                    "user" => CliLevel::User,
+                    "operator" => CliLevel::Operator,
+                    "admin" => CliLevel::Admin,
+                    _ => {
+                        return Err(err(format!(
+                            "'level' expects 'user', 'operator' or 'admin', not '{value}'"
+                        )));
+                    }
+                };
+            }
             "mode" => {
                 conf.mode =
                     Some(u32::from_str_radix(value, 8).map_err(|_| {
@@ -551,7 +563,7 @@ fn bind_master_socket(text: &str) -> Result<BoundListener, Vec<String>> {
     let mut sockets = listeners::bind_stats_socket(&conf)
         .map_err(|e| err(format!("cannot bind the master CLI socket: {e}")))?;
     match (sockets.pop(), sockets.is_empty()) {
-        (Some(socket), true) => Ok(socket),
+        (Some(socket), true) => Ok((socket, conf.level)),
         _ => Err(err("expects exactly one address".to_owned())),
     }
 }
@@ -559,7 +571,7 @@ fn bind_master_socket(text: &str) -> Result<BoundListener, Vec<String>> {
 /// The master's loop: signals, worker exits and the master CLI.
 async fn supervise(
     master: Rc<RefCell<Master>>,
-    cli: Option<BoundListener>,
+    cli: Option<(BoundListener, CliLevel)>,
     mut exits: mpsc::UnboundedReceiver<(u32, ExitStatus)>,
     opts: &Options,
     load: Loader<'_>,
@@ -572,7 +584,7 @@ async fn supervise(
     let mut resume = signal(SignalKind::from_raw(nix::libc::SIGTTIN))?;
     // CLI sessions ask the loop to reload, so that a reload runs where signals run.
     let (reload_tx, mut reload_rx) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
-    if let Some(cli) = cli {
+    if let Some((cli, level)) = cli {
         let listener = cli.into_async()?;
         let master = Rc::clone(&master);
         tokio::task::spawn_local(async move {
@@ -580,7 +592,7 @@ async fn supervise(
                 let master = Rc::clone(&master);
                 let reload_tx = reload_tx.clone();
                 tokio::task::spawn_local(async move {
-                    let _ = master_session(&master, stream, &reload_tx).await;
+                    let _ = master_session(&master, stream, level, &reload_tx).await;
                 });
             }
         });
@@ -687,10 +699,12 @@ The following commands are valid at this level:
   quit                                    : disconnect
 ";
 
-/// One connection to the master CLI: lines until `quit`, or one line without `prompt`.
+/// One connection to the master CLI: lines until `quit`, or one line without `prompt`. Below
+/// level admin, `reload` is refused and commands reach the workers at the socket's level.
 async fn master_session(
     master: &RefCell<Master>,
     stream: sluice_net::stream::Stream,
+    level: CliLevel,
     reload_tx: &mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
 ) -> io::Result<()> {
     let (reader, mut writer) = tokio::io::split(stream);
@@ -730,6 +744,7 @@ async fn master_session(
             ["show", "version"] => {
                 let _ = writeln!(out, "{}\n", env!("CARGO_PKG_VERSION"));
             }
+            ["reload"] if level < CliLevel::Admin => out.push_str("Permission denied\n\n"),
             ["reload"] => {
                 let (done, finished) = tokio::sync::oneshot::channel();
                 if reload_tx.send(done).is_ok() {
@@ -746,10 +761,23 @@ async fn master_session(
                     };
                     worker.map(|w| w.cli.clone())
                 };
+                // The worker's CLI socket is at level admin: the session lowers itself first.
+                let lower = match level {
+                    CliLevel::User => "user;",
+                    CliLevel::Operator => "operator;",
+                    CliLevel::Admin => "",
+                };
                 match cli {
-                    Some(name) => out.push_str(
-                        &ask_worker(&name, &command.join(" "), cli::DEFAULT_TIMEOUT).await,
-                    ),
+                    Some(name) => {
+                        let line = format!("{lower}{}", command.join(" "));
+                        let answer = ask_worker(&name, &line, cli::DEFAULT_TIMEOUT).await;
+                        // The lowering command's own (empty) answer is not the client's.
+                        let answer = match lower {
+                            "" => &answer[..],
+                            _ => answer.strip_prefix('\n').unwrap_or(&answer),
+                        };
+                        out.push_str(answer);
+                    }
                     None => {
                         let _ = writeln!(
                             out,

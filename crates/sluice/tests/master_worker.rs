@@ -413,3 +413,33 @@ fn systemd_mode_notifies_ready_reloading_and_stopping() {
     ))
     .exists()));
 }
+
+#[test]
+fn a_master_socket_below_admin_lowers_the_workers_cli_and_cannot_reload() {
+    let echo = Backend::echo();
+    let (listener, _addr) = frontend();
+    let builder = sluice(&echo_config(&listener, &echo));
+    let admin_sock = builder.dir().join("master.sock");
+    let _p = builder
+        .without_stats_socket()
+        .arg("-W")
+        .arg("-S")
+        .arg(&format!("{},level,operator", admin_sock.display()))
+        .inherit(listener)
+        .start();
+    // Readiness through the operator socket: `show info` is allowed at that level.
+    ready_worker(&admin_sock);
+    assert_eq!(
+        cli_at(&admin_sock, "@1 show cli level").unwrap(),
+        "operator\n\n"
+    );
+    assert_eq!(
+        cli_at(&admin_sock, "@1 disable frontend app").unwrap(),
+        "Permission denied\n\n"
+    );
+    assert_eq!(
+        cli_at(&admin_sock, "reload").unwrap(),
+        "Permission denied\n\n"
+    );
+    assert!(show_proc(&admin_sock).contains(" master          0 [failed: 0]"));
+}
