@@ -582,6 +582,8 @@ async fn supervise(
     let mut soft_stop = signal(SignalKind::user_defined1())?;
     let mut pause = signal(SignalKind::from_raw(nix::libc::SIGTTOU))?;
     let mut resume = signal(SignalKind::from_raw(nix::libc::SIGTTIN))?;
+    // A closing terminal must not end the master (SIGHUP's default action); workers ignore it.
+    let mut hangup = signal(SignalKind::hangup())?;
     // CLI sessions ask the loop to reload, so that a reload runs where signals run.
     let (reload_tx, mut reload_rx) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
     if let Some((cli, level)) = cli {
@@ -626,6 +628,7 @@ async fn supervise(
             }
             _ = pause.recv() => master.borrow().signal_workers(nix::sys::signal::Signal::SIGTTOU),
             _ = resume.recv() => master.borrow().signal_workers(nix::sys::signal::Signal::SIGTTIN),
+            _ = hangup.recv() => master.borrow().signal_workers(nix::sys::signal::Signal::SIGHUP),
             Some((pid, status)) = exits.recv() => {
                 let mut guard = master.borrow_mut();
                 let m = &mut *guard;
