@@ -60,18 +60,31 @@ impl Exposed {
     }
 }
 
-/// Accepts CLI connections on `listener` until the process stops; `exposed` is set on a
-/// socket with `expose-fd listeners`.
-pub async fn serve(
-    process: Arc<Process>,
-    listener: Listener,
-    level: CliLevel,
-    idle_timeout: Duration,
-    exposed: Option<Arc<Exposed>>,
-) {
+/// How one CLI socket behaves.
+#[derive(Clone, Debug)]
+pub struct CliOptions {
+    /// Its access level.
+    pub level: CliLevel,
+    /// Idle connections are closed after this.
+    pub idle_timeout: Duration,
+    /// Set on a socket with `expose-fd listeners`.
+    pub exposed: Option<Arc<Exposed>>,
+    /// A master's way into its worker: it stays open while the worker stops, so that the
+    /// master can still reach an old worker finishing its sessions.
+    pub stays_while_stopping: bool,
+}
+
+/// Accepts CLI connections on `listener` until the process stops.
+pub async fn serve(process: Arc<Process>, listener: Listener, options: CliOptions) {
+    let CliOptions {
+        level,
+        idle_timeout,
+        exposed,
+        stays_while_stopping,
+    } = options;
     let mut state = process.watch_listen_state();
     loop {
-        if *state.borrow_and_update() == ListenState::Stopped {
+        if *state.borrow_and_update() == ListenState::Stopped && !stays_while_stopping {
             return;
         }
         let accepted = tokio::select! {

@@ -107,9 +107,12 @@ async fn control(
         tokio::spawn(sluice_admin::cli::serve(
             Arc::clone(&process),
             listener,
-            cli.level,
-            cli.timeout,
-            cli.expose.then(|| Arc::clone(&exposed)),
+            sluice_admin::cli::CliOptions {
+                level: cli.level,
+                idle_timeout: cli.timeout,
+                exposed: cli.expose.then(|| Arc::clone(&exposed)),
+                stays_while_stopping: cli.from_master,
+            },
         ));
     }
     let mut interrupt = signal(SignalKind::interrupt())?;

@@ -46,6 +46,8 @@ pub struct CliSocket {
     pub timeout: Duration,
     /// `expose-fd listeners`: `_getsocks` hands the listening sockets over.
     pub expose: bool,
+    /// The master's socket into this worker (kept open while the worker stops).
+    pub from_master: bool,
 }
 
 /// Every socket of the process, bound.
@@ -115,6 +117,7 @@ pub fn bind_all(
                 level: conf.level,
                 timeout,
                 expose: conf.expose_listeners,
+                from_master: false,
             })),
             Err(err) => errors.push(bind_error(&conf.span, "stats socket", &conf.addr, &err)),
         }
@@ -127,6 +130,7 @@ pub fn bind_all(
                 level: CliLevel::Admin,
                 timeout,
                 expose: false,
+                from_master: true,
             }),
             Err(err) => errors.push(format!(
                 "[ALERT] cannot take the master's CLI socket (fd {fd}): {err}"

@@ -17,7 +17,8 @@
 //! `show version` itself and passes `@1 <command>` (the current worker), `@!<pid> <command>`
 //! (any worker) on to a worker's CLI. When the current worker dies, the master stops the others
 //! and exits with its code (HAProxy's default `exit-on-failure`); SIGTERM/SIGINT and SIGUSR1
-//! are passed on to every worker, and the master exits once they all have. With `-Ws` the
+//! are passed on to every worker, and the master exits once they all have (SIGTTOU, SIGTTIN
+//! and SIGHUP are passed on too). With `-Ws` the
 //! master also tells systemd (`NOTIFY_SOCKET`, `Type=notify` units) when a worker is ready
 //! (`READY=1`, once it answers on its CLI), reloading (`RELOADING=1`) and stopping
 //! (`STOPPING=1`). Read [`run`] first.

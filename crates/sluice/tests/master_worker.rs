@@ -443,3 +443,38 @@ fn a_master_socket_below_admin_lowers_the_workers_cli_and_cannot_reload() {
     );
     assert!(show_proc(&admin_sock).contains(" master          0 [failed: 0]"));
 }
+
+#[test]
+fn sigusr1_to_the_master_soft_stops_the_workers_and_then_the_master() {
+    let echo = Backend::echo();
+    let (listener, addr) = frontend();
+    let builder = sluice(&echo_config(&listener, &echo));
+    let master_sock = builder.dir().join("master.sock");
+    let mut p = builder
+        .without_stats_socket()
+        .arg("-W")
+        .arg("-S")
+        .arg(master_sock.to_str().unwrap())
+        .inherit(listener)
+        .start();
+    ready_worker(&master_sock);
+    let mut live = TcpStream::connect(addr).unwrap();
+    live.set_read_timeout(Some(GENEROUS)).unwrap();
+    live.write_all(b"ping").unwrap();
+    let mut buf = [0u8; 4];
+    live.read_exact(&mut buf).unwrap();
+    p.signal(Signal::SIGUSR1);
+    // The worker stops listening but its session goes on; the master waits for it.
+    assert!(
+        wait_until(GENEROUS, || cli_at(&master_sock, "@1 show info")
+            .is_ok_and(|info| info.contains("Stopping: 1"))),
+        "the worker did not start stopping"
+    );
+    live.write_all(b"more").unwrap();
+    live.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"more");
+    p.assert_alive();
+    drop(live);
+    let status = p.expect_exit();
+    assert_eq!(status.code(), Some(0), "{}", p.stderr());
+}
