@@ -351,6 +351,44 @@ mod tests {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+mod drop_tests {
+    use super::*;
+
+    #[test]
+    fn a_stuck_target_costs_dropped_lines_never_a_wait() {
+        // A unix datagram receiver that never reads: once its queue is full, the writer
+        // thread blocks on it, the hub's queue fills, and further lines are dropped.
+        let dir = std::env::temp_dir().join(format!("sluice-logdrop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("stuck.sock");
+        let _ = std::fs::remove_file(&path);
+        let _receiver = UnixDatagram::bind(&path).unwrap();
+        let hub = LogHub::start(vec![LogAddr::Unix(path.clone())], &[]).unwrap();
+        let target = LogTarget {
+            addr: LogAddr::Unix(path),
+            max_len: 1024,
+            format: SyslogFormat::Raw,
+            sample: None,
+            facility: 16,
+            max_level: 7,
+            min_level: 0,
+        };
+        let logger = ProxyLogger::new(Arc::clone(&hub), vec![(0, target)], "t".to_owned());
+        let lines = 3 * QUEUE_DEPTH as u64;
+        for _ in 0..lines {
+            logger.emit(level::INFO, b"a line nobody reads");
+        }
+        // Every emit returned (this point is reached) and the excess was counted: the writer
+        // took at most the queue, plus what the kernel queued for the socket before blocking
+        // (`net.unix.max_dgram_qlen` and the send buffer: a few hundred at most).
+        let dropped = hub.dropped.get();
+        assert!(dropped >= lines - QUEUE_DEPTH as u64 - 1024, "{dropped}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod ring_tests {
     use super::*;
 
