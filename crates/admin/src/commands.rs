@@ -373,8 +373,10 @@ fn show_events(process: &Process, args: &[String], _: &mut CliState, out: &mut S
         out.push_str(
             "Supported events sinks are listed below. Add -w(wait), -n(new). Any key to stop\n",
         );
-        let dropped = process.log_hub.as_ref().map_or(0, |h| h.dropped.get());
         for (fd, which) in [(1, "stdout"), (2, "stderr")] {
+            let dropped = process.log_hub.as_ref().map_or(0, |h| {
+                h.dropped_for(&sluice_config::logging::LogAddr::Fd(fd))
+            });
             let _ = writeln!(
                 out,
                 "    {which:<10} : type=fd, {dropped} dropped, standard {} (fd#{fd})",
@@ -382,11 +384,15 @@ fn show_events(process: &Process, args: &[String], _: &mut CliState, out: &mut S
             );
         }
         for ring in &process.rings {
+            // Lines the writer had no room for, and events too large for the ring.
+            let queued_out = process.log_hub.as_ref().map_or(0, |h| {
+                h.dropped_for(&sluice_config::logging::LogAddr::Ring(ring.name.clone()))
+            });
             let _ = writeln!(
                 out,
                 "    {:<10} : type=buffer, {} dropped, {}",
                 ring.name,
-                ring.dropped.get(),
+                queued_out + ring.dropped.get(),
                 ring.description
             );
         }

@@ -38,6 +38,9 @@ pub struct LogHub {
     sender: SyncSender<(usize, Vec<u8>)>,
     /// Lines dropped because the queue was full or a target failed.
     pub dropped: Arc<Counter>,
+    /// The targets, and the lines each lost (`show events` per sink).
+    targets: Vec<LogAddr>,
+    dropped_by_target: Arc<Vec<Counter>>,
     pid: u32,
 }
 
@@ -46,12 +49,15 @@ impl LogHub {
     /// [`ProxyLogger`]s); `ring@NAME` targets are found in `rings`.
     pub fn start(targets: Vec<LogAddr>, rings: &[Arc<Ring>]) -> std::io::Result<Arc<LogHub>> {
         let sinks = targets
-            .into_iter()
+            .iter()
+            .cloned()
             .map(|addr| Sink::open(addr, rings))
             .collect::<std::io::Result<Vec<_>>>()?;
         let (sender, receiver) = mpsc::sync_channel::<(usize, Vec<u8>)>(QUEUE_DEPTH);
         let dropped = Arc::new(Counter::default());
-        let failures = Arc::clone(&dropped);
+        let dropped_by_target: Arc<Vec<Counter>> =
+            Arc::new(targets.iter().map(|_| Counter::default()).collect());
+        let (failures, failures_by_target) = (Arc::clone(&dropped), Arc::clone(&dropped_by_target));
         std::thread::Builder::new()
             .name("sluice-log".to_owned())
             .spawn(move || {
@@ -59,12 +65,17 @@ impl LogHub {
                     let sent = sinks.get(target).is_some_and(|sink| sink.send(&line));
                     if !sent {
                         failures.incr();
+                        if let Some(counter) = failures_by_target.get(target) {
+                            counter.incr();
+                        }
                     }
                 }
             })?;
         Ok(Arc::new(LogHub {
             sender,
             dropped,
+            targets,
+            dropped_by_target,
             pid: std::process::id(),
         }))
     }
@@ -72,8 +83,22 @@ impl LogHub {
     fn push(&self, target: usize, line: Vec<u8>) {
         match self.sender.try_send((target, line)) {
             Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.dropped.incr(),
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.dropped.incr();
+                if let Some(counter) = self.dropped_by_target.get(target) {
+                    counter.incr();
+                }
+            }
         }
+    }
+
+    /// The lines `addr` lost (0 for a target the hub does not serve).
+    pub fn dropped_for(&self, addr: &LogAddr) -> u64 {
+        self.targets
+            .iter()
+            .position(|a| a == addr)
+            .and_then(|i| self.dropped_by_target.get(i))
+            .map_or(0, Counter::get)
     }
 }
 
@@ -378,6 +403,11 @@ mod drop_tests {
         for _ in 0..lines {
             logger.emit(level::INFO, b"a line nobody reads");
         }
+        assert_eq!(
+            hub.dropped_for(&LogAddr::Unix(dir.join("stuck.sock"))),
+            hub.dropped.get()
+        );
+        assert_eq!(hub.dropped_for(&LogAddr::Fd(1)), 0);
         // Every emit returned (this point is reached) and the excess was counted: the writer
         // took at most the queue, plus what the kernel queued for the socket before blocking
         // (`net.unix.max_dgram_qlen` and the send buffer: a few hundred at most).
