@@ -2,13 +2,17 @@
 //!
 //! A connection reads one line at a time, bounded by [`MAX_LINE`] so a client cannot make the
 //! process buffer without limit, and is closed after `stats timeout` of inactivity (10 s by
-//! default, as in HAProxy). Each line runs through [`crate::commands::execute_line`].
+//! default, as in HAProxy). Each line runs through [`crate::commands::execute_line`]. On a
+//! socket with `expose-fd listeners`, the hidden `_getsocks` command hands the process's
+//! listening sockets to a new process started with `-x` ([`Exposed`]).
 
 use crate::commands::{self, CliMode, CliState, Flow};
 use sluice_config::global::CliLevel;
-use sluice_net::listen::Listener;
+use sluice_net::fd_pass;
+use sluice_net::listen::{BoundListener, Listener};
 use sluice_runtime::process::{ListenState, Process};
-use std::sync::Arc;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -18,16 +22,69 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest command line accepted (HAProxy bounds it by `tune.bufsize`).
 pub const MAX_LINE: usize = 16384;
 
+/// The listening sockets a process lets a successor take (`expose-fd listeners`), by key.
+#[derive(Debug, Default)]
+pub struct Exposed {
+    listeners: Mutex<Vec<(String, BoundListener)>>,
+}
+
+impl Exposed {
+    /// Exposes `listeners` (key, a handle on the socket).
+    pub fn new(listeners: Vec<(String, BoundListener)>) -> Exposed {
+        Exposed {
+            listeners: Mutex::new(listeners),
+        }
+    }
+
+    /// Closes the handles: a stopping process must not keep a socket nobody accepts on.
+    pub fn clear(&self) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Sends the sockets on `socket` (`_getsocks`).
+    fn send(&self, socket: OwnedFd) -> std::io::Result<()> {
+        // The sending is short and the peer is waiting for it: done in blocking mode on a
+        // handle of its own, then the connection closes.
+        let socket = std::os::unix::net::UnixStream::from(socket);
+        socket.set_nonblocking(false)?;
+        socket.set_write_timeout(Some(DEFAULT_TIMEOUT))?;
+        let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        let pairs: Vec<_> = listeners
+            .iter()
+            .map(|(key, l)| (key.clone(), l.as_fd()))
+            .collect();
+        fd_pass::send_listeners(socket.as_fd(), &pairs)
+    }
+}
+
+/// How one CLI socket behaves.
+#[derive(Clone, Debug)]
+pub struct CliOptions {
+    /// Its access level.
+    pub level: CliLevel,
+    /// Idle connections are closed after this.
+    pub idle_timeout: Duration,
+    /// Set on a socket with `expose-fd listeners`.
+    pub exposed: Option<Arc<Exposed>>,
+    /// A master's way into its worker: it stays open while the worker stops, so that the
+    /// master can still reach an old worker finishing its sessions.
+    pub stays_while_stopping: bool,
+}
+
 /// Accepts CLI connections on `listener` until the process stops.
-pub async fn serve(
-    process: Arc<Process>,
-    listener: Listener,
-    level: CliLevel,
-    idle_timeout: Duration,
-) {
+pub async fn serve(process: Arc<Process>, listener: Listener, options: CliOptions) {
+    let CliOptions {
+        level,
+        idle_timeout,
+        exposed,
+        stays_while_stopping,
+    } = options;
     let mut state = process.watch_listen_state();
     loop {
-        if *state.borrow_and_update() == ListenState::Stopped {
+        if *state.borrow_and_update() == ListenState::Stopped && !stays_while_stopping {
             return;
         }
         let accepted = tokio::select! {
@@ -41,20 +98,31 @@ pub async fn serve(
         };
         if let Ok((stream, _)) = accepted {
             let process = Arc::clone(&process);
+            // `_getsocks` needs the connection itself to carry descriptors: a second handle.
+            let exposure = match (&exposed, &stream) {
+                (Some(exposed), sluice_net::stream::Stream::Unix(unix)) => unix
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .ok()
+                    .map(|fd| (Arc::clone(exposed), fd)),
+                _ => None,
+            };
             tokio::spawn(async move {
                 // A client that goes away mid-answer is no error of ours.
-                let _ = session(&process, stream, level, idle_timeout).await;
+                let _ = session(&process, stream, level, idle_timeout, exposure).await;
             });
         }
     }
 }
 
-/// Runs one CLI connection over any byte stream.
+/// Runs one CLI connection over any byte stream; `exposure` (the exposed sockets and a handle
+/// on the connection) allows `_getsocks`.
 pub async fn session<S>(
     process: &Process,
     stream: S,
     level: CliLevel,
     idle_timeout: Duration,
+    mut exposure: Option<(Arc<Exposed>, OwnedFd)>,
 ) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -82,6 +150,12 @@ where
             LineRead::Line | LineRead::Eof => {}
         }
         let text = String::from_utf8_lossy(&line);
+        if text.trim() == fd_pass::GETSOCKS
+            && let Some((exposed, socket)) = exposure.take()
+        {
+            writer.flush().await?;
+            return exposed.send(socket);
+        }
         out.clear();
         let flow = commands::execute_line(process, &text, &mut state, &mut out);
         if flow == Flow::Continue && state.mode == CliMode::Prompt {
@@ -89,11 +163,49 @@ where
         }
         writer.write_all(out.as_bytes()).await?;
         writer.flush().await?;
-        if flow == Flow::Close {
-            break;
+        match flow {
+            Flow::Close => break,
+            Flow::Follow { ring, next } => {
+                follow(process, ring, next, &mut reader, &mut writer).await?;
+                break;
+            }
+            Flow::Continue => {}
         }
     }
     writer.shutdown().await
+}
+
+/// `show events NAME -w`: sends each new event of the ring as it arrives, until the client
+/// sends anything ("any key to stop") or goes away. A reader too slow for the ring misses the
+/// events evicted meanwhile; the writer never waits for it.
+async fn follow<R, W>(
+    process: &Process,
+    ring: usize,
+    mut next: u64,
+    reader: &mut R,
+    writer: &mut W,
+) -> std::io::Result<()>
+where
+    R: AsyncBufReadExt + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let Some(ring) = process.rings.get(ring) else {
+        return Ok(());
+    };
+    let mut changed = ring.watch();
+    let mut events = Vec::new();
+    loop {
+        events.clear();
+        next = ring.read_from(next, &mut events);
+        if !events.is_empty() {
+            writer.write_all(&events).await?;
+            writer.flush().await?;
+        }
+        tokio::select! {
+            woke = changed.changed() => if woke.is_err() { return Ok(()) },
+            _ = reader.fill_buf() => return Ok(()),
+        }
+    }
 }
 
 enum LineRead {

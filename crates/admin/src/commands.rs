@@ -37,6 +37,14 @@ pub enum Flow {
     Continue,
     /// Close the connection.
     Close,
+    /// Stream the events of `process.rings[ring]` from number `next` on, until the client
+    /// sends anything or leaves (`show events NAME -w`); then close.
+    Follow {
+        /// Index of the ring in `Process::rings`.
+        ring: usize,
+        /// The first event not sent yet.
+        next: u64,
+    },
 }
 
 type Handler = fn(&Process, &[String], &mut CliState, &mut String) -> Flow;
@@ -69,6 +77,13 @@ pub const COMMANDS: &[Command] = &[
         summary: "report counters for each proxy and server",
         level: CliLevel::User,
         run: ops::show_stat,
+    },
+    Command {
+        words: &["show", "events"],
+        usage: "show events [<sink>] [-w] [-n]",
+        summary: "show event sink state",
+        level: CliLevel::Operator,
+        run: show_events,
     },
     Command {
         words: &["show", "servers", "state"],
@@ -204,6 +219,27 @@ pub const COMMANDS: &[Command] = &[
         run: ops::enable_frontend,
     },
     Command {
+        words: &["show", "cli", "level"],
+        usage: "show cli level",
+        summary: "display the level of the current CLI session",
+        level: CliLevel::User,
+        run: show_cli_level,
+    },
+    Command {
+        words: &["operator"],
+        usage: "operator",
+        summary: "lower the level of the current CLI session to operator",
+        level: CliLevel::User,
+        run: lower_to_operator,
+    },
+    Command {
+        words: &["user"],
+        usage: "user",
+        summary: "lower the level of the current CLI session to user",
+        level: CliLevel::User,
+        run: lower_to_user,
+    },
+    Command {
         words: &["help"],
         usage: "help [<command>]",
         summary: "list matching or all commands",
@@ -233,8 +269,8 @@ pub fn execute_line(process: &Process, line: &str, state: &mut CliState, out: &m
             continue;
         }
         let flow = execute(process, &command, state, out);
-        if flow == Flow::Close {
-            return Flow::Close;
+        if matches!(flow, Flow::Close | Flow::Follow { .. }) {
+            return flow;
         }
     }
     match state.mode {
@@ -344,6 +380,92 @@ fn prompt(_: &Process, args: &[String], state: &mut CliState, out: &mut String) 
     Flow::Continue
 }
 
+/// `show events`: the event sinks (standard output and error, the `ring` sections); `show
+/// events NAME` the events a ring holds, `-n` only those to come, `-w` then waits for more.
+fn show_events(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
+    let Some(name) = args.first() else {
+        out.push_str(
+            "Supported events sinks are listed below. Add -w(wait), -n(new). Any key to stop\n",
+        );
+        for (fd, which) in [(1, "stdout"), (2, "stderr")] {
+            let dropped = process.log_hub.as_ref().map_or(0, |h| {
+                h.dropped_for(&sluice_config::logging::LogAddr::Fd(fd))
+            });
+            let _ = writeln!(
+                out,
+                "    {which:<10} : type=fd, {dropped} dropped, standard {} (fd#{fd})",
+                if fd == 1 { "output" } else { "error" }
+            );
+        }
+        for ring in &process.rings {
+            // Lines the writer had no room for, and events too large for the ring.
+            let queued_out = process.log_hub.as_ref().map_or(0, |h| {
+                h.dropped_for(&sluice_config::logging::LogAddr::Ring(ring.name.clone()))
+            });
+            let _ = writeln!(
+                out,
+                "    {:<10} : type=buffer, {} dropped, {}",
+                ring.name,
+                queued_out + ring.dropped.get(),
+                ring.description
+            );
+        }
+        return Flow::Continue;
+    };
+    let (mut wait, mut new) = (false, false);
+    for option in &args[1..] {
+        match option.as_str() {
+            "-w" => wait = true,
+            "-n" => new = true,
+            "-nw" | "-wn" => (wait, new) = (true, true),
+            other => {
+                let _ = writeln!(
+                    out,
+                    "unknown option '{other}' (-w to wait, -n for new events only)"
+                );
+                return Flow::Continue;
+            }
+        }
+    }
+    let Some(index) = process.rings.iter().position(|r| r.name == *name) else {
+        out.push_str("No such event sink. Use 'show events' to see them.\n");
+        return Flow::Continue;
+    };
+    let ring = &process.rings[index];
+    let from = if new { ring.next_number() } else { 0 };
+    let mut events = Vec::new();
+    let next = ring.read_from(from, &mut events);
+    out.push_str(&String::from_utf8_lossy(&events));
+    if wait {
+        return Flow::Follow { ring: index, next };
+    }
+    Flow::Continue
+}
+
+fn show_cli_level(_: &Process, _: &[String], state: &mut CliState, out: &mut String) -> Flow {
+    out.push_str(match state.level {
+        CliLevel::User => "user\n",
+        CliLevel::Operator => "operator\n",
+        CliLevel::Admin => "admin\n",
+    });
+    Flow::Continue
+}
+
+/// `operator`: a session may lower its level, never raise it.
+fn lower_to_operator(_: &Process, _: &[String], state: &mut CliState, out: &mut String) -> Flow {
+    if state.level < CliLevel::Operator {
+        out.push_str("Permission denied\n");
+    } else {
+        state.level = CliLevel::Operator;
+    }
+    Flow::Continue
+}
+
+fn lower_to_user(_: &Process, _: &[String], state: &mut CliState, _: &mut String) -> Flow {
+    state.level = CliLevel::User;
+    Flow::Continue
+}
+
 fn quit(_: &Process, _: &[String], _: &mut CliState, _: &mut String) -> Flow {
     Flow::Close
 }
@@ -376,7 +498,9 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         process.listen_state(),
         sluice_runtime::process::ListenState::Stopped
     );
-    let fields: [(&str, String); 22] = [
+    let dropped_logs = process.log_hub.as_ref().map_or(0, |h| h.dropped.get())
+        + process.rings.iter().map(|r| r.dropped.get()).sum::<u64>();
+    let fields: [(&str, String); 23] = [
         ("Name", "Sluice".into()),
         ("Version", env!("CARGO_PKG_VERSION").into()),
         ("Release_date", crate_release_date().into()),
@@ -398,6 +522,7 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("node", process.global.node.clone().unwrap_or_default()),
         ("Stopping", u8::from(stopping).to_string()),
         ("Listeners", listeners.to_string()),
+        ("DroppedLogs", dropped_logs.to_string()),
         ("TotalBytesOut", bytes_out.to_string()),
         ("Start_time_sec", start.to_string()),
     ];

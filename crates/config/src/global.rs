@@ -46,6 +46,9 @@ pub struct StatsSocketConf {
     pub uid: Option<Owner>,
     /// Group of a unix socket file.
     pub gid: Option<Owner>,
+    /// `expose-fd listeners`: a new process started with `-x` may take the listening sockets
+    /// through it (`_getsocks`).
+    pub expose_listeners: bool,
 }
 
 /// Everything the `global` sections say.
@@ -57,6 +60,8 @@ pub struct GlobalConf {
     pub nbthread: Option<u32>,
     /// `daemon`: detach into the background.
     pub daemon: bool,
+    /// `master-worker`: run as a master process supervising workers (as `-W`).
+    pub master_worker: bool,
     /// `expose-experimental-directives`: allows HAProxy's experimental keywords
     /// (`normalize-uri`).
     pub expose_experimental: bool,
@@ -145,6 +150,16 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "daemon" => {
             conf.daemon = d.no_more_than(1, diags);
         }
+        "master-worker" => match line.words.get(1).map(String::as_str) {
+            None => conf.master_worker = true,
+            Some("no-exit-on-failure") => diags.push(Diagnostic::not_supported(
+                &line.span,
+                "master-worker no-exit-on-failure",
+            )),
+            Some(_) => {
+                d.no_more_than(1, diags);
+            }
+        },
         "expose-experimental-directives" => {
             conf.expose_experimental = d.no_more_than(1, diags);
         }
@@ -290,6 +305,7 @@ fn parse_stats_socket(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<Stat
         mode: None,
         uid: None,
         gid: None,
+        expose_listeners: false,
     };
     let mut ok = true;
     let mut i = 3;
@@ -327,6 +343,11 @@ fn parse_stats_socket(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<Stat
                     ok = false;
                 }
             },
+            "expose-fd" if value == "listeners" => socket.expose_listeners = true,
+            "expose-fd" => {
+                diags.push(d.alert(format!("'expose-fd' expects 'listeners', not '{value}'")));
+                ok = false;
+            }
             "user" => socket.uid = Some(Owner::Name(value.to_owned())),
             "group" => socket.gid = Some(Owner::Name(value.to_owned())),
             _ => {

@@ -24,6 +24,7 @@ pub mod preprocess;
 pub mod proxy;
 pub mod reader;
 pub mod retry;
+pub mod ring;
 pub mod rules;
 pub mod sections;
 pub mod source;

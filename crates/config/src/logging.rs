@@ -1,12 +1,14 @@
 //! Logging keywords (configuration.txt §3.1 and §4.2 `log`, §8 "Logging"): where log lines go
 //! (`log` targets in `global` and proxies, `log global`, `no log`), what they look like
-//! (`option httplog [clf]`, `option tcplog`, `log-format`, `log-tag`) and which streams are
-//! logged (`option dontlognull`, `option log-separate-errors`).
+//! (`option httplog [clf]`, `option tcplog`, `log-format`, `error-log-format`, `log-tag`),
+//! which streams are logged (`option dontlognull`, `option log-separate-errors`) and when
+//! (`option logasap`).
 //!
 //! A target is a UDP syslog address (port 514 by default), a unix datagram socket path,
-//! `stdout`/`stderr`/`fd@N`, with a syslog header format (`local` by default, `rfc3164`,
-//! `rfc5424`, `short`, `timed`, `iso`, `priority`, `raw`), a facility and optional level
-//! bounds. `ring@` buffers and the stream-address forms are refused as not supported.
+//! `stdout`/`stderr`/`fd@N` or a `ring@NAME` buffer ([`crate::ring`]), with a syslog header
+//! format (`local` by default, `rfc3164`, `rfc5424`, `short`, `timed`, `iso`, `priority`,
+//! `raw`), a facility and optional level bounds. The stream-address forms are refused as not
+//! supported.
 //! Read [`parse_log_target`] first.
 
 use crate::diag::{Diagnostic, Diagnostics};
@@ -25,6 +27,8 @@ pub enum LogAddr {
     Unix(PathBuf),
     /// An inherited file descriptor (`stdout` is fd 1, `stderr` fd 2).
     Fd(i32),
+    /// A `ring` section's buffer, by name.
+    Ring(String),
 }
 
 /// The header written before each message (configuration.txt §4.2 `log` `format`).
@@ -87,6 +91,9 @@ pub enum LineFormat {
     Custom(LogFormat),
 }
 
+/// The default longest line of a `ring` section's events (configuration.txt §3.10 `maxlen`).
+pub const DEFAULT_RING_MAXLEN: usize = 1024;
+
 /// A proxy's logging settings.
 #[derive(Clone, Debug, Default)]
 pub struct ProxyLogConf {
@@ -100,6 +107,12 @@ pub struct ProxyLogConf {
     pub dont_log_null: bool,
     /// `option log-separate-errors`: errors are logged at `err` instead of `info`.
     pub separate_errors: bool,
+    /// `option logasap`: an HTTP stream is logged once the response head is sent, a TCP
+    /// session once its server connection is established.
+    pub logasap: bool,
+    /// `error-log-format`: the line of a connection that failed before it became a stream
+    /// (a bad PROXY protocol header).
+    pub error_format: Option<LogFormat>,
     /// `log-tag`: the syslog tag of this proxy's lines.
     pub tag: Option<String>,
     /// `unique-id-format`: how each request's unique id is built.
@@ -158,24 +171,7 @@ pub fn parse_log_target(words: &[String]) -> Result<LogTarget, String> {
                     .filter(|n| (80..=65535).contains(n))
                     .ok_or("'len' expects a length between 80 and 65535")?;
             }
-            "format" => {
-                t.format = match value.map(String::as_str) {
-                    Some("local") => SyslogFormat::Local,
-                    Some("rfc3164") => SyslogFormat::Rfc3164,
-                    Some("rfc5424") => SyslogFormat::Rfc5424,
-                    Some("priority") => SyslogFormat::Priority,
-                    Some("short") => SyslogFormat::Short,
-                    Some("timed") => SyslogFormat::Timed,
-                    Some("iso") => SyslogFormat::Iso,
-                    Some("raw") => SyslogFormat::Raw,
-                    other => {
-                        return Err(format!(
-                            "unknown log format '{}' (local, rfc3164, rfc5424, priority, short, timed, iso or raw)",
-                            other.unwrap_or_default()
-                        ));
-                    }
-                };
-            }
+            "format" => t.format = parse_syslog_format(value.map_or("", |s| s.as_str()))?,
             "sample" => t.sample = Some(parse_sample(value.map_or("", |s| s.as_str()))?),
             "profile" => return Err("'profile' is not supported by Sluice".to_owned()),
             _ => break,
@@ -200,6 +196,25 @@ pub fn parse_log_target(words: &[String]) -> Result<LogTarget, String> {
     Ok(t)
 }
 
+/// A syslog header format's name (`log ... format F`, a ring's `format F`).
+pub fn parse_syslog_format(name: &str) -> Result<SyslogFormat, String> {
+    Ok(match name {
+        "local" => SyslogFormat::Local,
+        "rfc3164" => SyslogFormat::Rfc3164,
+        "rfc5424" => SyslogFormat::Rfc5424,
+        "priority" => SyslogFormat::Priority,
+        "short" => SyslogFormat::Short,
+        "timed" => SyslogFormat::Timed,
+        "iso" => SyslogFormat::Iso,
+        "raw" => SyslogFormat::Raw,
+        other => {
+            return Err(format!(
+                "unknown log format '{other}' (local, rfc3164, rfc5424, priority, short, timed, iso or raw)"
+            ));
+        }
+    })
+}
+
 fn parse_log_addr(text: &str) -> Result<LogAddr, String> {
     match text {
         "stdout" => return Ok(LogAddr::Fd(1)),
@@ -221,7 +236,13 @@ fn parse_log_addr(text: &str) -> Result<LogAddr, String> {
     if text.starts_with('/') {
         return Ok(LogAddr::Unix(PathBuf::from(text)));
     }
-    for prefix in ["ring@", "tcp@", "tcp4@", "tcp6@", "uxst@", "backend@"] {
+    if let Some(name) = text.strip_prefix("ring@") {
+        if name.is_empty() {
+            return Err("'ring@' expects the name of a ring".to_owned());
+        }
+        return Ok(LogAddr::Ring(name.to_owned()));
+    }
+    for prefix in ["tcp@", "tcp4@", "tcp6@", "uxst@", "backend@"] {
         if text.starts_with(prefix) {
             return Err(format!(
                 "'{prefix}' log targets are not supported by Sluice"
@@ -318,6 +339,19 @@ pub(crate) fn parse_proxy_log_line(
                 Err(message) => diags.push(d.alert(message)),
             }
         }
+        (Some("error-log-format"), _) => {
+            let d = Directive::new(line, 1);
+            let Some(text) = d.word(1, "a log format", diags) else {
+                return true;
+            };
+            if !d.no_more_than(2, diags) {
+                return true;
+            }
+            match LogFormat::parse_log(text, maps) {
+                Ok(fmt) => conf.error_format = Some(fmt),
+                Err(message) => diags.push(d.alert(message)),
+            }
+        }
         (Some("unique-id-format"), _) => {
             let d = Directive::new(line, 1);
             let Some(text) = d.word(1, "a log format", diags) else {
@@ -352,7 +386,7 @@ pub(crate) fn parse_proxy_log_line(
     true
 }
 
-/// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `log-separate-errors` (`enable`
+/// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `log-separate-errors`, `logasap` (`enable`
 /// false for the `no option` form); false if `name` is not a logging option.
 pub(crate) fn apply_log_option(
     conf: &mut ProxyLogConf,
@@ -390,6 +424,11 @@ pub(crate) fn apply_log_option(
         "log-separate-errors" => {
             if d.no_more_than(args_at, diags) {
                 conf.separate_errors = enable;
+            }
+        }
+        "logasap" => {
+            if d.no_more_than(args_at, diags) {
+                conf.logasap = enable;
             }
         }
         _ => return false,
@@ -462,8 +501,12 @@ mod tests {
             target("127.0.0.1").unwrap_err(),
             "expects a facility after the target"
         );
+        assert_eq!(
+            target("ring@buf local0").unwrap().addr,
+            LogAddr::Ring("buf".into())
+        );
         assert!(
-            target("ring@buf local0")
+            target("tcp@127.0.0.1:514 local0")
                 .unwrap_err()
                 .contains("not supported")
         );

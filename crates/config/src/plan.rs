@@ -18,6 +18,7 @@ use crate::preprocess;
 use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, SpliceOptions, Timeouts};
 use crate::reader::Source;
 use crate::retry::RetryOn;
+use crate::ring::{self, RingConf};
 use crate::rules::{self, BackendTarget, ProxyRules, Rule};
 use crate::sections::{self, Section, SectionKind};
 use crate::userlist;
@@ -41,6 +42,8 @@ pub struct Plan {
     pub backends: Vec<BackendPlan>,
     /// The configuration files that were read, in order.
     pub files: Vec<Arc<str>>,
+    /// `ring` sections, in declaration order.
+    pub rings: Vec<RingConf>,
 }
 
 /// A proxy's identity: its name, the keyword that declared it and a unique number.
@@ -210,10 +213,13 @@ fn build(
 
     // `http_auth(L)` may name a list declared after the proxy using it.
     userlist::parse_userlists(sections, maps, diags);
+    // `log ring@NAME` may name a ring declared later.
+    let rings = ring::parse_rings(sections, diags);
+    ring::check_ring_targets(sections, &rings, diags);
 
     for section in sections {
         match section.kind {
-            SectionKind::HttpErrors | SectionKind::Userlist => {}
+            SectionKind::HttpErrors | SectionKind::Userlist | SectionKind::Ring => {}
             SectionKind::Global => {
                 for line in &section.lines {
                     global::parse_global_line(&mut global, line, diags);
@@ -275,6 +281,7 @@ fn build(
         frontends,
         backends,
         files: sources.iter().map(|s| Arc::clone(&s.name)).collect(),
+        rings,
     }
 }
 

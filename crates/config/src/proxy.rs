@@ -327,7 +327,10 @@ pub(crate) fn applies(
         SectionKind::Frontend => allowed.frontend,
         SectionKind::Backend => allowed.backend,
         SectionKind::Listen => allowed.frontend || allowed.backend,
-        SectionKind::Global | SectionKind::HttpErrors | SectionKind::Userlist => false,
+        SectionKind::Global
+        | SectionKind::HttpErrors
+        | SectionKind::Userlist
+        | SectionKind::Ring => false,
     };
     if !ok {
         let side = if allowed.frontend {
@@ -371,6 +374,10 @@ pub fn parse_proxy_line(
     let Some(first) = line.words.first() else {
         return;
     };
+    // `error-log-format` concerns connections a frontend accepts.
+    if first == "error-log-format" && !applies(&Directive::new(line, 1), kind, FRONT, diags) {
+        return;
+    }
     if rules::parse_rule_line(&mut conf.rules, kind, line, maps, diags)
         || logging::parse_proxy_log_line(&mut conf.log, line, maps, diags)
         || stats_page::parse_stats_line(
@@ -639,6 +646,10 @@ fn parse_option(
         diags.push(d.alert("expects an option name"));
         return;
     };
+    // `option logasap` concerns the logs of a frontend (HAProxy ignores it in a backend).
+    if name == "logasap" && !applies(&d, kind, FRONT, diags) {
+        return;
+    }
     if logging::apply_log_option(&mut conf.log, &d, name, skip + 2, enable, diags) {
         return;
     }

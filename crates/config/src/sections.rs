@@ -25,6 +25,8 @@ pub enum SectionKind {
     HttpErrors,
     /// `userlist NAME`: users and groups for HTTP authentication.
     Userlist,
+    /// `ring NAME`: an in-memory buffer of log events.
+    Ring,
 }
 
 impl SectionKind {
@@ -38,6 +40,7 @@ impl SectionKind {
             SectionKind::Listen => "listen",
             SectionKind::HttpErrors => "http-errors",
             SectionKind::Userlist => "userlist",
+            SectionKind::Ring => "ring",
         }
     }
 
@@ -58,7 +61,6 @@ const UNSUPPORTED_SECTIONS: &[&str] = &[
     "resolvers",
     "mailers",
     "program",
-    "ring",
     "cache",
     "log-forward",
     "crt-store",
@@ -96,6 +98,7 @@ fn section_kind(word: &str) -> Option<SectionKind> {
         "listen" => SectionKind::Listen,
         "http-errors" => SectionKind::HttpErrors,
         "userlist" => SectionKind::Userlist,
+        "ring" => SectionKind::Ring,
         _ => return None,
     })
 }

@@ -145,6 +145,18 @@ const PIECES: &[&str] = &[
     "user",
     "password",
     "capture",
+    "ring",
+    "ring@",
+    "description",
+    "format",
+    "maxlen",
+    "size",
+    "logasap",
+    "error-log-format",
+    "%[fc_err]",
+    "master-worker",
+    "expose-fd",
+    "listeners",
 ];
 
 fn random_config(rng: &mut XorShift) -> String {

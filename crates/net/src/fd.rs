@@ -1,5 +1,7 @@
-//! Raw file-descriptor operations that need `unsafe`: adopting an inherited listening socket
-//! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over).
+//! Raw operating-system calls that need `unsafe`: adopting an inherited listening socket
+//! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over), owning the
+//! descriptors another process passed in an `SCM_RIGHTS` message (`-x`), and ending the
+//! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's).
 //!
 //! This is the one module of the project allowed to use `unsafe`; each block says why it is
 //! sound. Everything else goes through safe wrappers from std, socket2 and tokio.
@@ -47,6 +49,28 @@ pub fn adopt_listening_socket(fd: RawFd) -> io::Result<OwnedFd> {
     // guarantees nothing else in this process owns it, so taking ownership cannot cause a
     // double close.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Takes ownership of a descriptor `recvmsg` just installed in this process from an
+/// `SCM_RIGHTS` message, so that it is closed if it is not used.
+pub fn own_received(fd: RawFd) -> OwnedFd {
+    // SAFETY: the kernel created this descriptor for us while receiving the message and
+    // nothing else in the process knows its number yet, so this is its only owner.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Ends the process by `signal`'s default action, as if the signal had not been caught: its
+/// parent sees "killed by SIGINT", not an exit status. Falls back to exiting with 128 + the
+/// signal's number if the process survives it.
+pub fn exit_by_signal(signal: libc::c_int) -> ! {
+    // SAFETY: installing SIG_DFL takes no pointer from us and cannot break memory safety;
+    // the handler it replaces (tokio's) is never needed again on this exit path. raise only
+    // delivers the signal to this thread.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+    std::process::exit(128 + signal)
 }
 
 /// Sets TCP_DEFER_ACCEPT on a listening socket: the kernel completes `accept` only once the

@@ -6,9 +6,10 @@
 //! ([`listen::BoundListener`]); each event-loop thread then registers its own clone. The only
 //! `unsafe` code of the project lives in [`fd`]. The PROXY protocol is here too: a pure codec
 //! ([`proxy_protocol`]) and its use on streams ([`proxy_io`]), and zero-copy forwarding through
-//! kernel pipes ([`splice`]).
+//! kernel pipes ([`splice`]). Listening sockets move between processes in [`fd_pass`].
 
 pub mod fd;
+pub mod fd_pass;
 pub mod listen;
 pub mod proxy_io;
 pub mod proxy_protocol;

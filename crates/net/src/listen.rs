@@ -83,6 +83,15 @@ impl BoundListener {
     }
 }
 
+impl AsFd for BoundListener {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            BoundListener::Tcp(l) => l.as_fd(),
+            BoundListener::Unix(l) => l.as_fd(),
+        }
+    }
+}
+
 /// A listening socket attached to one thread's event loop.
 #[derive(Debug)]
 pub enum Listener {
@@ -130,9 +139,31 @@ impl Listener {
     }
 }
 
-/// Binds every socket `addr` stands for (one per port of a range).
-pub fn bind(addr: &ListenAddr, opts: &BindOptions) -> io::Result<Vec<BoundListener>> {
-    match addr {
+/// One listening socket an address stands for: what identifies it when a master process
+/// hands its sockets to a worker, reload after reload (`Display` gives the key).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// A TCP address (one port of a range).
+    Tcp(SocketAddr),
+    /// A unix socket path.
+    Unix(String),
+    /// An inherited descriptor.
+    Fd(i32),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Tcp(addr) => write!(f, "{addr}"),
+            Endpoint::Unix(path) => write!(f, "unix@{path}"),
+            Endpoint::Fd(n) => write!(f, "fd@{n}"),
+        }
+    }
+}
+
+/// The sockets `addr` stands for (one per port of a range), host names resolved.
+pub fn endpoints(addr: &ListenAddr) -> io::Result<Vec<Endpoint>> {
+    Ok(match addr {
         ListenAddr::Inet {
             family,
             host,
@@ -141,12 +172,29 @@ pub fn bind(addr: &ListenAddr, opts: &BindOptions) -> io::Result<Vec<BoundListen
             let ip = resolve_listen_host(*family, host)?;
             ports
                 .clone()
-                .map(|port| bind_tcp(SocketAddr::new(ip, port), opts).map(BoundListener::Tcp))
+                .map(|port| Endpoint::Tcp(SocketAddr::new(ip, port)))
                 .collect()
         }
-        ListenAddr::Unix(path) => Ok(vec![BoundListener::Unix(bind_unix(path, opts)?)]),
-        ListenAddr::Fd(n) => Ok(vec![adopt(*n)?]),
+        ListenAddr::Unix(path) => vec![Endpoint::Unix(path.clone())],
+        ListenAddr::Fd(n) => vec![Endpoint::Fd(*n)],
+    })
+}
+
+/// Binds (or, for `fd@N`, adopts) one endpoint.
+pub fn bind_endpoint(endpoint: &Endpoint, opts: &BindOptions) -> io::Result<BoundListener> {
+    match endpoint {
+        Endpoint::Tcp(addr) => bind_tcp(*addr, opts).map(BoundListener::Tcp),
+        Endpoint::Unix(path) => bind_unix(path, opts).map(BoundListener::Unix),
+        Endpoint::Fd(n) => adopt(*n),
     }
+}
+
+/// Binds every socket `addr` stands for (one per port of a range).
+pub fn bind(addr: &ListenAddr, opts: &BindOptions) -> io::Result<Vec<BoundListener>> {
+    endpoints(addr)?
+        .iter()
+        .map(|e| bind_endpoint(e, opts))
+        .collect()
 }
 
 fn resolve_listen_host(family: Family, host: &Host) -> io::Result<IpAddr> {
@@ -215,7 +263,20 @@ fn bind_unix(path: &str, opts: &BindOptions) -> io::Result<StdUnixListener> {
 }
 
 fn adopt(fd_number: i32) -> io::Result<BoundListener> {
-    let owned = fd::adopt_listening_socket(fd_number)?;
+    adopt_owned(fd::adopt_listening_socket(fd_number)?)
+}
+
+/// Makes a [`BoundListener`] of a socket another process handed over (`-x`, a master's
+/// worker), after checking that it listens.
+pub fn adopt_owned(owned: OwnedFd) -> io::Result<BoundListener> {
+    let listening = nix::sys::socket::getsockopt(&owned, nix::sys::socket::sockopt::AcceptConn)
+        .map_err(io::Error::from)?;
+    if !listening {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "handed-over socket is not listening",
+        ));
+    }
     let socket = Socket::from(owned);
     let is_unix = socket
         .local_addr()

@@ -30,8 +30,10 @@ const PEEK_LEN: usize = 256;
 pub enum HeaderError {
     /// Nothing complete arrived within the time limit.
     Timeout,
-    /// The client closed before sending a whole header.
+    /// The client closed without sending anything.
     Closed,
+    /// The client closed after part of a header.
+    Truncated,
     /// The bytes are not a valid header (the reason comes from the codec).
     Invalid(&'static str),
     /// The header is longer than [`MAX_HEADER_LEN`].
@@ -40,10 +42,48 @@ pub enum HeaderError {
     Io(io::Error),
 }
 
+impl HeaderError {
+    /// HAProxy's connection error number and message for this failure (`fc_err`,
+    /// `fc_err_str`, the error log line).
+    pub fn haproxy_error(&self) -> (u8, &'static str) {
+        match self {
+            HeaderError::Closed => (
+                11,
+                "Connection closed while waiting for PROXY protocol header",
+            ),
+            HeaderError::Truncated => (14, "Truncated PROXY protocol header received"),
+            HeaderError::Io(_) => (
+                12,
+                "Connection error while waiting for PROXY protocol header",
+            ),
+            HeaderError::Timeout => (13, "Timeout while waiting for PROXY protocol header"),
+            HeaderError::Invalid(
+                "not a PROXY protocol header" | "bad v1 signature" | "bad v2 signature",
+            ) => (
+                15,
+                "Received something which does not look like a PROXY protocol header",
+            ),
+            HeaderError::Invalid("unknown v1 protocol" | "unknown v2 family or transport") => (
+                17,
+                "Received an unhandled protocol in the PROXY protocol header",
+            ),
+            HeaderError::Invalid(_) | HeaderError::TooLong => {
+                (16, "Received an invalid PROXY protocol header")
+            }
+        }
+    }
+
+    /// True if the client sent nothing at all (`option dontlognull` skips such probes).
+    pub fn is_silent(&self) -> bool {
+        matches!(self, HeaderError::Closed)
+    }
+}
+
 impl From<io::Error> for HeaderError {
     fn from(err: io::Error) -> Self {
+        // Reads only follow a peek that saw bytes: an early end cuts a header short.
         if err.kind() == io::ErrorKind::UnexpectedEof {
-            HeaderError::Closed
+            HeaderError::Truncated
         } else {
             HeaderError::Io(err)
         }
@@ -74,7 +114,11 @@ async fn read_header_bytes(stream: &mut Stream, real: Endpoints) -> Result<Endpo
     loop {
         let n = peek(stream, &mut peeked).await?;
         if n == 0 {
-            return Err(HeaderError::Closed);
+            return Err(if consumed.is_empty() {
+                HeaderError::Closed
+            } else {
+                HeaderError::Truncated
+            });
         }
         let parsed = if consumed.is_empty() {
             proxy_protocol::parse(&peeked[..n])
@@ -268,10 +312,21 @@ mod tests {
         let (mut accepted, mut client, real) = pair().await;
         client.write_all(b"PROXY TCP4 1.2").await.unwrap();
         drop(client);
-        assert!(matches!(
-            read_header(&mut accepted, real, None).await,
-            Err(HeaderError::Closed)
-        ));
+        let err = read_header(&mut accepted, real, None).await.unwrap_err();
+        assert!(matches!(err, HeaderError::Truncated));
+        assert_eq!(err.haproxy_error().0, 14);
+
+        let (mut accepted, client, real) = pair().await;
+        drop(client);
+        let err = read_header(&mut accepted, real, None).await.unwrap_err();
+        assert!(err.is_silent());
+        assert_eq!(
+            err.haproxy_error(),
+            (
+                11,
+                "Connection closed while waiting for PROXY protocol header"
+            )
+        );
 
         let (mut accepted, _client, real) = pair().await;
         assert!(matches!(

@@ -12,11 +12,13 @@
 //! of the session (balance source, X-Forwarded-For, logs). The wait is bounded by `timeout
 //! client`: HAProxy bounds handshakes with `timeout client-hs` (not in 2.6, and not in Sluice)
 //! and falls back to `timeout client` when it is not set, which is this case. A missing,
-//! invalid or late header closes the connection without a word, counted as a request error of
-//! the frontend (HAProxy's `ereq` for a failed embryonic session), before the session is
-//! counted as one.
+//! invalid or late header closes the connection without a word to the client, counted as a
+//! request error of the frontend (HAProxy's `ereq` for a failed embryonic session) before the
+//! session is counted as one, and logged with the frontend's `error-log-format` or HAProxy's
+//! short error line.
 
 use crate::http::rules::{TcpVerdict, run_tcp_rules};
+use crate::report::report_connection_error;
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
 use crate::{http, tcp};
@@ -29,7 +31,7 @@ use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::proxy::Frontend;
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long to wait before accepting again after the process ran out of descriptors or
@@ -44,13 +46,15 @@ struct Slots {
 }
 
 /// Accepts connections on `listener` for `frontend` until the process stops listening;
-/// `accept_proxy` is the bind line's option: each connection starts with a PROXY header.
+/// `accept_proxy` is the bind line's option: each connection starts with a PROXY header;
+/// `bind_name` names the socket in error logs.
 pub async fn run_listener(
     process: Arc<Process>,
     frontend: Arc<Frontend>,
     listener: Listener,
     bind_slots: Option<Arc<Semaphore>>,
     accept_proxy: bool,
+    bind_name: Arc<str>,
 ) {
     let mut state = process.watch_listen_state();
     // `disable frontend` pauses this frontend alone, like SIGTTOU pauses them all.
@@ -96,7 +100,7 @@ pub async fn run_listener(
                     stream,
                     endpoints,
                     slots,
-                    accept_proxy,
+                    (accept_proxy, Arc::clone(&bind_name)),
                 ));
             }
             Err(err) if is_resource_exhaustion(&err) => {
@@ -139,7 +143,7 @@ async fn session(
     mut client: Stream,
     endpoints: Endpoints,
     slots: Slots,
-    accept_proxy: bool,
+    (accept_proxy, bind_name): (bool, Arc<str>),
 ) {
     let _slots = slots;
     let vars = Vars::default();
@@ -154,12 +158,16 @@ async fn session(
         }
     }
     let endpoints = if accept_proxy || vars.expects_proxy() {
+        // For the error log, should the header fail.
+        let accepted = (SystemTime::now(), Instant::now());
         // Boxed: the header's reading state is only needed at the start of the session.
         let reading = proxy_io::read_header(&mut client, endpoints, frontend.plan.timeouts.client);
         match Box::pin(reading).await {
             Ok(announced) => announced,
-            Err(_) => {
+            Err(err) => {
                 frontend.request_errors.incr();
+                let view = StreamView::new(&process, &frontend, endpoints, &vars);
+                report_connection_error(view, accepted, &bind_name, &err);
                 return;
             }
         }

@@ -1,14 +1,19 @@
 //! Reporting a finished stream: the `-d` debug line and the frontend's log line
-//! (`option httplog|tcplog`, `log-format`), with the connection counts read at the end.
+//! (`option httplog|tcplog`, `log-format`, `error-log-format`), with the connection counts
+//! read at the end; and a connection that failed before it became a stream (its error line).
 //!
 //! A `log-format` is rendered over the same [`StreamView`] the rules use, completed with the
 //! record's facts (timers, bytes, termination state), so `%[...]` fetches and `%Tw`-style
 //! aliases are both available.
 
 use crate::stream_context::StreamView;
+use sluice_net::proxy_io::HeaderError;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server, counts};
-use sluice_runtime::record::{RecordFacts, StreamRecord};
+use sluice_runtime::record::{
+    Cause, Counts, Phase, RecordFacts, StreamRecord, Termination, Timers,
+};
+use std::time::{Instant, SystemTime};
 
 /// Reports `record` (an HTTP request when `http`, else a TCP session) to the debug output and
 /// the frontend's log. `view` is what log-format fetches see of the stream.
@@ -41,4 +46,55 @@ pub fn report(
         };
         frontend.log_stream(record, http, &|fmt, out| fmt.render(&view, out));
     }
+}
+
+/// Logs a connection whose PROXY protocol header failed (`error-log-format`, or HAProxy's short
+/// error line). A client that sent nothing is a probe `option dontlognull` skips.
+pub fn report_connection_error(
+    view: StreamView<'_>,
+    accepted: (SystemTime, Instant),
+    bind_name: &str,
+    err: &HeaderError,
+) {
+    let frontend = view.frontend;
+    let Some(log) = &frontend.logger else {
+        return;
+    };
+    if log.conf.dont_log_null && err.is_silent() {
+        return;
+    }
+    let error = err.haproxy_error();
+    let record = StreamRecord {
+        start: accepted.0,
+        client: view.endpoints.client,
+        frontend: frontend.name(),
+        backend: None,
+        server: None,
+        timers: Timers {
+            total: accepted.1.elapsed(),
+            ..Timers::default()
+        },
+        // HAProxy logs `%ST` as 0 when no status was ever set.
+        status: Some(0),
+        bytes_to_client: 0,
+        bytes_from_client: 0,
+        // configuration.txt §8.5: "PR", the proxy refused the connection before a request.
+        termination: Termination {
+            cause: Cause::Proxy,
+            phase: Phase::Request,
+        },
+        retries: 0,
+        request_line: None,
+        counts: Counts::default(),
+        captures: None,
+        early: false,
+    };
+    let facts = RecordFacts::new(&record).with_connection_error(error);
+    let view = StreamView {
+        facts: Some(&facts),
+        ..view
+    };
+    frontend.log_connection_error(&record, bind_name, error.1, &|fmt, out| {
+        fmt.render(&view, out)
+    });
 }

@@ -67,6 +67,7 @@ pub async fn serve(
         request_line: None,
         counts: Counts::default(),
         captures: None,
+        early: false,
     };
     // `balance source` and `balance hash EXPR` (over the client's address and the inspected
     // bytes) have a key in TCP mode; the HTTP algorithms fall back to round robin.
@@ -134,6 +135,16 @@ pub async fn serve(
                 }
                 Some(mut upstream) => {
                     record.timers.connect = Some(connecting.elapsed());
+                    // `option logasap`: logged now that the server connection is established.
+                    if frontend.logger.as_ref().is_some_and(|l| l.conf.logasap) {
+                        let mut early = StreamRecord {
+                            early: true,
+                            ..record
+                        };
+                        early.timers.total = start.elapsed();
+                        log_session(&scope, backend, &mut early, inspected.filled());
+                        record.early = true;
+                    }
                     let early = inspected.filled();
                     let server_limit = backend.plan.timeouts.server;
                     if !early.is_empty()
@@ -228,6 +239,20 @@ pub async fn serve(
     record.timers.total = start.elapsed();
     // The log shows the counts after the session left the backend, as HAProxy's does.
     drop(backend_session);
+    // An early record was logged at the connection (`option logasap`).
+    if !record.early {
+        log_session(&scope, backend, &mut record, inspected.filled());
+    }
+    None
+}
+
+/// Writes the session's log line (and the `-d` debug line).
+fn log_session(
+    scope: &Scope<'_>,
+    backend: &Backend,
+    record: &mut StreamRecord<'_>,
+    payload: &[u8],
+) {
     let server = record
         .server
         .and_then(|name| backend.server_named(name))
@@ -240,19 +265,18 @@ pub async fn serve(
     let view = StreamView {
         backend: Some(backend),
         server,
-        payload: Some(inspected.filled()),
-        ..StreamView::new(process, frontend, endpoints, vars)
+        payload: Some(payload),
+        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
     };
     report(
-        process,
-        frontend,
+        scope.process,
+        scope.frontend,
         Some(backend),
         server,
-        &mut record,
+        record,
         false,
         view,
     );
-    None
 }
 
 /// How each direction moves its bytes: spliced when the frontend's or backend's `option

@@ -16,6 +16,7 @@ pub mod prometheus;
 pub mod proxy;
 pub mod rate;
 pub mod record;
+pub mod ring;
 pub mod server_list;
 pub mod stats;
 pub mod stats_typed;

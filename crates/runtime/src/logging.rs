@@ -5,10 +5,11 @@
 //! [`ProxyLogger`] builds the framed line for each of its targets and hands it to the
 //! [`LogHub`]'s bounded queue with `try_send`. When the queue is full (a slow or absent
 //! syslog server) the line is dropped and counted in [`LogHub::dropped`], as HAProxy drops
-//! and counts. The writer thread sends UDP datagrams, unix datagrams (`/dev/log`) and writes
-//! to stdout/stderr.
+//! and counts. The writer thread sends UDP datagrams, unix datagrams (`/dev/log`), writes
+//! to stdout/stderr and stores events in `ring` buffers ([`crate::ring`]).
 
 use crate::counters::Counter;
+use crate::ring::Ring;
 use sluice_config::logging::{LogAddr, LogTarget, SyslogFormat};
 use sluice_sample::civil;
 use std::fmt::Write as _;
@@ -37,20 +38,26 @@ pub struct LogHub {
     sender: SyncSender<(usize, Vec<u8>)>,
     /// Lines dropped because the queue was full or a target failed.
     pub dropped: Arc<Counter>,
+    /// The targets, and the lines each lost (`show events` per sink).
+    targets: Vec<LogAddr>,
+    dropped_by_target: Arc<Vec<Counter>>,
     pid: u32,
 }
 
 impl LogHub {
     /// Starts the writer thread for `targets` (indices into it are the target ids used by
-    /// [`ProxyLogger`]s).
-    pub fn start(targets: Vec<LogAddr>) -> std::io::Result<Arc<LogHub>> {
+    /// [`ProxyLogger`]s); `ring@NAME` targets are found in `rings`.
+    pub fn start(targets: Vec<LogAddr>, rings: &[Arc<Ring>]) -> std::io::Result<Arc<LogHub>> {
         let sinks = targets
-            .into_iter()
-            .map(Sink::open)
+            .iter()
+            .cloned()
+            .map(|addr| Sink::open(addr, rings))
             .collect::<std::io::Result<Vec<_>>>()?;
         let (sender, receiver) = mpsc::sync_channel::<(usize, Vec<u8>)>(QUEUE_DEPTH);
         let dropped = Arc::new(Counter::default());
-        let failures = Arc::clone(&dropped);
+        let dropped_by_target: Arc<Vec<Counter>> =
+            Arc::new(targets.iter().map(|_| Counter::default()).collect());
+        let (failures, failures_by_target) = (Arc::clone(&dropped), Arc::clone(&dropped_by_target));
         std::thread::Builder::new()
             .name("sluice-log".to_owned())
             .spawn(move || {
@@ -58,12 +65,17 @@ impl LogHub {
                     let sent = sinks.get(target).is_some_and(|sink| sink.send(&line));
                     if !sent {
                         failures.incr();
+                        if let Some(counter) = failures_by_target.get(target) {
+                            counter.incr();
+                        }
                     }
                 }
             })?;
         Ok(Arc::new(LogHub {
             sender,
             dropped,
+            targets,
+            dropped_by_target,
             pid: std::process::id(),
         }))
     }
@@ -71,8 +83,22 @@ impl LogHub {
     fn push(&self, target: usize, line: Vec<u8>) {
         match self.sender.try_send((target, line)) {
             Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.dropped.incr(),
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.dropped.incr();
+                if let Some(counter) = self.dropped_by_target.get(target) {
+                    counter.incr();
+                }
+            }
         }
+    }
+
+    /// The lines `addr` lost (0 for a target the hub does not serve).
+    pub fn dropped_for(&self, addr: &LogAddr) -> u64 {
+        self.targets
+            .iter()
+            .position(|a| a == addr)
+            .and_then(|i| self.dropped_by_target.get(i))
+            .map_or(0, Counter::get)
     }
 }
 
@@ -82,10 +108,11 @@ enum Sink {
     Unix(UnixDatagram, std::path::PathBuf),
     Stdout,
     Stderr,
+    Ring(Arc<Ring>),
 }
 
 impl Sink {
-    fn open(addr: LogAddr) -> std::io::Result<Sink> {
+    fn open(addr: LogAddr, rings: &[Arc<Ring>]) -> std::io::Result<Sink> {
         Ok(match addr {
             LogAddr::Udp(to) => {
                 let local = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
@@ -94,6 +121,18 @@ impl Sink {
             LogAddr::Unix(path) => Sink::Unix(UnixDatagram::unbound()?, path),
             LogAddr::Fd(2) => Sink::Stderr,
             LogAddr::Fd(_) => Sink::Stdout,
+            LogAddr::Ring(name) => Sink::Ring(
+                rings
+                    .iter()
+                    .find(|r| r.name == name)
+                    .cloned()
+                    .ok_or_else(|| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            format!("no ring named '{name}'"),
+                        )
+                    })?,
+            ),
         })
     }
 
@@ -103,6 +142,11 @@ impl Sink {
             Sink::Unix(socket, path) => socket.send_to(line, path).is_ok(),
             Sink::Stdout => std::io::stdout().lock().write_all(line).is_ok(),
             Sink::Stderr => std::io::stderr().lock().write_all(line).is_ok(),
+            // A ring holds events without their line ends; `show events` adds them back.
+            Sink::Ring(ring) => {
+                ring.push(line.strip_suffix(b"\n").unwrap_or(line));
+                true
+            }
         }
     }
 }
@@ -312,7 +356,7 @@ mod tests {
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
         let addr = receiver.local_addr().unwrap();
-        let hub = LogHub::start(vec![LogAddr::Udp(addr)]).unwrap();
+        let hub = LogHub::start(vec![LogAddr::Udp(addr)], &[]).unwrap();
         let mut quiet = target(SyslogFormat::Raw);
         quiet.addr = LogAddr::Udp(addr);
         quiet.max_level = 5;
@@ -327,5 +371,87 @@ mod tests {
         assert_eq!(n, 80);
         assert!(buf[..n].starts_with(b"<6>xxx"));
         assert_eq!(buf[n - 1], b'\n');
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod drop_tests {
+    use super::*;
+
+    #[test]
+    fn a_stuck_target_costs_dropped_lines_never_a_wait() {
+        // A unix datagram receiver that never reads: once its queue is full, the writer
+        // thread blocks on it, the hub's queue fills, and further lines are dropped.
+        let dir = std::env::temp_dir().join(format!("sluice-logdrop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("stuck.sock");
+        let _ = std::fs::remove_file(&path);
+        let _receiver = UnixDatagram::bind(&path).unwrap();
+        let hub = LogHub::start(vec![LogAddr::Unix(path.clone())], &[]).unwrap();
+        let target = LogTarget {
+            addr: LogAddr::Unix(path),
+            max_len: 1024,
+            format: SyslogFormat::Raw,
+            sample: None,
+            facility: 16,
+            max_level: 7,
+            min_level: 0,
+        };
+        let logger = ProxyLogger::new(Arc::clone(&hub), vec![(0, target)], "t".to_owned());
+        let lines = 3 * QUEUE_DEPTH as u64;
+        for _ in 0..lines {
+            logger.emit(level::INFO, b"a line nobody reads");
+        }
+        assert_eq!(
+            hub.dropped_for(&LogAddr::Unix(dir.join("stuck.sock"))),
+            hub.dropped.get()
+        );
+        assert_eq!(hub.dropped_for(&LogAddr::Fd(1)), 0);
+        // Every emit returned (this point is reached) and the excess was counted: the writer
+        // took at most the queue, plus what the kernel queued for the socket before blocking
+        // (`net.unix.max_dgram_qlen` and the send buffer: a few hundred at most).
+        let dropped = hub.dropped.get();
+        assert!(dropped >= lines - QUEUE_DEPTH as u64 - 1024, "{dropped}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod ring_tests {
+    use super::*;
+
+    #[test]
+    fn ring_targets_store_framed_events_without_line_ends() {
+        let ring = Arc::new(Ring::new("buf", "buf", 4096));
+        let mut watch = ring.watch();
+        let hub = LogHub::start(vec![LogAddr::Ring("buf".into())], &[Arc::clone(&ring)]).unwrap();
+        let target = LogTarget {
+            addr: LogAddr::Ring("buf".into()),
+            max_len: 1024,
+            format: SyslogFormat::Short,
+            sample: None,
+            facility: 16,
+            max_level: 7,
+            min_level: 0,
+        };
+        let logger = ProxyLogger::new(hub, vec![(0, target)], "t".to_owned());
+        logger.emit(level::INFO, b"hello");
+        // The writer thread stores it; wait for the ring's signal, not for time.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(async {
+                tokio::time::timeout(std::time::Duration::from_secs(5), watch.changed()).await
+            })
+            .unwrap()
+            .unwrap();
+        let mut out = Vec::new();
+        ring.read_from(0, &mut out);
+        assert_eq!(out, b"<6>hello\n");
+        assert!(LogHub::start(vec![LogAddr::Ring("nope".into())], &[]).is_err());
     }
 }

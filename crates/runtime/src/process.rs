@@ -10,6 +10,7 @@ use crate::health::Admin;
 use crate::logging::{LogHub, ProxyLogger};
 use crate::proxy::{Backend, Frontend, FrontendLog};
 use crate::record::StreamLog;
+use crate::ring::Ring;
 use sluice_config::addr::{Host, ServerAddr};
 use sluice_config::checks::InitAddr;
 use sluice_config::global::GlobalConf;
@@ -17,6 +18,7 @@ use sluice_config::logging::{LogAddr, LogTarget};
 use sluice_config::plan::FrontendPlan;
 use sluice_config::plan::Plan;
 use sluice_config::proxy::ServerConf;
+use sluice_config::ring::RingConf;
 use sluice_net::splice::PipeBudget;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -77,6 +79,10 @@ pub struct Process {
     pub pipes: Arc<PipeBudget>,
     /// Where finished streams are reported (the `-d` debug output for now).
     pub stream_log: Option<Box<dyn StreamLog>>,
+    /// The `ring` sections' buffers (`show events`).
+    pub rings: Vec<Arc<Ring>>,
+    /// The log writer, when some proxy logs (`DroppedLogs` in `show info`).
+    pub log_hub: Option<Arc<LogHub>>,
     listen_state: watch::Sender<ListenState>,
 }
 
@@ -135,8 +141,13 @@ impl Process {
             })
             .collect();
         let plan_maxpipes = plan.global.maxpipes;
+        let rings: Vec<Arc<Ring>> = plan
+            .rings
+            .iter()
+            .map(|r| Arc::new(Ring::new(&r.name, &r.description, r.size)))
+            .collect();
         let logging = Logging::plan(&plan.global, &plan.frontends);
-        let hub = match logging.start() {
+        let hub = match logging.start(&rings) {
             Ok(hub) => hub,
             Err(err) => {
                 errors.push(format!("cannot open the log targets: {err}"));
@@ -151,7 +162,7 @@ impl Process {
                 let limit = frontend_limit(&fp);
                 let logger = hub
                     .as_ref()
-                    .and_then(|hub| logging.logger_for(hub, &plan.global, &fp));
+                    .and_then(|hub| logging.logger_for(hub, &plan.global, &plan.rings, &fp));
                 let mut frontend = Frontend::new(fp, backend, limit);
                 frontend.logger = logger;
                 Arc::new(frontend)
@@ -175,6 +186,8 @@ impl Process {
             traffic: Traffic::default(),
             pipes: PipeBudget::new(Some(plan_maxpipes.unwrap_or(opts.maxconn as usize / 4))),
             stream_log,
+            rings,
+            log_hub: hub,
             listen_state: watch::channel(ListenState::Active).0,
         })
     }
@@ -225,17 +238,18 @@ impl Logging {
         Logging { targets }
     }
 
-    fn start(&self) -> std::io::Result<Option<Arc<LogHub>>> {
+    fn start(&self, rings: &[Arc<Ring>]) -> std::io::Result<Option<Arc<LogHub>>> {
         if self.targets.is_empty() {
             return Ok(None);
         }
-        LogHub::start(self.targets.clone()).map(Some)
+        LogHub::start(self.targets.clone(), rings).map(Some)
     }
 
     fn logger_for(
         &self,
         hub: &Arc<LogHub>,
         global: &GlobalConf,
+        rings: &[RingConf],
         fp: &FrontendPlan,
     ) -> Option<FrontendLog> {
         if !fp.log.enabled() {
@@ -249,7 +263,18 @@ impl Logging {
         let targets: Vec<(usize, LogTarget)> = global_targets
             .iter()
             .chain(&fp.log.targets)
-            .filter_map(|t| Some((self.targets.iter().position(|a| *a == t.addr)?, t.clone())))
+            .filter_map(|t| {
+                let id = self.targets.iter().position(|a| *a == t.addr)?;
+                let mut t = t.clone();
+                // A ring stores events in its own format, cut to its own `maxlen`.
+                if let LogAddr::Ring(name) = &t.addr
+                    && let Some(ring) = rings.iter().find(|r| &r.name == name)
+                {
+                    t.format = ring.format;
+                    t.max_len = t.max_len.min(ring.maxlen);
+                }
+                Some((id, t))
+            })
             .collect();
         let tag = fp
             .log

@@ -91,6 +91,45 @@ impl Frontend {
         log.out.emit(severity(log, record), line.as_bytes());
     }
 
+    /// Logs a connection that failed before it became a stream (a bad PROXY protocol
+    /// header, configuration.txt §8.2.5): with `error-log-format` (`custom` renders it), else
+    /// in HAProxy's short line `client:port [date] frontend/bind: message` when the frontend
+    /// logs streams in a format of its own (`option httplog|tcplog`, `log-format`).
+    pub fn log_connection_error(
+        &self,
+        record: &StreamRecord<'_>,
+        bind_name: &str,
+        message: &str,
+        custom: &dyn Fn(&LogFormat, &mut Vec<u8>),
+    ) {
+        let Some(log) = &self.logger else {
+            return;
+        };
+        let level = if log.conf.separate_errors {
+            level::ERR
+        } else {
+            level::INFO
+        };
+        if let Some(fmt) = &log.conf.error_format {
+            let mut bytes = Vec::with_capacity(256);
+            custom(fmt, &mut bytes);
+            log.out.emit(level, &bytes);
+            return;
+        }
+        if matches!(log.conf.format, LineFormat::Minimal) {
+            return;
+        }
+        let mut line = String::with_capacity(160);
+        match record.client {
+            Some(addr) => line.push_str(&format!("{}:{}", addr.ip(), addr.port())),
+            None => line.push_str("unix:0"),
+        }
+        line.push_str(" [");
+        crate::record::write_date(record.start, &mut line);
+        line.push_str(&format!("] {}/{bind_name}: {message}", self.name()));
+        log.out.emit(level, line.as_bytes());
+    }
+
     /// HAProxy's minimal log (no `option httplog|tcplog`, no `log-format`): one line when a
     /// connection is accepted.
     pub fn log_connection(&self, client: Option<SocketAddr>, local: Option<SocketAddr>) {

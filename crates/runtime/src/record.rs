@@ -143,6 +143,9 @@ pub struct StreamRecord<'a> {
     pub counts: Counts,
     /// Captured headers and samples (HTTP only; `None` or empty prints nothing).
     pub captures: Option<&'a CaptureSet>,
+    /// Logged before the stream ended (`option logasap`): the total time and the bytes are
+    /// only those so far, printed with a `+` as HAProxy does.
+    pub early: bool,
 }
 
 /// The connection and queue counts a log line shows (`%ac/%fc/%bc/%sc` and `%sq/%bq`).
@@ -168,6 +171,7 @@ pub struct RecordFacts<'r> {
     termination: [u8; 2],
     termination_cookie: [u8; 4],
     unique_id: Option<Vec<u8>>,
+    connection_error: Option<(u8, &'static str)>,
 }
 
 impl<'r> RecordFacts<'r> {
@@ -180,6 +184,15 @@ impl<'r> RecordFacts<'r> {
             termination: [a, b],
             termination_cookie: [a, b, b'-', b'-'],
             unique_id: None,
+            connection_error: None,
+        }
+    }
+
+    /// The same facts for a connection that failed before it became a stream (`fc_err`).
+    pub fn with_connection_error(self, error: (u8, &'static str)) -> Self {
+        RecordFacts {
+            connection_error: Some(error),
+            ..self
         }
     }
 
@@ -228,6 +241,18 @@ impl LogFacts for RecordFacts<'_> {
             LogNumber::Status => r.status.map(i64::from),
             _ => None,
         }
+    }
+
+    fn connection_error(&self) -> Option<(u8, &'static str)> {
+        self.connection_error
+    }
+
+    fn incomplete(&self, which: LogNumber) -> bool {
+        self.record.early
+            && matches!(
+                which,
+                LogNumber::Active | LogNumber::Total | LogNumber::User | LogNumber::BytesToClient
+            )
     }
 
     fn text(&self, which: LogText) -> Option<&[u8]> {
@@ -284,13 +309,15 @@ impl StreamRecord<'_> {
         let t = &self.timers;
         let _ = write!(
             out,
-            " {}/{}/{}/{}/{} {} {} - - {}{}-- {}/{}/{}/{}/{} {}/{} \"",
+            " {}/{}/{}/{}/{}{} {} {}{} - - {}{}-- {}/{}/{}/{}/{} {}/{} \"",
             ms(t.request),
             ms(t.queue),
             ms(t.connect),
             ms(t.response),
+            self.plus(),
             t.total.as_millis(),
             self.status.map_or(-1, i32::from),
+            self.plus(),
             self.bytes_to_client,
             self.termination.chars()[0],
             self.termination.chars()[1],
@@ -322,10 +349,12 @@ impl StreamRecord<'_> {
         let t = &self.timers;
         let _ = write!(
             out,
-            " {}/{}/{} {} {}{} {}/{}/{}/{}/{} {}/{}",
+            " {}/{}/{}{} {}{} {}{} {}/{}/{}/{}/{} {}/{}",
             ms(t.queue),
             ms(t.connect),
+            self.plus(),
             t.total.as_millis(),
+            self.plus(),
             self.bytes_to_client,
             self.termination.chars()[0],
             self.termination.chars()[1],
@@ -362,8 +391,9 @@ impl StreamRecord<'_> {
         let since = self.start.duration_since(UNIX_EPOCH).unwrap_or_default();
         let _ = write!(
             out,
-            "\" {} {} \"\" \"\" {} {} \"{}\" \"{}\" \"{}\" {} {} {} {} {} {}{}-- {} {} {} {} {} {} {} \"\" \"\" ",
+            "\" {} {}{} \"\" \"\" {} {} \"{}\" \"{}\" \"{}\" {} {} {} {} {}{} {}{}-- {} {} {} {} {} {} {} \"\" \"\" ",
             self.status.map_or(-1, i32::from),
+            self.plus(),
             self.bytes_to_client,
             self.client.map_or(0, |a| a.port()),
             since.subsec_millis(),
@@ -374,6 +404,7 @@ impl StreamRecord<'_> {
             ms(t.queue),
             ms(t.connect),
             ms(t.response),
+            self.plus(),
             t.total.as_millis(),
             self.termination.chars()[0],
             self.termination.chars()[1],
@@ -385,6 +416,11 @@ impl StreamRecord<'_> {
             c.server_queue,
             c.backend_queue,
         );
+    }
+
+    /// `+` before the numbers that are only values so far (`option logasap`).
+    fn plus(&self) -> &'static str {
+        if self.early { "+" } else { "" }
     }
 
     fn write_prefix(&self, out: &mut String) {
@@ -483,7 +519,25 @@ mod tests {
             request_line: Some(b"GET / HTTP/1.1"),
             counts: Counts::default(),
             captures: None,
+            early: false,
         }
+    }
+
+    #[test]
+    fn early_lines_mark_partial_numbers() {
+        // configuration.txt `option logasap`: the total time and the bytes get a `+`.
+        let mut r = record();
+        r.early = true;
+        let mut line = String::new();
+        r.write_http_line(&mut line);
+        assert!(line.contains(" 2/0/1/5/+9 200 +146 - - ---- "), "{line}");
+        let mut line = String::new();
+        r.write_tcp_line(&mut line);
+        assert!(line.ends_with(" 0/1/+9 +146 -- 0/0/0/0/0 0/0"), "{line}");
+        let facts = RecordFacts::new(&r);
+        assert!(facts.incomplete(LogNumber::BytesToClient));
+        assert!(facts.incomplete(LogNumber::Active));
+        assert!(!facts.incomplete(LogNumber::Connect));
     }
 
     #[test]

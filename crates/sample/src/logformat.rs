@@ -144,6 +144,18 @@ pub trait LogFacts {
         false
     }
 
+    /// The error that ended the client connection before it became a stream (`fc_err`,
+    /// `fc_err_str`): HAProxy's error number and message; `None` when there was none.
+    fn connection_error(&self) -> Option<(u8, &'static str)> {
+        None
+    }
+
+    /// True if `which` is only a value so far because the line is logged before the stream
+    /// ended (`option logasap`); HAProxy prints such numbers with a `+`.
+    fn incomplete(&self, _which: LogNumber) -> bool {
+        false
+    }
+
     /// How many header captures the frontend declares for requests (`response` false) or
     /// responses (`%hr`, `%hs`...).
     fn captured_header_count(&self, _response: bool) -> usize {
@@ -909,6 +921,9 @@ fn render_alias(alias: Alias, flags: Flags, enc: Enc, ctx: &dyn Context, out: &m
                 LogNumber::Pid | LogNumber::RequestCounter => Some(4),
                 _ => None,
             };
+            if facts.is_some_and(|f| f.incomplete(which)) {
+                out.push(b'+');
+            }
             put_number(out, facts.and_then(|f| f.number(which)), flags, hex_width);
         }
         Alias::BackendConnections => {

@@ -1,8 +1,7 @@
 //! The command line, compatible with HAProxy's (management.txt §3).
 //!
-//! [`parse`] turns `argv` into [`Options`] or a usage error. Options that belong to features
-//! not built yet (`-W`, `-S`, `-x`) are refused with a message saying so, rather than accepted
-//! and ignored.
+//! [`parse`] turns `argv` into [`Options`] or a usage error; [`worker_args`] is the command
+//! line a master (`-W`, `-Ws`) gives its workers.
 
 use std::path::PathBuf;
 
@@ -43,6 +42,14 @@ pub struct Options {
     pub chdir: Option<PathBuf>,
     /// `-sf PID...` / `-st PID...`: the processes to stop once this one listens, and how.
     pub replaces: Option<(Replace, Vec<i32>)>,
+    /// `-W`: master-worker mode.
+    pub master_worker: bool,
+    /// `-Ws`: master-worker mode with systemd notifications.
+    pub systemd: bool,
+    /// `-S ADDR[,OPTION,VALUE...]`: the master CLI socket.
+    pub master_socket: Option<String>,
+    /// `-x PATH`: take the listening sockets from the process serving this stats socket.
+    pub transfer_socket: Option<PathBuf>,
 }
 
 /// How the processes named by `-sf`/`-st` are stopped once the new one listens.
@@ -57,9 +64,6 @@ pub enum Replace {
 /// A command line Sluice cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageError(pub String);
-
-/// Options of the master-worker mode and socket transfer, not implemented yet.
-const RELOAD_OPTIONS: &[&str] = &["-W", "-Ws", "-S", "-x"];
 
 /// Parses the arguments after the program name.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageError> {
@@ -98,6 +102,13 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
             "-N" => opts.proxy_maxconn = Some(number("-N", &value("-N")?)?),
             "-L" => opts.local_peer = Some(value("-L")?),
             "-C" => opts.chdir = Some(PathBuf::from(value("-C")?)),
+            "-W" => opts.master_worker = true,
+            "-Ws" => {
+                opts.master_worker = true;
+                opts.systemd = true;
+            }
+            "-S" => opts.master_socket = Some(value("-S")?),
+            "-x" => opts.transfer_socket = Some(PathBuf::from(value("-x")?)),
             "-sf" | "-st" => {
                 // As in HAProxy, the process ids are every following number.
                 let mut pids = Vec::new();
@@ -114,11 +125,6 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
                 };
                 opts.replaces = Some((how, pids));
             }
-            other if RELOAD_OPTIONS.contains(&other) => {
-                return Err(UsageError(format!(
-                    "option '{other}' (reload and master-worker mode) is not supported by Sluice yet"
-                )));
-            }
             other if other.starts_with('-') => {
                 return Err(UsageError(format!("unknown option '{other}'")));
             }
@@ -130,6 +136,34 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
         return Err(UsageError("no configuration file given (use -f)".into()));
     }
     Ok(opts)
+}
+
+/// The command line of a worker: the master's (`args`, program name excluded) without the
+/// options only the master acts on: `-W`, `-S`, `-D` (the master detaches), `-p` (the pid file
+/// names the master), `-C` (the worker starts in the directory the master moved to), `-x` (the
+/// master holds the sockets) and old `-sf`/`-st` lists (the master adds its own).
+pub fn worker_args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        match arg {
+            "--" => {
+                out.extend_from_slice(&args[i - 1..]);
+                break;
+            }
+            "-W" | "-Ws" | "-D" => {}
+            "-S" | "-p" | "-C" | "-x" => i += 1,
+            "-sf" | "-st" => {
+                while args.get(i).is_some_and(|a| a.parse::<i32>().is_ok()) {
+                    i += 1;
+                }
+            }
+            _ => out.push(arg.to_owned()),
+        }
+    }
+    out
 }
 
 fn number(option: &str, text: &str) -> Result<u32, UsageError> {
@@ -157,6 +191,8 @@ Usage : sluice [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -N <maxpconn>
         -L set local peer name
         -p writes pids of all children to this file
         -sf/-st [pid ]* finishes/terminates old pids once this process listens.
+        -W master-worker mode ; -Ws with systemd notifications ; -S binds the master CLI socket.
+        -x <unix_socket> takes the listening sockets of the old process (reload).
 ";
 
 #[cfg(test)]
@@ -226,11 +262,25 @@ mod tests {
             args(&["-f", "x", "-Z"]).unwrap_err().0,
             "unknown option '-Z'"
         );
-        assert!(
-            args(&["-f", "x", "-W"])
-                .unwrap_err()
-                .0
-                .contains("not supported by Sluice yet")
+        let o = args(&["-f", "x", "-Ws"]).unwrap();
+        assert!(o.master_worker && o.systemd);
+    }
+
+    #[test]
+    fn master_options_and_the_workers_command_line() {
+        let o = args(&["-W", "-S", "/run/m.sock,mode,600", "-f", "x"]).unwrap();
+        assert!(o.master_worker);
+        assert_eq!(o.master_socket.as_deref(), Some("/run/m.sock,mode,600"));
+        let raw: Vec<String> = [
+            "-W", "-D", "-S", "/m", "-p", "pid", "-C", "/etc", "-f", "a.cfg", "-sf", "1", "2",
+            "-d", "--", "-W", "b.cfg",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            worker_args(&raw),
+            ["-f", "a.cfg", "-d", "--", "-W", "b.cfg"]
         );
     }
 

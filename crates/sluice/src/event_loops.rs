@@ -9,6 +9,7 @@
 //! the listeners and SIGTTIN resumes them.
 
 use crate::listeners::{CliSocket, FrontendSocket};
+use sluice_admin::cli::Exposed;
 use sluice_runtime::process::{ListenState, Process};
 use std::io;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
                 socket: s.socket.try_clone()?,
                 bind_slots: s.bind_slots.clone(),
                 accept_proxy: s.accept_proxy,
+                name: Arc::clone(&s.name),
             });
         }
         per_thread.push(mine);
@@ -65,6 +67,7 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
                         listener,
                         spec.bind_slots,
                         spec.accept_proxy,
+                        spec.name,
                     ));
                 }
                 Err(err) => {
@@ -80,21 +83,23 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
 }
 
 /// Runs the control loop on the calling thread until the process must exit; returns the exit
-/// status.
+/// status. `exposed` are the listening sockets `_getsocks` hands over.
 pub fn run_control(
     process: Arc<Process>,
     cli_sockets: Vec<CliSocket>,
+    exposed: Exposed,
     debug: bool,
 ) -> io::Result<i32> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(control(process, cli_sockets, debug))
+    runtime.block_on(control(process, cli_sockets, Arc::new(exposed), debug))
 }
 
 async fn control(
     process: Arc<Process>,
     cli_sockets: Vec<CliSocket>,
+    exposed: Arc<Exposed>,
     debug: bool,
 ) -> io::Result<i32> {
     for cli in cli_sockets {
@@ -102,8 +107,12 @@ async fn control(
         tokio::spawn(sluice_admin::cli::serve(
             Arc::clone(&process),
             listener,
-            cli.level,
-            cli.timeout,
+            sluice_admin::cli::CliOptions {
+                level: cli.level,
+                idle_timeout: cli.timeout,
+                exposed: cli.expose.then(|| Arc::clone(&exposed)),
+                stays_while_stopping: cli.from_master,
+            },
         ));
     }
     let mut interrupt = signal(SignalKind::interrupt())?;
@@ -125,6 +134,8 @@ async fn control(
             _ = soft_stop.recv(), if drain.is_none() => {
                 say("SIGUSR1 received: stopping listeners, waiting for sessions to finish");
                 process.set_listen_state(ListenState::Stopped);
+                // A stopping process keeps no socket that nobody accepts on.
+                exposed.clear();
                 drain = Some(Box::pin(wait_for_sessions(Arc::clone(&process))));
             }
             _ = pause.recv() => {

@@ -2,13 +2,16 @@
 //!
 //! All sockets are bound while the process still has its start-up privileges (low ports,
 //! socket directories), and a failure stops the start-up with an alert naming the
-//! configuration line: a configuration error never leaves a half-started proxy.
+//! configuration line: a configuration error never leaves a half-started proxy. A worker of a
+//! master process (`-W`) takes the sockets its master bound instead ([`Handoff`]), and serves
+//! its own CLI socket from the master too.
 
+use crate::master::Handoff;
 use sluice_admin::cli;
 use sluice_config::addr::ListenAddr;
 use sluice_config::global::{CliLevel, Owner, StatsSocketConf};
 use sluice_config::proxy::BindConf;
-use sluice_net::listen::{self, BindOptions, BoundListener};
+use sluice_net::listen::{self, BindOptions, BoundListener, Endpoint};
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::Frontend;
 use std::sync::Arc;
@@ -28,6 +31,9 @@ pub struct FrontendSocket {
     pub bind_slots: Option<Arc<Semaphore>>,
     /// The bind line's `accept-proxy`: connections start with a PROXY protocol header.
     pub accept_proxy: bool,
+    /// The bind line's `name`, else the socket's number in its frontend (from 1), as
+    /// HAProxy names a listener in its error logs.
+    pub name: Arc<str>,
 }
 
 /// One bound `stats socket`.
@@ -38,13 +44,38 @@ pub struct CliSocket {
     pub level: CliLevel,
     /// Its inactivity timeout.
     pub timeout: Duration,
+    /// `expose-fd listeners`: `_getsocks` hands the listening sockets over.
+    pub expose: bool,
+    /// The master's socket into this worker (kept open while the worker stops).
+    pub from_master: bool,
 }
 
-/// Binds every frontend socket and stats socket, or returns every failure.
-pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket>), Vec<String>> {
+/// Every socket of the process, bound.
+pub struct Bound {
+    /// The frontends' sockets.
+    pub frontends: Vec<FrontendSocket>,
+    /// The CLI sockets.
+    pub clis: Vec<CliSocket>,
+    /// A handle on each frontend socket with its key, kept when some CLI socket exposes them.
+    pub exposed: Vec<(String, BoundListener)>,
+}
+
+/// Binds every frontend socket and stats socket (taking those `handoff` holds), or returns
+/// every failure.
+pub fn bind_all(
+    process: &Process,
+    mut handoff: Option<&mut Handoff>,
+) -> Result<Bound, Vec<String>> {
     let mut errors = Vec::new();
     let mut frontend_sockets = Vec::new();
+    let expose = process
+        .global
+        .stats_sockets
+        .iter()
+        .any(|s| s.expose_listeners);
+    let mut exposed = Vec::new();
     for frontend in &process.frontends {
+        let mut number = 0;
         for bind in &frontend.plan.binds {
             let opts = bind_options(bind, frontend.limit.get());
             let slots = bind
@@ -52,15 +83,26 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
                 .filter(|&n| n > 0)
                 .map(|n| Arc::new(Semaphore::new(n as usize)));
             for addr in &bind.addrs {
-                match listen::bind(addr, &opts) {
-                    Ok(sockets) => {
-                        frontend_sockets.extend(sockets.into_iter().map(|socket| FrontendSocket {
+                match bind_or_inherit(addr, &opts, handoff.as_deref_mut()) {
+                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|(endpoint, socket)| {
+                        number += 1;
+                        if expose {
+                            match socket.try_clone() {
+                                Ok(handle) => exposed.push((endpoint.to_string(), handle)),
+                                Err(err) => errors.push(format!(
+                                    "[ALERT] cannot keep a handle on {endpoint} for expose-fd: {err}"
+                                )),
+                            }
+                        }
+                        let name = bind.name.clone().unwrap_or_else(|| number.to_string());
+                        FrontendSocket {
                             frontend: Arc::clone(frontend),
                             socket,
                             bind_slots: slots.clone(),
                             accept_proxy: bind.accept_proxy,
-                        }))
-                    }
+                            name: name.into(),
+                        }
+                    })),
                     Err(err) => errors.push(bind_error(&bind.span, frontend.name(), addr, &err)),
                 }
             }
@@ -74,18 +116,59 @@ pub fn bind_all(process: &Process) -> Result<(Vec<FrontendSocket>, Vec<CliSocket
                 socket,
                 level: conf.level,
                 timeout,
+                expose: conf.expose_listeners,
+                from_master: false,
             })),
             Err(err) => errors.push(bind_error(&conf.span, "stats socket", &conf.addr, &err)),
         }
     }
+    if let Some(fd) = handoff.as_ref().and_then(|h| h.cli) {
+        // The master's way in (`@1 show info`): level admin, as HAProxy's master CLI.
+        match listen::bind_endpoint(&Endpoint::Fd(fd), &BindOptions::default()) {
+            Ok(socket) => cli_sockets.push(CliSocket {
+                socket,
+                level: CliLevel::Admin,
+                timeout,
+                expose: false,
+                from_master: true,
+            }),
+            Err(err) => errors.push(format!(
+                "[ALERT] cannot take the master's CLI socket (fd {fd}): {err}"
+            )),
+        }
+    }
     if errors.is_empty() {
-        Ok((frontend_sockets, cli_sockets))
+        Ok(Bound {
+            frontends: frontend_sockets,
+            clis: cli_sockets,
+            exposed,
+        })
     } else {
         Err(errors)
     }
 }
 
-fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
+/// The sockets of `addr`: those handed over (by a master or an old process), bound here
+/// otherwise.
+fn bind_or_inherit(
+    addr: &ListenAddr,
+    opts: &BindOptions,
+    mut handoff: Option<&mut Handoff>,
+) -> std::io::Result<Vec<(Endpoint, BoundListener)>> {
+    listen::endpoints(addr)?
+        .into_iter()
+        .map(|endpoint| {
+            let socket = match handoff.as_deref_mut().and_then(|h| h.take(&endpoint)) {
+                Some(fd) => listen::adopt_owned(fd)?,
+                None => listen::bind_endpoint(&endpoint, opts)?,
+            };
+            Ok((endpoint, socket))
+        })
+        .collect()
+}
+
+/// The socket options of a `bind` line.
+pub fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
     BindOptions {
         // HAProxy sizes the queue from the frontend's maxconn when no backlog is given.
         backlog: bind
@@ -98,7 +181,8 @@ fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
     }
 }
 
-fn bind_stats_socket(conf: &StatsSocketConf) -> std::io::Result<Vec<BoundListener>> {
+/// Binds a `stats socket` (or the master CLI socket), setting its owner.
+pub fn bind_stats_socket(conf: &StatsSocketConf) -> std::io::Result<Vec<BoundListener>> {
     let opts = BindOptions {
         backlog: 10,
         unix_mode: conf.mode,
@@ -145,7 +229,8 @@ fn owner_gid(owner: &Owner) -> std::io::Result<u32> {
     }
 }
 
-fn bind_error(
+/// The alert for an address that could not be bound.
+pub fn bind_error(
     span: &sluice_config::diag::Span,
     what: &str,
     addr: &ListenAddr,

@@ -4,12 +4,15 @@
 //! `-cc` at once; read and check the configuration (every diagnostic printed, exit 1 on any
 //! alert); build the live objects; stop there for `-c`; raise limits and bind every socket
 //! ([`listeners`]); detach, write the pid file and drop privileges ([`system`]); start the event
-//! loops and run the control loop ([`event_loops`]) until a signal ends the process.
+//! loops and run the control loop ([`event_loops`]) until a signal ends the process. With `-W`
+//! (or `master-worker`) the process becomes a master instead, binding the sockets and running
+//! workers of itself ([`master`]); a worker takes its sockets from its master.
 
 mod args;
 mod capabilities;
 mod event_loops;
 mod listeners;
+mod master;
 mod system;
 
 use sluice_config::diag::Severity;
@@ -79,38 +82,7 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
             )]
         })?;
     }
-    let mut diags = Vec::new();
-    let sources = reader::read_sources(&opts.config_paths, &mut diags);
-    let checked = plan::check(&sources, ctx);
-    diags.extend(checked.diagnostics);
-    let zero_warning =
-        opts.zero_warning || checked.plan.as_ref().is_some_and(|p| p.global.zero_warning);
-    let quiet =
-        opts.quiet || checked.plan.as_ref().is_some_and(|p| p.global.quiet) && !opts.verbose;
-    for d in &diags {
-        let show = match d.severity {
-            Severity::Alert => true,
-            Severity::Warning => !quiet || zero_warning,
-            Severity::Notice => !quiet,
-            Severity::Diag => opts.diagnostic,
-        };
-        if show {
-            eprintln!("{d}");
-        }
-    }
-    let has_warnings = diags.iter().any(|d| d.severity == Severity::Warning);
-    // Any alert is fatal, including one about a file that could not be read: starting with
-    // part of a configuration is worse than not starting.
-    let fatal = diags.iter().any(|d| d.is_fatal());
-    let Some(plan) = checked.plan.filter(|_| !fatal) else {
-        return Err(vec!["[ALERT] Fatal errors found in configuration.".into()]);
-    };
-    if zero_warning && has_warnings {
-        return Err(vec![
-            "[ALERT] Warnings found in configuration while zero-warning is set.".into(),
-        ]);
-    }
-
+    let plan = load_plan(opts, ctx)?;
     let listeners: usize = plan
         .frontends
         .iter()
@@ -147,6 +119,10 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         system::apply_limits(maxconn_wanted, ulimit_wanted)
             .map_err(|e| vec![format!("[ALERT] cannot set the file descriptor limit: {e}")])?
     };
+    let handoff = master::Handoff::from_env();
+    // A master keeps the checked plan (the live objects are built only to check them).
+    let master_plan = (handoff.is_none() && (opts.master_worker || plan.global.master_worker))
+        .then(|| plan.clone());
     let process = Process::build(
         plan,
         BuildOptions {
@@ -170,10 +146,38 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         }
         return Ok(0);
     }
-
-    let (frontend_sockets, cli_sockets) = listeners::bind_all(&process)?;
+    if let Some(plan) = master_plan {
+        // The master runs no proxy of its own.
+        drop(process);
+        return master::run(opts, &plan, &|| load_plan(opts, ctx));
+    }
+    // A worker never detaches nor writes the pid file: its master did.
+    let worker = handoff.as_ref().is_some_and(|h| h.from_master);
+    if worker {
+        // A worker whose master is gone must not linger with the master's sockets.
+        let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM);
+    }
+    // `-x`: the listening sockets of the process this one replaces, shared rather than bound
+    // again, so that none of its queued connections is lost.
+    let mut handoff = handoff.or_else(|| {
+        let path = opts.transfer_socket.as_ref()?;
+        match master::Handoff::from_old_process(path) {
+            Ok(handoff) => Some(handoff),
+            Err(err) => {
+                eprintln!(
+                    "[WARNING] could not take the listening sockets from '{}': {err}; binding them anew",
+                    path.display()
+                );
+                None
+            }
+        }
+    });
+    let bound = listeners::bind_all(&process, handoff.as_mut())?;
+    // Sockets handed over that this configuration does not use are closed now.
+    drop(handoff);
+    let (frontend_sockets, cli_sockets) = (bound.frontends, bound.clis);
     let debug = opts.debug;
-    let daemon = (opts.daemon || process.global.daemon) && !debug && !opts.foreground;
+    let daemon = (opts.daemon || process.global.daemon) && !debug && !opts.foreground && !worker;
     if daemon {
         system::daemonize()
             .map_err(|e| vec![format!("[ALERT] cannot go to the background: {e}")])?;
@@ -182,7 +186,7 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         .pidfile
         .clone()
         .or_else(|| process.global.pidfile.as_ref().map(Into::into));
-    if let Some(path) = &pidfile {
+    if let Some(path) = pidfile.as_ref().filter(|_| !worker) {
         system::write_pidfile(path).map_err(|e| {
             vec![format!(
                 "[ALERT] cannot write pid file '{}': {e}",
@@ -214,9 +218,47 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     if let Some((how, pids)) = &opts.replaces {
         replace_old_processes(*how, pids, debug);
     }
-    let code = event_loops::run_control(process, cli_sockets, debug)
+    let exposed = sluice_admin::cli::Exposed::new(bound.exposed);
+    let code = event_loops::run_control(process, cli_sockets, exposed, debug)
         .map_err(|e| vec![format!("[ALERT] control loop failed: {e}")])?;
     Ok(u8::try_from(code).unwrap_or(1))
+}
+
+/// Reads and checks the configuration, printing its diagnostics; `Err` if it cannot run.
+fn load_plan(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<plan::Plan, Vec<String>> {
+    let mut diags = Vec::new();
+    let sources = reader::read_sources(&opts.config_paths, &mut diags);
+    let checked = plan::check(&sources, ctx);
+    diags.extend(checked.diagnostics);
+    let zero_warning =
+        opts.zero_warning || checked.plan.as_ref().is_some_and(|p| p.global.zero_warning);
+    let quiet =
+        opts.quiet || checked.plan.as_ref().is_some_and(|p| p.global.quiet) && !opts.verbose;
+    for d in &diags {
+        let show = match d.severity {
+            Severity::Alert => true,
+            Severity::Warning => !quiet || zero_warning,
+            Severity::Notice => !quiet,
+            Severity::Diag => opts.diagnostic,
+        };
+        if show {
+            eprintln!("{d}");
+        }
+    }
+    let has_warnings = diags.iter().any(|d| d.severity == Severity::Warning);
+    // Any alert is fatal, including one about a file that could not be read: starting with
+    // part of a configuration is worse than not starting.
+    let fatal = diags.iter().any(|d| d.is_fatal());
+    let Some(plan) = checked.plan.filter(|_| !fatal) else {
+        return Err(vec!["[ALERT] Fatal errors found in configuration.".into()]);
+    };
+    if zero_warning && has_warnings {
+        return Err(vec![
+            "[ALERT] Warnings found in configuration while zero-warning is set.".into(),
+        ]);
+    }
+
+    Ok(plan)
 }
 
 /// Now that this process listens, tells the old ones (`-sf`: finish your sessions and exit,

@@ -257,12 +257,6 @@ fn usage_errors_exit_one() {
     assert!(stderr(&none).contains("Usage"), "{}", stderr(&none));
     let unknown = run(&["-f", "x.cfg", "-Z"], &[]);
     assert_eq!(unknown.status.code(), Some(1));
-    // Master-worker mode and socket transfer are not there yet: refused, not ignored.
-    for option in ["-W", "-x", "-S"] {
-        let out = run(&["-f", "x.cfg", option, "1"], &[]);
-        assert_eq!(out.status.code(), Some(1), "{option} accepted");
-        assert!(stderr(&out).contains(option), "{option}: {}", stderr(&out));
-    }
 }
 
 #[test]

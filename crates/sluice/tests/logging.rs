@@ -189,3 +189,228 @@ backend app
     assert_eq!(got.header("x-unique-id").as_deref(), Some("r1-/a"));
     assert_eq!(got.header("x-seen-id").as_deref(), Some("r1-/a"));
 }
+
+#[test]
+fn logasap_logs_an_http_exchange_once_the_response_head_is_sent() {
+    // The server sends its head and half of the body, then waits for the test's word: the
+    // line must arrive while the body is still incomplete.
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let backend = Backend::start(move |mut s| {
+        let mut buf = [0u8; 4096];
+        let _ = std::io::Read::read(&mut s, &mut buf);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
+        let _ = release_rx.lock().unwrap().recv();
+        let _ = s.write_all(b"world");
+    });
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    log {log_addr} format raw local0
+    option httplog
+    option logasap
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let line = next_line(&syslog);
+    // `TR/Tw/Tc/Tr/+Ta status +bytes`: only what was sent so far is counted, since the
+    // server holds the rest of the body.
+    let fields: Vec<&str> = line.split(' ').collect();
+    assert!(fields[4].contains("/+"), "{line}");
+    assert_eq!(fields[5], "200", "{line}");
+    assert!(fields[6].starts_with('+'), "{line}");
+    assert!(line.ends_with("\"GET /big HTTP/1.1\"\n"), "{line}");
+    release_tx.send(()).unwrap();
+    let body = read_to_close(&mut s, GENEROUS);
+    assert!(body.data().ends_with(b"helloworld"));
+    // The end of the exchange logs nothing more: the next line is the next request's.
+    release_tx.send(()).unwrap();
+    get(addr, "/second");
+    let line = next_line(&syslog);
+    assert!(line.contains("\"GET /second HTTP/1.1\""), "{line}");
+}
+
+#[test]
+fn logasap_logs_tcp_sessions_at_connect_and_marks_custom_format_numbers() {
+    let echo = Backend::echo();
+    let (syslog, log_addr) = receiver();
+    let (l1, a1) = frontend();
+    let (l2, a2) = frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}
+frontend f
+    bind {}
+    log {log_addr} format raw local0
+    option tcplog
+    option logasap
+    default_backend b
+frontend g
+    bind {}
+    log {log_addr} format raw local0
+    log-format \"%Tt %B %U %Tc\"
+    option logasap
+    default_backend b
+backend b
+    server s {}
+",
+        fd_bind(&l1),
+        fd_bind(&l2),
+        echo.addr()
+    );
+    let _p = sluice(&config).inherit(l1).inherit(l2).start();
+    // The sessions stay open: each line comes from the established connection alone.
+    let mut s = connect(a1);
+    let line = next_line(&syslog);
+    assert!(line.contains(" f b/s "), "{line}");
+    assert!(line.contains("/+"), "total time so far: {line}");
+    assert!(line.contains(" +0 --"), "no bytes yet: {line}");
+    s.write_all(b"ping").unwrap();
+    assert_eq!(common::read_n(&mut s, 4), b"ping");
+    let _t = connect(a2);
+    let line = next_line(&syslog);
+    let fields: Vec<&str> = line.trim_end().split(' ').collect();
+    assert!(fields[0].starts_with('+'), "%Tt so far: {line}");
+    assert_eq!(fields[1], "+0", "%B so far: {line}");
+    assert_eq!(fields[2], "0", "%U has no mark: {line}");
+    assert!(!fields[3].starts_with('+'), "%Tc is final: {line}");
+}
+
+#[test]
+fn failed_proxy_headers_are_logged_in_the_short_line_or_the_error_format() {
+    let (backend, _) = ok_backend();
+    let (syslog, log_addr) = receiver();
+    let (l1, a1) = frontend();
+    let (l2, a2) = frontend();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    bind {} accept-proxy name b1
+    log {log_addr} format raw local0
+    option httplog
+    option dontlognull
+    default_backend app
+frontend g
+    bind {} accept-proxy
+    log {log_addr} format raw local0
+    error-log-format \"ERR %ci %ft %[fc_err] %[fc_err_str] %ts %ST\"
+    default_backend app
+backend app
+    server s1 {}
+",
+        fd_bind(&l1),
+        fd_bind(&l2),
+        backend.addr()
+    );
+    let _p = sluice(&config).inherit(l1).inherit(l2).start();
+    // A probe that sends nothing: skipped under dontlognull (the next line is the garbage).
+    let mut probe = connect(a1);
+    probe.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut probe, GENEROUS);
+    let mut s = connect(a1);
+    let local = s.local_addr().unwrap();
+    s.write_all(b"GARBAGE HERE\r\n\r\n").unwrap();
+    read_to_close(&mut s, GENEROUS);
+    let line = next_line(&syslog);
+    let (prefix, rest) = line.split_once(" [").unwrap();
+    assert_eq!(prefix, local.to_string());
+    assert!(
+        rest.ends_with(
+            "] www/b1: Received something which does not look like a PROXY protocol header\n"
+        ),
+        "{line}"
+    );
+    let mut s = connect(a2);
+    s.write_all(b"PROXY TCP4 1.2.3.4").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut s, GENEROUS);
+    assert_eq!(
+        next_line(&syslog),
+        "ERR 127.0.0.1 g 14 Truncated PROXY protocol header received PR 0\n"
+    );
+    // As in HAProxy 2.6, streams keep their own format: the error format is only for
+    // connections that never became one (here the minimal line of a good header).
+    let mut s = connect(a2);
+    s.write_all(b"PROXY TCP4 1.2.3.4 5.6.7.8 1000 80\r\n")
+        .unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut s, GENEROUS);
+    assert_eq!(
+        next_line(&syslog),
+        "Connect from 1.2.3.4:1000 to 5.6.7.8:80 (g/HTTP)\n"
+    );
+}
+
+#[test]
+fn ring_sections_keep_events_for_show_events() {
+    let (backend, _) = ok_backend();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+ring events
+    description \"traffic events\"
+    format short
+    maxlen 60
+frontend www
+    {{bind}}
+    log ring@events local0
+    log-format \"%ci %ST %{{+Q}}r\"
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (p, addr) = start(&config);
+    let listing = p.cli("show events");
+    assert!(
+        listing.contains("    events     : type=buffer, 0 dropped, traffic events\n"),
+        "{listing}"
+    );
+    // A follower of the (empty) ring gets every event, whether it was stored before its
+    // command ran or after.
+    let mut follower = std::os::unix::net::UnixStream::connect(p.stats_path()).unwrap();
+    follower.set_read_timeout(Some(GENEROUS)).unwrap();
+    follower.write_all(b"show events events -w\n").unwrap();
+    let mut reader = std::io::BufReader::new(follower.try_clone().unwrap());
+    get(addr, "/first");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+    assert_eq!(line, "<6>127.0.0.1 200 \"GET /first HTTP/1.1\"\n");
+    get(
+        addr,
+        "/a-long-path-that-the-ring-maxlen-cuts-off-somewhere-in-the-middle",
+    );
+    line.clear();
+    std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+    // maxlen 60 includes the header and the line end the writer adds.
+    assert_eq!(line.len(), 60, "{line:?}");
+    // Any key stops the follower; the CLI closes.
+    follower.write_all(b"\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut rest).unwrap();
+    assert_eq!(rest, "");
+    let dump = p.cli("show events events");
+    assert!(
+        dump.starts_with(
+            "<6>127.0.0.1 200 \"GET /first HTTP/1.1\"\n<6>127.0.0.1 200 \"GET /a-long"
+        ),
+        "{dump}"
+    );
+    assert!(dump.ends_with("\n\n"), "{dump:?}");
+    // `-n` without `-w`: only events to come, so nothing.
+    assert_eq!(p.cli("show events events -n"), "\n");
+    assert_eq!(
+        p.cli("show events nope"),
+        "No such event sink. Use 'show events' to see them.\n\n"
+    );
+    let info = p.cli("show info");
+    assert_eq!(common::info_field(&info, "DroppedLogs"), Some("0"));
+}

@@ -250,3 +250,69 @@ fn reload_with_st_terminates_the_old_process_at_once() {
     assert!(new_connection_served(addr, GENEROUS));
     new.assert_alive();
 }
+
+#[test]
+fn reload_with_x_takes_the_old_listening_socket_and_refuses_nothing() {
+    let backend = Backend::echo();
+    let shared = common::TempDir::new();
+    let front = shared.join("front.sock");
+    let expose = shared.join("expose.sock");
+    // A unix socket cannot be bound twice: the new process must take the old one's socket
+    // (same inode), or it would replace the file and strand the old queue.
+    let cfg = format!(
+        "global\n    stats socket \"{}\" level admin expose-fd listeners\n{TCP_DEFAULTS}\nlisten app\n    bind \"{}\"\n    server s1 {}\n",
+        expose.display(),
+        front.display(),
+        backend.addr()
+    );
+    let mut old = common::sluice(&cfg).start();
+    let inode =
+        |p: &std::path::Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = inode(&front);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let prober = {
+        let (stop, front) = (std::sync::Arc::clone(&stop), front.clone());
+        std::thread::spawn(move || {
+            let (mut ok, mut failures) = (0usize, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let round = (|| -> std::io::Result<()> {
+                    let mut c = std::os::unix::net::UnixStream::connect(&front)?;
+                    c.set_read_timeout(Some(GENEROUS))?;
+                    c.write_all(b"ping")?;
+                    let mut b = [0u8; 4];
+                    c.read_exact(&mut b)?;
+                    Ok(())
+                })();
+                match round {
+                    Ok(()) => ok += 1,
+                    Err(e) => failures.push(e.to_string()),
+                }
+            }
+            (ok, failures)
+        })
+    };
+    let mut new = common::sluice(&cfg)
+        .arg("-x")
+        .arg(expose.to_str().unwrap())
+        .arg("-sf")
+        .arg(&old.pid().to_string())
+        .start();
+    assert_exit_zero(&mut old);
+    assert_eq!(
+        inode(&front),
+        before,
+        "the new process bound a socket of its own"
+    );
+    // Traffic after the old process is gone goes through the shared socket.
+    let mut c = std::os::unix::net::UnixStream::connect(&front).unwrap();
+    c.write_all(b"pong").unwrap();
+    assert_eq!(read_n(&mut c, 4), b"pong");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (ok, failures) = prober.join().unwrap();
+    assert!(ok > 0);
+    assert!(
+        failures.is_empty(),
+        "{ok} exchanges worked; failures: {failures:?}"
+    );
+    new.assert_alive();
+}

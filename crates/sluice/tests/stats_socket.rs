@@ -340,3 +340,19 @@ fn set_maxconn_frontend_changes_the_limit_while_sessions_run() {
         "No such frontend.\n\n"
     );
 }
+
+#[test]
+fn a_session_can_lower_its_level_but_not_raise_it() {
+    let backend = Backend::echo();
+    let (proxy, _addr) = proxy_with("", &backend);
+    // Answers as HAProxy 2.6 gives them: each command's output ends with an empty line.
+    assert_eq!(proxy.cli("show cli level"), "admin\n\n");
+    assert_eq!(
+        proxy.cli("operator; show cli level; user; show cli level; operator"),
+        "\noperator\n\n\nuser\n\nPermission denied\n\n"
+    );
+    assert_eq!(
+        proxy.cli("user; disable frontend app"),
+        "\nPermission denied\n\n"
+    );
+}

@@ -187,7 +187,31 @@ pub async fn run(
         .is_some_and(|l| matches!(l.conf.format, LineFormat::Custom(_)));
     let logged_head = custom_log.then(|| (input.filled()[..head.head_len].to_vec(), head.clone()));
     let mut facts = Facts::default();
-    let ending = exchange(ctx, client, input, request, attached, &mut facts).await;
+    // `option logasap`: the line is written once the response head is sent, with the
+    // numbers known then; the end of the exchange then logs nothing more.
+    let logged_early = Cell::new(false);
+    let early = |facts: &Facts<'_>, status: u16, bytes: u64| {
+        if logged_early.replace(true) {
+            return;
+        }
+        let outcome = Outcome {
+            status: Some(status),
+            termination: Termination::NORMAL,
+            response_head: Some(Instant::now()),
+            bytes_down: bytes,
+            early: true,
+        };
+        log_exchange(
+            ctx,
+            facts,
+            &outcome,
+            request_line.as_deref(),
+            logged_head.as_ref(),
+        );
+    };
+    let asap = logged && ctx.frontend.logger.as_ref().is_some_and(|l| l.conf.logasap);
+    let on_head: Option<EarlyLog<'_>> = if asap { Some(&early) } else { None };
+    let ending = exchange(ctx, client, input, request, attached, &mut facts, on_head).await;
     if let Some(status) = ending.status {
         ctx.frontend.stats.count_response(status);
         ctx.backend.stats.count_response(status);
@@ -195,61 +219,109 @@ pub async fn run(
             server.stats.count_response(status);
         }
     }
+    // The averages of `show stat` cover the requests a server took.
+    if let Some(server) = facts.chosen {
+        let timers = Timers {
+            request: Some(ctx.head_at.duration_since(ctx.request_start)),
+            queue: facts.queue,
+            connect: facts.connect,
+            response: facts
+                .request_sent
+                .zip(facts.response_head)
+                .map(|(sent, head)| head.saturating_duration_since(sent)),
+            total: ctx.request_start.elapsed(),
+        };
+        ctx.backend.stats.note_times(&timers);
+        server.stats.note_times(&timers);
+    }
+    if logged && !logged_early.get() {
+        let outcome = Outcome {
+            status: ending.status,
+            termination: ending.termination,
+            response_head: facts.response_head,
+            bytes_down: facts.bytes_down,
+            early: false,
+        };
+        log_exchange(
+            ctx,
+            &facts,
+            &outcome,
+            request_line.as_deref(),
+            logged_head.as_ref(),
+        );
+    }
+    ending.next
+}
+
+/// Logs an exchange early (`option logasap`) from its facts, the status and the bytes sent.
+type EarlyLog<'l> = &'l dyn Fn(&Facts<'_>, u16, u64);
+
+/// What the log line of an exchange reports beyond its [`Facts`].
+struct Outcome {
+    status: Option<u16>,
+    termination: Termination,
+    response_head: Option<Instant>,
+    bytes_down: u64,
+    /// Logged as soon as the response head was sent (`option logasap`).
+    early: bool,
+}
+
+/// Writes the exchange's log line (and the `-d` debug line).
+fn log_exchange(
+    ctx: &Context<'_>,
+    facts: &Facts<'_>,
+    outcome: &Outcome,
+    request_line: Option<&[u8]>,
+    logged_head: Option<&(Vec<u8>, RequestHead)>,
+) {
     let timers = Timers {
         request: Some(ctx.head_at.duration_since(ctx.request_start)),
         queue: facts.queue,
         connect: facts.connect,
         response: facts
             .request_sent
-            .zip(facts.response_head)
+            .zip(outcome.response_head)
             .map(|(sent, head)| head.saturating_duration_since(sent)),
         total: ctx.request_start.elapsed(),
     };
-    // The averages of `show stat` cover the requests a server took.
-    if let Some(server) = facts.chosen {
-        ctx.backend.stats.note_times(&timers);
-        server.stats.note_times(&timers);
-    }
-    if logged {
-        let captures = ctx.scope.vars.captures();
-        let mut record = StreamRecord {
-            start: ctx.request_start_at,
-            client: ctx.endpoints.client,
-            frontend: ctx.frontend.name(),
-            backend: Some(ctx.backend.name()),
-            server: facts.server,
-            timers,
-            status: ending.status,
-            bytes_to_client: facts.bytes_down,
-            bytes_from_client: facts.bytes_up,
-            termination: ending.termination,
-            retries: facts.retries,
-            request_line: request_line.as_deref(),
-            counts: Counts::default(),
-            captures: Some(&captures),
-        };
-        let server = facts
-            .server
-            .and_then(|name| ctx.backend.server_named(name))
-            .map(|(_, s)| s);
-        let scope = ctx.scope;
-        let view = StreamView {
-            backend: Some(ctx.backend),
-            server,
-            request: logged_head.as_ref().map(|(buf, head)| (&buf[..], head)),
-            ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
-        };
-        report(
-            ctx.process,
-            ctx.frontend,
-            Some(ctx.backend),
-            server,
-            &mut record,
-            true,
-            view,
-        );
-    }
-    ending.next
+    let captures = ctx.scope.vars.captures();
+    let mut record = StreamRecord {
+        start: ctx.request_start_at,
+        client: ctx.endpoints.client,
+        frontend: ctx.frontend.name(),
+        backend: Some(ctx.backend.name()),
+        server: facts.server,
+        timers,
+        status: outcome.status,
+        bytes_to_client: outcome.bytes_down,
+        bytes_from_client: facts.bytes_up,
+        termination: outcome.termination,
+        retries: facts.retries,
+        request_line,
+        counts: Counts::default(),
+        captures: Some(&captures),
+        early: outcome.early,
+    };
+    let server = facts
+        .server
+        .and_then(|name| ctx.backend.server_named(name))
+        .map(|(_, s)| s);
+    let scope = ctx.scope;
+    let view = StreamView {
+        backend: Some(ctx.backend),
+        server,
+        request: logged_head.map(|(buf, head)| (&buf[..], head)),
+        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+    };
+    report(
+        ctx.process,
+        ctx.frontend,
+        Some(ctx.backend),
+        server,
+        &mut record,
+        true,
+        view,
+    );
 }
 
 async fn exchange<'a>(
@@ -259,6 +331,7 @@ async fn exchange<'a>(
     (mut head, framing): (RequestHead, BodyFraming),
     attached: &mut Option<Attached>,
     facts: &mut Facts<'a>,
+    on_head: Option<EarlyLog<'_>>,
 ) -> Ending {
     let s = ctx.settings;
     // Persistence (use-server, the cookie) reads the request as the client sent it, then may
@@ -449,6 +522,12 @@ async fn exchange<'a>(
         });
         facts.request_sent = Some(Instant::now());
         let response_head = Cell::new(None);
+        let sent_facts: &Facts<'_> = facts;
+        let head_sent = |status: u16, bytes: u64| {
+            if let Some(log) = on_head {
+                log(sent_facts, status, bytes);
+            }
+        };
         // `on-marked-down shutdown-sessions` and `on-marked-up shutdown-backup-sessions` end
         // the exchange at once.
         let mut killed = server.health.kill_signal();
@@ -462,6 +541,7 @@ async fn exchange<'a>(
                 kept,
                 server,
                 persist: &persist_state,
+                head_sent: &head_sent,
             },
             TransferShape {
                 retry_status: l7_retries > 0,
@@ -809,6 +889,9 @@ struct Outgoing<'r> {
     server: &'r Server,
     /// What persistence learned from the request.
     persist: &'r PersistState,
+    /// Called once the final response head was sent, with its status and the bytes sent so
+    /// far (`option logasap`).
+    head_sent: &'r dyn Fn(u16, u64),
 }
 
 /// Sends the request and relays the response, concurrently.
@@ -861,7 +944,12 @@ async fn transfer(
         ctx,
         &mut server_read,
         &mut client_write,
-        (outgoing.kept, outgoing.server, outgoing.persist),
+        (
+            outgoing.kept,
+            outgoing.server,
+            outgoing.persist,
+            outgoing.head_sent,
+        ),
         shape,
         response_head,
     );
@@ -928,7 +1016,12 @@ async fn relay_response<R, W>(
     ctx: &Context<'_>,
     server: &mut R,
     client: &mut W,
-    (kept, chosen, persist_state): (KeptRequest<'_>, &Server, &PersistState),
+    (kept, chosen, persist_state, head_sent): (
+        KeptRequest<'_>,
+        &Server,
+        &PersistState,
+        &dyn Fn(u16, u64),
+    ),
     shape: TransferShape,
     started: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure>
@@ -1087,6 +1180,8 @@ where
             .await
             .map_err(client_write_failure)?;
         sent_heads += out.len() as u64;
+        // `option logasap` reports what was sent so far, the inline body included.
+        head_sent(head.status, sent_heads);
         if let Some(length) = inline_body {
             sent_heads -= length;
         }

@@ -362,6 +362,7 @@ fn log_answer(
         request_line: request.map(|(line, _)| line),
         counts: Counts::default(),
         captures: request.is_some().then_some(&*captures),
+        early: false,
     };
     let view = StreamView {
         request: head,

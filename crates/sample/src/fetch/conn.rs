@@ -1,5 +1,6 @@
 //! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports,
-//! and the names and numbers (`id`) of the frontend, backend and server handling the stream.
+//! the names and numbers (`id`) of the frontend, backend and server handling the stream, and
+//! the error that ended the connection (`fc_err`, `fc_err_str`, for `error-log-format`).
 //!
 //! Addresses exist from the first `tcp-request connection` rule on; the backend's name
 //! from the backend's own rules on, the server's once one is chosen ([`Source`]).
@@ -34,6 +35,10 @@ pub(crate) enum Conn {
     BackendId,
     /// `srv_id`.
     ServerId,
+    /// `fc_err`.
+    ErrorCode,
+    /// `fc_err_str`.
+    ErrorText,
 }
 
 impl Conn {
@@ -55,9 +60,19 @@ impl Conn {
             // Like `be_name`: the frontend's until a backend is chosen.
             Conn::BackendId => ctx.backend_id().or(ctx.frontend_id()).map(Sample::Int),
             Conn::ServerId => ctx.server_id().map(Sample::Int),
+            // A connection that became a stream had no error: 0, which HAProxy names
+            // "Success".
+            Conn::ErrorCode => Some(Sample::Int(
+                error(ctx).map_or(0, |(code, _)| i64::from(code)),
+            )),
+            Conn::ErrorText => Some(name(error(ctx).map_or("Success", |(_, text)| text))),
         };
         emit(value, out)
     }
+}
+
+fn error(ctx: &dyn Context) -> Option<(u8, &'static str)> {
+    ctx.log_facts().and_then(|f| f.connection_error())
 }
 
 fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
@@ -71,6 +86,8 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "fe_id" => Conn::FrontendId,
         "be_id" => Conn::BackendId,
         "srv_id" => Conn::ServerId,
+        "fc_err" => Conn::ErrorCode,
+        "fc_err_str" => Conn::ErrorText,
         _ => Conn::ServerName,
     };
     Ok(Fetch::Conn(conn))
@@ -101,4 +118,6 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("fe_id", Int, ClientAddress),
     def!("be_id", Int, Backend),
     def!("srv_id", Int, Server),
+    def!("fc_err", Int, ClientAddress),
+    def!("fc_err_str", Str, ClientAddress),
 ];
