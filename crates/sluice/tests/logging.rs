@@ -414,3 +414,45 @@ backend app
     let info = p.cli("show info");
     assert_eq!(common::info_field(&info, "DroppedLogs"), Some("0"));
 }
+
+/// As HAProxy 2.6 logs them: a client that leaves in the middle of its request head is a 400
+/// `CR--` with `<BADREQ>`; a first request that does not start within `timeout http-request`
+/// is a 408 `cR--`, and the client gets no answer (0 bytes), so an idle browser
+/// preconnection sees no error page. A connection that closes without a byte is not logged.
+#[test]
+fn requests_that_never_came_are_logged_like_haproxy() {
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{}
+    timeout http-request 300ms
+frontend f
+    {{bind}}
+    log {log_addr} local0
+    option httplog
+    default_backend b
+backend b
+    server s 127.0.0.1:1
+",
+        common::http::HTTP_DEFAULTS
+    );
+    let (_p, addr) = start(&config);
+    let mut empty = connect(addr);
+    empty.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut empty, GENEROUS);
+    let mut half = connect(addr);
+    half.write_all(b"GET / HT").unwrap();
+    half.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut half, GENEROUS);
+    let line = next_line(&syslog);
+    assert!(line.contains(" f f/<NOSRV> -1/-1/-1/-1/"), "{line}");
+    assert!(line.contains(" 400 0 - - CR-- "), "{line}");
+    assert!(
+        line.ends_with("\"<BADREQ>\"") || line.ends_with("\"<BADREQ>\"\n"),
+        "{line}"
+    );
+    let mut idle = connect(addr);
+    let answer = read_to_close(&mut idle, GENEROUS);
+    assert!(answer.data().is_empty(), "no 408 page: {:?}", answer.data());
+    let line = next_line(&syslog);
+    assert!(line.contains(" 408 0 - - cR-- "), "{line}");
+}

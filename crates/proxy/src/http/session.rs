@@ -5,7 +5,8 @@
 //! http-request` for the whole head once it has started (and for the first request from the
 //! accept), `timeout http-keep-alive` for the next request on an idle kept-alive connection,
 //! and `timeout client` between bytes when those are not set. A head that does not arrive in
-//! time is answered with 408 (except on an idle keep-alive connection, which is just closed);
+//! time is answered with 408 once part of it came (a connection that sent nothing is closed
+//! without a word, and logged as a 408 `cR` on a first request, as HAProxy does);
 //! a malformed one with the status its error names (400, 414, 431, 501, 505), and the
 //! connection is then closed: after a bad message, the framing of the rest is unknown.
 
@@ -42,6 +43,11 @@ enum HeadEnd {
     Quiet,
     /// Answer with this status, then close.
     Answer(u16),
+    /// Close without answering, but log the request that never came with this status and
+    /// cause: 408 `cR` when a first request did not start in time (HAProxy sends nothing
+    /// then, so browsers' idle preconnections see no error), 400 `CR` when the client left in
+    /// the middle of a head.
+    Unanswered(u16, Cause),
 }
 
 /// Serves one client connection of an HTTP frontend.
@@ -77,6 +83,19 @@ pub async fn serve(
         let (head, framing) = match read_head(&mut client, &mut input, &settings, first).await {
             Ok(read) => read,
             Err(HeadEnd::Quiet) => break,
+            Err(HeadEnd::Unanswered(status, cause)) => {
+                frontend.request_errors.incr();
+                let answered = Answered {
+                    status,
+                    bytes: 0,
+                    cause,
+                    phase: Phase::Request,
+                    request: None,
+                    head: None,
+                };
+                log_answer(&scope, started, answered);
+                break;
+            }
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
                 let page = rules::finish_page(&scope, None, settings.request_error(status));
@@ -442,7 +461,7 @@ async fn read_head(
                 }
                 Some(Err(_)) => return Err(HeadEnd::Quiet),
                 None if idle_keepalive => return Err(HeadEnd::Quiet),
-                None => return Err(HeadEnd::Answer(408)),
+                None => return Err(HeadEnd::Unanswered(408, Cause::ClientTimeout)),
             }
         }
         match input.read_more(client, limit).await {
@@ -456,7 +475,11 @@ async fn read_head(
             // The parser refuses heads larger than its limit before the buffer fills; a full
             // buffer can only mean an oversized head.
             Err(ReadError::Full) => return Err(HeadEnd::Answer(431)),
-            Err(ReadError::Closed | ReadError::Io(_)) => return Err(HeadEnd::Quiet),
+            // Only reached with part of a head read (the first bytes come through
+            // `first_bytes`).
+            Err(ReadError::Closed | ReadError::Io(_)) => {
+                return Err(HeadEnd::Unanswered(400, Cause::ClientAbort));
+            }
         }
     }
 }
