@@ -79,7 +79,7 @@ pub struct Traffic {
     /// Bytes sent to clients (`bout` in `show stat`).
     pub bytes_out: Counter,
     /// New sessions per second (`rate`, `rate_max`).
-    pub session_rate: crate::rate::Rate,
+    pub session_rate: crate::freq::Rate,
 }
 
 /// Tracks one open session on a [`Traffic`]; the count drops when this is dropped.

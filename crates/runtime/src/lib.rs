@@ -9,12 +9,12 @@
 pub mod capture;
 pub mod counters;
 pub mod dynamic;
+pub mod freq;
 pub mod health;
 pub mod logging;
 pub mod process;
 pub mod prometheus;
 pub mod proxy;
-pub mod rate;
 pub mod record;
 pub mod ring;
 pub mod server_list;

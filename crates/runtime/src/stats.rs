@@ -182,10 +182,10 @@ pub struct StatsCounters {
     /// `disable agent` clears it likewise.
     agent_enabled: AtomicBool,
     /// HTTP requests per second (`req_rate`, frontends).
-    pub request_rate: crate::rate::Rate,
+    pub request_rate: crate::freq::Rate,
     /// Recent streams' times in the queue, to connect, to the response head, in all
     /// (`qtime`, `ctime`, `rtime`, `ttime` and their `_max`, backends and servers).
-    pub times: [crate::rate::SlidingAverage; 4],
+    pub times: [crate::freq::SlidingAverage; 4],
     /// The weight set at run time (`set weight`), the configured one at start.
     weight: AtomicU32,
     /// A frontend disabled with `disable frontend` stops accepting (true).
@@ -197,7 +197,7 @@ impl StatsCounters {
     pub fn new(weight: u32) -> Self {
         let now = now_secs();
         StatsCounters {
-            request_rate: crate::rate::Rate::default(),
+            request_rate: crate::freq::Rate::default(),
             times: Default::default(),
             hrsp: Default::default(),
             lbtot: Counter::default(),
