@@ -41,6 +41,8 @@ pub struct Plan {
     pub backends: Vec<BackendPlan>,
     /// The configuration files that were read, in order.
     pub files: Vec<Arc<str>>,
+    /// The stick tables (`stick-table`), each named after its section, in declaration order.
+    pub tables: Vec<sluice_stick::TableConf>,
 }
 
 /// A proxy's identity: its name, the keyword that declared it and a unique number.
@@ -270,11 +272,20 @@ fn build(
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
     let (frontends, backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    let tables = proxies
+        .iter()
+        .filter_map(|p| {
+            let mut table = p.conf.stick_table.clone()?;
+            table.name.clone_from(&p.name);
+            Some(table)
+        })
+        .collect();
     Plan {
         global,
         frontends,
         backends,
         files: sources.iter().map(|s| Arc::clone(&s.name)).collect(),
+        tables,
     }
 }
 
@@ -334,6 +345,14 @@ fn plan_proxies(
         .map(|p| errors::resolve(&p.conf.error_directives, http_errors, diags))
         .collect();
     let mut rules: Vec<ProxyRules> = proxies.iter().map(|p| mode_rules(p, diags)).collect();
+    let table_names: Vec<&str> = proxies
+        .iter()
+        .filter(|p| p.conf.stick_table.is_some())
+        .map(|p| p.name.as_str())
+        .collect();
+    for (r, p) in rules.iter_mut().zip(proxies) {
+        crate::stick::resolve_tables(r, &p.name, &table_names, diags);
+    }
     let use_backends: Vec<Vec<Rule<BackendTarget>>> = rules
         .iter_mut()
         .map(|r| std::mem::take(&mut r.use_backend))
