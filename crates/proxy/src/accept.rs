@@ -16,6 +16,7 @@
 //! the frontend (HAProxy's `ereq` for a failed embryonic session), before the session is
 //! counted as one.
 
+use crate::track::Stage;
 use crate::http::rules::{TcpVerdict, run_tcp_rules};
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
@@ -148,7 +149,7 @@ async fn session(
     let connection_rules = &frontend.plan.rules.tcp_connection;
     if !connection_rules.is_empty() {
         let view = StreamView::new(&process, &frontend, endpoints, &vars);
-        if run_tcp_rules(&view, &vars, connection_rules) == Some(TcpVerdict::Reject) {
+        if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection) == Some(TcpVerdict::Reject) {
             frontend.denied_connections.incr();
             return;
         }
@@ -166,6 +167,16 @@ async fn session(
     } else {
         endpoints
     };
+    // `tcp-request session` rules: after the PROXY header, before any content.
+    let session_rules = &frontend.plan.rules.tcp_session;
+    if !session_rules.is_empty() {
+        let view = StreamView::new(&process, &frontend, endpoints, &vars);
+        if run_tcp_rules(&view, &vars, session_rules, Stage::Session) == Some(TcpVerdict::Reject) {
+            frontend.denied_sessions.incr();
+            return;
+        }
+    }
+    vars.trackers.session_accepted();
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
     frontend.log_connection(endpoints.client, endpoints.local);

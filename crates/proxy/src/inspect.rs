@@ -22,6 +22,7 @@
 //! data instead of deciding on an empty buffer.
 
 use crate::http::buffer::{InBuf, ReadError};
+use crate::track::Stage;
 use crate::http::rules::{Scope, TcpVerdict, run_tcp_rules};
 use crate::stream_context::StreamView;
 use sluice_config::plan::BackendChoice;
@@ -72,7 +73,7 @@ pub async fn inspect<'a>(
         let verdict = {
             let head = parsed_request(input, upgrades);
             let view = payload_view(scope, input, ended, head.as_ref());
-            run_tcp_rules(&view, scope.vars, &rules.tcp_content)
+            run_tcp_rules(&view, scope.vars, &rules.tcp_content, Stage::Content)
         };
         match verdict {
             Some(TcpVerdict::Reject) => return Inspection::Reject,
@@ -162,7 +163,7 @@ pub async fn inspect_response(
                 inspection_ended: ended,
                 ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
             };
-            run_tcp_rules(&view, scope.vars, &rules.tcp_response)
+            run_tcp_rules(&view, scope.vars, &rules.tcp_response, Stage::Content)
         };
         let decided = match verdict {
             Some(TcpVerdict::Reject) => ResponseInspection::Reject,

@@ -14,4 +14,5 @@ pub mod inspect;
 pub mod report;
 pub mod stream_context;
 pub mod tcp;
+pub mod track;
 pub mod vars;

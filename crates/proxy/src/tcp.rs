@@ -201,6 +201,7 @@ pub async fn serve(
                                         traffic.bytes_in.add(up);
                                         traffic.bytes_out.add(down);
                                     }
+                                    vars.trackers.bytes(up, down);
                                     record.bytes_to_client = down;
                                     record.bytes_from_client = up;
                                     record.termination = termination_of(&outcome.finish);

@@ -17,3 +17,4 @@ pub mod proxy;
 pub mod record;
 pub mod stats;
 pub mod stats_typed;
+pub mod tables;

@@ -77,6 +77,8 @@ pub struct Process {
     pub pipes: Arc<PipeBudget>,
     /// Where finished streams are reported (the `-d` debug output for now).
     pub stream_log: Option<Box<dyn StreamLog>>,
+    /// The stick tables.
+    pub tables: crate::tables::Tables,
     listen_state: watch::Sender<ListenState>,
 }
 
@@ -175,6 +177,7 @@ impl Process {
             traffic: Traffic::default(),
             pipes: PipeBudget::new(Some(plan_maxpipes.unwrap_or(opts.maxconn as usize / 4))),
             stream_log,
+            tables: crate::tables::Tables::new(plan.tables),
             listen_state: watch::channel(ListenState::Active).0,
         })
     }

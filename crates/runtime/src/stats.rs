@@ -505,6 +505,7 @@ fn frontend_row(f: &Frontend) -> Row {
     row.set(Field::mode, mode_name(f.plan.mode));
     row.set(Field::conn_tot, t.total_sessions.get());
     row.set(Field::dcon, f.denied_connections.get());
+    row.set(Field::dses, f.denied_sessions.get());
     row
 }
 

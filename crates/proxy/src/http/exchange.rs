@@ -190,6 +190,9 @@ pub async fn run(
     let mut facts = Facts::default();
     let ending = exchange(ctx, client, input, head, attached, &mut facts).await;
     if let Some(status) = ending.status {
+        if (400..500).contains(&status) {
+            ctx.scope.vars.trackers.http_error();
+        }
         ctx.frontend.stats.count_response(status);
         ctx.backend.stats.count_response(status);
         if let Some(server) = facts.chosen {
@@ -1165,6 +1168,7 @@ fn count_bytes(ctx: &Context<'_>, server: &Server, facts: &mut Facts<'_>, up: u6
     }
     facts.bytes_up += up;
     facts.bytes_down += down;
+    ctx.scope.vars.trackers.bytes(up, down);
 }
 
 /// A failed write to the client ends the stream on the client's side.

@@ -16,6 +16,7 @@
 use super::buffer::InBuf;
 use super::normalize;
 use super::rewrite::{self, FieldEdit, RewriteFailed};
+use crate::track::Stage;
 use crate::stream_context::StreamView;
 use crate::vars::Vars;
 use sluice_config::errors::ErrorPages;
@@ -223,7 +224,7 @@ fn tcp_content<'a>(
     head: &RequestHead,
 ) -> Flow<'a> {
     let view = scope.view(backend, Some((input.filled(), head)));
-    match run_tcp_rules(&view, scope.vars, rules) {
+    match run_tcp_rules(&view, scope.vars, rules, Stage::Content) {
         Some(TcpVerdict::Reject) => Flow::Reject,
         // Already HTTP: `switch-mode http` has nothing to switch.
         Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => {
@@ -249,9 +250,10 @@ pub enum TcpVerdict {
 /// until one waits for data ([`TcpVerdict::Wait`]); `None` when no `accept` or `reject`
 /// rule applied (the session then goes on, as HAProxy's default is to accept).
 pub fn run_tcp_rules(
-    view: &dyn Context,
+    view: &StreamView<'_>,
     vars: &Vars,
     rules: &[Rule<TcpAction>],
+    stage: Stage,
 ) -> Option<TcpVerdict> {
     for rule in rules {
         match rule.decide(view) {
@@ -272,6 +274,7 @@ pub fn run_tcp_rules(
             TcpAction::UnsetVar { name } => vars.unset(name),
             TcpAction::ExpectProxy => vars.expect_proxy(),
             TcpAction::SwitchModeHttp => return Some(TcpVerdict::SwitchHttp),
+            TcpAction::Stick(action) => crate::track::apply(action, view, stage),
         }
     }
     None
@@ -504,15 +507,28 @@ fn common_action<'a>(
         }
         HttpAction::Deny(reply) => {
             view.frontend.denied_requests.incr();
+            if request.is_some() {
+                vars.trackers.http_error();
+            }
             Step::Answer(reply_answer(reply, view, pages, true))
         }
         HttpAction::Return(reply) => Step::Answer(reply_answer(reply, view, pages, false)),
         HttpAction::Tarpit(reply) => {
             view.frontend.denied_requests.incr();
+            vars.trackers.http_error();
             Step::Answer(Answer {
                 tarpit: Some(tarpit_delay(view)),
                 ..reply_answer(reply, view, pages, true)
             })
+        }
+        HttpAction::Stick(action) => {
+            let stage = if request.is_some() {
+                Stage::HttpRequest
+            } else {
+                Stage::HttpResponse
+            };
+            crate::track::apply(action, view, stage);
+            Step::Next
         }
         HttpAction::Redirect(r) => match request {
             Some(head) => redirect(r, view, buf, head).map_or(Step::Next, Step::Answer),

@@ -79,6 +79,9 @@ pub async fn serve(
             Err(HeadEnd::Quiet) => break,
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
+                // An invalid or late request is an error of the client's (`http_err_cnt`).
+                vars.trackers.http_request();
+                vars.trackers.http_error();
                 let page = rules::finish_page(&scope, None, settings.request_error(status));
                 Box::pin(answer(&mut client, &page, settings.client)).await;
                 // configuration.txt §8.5: a refused request is "PR", a request that did not
@@ -107,6 +110,8 @@ pub async fn serve(
         let handled =
             Box::pin(session.handle(&mut client, &mut input, &mut attached, first, head, started))
                 .await;
+        // Counters tracked by this transaction's content and HTTP rules are let go.
+        vars.trackers.end_transaction();
         match handled {
             Next::KeepAlive => first = false,
             Next::Close => break,
@@ -141,6 +146,7 @@ impl Session<'_> {
         let (process, frontend) = (scope.process, scope.frontend);
         let (request_start, request_start_at) = started;
         scope.vars.end_transaction();
+        scope.vars.trackers.http_request();
         // `unique-id-format`: the id is made once per request, before any rule reads it.
         if let Some(fmt) = &frontend.plan.log.unique_id_format {
             let view = StreamView {
