@@ -2,9 +2,11 @@
 //!
 //! [`cli::serve`] accepts CLI connections and [`commands::execute`] runs one command line
 //! against the live [`sluice_runtime::process::Process`]: `help`, `show info`, `prompt`, `quit`
-//! in [`commands`], the statistics and server-management commands in [`ops`]. The stats page
+//! in [`commands`], the statistics and server-management commands in [`ops`], the stick-table commands in
+//! [`tables`]. The stats page
 //! is served by the data path (`sluice_proxy::http::stats_page`) from the same rows.
 
 pub mod cli;
 pub mod commands;
 pub mod ops;
+pub mod tables;

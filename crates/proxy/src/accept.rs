@@ -16,9 +16,9 @@
 //! the frontend (HAProxy's `ereq` for a failed embryonic session), before the session is
 //! counted as one.
 
-use crate::track::Stage;
 use crate::http::rules::{TcpVerdict, run_tcp_rules};
 use crate::stream_context::StreamView;
+use crate::track::Stage;
 use crate::vars::Vars;
 use crate::{http, tcp};
 use sluice_config::proxy::Mode;
@@ -149,7 +149,9 @@ async fn session(
     let connection_rules = &frontend.plan.rules.tcp_connection;
     if !connection_rules.is_empty() {
         let view = StreamView::new(&process, &frontend, endpoints, &vars);
-        if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection) == Some(TcpVerdict::Reject) {
+        if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection)
+            == Some(TcpVerdict::Reject)
+        {
             frontend.denied_connections.incr();
             return;
         }

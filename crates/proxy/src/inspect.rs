@@ -22,9 +22,9 @@
 //! data instead of deciding on an empty buffer.
 
 use crate::http::buffer::{InBuf, ReadError};
-use crate::track::Stage;
 use crate::http::rules::{Scope, TcpVerdict, run_tcp_rules};
 use crate::stream_context::StreamView;
+use crate::track::Stage;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_http::head::{Limits, Parse, RequestHead, parse_request};

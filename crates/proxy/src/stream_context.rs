@@ -8,16 +8,16 @@
 //! `srv_conn`...) are read from the process's atomics and balancer at the moment a fetch
 //! asks.
 
+use crate::track;
 use crate::vars::Vars;
 use sluice_http::{RequestHead, ResponseHead};
 use sluice_net::listen::Endpoints;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
-use crate::track;
 use sluice_sample::{BackendStat, Context, LogFacts, Sample, ServerStat, StickOp, StickSource};
 use sluice_stick::{Data, DataType, Table};
-use std::sync::Arc;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// A stream as the sample engine sees it at one point of its life.
@@ -240,22 +240,32 @@ impl Context for StreamView<'_> {
         self.inspection_ended
     }
 
-    fn stick(&self, source: StickSource, table: Option<&str>, op: StickOp) -> Option<Sample<'static>> {
+    fn stick(
+        &self,
+        source: StickSource,
+        table: Option<&str>,
+        op: StickOp,
+    ) -> Option<Sample<'static>> {
         let now = self.process.tables.now_ms();
         match source {
             StickSource::Counter(n) => {
-                let tracked = self.vars.trackers.with(n, |own, entry, key, _| match table {
-                    None => own.peek(entry, now, |d, refs| run_op(d, refs, op)).flatten(),
-                    Some(name) => {
-                        let other = self.process.tables.get(name)?;
-                        let found = if writes(op) {
-                            other.upsert(key, now, |d, refs| run_op(d, refs, op))
-                        } else {
-                            other.lookup(key, now, false, |d, refs| run_op(d, refs, op))
-                        };
-                        found.unwrap_or_else(|| absent(other, op))
-                    }
-                });
+                let tracked = self
+                    .vars
+                    .trackers
+                    .with(n, |own, entry, key, _| match table {
+                        None => own
+                            .peek(entry, now, |d, refs| run_op(d, refs, op))
+                            .flatten(),
+                        Some(name) => {
+                            let other = self.process.tables.get(name)?;
+                            let found = if writes(op) {
+                                other.upsert(key, now, |d, refs| run_op(d, refs, op))
+                            } else {
+                                other.lookup(key, now, false, |d, refs| run_op(d, refs, op))
+                            };
+                            found.unwrap_or_else(|| absent(other, op))
+                        }
+                    });
                 match tracked {
                     Some(answer) => answer,
                     None if op == StickOp::Tracked => Some(Sample::Bool(false)),

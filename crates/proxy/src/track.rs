@@ -57,8 +57,9 @@ impl Tracked {
 impl Drop for Tracked {
     fn drop(&mut self) {
         if let Some(entry) = self.entry.take() {
-            self.table
-                .release(entry, self.clock.now_ms(), |d| d.decrement(DataType::ConnCur));
+            self.table.release(entry, self.clock.now_ms(), |d| {
+                d.decrement(DataType::ConnCur)
+            });
         }
     }
 }
@@ -84,10 +85,19 @@ impl Trackers {
     }
 
     /// Runs `f` over counter `n`'s table, entry and key, if it tracks one.
-    pub fn with<R>(&self, n: usize, f: impl FnOnce(&Arc<Table>, &EntryId, &[u8], Clock) -> R) -> Option<R> {
+    pub fn with<R>(
+        &self,
+        n: usize,
+        f: impl FnOnce(&Arc<Table>, &EntryId, &[u8], Clock) -> R,
+    ) -> Option<R> {
         let slots = self.slots.borrow();
         let tracked = slots.get(n)?.as_ref()?;
-        Some(f(&tracked.table, tracked.entry.as_ref()?, &tracked.key, tracked.clock))
+        Some(f(
+            &tracked.table,
+            tracked.entry.as_ref()?,
+            &tracked.key,
+            tracked.clock,
+        ))
     }
 
     /// Tracks `key` of `table` with counter `n` (unless it is in use), counting the
@@ -229,10 +239,13 @@ pub fn apply(action: &StickAction, view: &StreamView<'_>, stage: Stage) {
         StickAction::SetGpt0 { counter, value } => {
             let value = match value {
                 GptValue::Int(n) => Some(*n),
-                GptValue::Expr(expr) => expr.eval(view).and_then(|s| match s.cast(sluice_sample::SampleType::Int) {
-                    Some(Sample::Int(n)) => Some(n),
-                    _ => None,
-                }),
+                GptValue::Expr(expr) => {
+                    expr.eval(view)
+                        .and_then(|s| match s.cast(sluice_sample::SampleType::Int) {
+                            Some(Sample::Int(n)) => Some(n),
+                            _ => None,
+                        })
+                }
             };
             // gpt0 is an unsigned 32-bit tag in HAProxy: other values wrap as they do there.
             if let Some(value) = value {

@@ -16,8 +16,8 @@
 use super::buffer::InBuf;
 use super::normalize;
 use super::rewrite::{self, FieldEdit, RewriteFailed};
-use crate::track::Stage;
 use crate::stream_context::StreamView;
+use crate::track::Stage;
 use crate::vars::Vars;
 use sluice_config::errors::ErrorPages;
 use sluice_config::plan::BackendChoice;

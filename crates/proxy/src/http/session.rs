@@ -337,6 +337,8 @@ fn log_answer(
         head,
     } = answered;
     scope.frontend.stats.count_response(status);
+    let request_bytes = head.map_or(0, |(_, h)| h.head_len as u64);
+    scope.vars.trackers.bytes(request_bytes, bytes as u64);
     // A request that could not be parsed has no captures (HAProxy prints none).
     let captures = scope.vars.captures();
     let mut record = StreamRecord {
