@@ -143,6 +143,15 @@ fn dump(table: &Table, now: u64, selection: &Selection, out: &mut String) {
             entry.expires_in
         );
         for &(t, period) in conf.layout.stored() {
+            if t == DataType::ServerKey {
+                let _ = write!(
+                    out,
+                    " {}={}",
+                    t.name(),
+                    entry.data.text(t).unwrap_or_default()
+                );
+                continue;
+            }
             let value = entry.data.get(t).unwrap_or_default();
             if t.is_rate() {
                 let _ = write!(out, " {}({period})={value}", t.name());

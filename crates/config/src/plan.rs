@@ -272,11 +272,34 @@ fn build(
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
     let (frontends, backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    // Tables that `stick` rules use keep the server of each key (configuration.txt §4.2:
+    // `server_id` is stored automatically, and HAProxy 2.6 adds the server's name).
+    let sticky: Vec<&str> = proxies
+        .iter()
+        .flat_map(|p| {
+            p.conf
+                .rules
+                .stick_rules
+                .iter()
+                .map(|r| r.action.table.as_deref().unwrap_or(&p.name))
+        })
+        .collect();
     let tables = proxies
         .iter()
         .filter_map(|p| {
             let mut table = p.conf.stick_table.clone()?;
             table.name.clone_from(&p.name);
+            if sticky.contains(&p.name.as_str()) {
+                for data in [
+                    sluice_stick::DataType::ServerId,
+                    sluice_stick::DataType::ServerKey,
+                ] {
+                    if !table.layout.has(data) {
+                        // Cannot fail: the type is not stored yet.
+                        let _ = table.layout.add(data, 0);
+                    }
+                }
+            }
             Some(table)
         })
         .collect();

@@ -1,5 +1,6 @@
 //! The rule keywords of proxies (configuration.txt §4.2, §7): `acl`, `http-request`,
-//! `http-response`, `http-after-response`, `redirect`, `use_backend`, `use-server`, `tcp-request connection`,
+//! `http-response`, `http-after-response`, `redirect`, `use_backend`, `use-server`, `stick`,
+//! `tcp-request connection`, `tcp-request session`,
 //! `tcp-request content`, `tcp-request inspect-delay`, `monitor-uri` and `monitor fail`.
 //!
 //! Each line is compiled here, once, with the sample engine (`sluice-sample`): conditions,
@@ -72,6 +73,8 @@ pub struct ProxyRules {
     pub redirects: Vec<Rule<Redirect>>,
     /// `use_backend` rules (frontends).
     pub use_backend: Vec<Rule<BackendTarget>>,
+    /// `stick on|match|store-request|store-response` rules (backends), in declaration order.
+    pub stick_rules: Vec<Rule<crate::stick::StickRule>>,
     /// `use-server` rules (backends): the server's name.
     pub use_server: Vec<Rule<String>>,
     /// `http-response` rules.
@@ -488,6 +491,7 @@ pub(crate) fn parse_rule_line(
         ("tcp-request", Some("connection" | "content" | "inspect-delay" | "session")) => 2,
         ("tcp-response", Some("content" | "inspect-delay")) => 2,
         ("monitor", Some("fail")) => 2,
+        ("stick", Some("on" | "match" | "store-request" | "store-response")) => 2,
         _ => return false,
     };
     let d = Directive::new(line, keyword_words);
@@ -618,6 +622,23 @@ pub(crate) fn parse_rule_line(
                 };
                 list.push(rule(action, cond, d.span));
             })
+        }
+        "stick on" | "stick match" | "stick store-request" | "stick store-response" => {
+            backend_only(kind)
+                .and_then(|()| split_condition(&line.words[1..], acls))
+                .and_then(|(args, cond)| {
+                    let stick = crate::stick::parse_stick_rule(args, maps)?;
+                    if let Some(c) = &cond {
+                        let stages = if stick.kind == crate::stick::StickKind::StoreResponse {
+                            Stages::HTTP_RES | Stages::TCP_RES_CONTENT
+                        } else {
+                            Stages::USE_SERVER
+                        };
+                        check_cond(c, stages, place, &mut warnings);
+                    }
+                    rules.stick_rules.push(rule(stick, cond, d.span));
+                    Ok(())
+                })
         }
         "tcp-request inspect-delay" => {
             if let Some(delay) = d.timeout(2, diags) {

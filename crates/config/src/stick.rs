@@ -46,6 +46,73 @@ pub enum StickAction {
     },
 }
 
+/// What a `stick` rule does (configuration.txt §4.2 `stick on|match|store-request|
+/// store-response`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickKind {
+    /// `stick match`: a request whose key has an entry goes to the entry's server.
+    Match,
+    /// `stick on`: `match`, then `store-request` with the same key.
+    On,
+    /// `stick store-request`: the server chosen for the request is stored under the key.
+    StoreRequest,
+    /// `stick store-response`: the server is stored under a key read from the response.
+    StoreResponse,
+}
+
+impl StickKind {
+    /// True if the rule looks a server up before balancing.
+    pub fn matches(self) -> bool {
+        matches!(self, StickKind::Match | StickKind::On)
+    }
+
+    /// True if the rule stores the server chosen for the request.
+    pub fn stores_request(self) -> bool {
+        matches!(self, StickKind::On | StickKind::StoreRequest)
+    }
+}
+
+/// A `stick` rule of a backend.
+#[derive(Clone, Debug)]
+pub struct StickRule {
+    /// What it does.
+    pub kind: StickKind,
+    /// The key.
+    pub key: Expr,
+    /// The table; `None` until the plan fills in the backend's own.
+    pub table: Option<String>,
+}
+
+/// Parses `stick on|match|store-request|store-response <pattern> [table <name>]` (the words
+/// after `stick`, without the condition).
+pub(crate) fn parse_stick_rule(args: &[String], maps: &MapStore) -> Result<StickRule, String> {
+    let kind = match args.first().map(String::as_str) {
+        Some("on") => StickKind::On,
+        Some("match") => StickKind::Match,
+        Some("store-request") => StickKind::StoreRequest,
+        Some("store-response") => StickKind::StoreResponse,
+        _ => return Err("expects 'on', 'match', 'store-request' or 'store-response'".to_owned()),
+    };
+    let (key, table) = match &args[1..] {
+        [key] => (key, None),
+        [key, kw, name] if kw == "table" => (key, Some(name.clone())),
+        [] => return Err("expects a sample expression".to_owned()),
+        [_, extra, ..] => {
+            return Err(format!(
+                "unexpected argument '{extra}' (expected 'table <name>')"
+            ));
+        }
+    };
+    let key = Expr::parse(key, maps)?;
+    let stages = if kind == StickKind::StoreResponse {
+        Stages::HTTP_RES | Stages::TCP_RES_CONTENT
+    } else {
+        Stages::USE_SERVER
+    };
+    key.check_stages(stages)?;
+    Ok(StickRule { kind, key, table })
+}
+
 /// The value `sc-set-gpt0` stores.
 #[derive(Clone, Debug)]
 pub enum GptValue {
@@ -280,6 +347,16 @@ pub(crate) fn resolve_tables(
     tables: &[&str],
     diags: &mut Diagnostics,
 ) {
+    for r in &mut rules.stick_rules {
+        let name = r.action.table.get_or_insert_with(|| proxy.to_owned());
+        if !tables.contains(&name.as_str()) {
+            diags.push(Diagnostic::alert(
+                &r.span,
+                "stick",
+                format!("unable to find table '{name}' referenced by proxy '{proxy}'"),
+            ));
+        }
+    }
     let mut resolve = |keyword: &str, span: &crate::diag::Span, action: &mut StickAction| {
         if let StickAction::Track { table, counter, .. } = action {
             let name = table.get_or_insert_with(|| proxy.to_owned());

@@ -95,7 +95,29 @@ pub async fn serve(
         _ => None,
     };
     let queued_at = Instant::now();
-    let picked = backend.acquire_server(key).await;
+    let stick_view = || StreamView {
+        backend: Some(backend),
+        payload: Some(inspected.filled()),
+        ..StreamView::new(process, frontend, endpoints, vars)
+    };
+    let has_stick_rules = !backend.plan.rules.stick_rules.is_empty();
+    // `stick match|on`: a table may name the server; when it cannot take the session, the
+    // balancing chooses.
+    let stuck = if has_stick_rules {
+        crate::stick_rules::matched_server(&stick_view(), backend)
+    } else {
+        None
+    };
+    let picked = match stuck {
+        Some(index) => match backend.acquire_server_at(index).await {
+            Err(Unserved::QueueFull | Unserved::NoServer) => backend.acquire_server(key).await,
+            other => other,
+        },
+        None => backend.acquire_server(key).await,
+    };
+    if has_stick_rules && let Ok(lease) = &picked {
+        crate::stick_rules::store(&stick_view(), backend, lease.server(), false);
+    }
     record.timers.queue = Some(queued_at.elapsed());
     match picked {
         Err(unserved) => {

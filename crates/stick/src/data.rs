@@ -50,11 +50,13 @@ pub enum DataType {
     Gpc1,
     /// `gpc1_rate(period)`: the rate of `gpc1` increments.
     Gpc1Rate,
+    /// `server_key`: the name of the server of `server_id`, stored with it by `stick` rules.
+    ServerKey,
 }
 
 impl DataType {
     /// Every type, in `show table` order.
-    pub const ALL: [DataType; 19] = [
+    pub const ALL: [DataType; 20] = [
         DataType::ServerId,
         DataType::Gpt0,
         DataType::Gpc0,
@@ -74,6 +76,7 @@ impl DataType {
         DataType::BytesOutRate,
         DataType::Gpc1,
         DataType::Gpc1Rate,
+        DataType::ServerKey,
     ];
 
     /// The name `store`, `show table` and `data.<name>` use.
@@ -98,6 +101,7 @@ impl DataType {
             DataType::BytesOutRate => "bytes_out_rate",
             DataType::Gpc1 => "gpc1",
             DataType::Gpc1Rate => "gpc1_rate",
+            DataType::ServerKey => "server_key",
         }
     }
 
@@ -125,24 +129,20 @@ impl DataType {
     pub fn is_known_unsupported(name: &str) -> bool {
         matches!(
             name,
-            "server_key"
-                | "server_name"
-                | "http_fail_cnt"
-                | "http_fail_rate"
-                | "gpt"
-                | "gpc"
-                | "gpc_rate"
+            "server_name" | "http_fail_cnt" | "http_fail_rate" | "gpt" | "gpc" | "gpc_rate"
         )
     }
 }
 
 /// One stored value of an entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
     /// A counter or tag.
     Num(u64),
     /// A rate.
     Rate(FreqCtr),
+    /// A name (`server_key`).
+    Text(Option<Box<str>>),
 }
 
 /// Which types a table stores, where each sits in an entry, and the rates' periods.
@@ -189,6 +189,8 @@ impl Layout {
             .map(|(t, _)| {
                 if t.is_rate() {
                     Value::Rate(FreqCtr::default())
+                } else if *t == DataType::ServerKey {
+                    Value::Text(None)
                 } else {
                     Value::Num(0)
                 }
@@ -211,7 +213,27 @@ impl Data<'_> {
         Some(match self.values.get(slot)? {
             Value::Num(n) => *n,
             Value::Rate(f) => f.read(self.now, period),
+            Value::Text(_) => return None,
         })
+    }
+
+    /// The name stored as `data` (`server_key`), if the table stores it and it is set.
+    pub fn text(&self, data: DataType) -> Option<&str> {
+        let (slot, _) = self.layout.slot(data)?;
+        match self.values.get(slot)? {
+            Value::Text(text) => text.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Stores the name `text` as `data` if the table stores it.
+    pub fn set_text(&mut self, data: DataType, text: &str) {
+        if let Some((slot, _)) = self.layout.slot(data)
+            && let Some(Value::Text(value)) = self.values.get_mut(slot)
+            && value.as_deref() != Some(text)
+        {
+            *value = Some(text.into());
+        }
     }
 
     /// Adds `n` to `data` (an event count for a rate) if the table stores it.
@@ -222,7 +244,7 @@ impl Data<'_> {
         match self.values.get_mut(slot) {
             Some(Value::Num(v)) => *v = v.saturating_add(n),
             Some(Value::Rate(f)) => f.add(self.now, period, n),
-            None => {}
+            Some(Value::Text(_)) | None => {}
         }
     }
 
@@ -244,7 +266,7 @@ impl Data<'_> {
         match self.values.get_mut(slot) {
             Some(Value::Num(v)) => *v = value,
             Some(Value::Rate(f)) => f.set(self.now, value),
-            None => return false,
+            Some(Value::Text(_)) | None => return false,
         }
         true
     }

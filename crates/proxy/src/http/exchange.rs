@@ -272,6 +272,18 @@ async fn exchange<'a>(
     };
     let mut persist_state = persistence.state;
     let buf = input.filled();
+    // `stick match|on`: when neither `use-server` nor the cookie chose, a table may.
+    let stuck = if persistence.target.is_none() && !ctx.backend.plan.rules.stick_rules.is_empty() {
+        crate::stick_rules::matched_server(&view_of(ctx, buf, &head), ctx.backend).map(|index| {
+            persist::Target {
+                index,
+                forced: false,
+            }
+        })
+    } else {
+        None
+    };
+    let target = persistence.target.or(stuck);
     let framing = match request_framing(buf, &head) {
         Ok(framing) => framing,
         Err(err) => {
@@ -329,7 +341,7 @@ async fn exchange<'a>(
         _ => None,
     };
     let queued_at = Instant::now();
-    let picked = match persistence.target {
+    let picked = match target {
         // `option persist`/`force-persist`: the down server is used on purpose, no queue.
         Some(target) if target.forced => ctx
             .backend
@@ -363,6 +375,9 @@ async fn exchange<'a>(
         }
     };
     let mut server = lease.server();
+    if !ctx.backend.plan.rules.stick_rules.is_empty() {
+        crate::stick_rules::store(&view_of(ctx, buf, &head), ctx.backend, server, false);
+    }
     facts.server = Some(server.name());
     facts.chosen = Some(server);
     // `redir PREFIX`: the server's GET and HEAD requests are redirected, never forwarded.
@@ -953,6 +968,18 @@ where
                 &s.response_limits,
                 s.bufsize,
             );
+            if matches!(verdict, ResponseVerdict::Relay)
+                && !ctx.backend.plan.rules.stick_rules.is_empty()
+            {
+                let scope = ctx.scope;
+                let view = StreamView {
+                    backend: Some(ctx.backend),
+                    server: Some(chosen),
+                    response: Some((input.filled(), &head)),
+                    ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+                };
+                crate::stick_rules::store(&view, ctx.backend, chosen, true);
+            }
             if matches!(verdict, ResponseVerdict::Relay) {
                 let limits = Limits {
                     max_head: s.bufsize,
