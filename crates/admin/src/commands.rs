@@ -95,14 +95,14 @@ pub const COMMANDS: &[Command] = &[
         words: &["clear", "table"],
         usage: "clear table <table> [<filter>]*",
         summary: "remove an entry from a table (filter: data/key)",
-        level: CliLevel::Operator,
+        level: CliLevel::User,
         run: tables::clear_table,
     },
     Command {
         words: &["set", "table"],
         usage: "set table <table> key <k> [data.* <v>]*",
         summary: "update or create a table entry's data",
-        level: CliLevel::Admin,
+        level: CliLevel::User,
         run: tables::set_table,
     },
     Command {

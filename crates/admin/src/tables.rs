@@ -202,8 +202,15 @@ pub fn show_table(
     Flow::Continue
 }
 
-/// `clear table <name> [filters]`: removes the entries no stream tracks.
-pub fn clear_table(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
+/// `clear table <name> [filters]`: removes the entries no stream tracks. Like HAProxy, the
+/// table is looked up before the level is checked, and a user-level socket clearing a whole
+/// table gets an empty answer and changes nothing.
+pub fn clear_table(
+    process: &Process,
+    args: &[String],
+    state: &mut CliState,
+    out: &mut String,
+) -> Flow {
     let Some(name) = args.first() else {
         out.push_str("Required arguments: <table> \"data.<store_data_type>\" <operator> <value> or <table> key <key>\n");
         return Flow::Continue;
@@ -212,6 +219,12 @@ pub fn clear_table(process: &Process, args: &[String], _: &mut CliState, out: &m
         out.push_str("No such table\n");
         return Flow::Continue;
     };
+    if state.level < CliLevel::Operator {
+        if args.len() > 1 {
+            out.push_str("Permission denied\n");
+        }
+        return Flow::Continue;
+    }
     match parse_filters(table, &args[1..]) {
         Ok(selection) => {
             table.remove_where(process.tables.now_ms(), |key, data| {
@@ -226,8 +239,14 @@ pub fn clear_table(process: &Process, args: &[String], _: &mut CliState, out: &m
 }
 
 /// `set table <name> key <key> [data.<type> <value>]*`: creates the entry if needed, then
-/// sets the values (a rate restarts with the value as the current period's count).
-pub fn set_table(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
+/// sets the values (a rate restarts with the value as the current period's count). Needs
+/// the operator level, checked once the table is found, as HAProxy does.
+pub fn set_table(
+    process: &Process,
+    args: &[String],
+    state: &mut CliState,
+    out: &mut String,
+) -> Flow {
     let (Some(name), Some("key")) = (args.first(), args.get(1).map(String::as_str)) else {
         out.push_str("Required arguments: <table> key <key> [data.<store_data_type> <value>]*\n");
         return Flow::Continue;
@@ -236,6 +255,10 @@ pub fn set_table(process: &Process, args: &[String], _: &mut CliState, out: &mut
         out.push_str("No such table\n");
         return Flow::Continue;
     };
+    if state.level < CliLevel::Operator {
+        out.push_str("Permission denied\n");
+        return Flow::Continue;
+    }
     let Some(text) = args.get(2) else {
         out.push_str("Key value expected\n");
         return Flow::Continue;
