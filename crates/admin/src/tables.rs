@@ -193,6 +193,15 @@ pub fn show_table(
             return Flow::Continue;
         }
     };
+    // Looking a key up prints nothing at all when the key has no entry, as in HAProxy.
+    if let Selection::Key(key) = &selection {
+        let found = key
+            .as_deref()
+            .and_then(|k| table.lookup(k, now, false, |_, _| ()));
+        if found.is_none() {
+            return Flow::Continue;
+        }
+    }
     header(table, now, out);
     if state.level < CliLevel::Operator {
         out.push_str("# contents not dumped due to insufficient privileges\n");

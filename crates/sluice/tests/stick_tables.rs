@@ -300,6 +300,9 @@ fn table_commands_on_the_stats_socket() {
             "Filter entry #1: Require a valid integer value to compare against\n\n",
         ),
         ("show table px key", "Key value expected\n\n"),
+        // A key without an entry (or that is no address) prints nothing, not even the header.
+        ("show table px key 10.9.9.9", "\n"),
+        ("show table px key abc", "\n"),
         (
             "set table px key 1.2.3.4 data.gpc0 x",
             "Require a valid integer value to store\n\n",

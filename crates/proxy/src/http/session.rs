@@ -83,6 +83,7 @@ pub async fn serve(
                 vars.trackers.http_request();
                 vars.trackers.http_error();
                 let page = rules::finish_page(&scope, None, settings.request_error(status));
+                vars.trackers.bytes(0, page.len() as u64);
                 Box::pin(answer(&mut client, &page, settings.client)).await;
                 // configuration.txt §8.5: a refused request is "PR", a request that did not
                 // arrive in time "cR".
@@ -178,6 +179,13 @@ impl Session<'_> {
                     // nothing special had happened (configuration.txt "tarpit").
                     tokio::time::sleep(delay).await;
                 }
+                // The transaction is over for the stick counters before the client hears
+                // the answer, so what it reads next (or the CLI) sees the entry released.
+                scope
+                    .vars
+                    .trackers
+                    .bytes(head.head_len as u64, reply.bytes.len() as u64);
+                scope.vars.trackers.end_transaction();
                 let keep_alive = !reply.close && can_answer_and_keep_alive(input, &head, settings);
                 let sent = tokio::time::timeout(
                     settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
@@ -337,8 +345,6 @@ fn log_answer(
         head,
     } = answered;
     scope.frontend.stats.count_response(status);
-    let request_bytes = head.map_or(0, |(_, h)| h.head_len as u64);
-    scope.vars.trackers.bytes(request_bytes, bytes as u64);
     // A request that could not be parsed has no captures (HAProxy prints none).
     let captures = scope.vars.captures();
     let mut record = StreamRecord {
