@@ -93,7 +93,7 @@ impl KeyType {
     pub fn parse_text(self, text: &str) -> Option<Vec<u8>> {
         match self {
             KeyType::Binary(_) => {
-                if text.len() % 2 != 0 {
+                if !text.len().is_multiple_of(2) {
                     return None;
                 }
                 let bytes = (0..text.len())
