@@ -101,8 +101,17 @@ impl Trackers {
     }
 
     /// Tracks `key` of `table` with counter `n` (unless it is in use), counting the
-    /// connection, and the request for an `http-request` rule.
-    fn track(&self, n: usize, table: &Arc<Table>, key: Vec<u8>, clock: Clock, stage: Stage) {
+    /// connection, and the request when a content or `http-request` rule tracks during an
+    /// HTTP request (`in_request`), as HAProxy counts it.
+    fn track(
+        &self,
+        n: usize,
+        table: &Arc<Table>,
+        key: Vec<u8>,
+        clock: Clock,
+        stage: Stage,
+        in_request: bool,
+    ) {
         let mut slots = self.slots.borrow_mut();
         let Some(slot) = slots.get_mut(n) else {
             return;
@@ -117,7 +126,7 @@ impl Trackers {
         table.update(&entry, now, |d, _| {
             d.count(DataType::ConnCnt, DataType::ConnRate, 1);
             d.add(DataType::ConnCur, 1);
-            if stage == Stage::HttpRequest {
+            if in_request && matches!(stage, Stage::Content | Stage::HttpRequest) {
                 d.count(DataType::HttpReqCnt, DataType::HttpReqRate, 1);
             }
         });
@@ -229,7 +238,9 @@ pub fn apply(action: &StickAction, view: &StreamView<'_>, stage: Stage) {
             else {
                 return;
             };
-            trackers.track(*counter, table, key, view.process.tables.clock(), stage);
+            let clock = view.process.tables.clock();
+            let in_request = view.request.is_some();
+            trackers.track(*counter, table, key, clock, stage, in_request);
         }
         StickAction::IncGpc { which, counter } => {
             trackers.with(*counter, |table, entry, _, clock| {

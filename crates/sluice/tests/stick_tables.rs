@@ -116,6 +116,23 @@ fn keep_alive_requests_are_counted_one_by_one() {
 }
 
 #[test]
+fn content_rules_of_an_http_proxy_count_each_request() {
+    let (backend, _log) = ok_backend();
+    let (proxy, addr) = http_proxy(
+        backend.addr(),
+        "    stick-table type ip size 10 expire 30s store conn_cnt,sess_cnt,http_req_cnt\n    tcp-request content track-sc0 src",
+    );
+    get(addr, "/");
+    get(addr, "/");
+    // Tracked after the session started: no session counted, each request is (HAProxy 2.6).
+    cli_until(
+        &proxy,
+        "show table px",
+        "conn_cnt=2 sess_cnt=0 http_req_cnt=2",
+    );
+}
+
+#[test]
 fn conn_cur_follows_live_connections_and_limits_them() {
     let backend = Backend::echo();
     let (listener, addr) = frontend();

@@ -83,7 +83,6 @@ pub async fn serve(
                 vars.trackers.http_request();
                 vars.trackers.http_error();
                 let page = rules::finish_page(&scope, None, settings.request_error(status));
-                vars.trackers.bytes(0, page.len() as u64);
                 Box::pin(answer(&mut client, &page, settings.client)).await;
                 // configuration.txt §8.5: a refused request is "PR", a request that did not
                 // arrive in time "cR".
