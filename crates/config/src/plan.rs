@@ -212,6 +212,19 @@ fn build(
 
     // `http_auth(L)` may name a list declared after the proxy using it.
     userlist::parse_userlists(sections, maps, diags);
+    // Likewise a stick-counter fetch or a `table_*` converter may name a table declared
+    // further down.
+    maps.declare_tables(
+        sections
+            .iter()
+            .filter(|s| s.kind.has_frontend() || s.kind.has_backend())
+            .filter(|s| {
+                s.lines
+                    .iter()
+                    .any(|l| l.words.first().is_some_and(|w| w == "stick-table"))
+            })
+            .filter_map(|s| s.name.clone()),
+    );
 
     for section in sections {
         match section.kind {

@@ -43,6 +43,7 @@ pub(super) fn build(b: &ConvBuild<'_>) -> Result<Built, String> {
         .first()
         .filter(|t| !t.is_empty())
         .ok_or("missing table name")?;
+    b.maps.check_table(table)?;
     Built::new(
         TableLookup {
             table: table.clone(),

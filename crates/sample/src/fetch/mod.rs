@@ -93,10 +93,11 @@ impl Fetch {
     }
 
     /// Links the fetch to what the configuration declared elsewhere (the user list of
-    /// `http_auth`).
+    /// `http_auth`, the table a stick-counter fetch names).
     pub fn resolve(&mut self, maps: &crate::map::MapStore) -> Result<(), String> {
         match self {
             Fetch::Auth(f) => f.resolve(maps),
+            Fetch::Stick(f) => f.table().map_or(Ok(()), |t| maps.check_table(t)),
             _ => Ok(()),
         }
     }

@@ -27,6 +27,13 @@ pub(crate) enum StickFetch {
 }
 
 impl StickFetch {
+    /// The table the fetch names, if any.
+    pub fn table(&self) -> Option<&str> {
+        match self {
+            StickFetch::Entry { table, .. } | StickFetch::Usage { table, .. } => table.as_deref(),
+        }
+    }
+
     pub fn run<'a>(&'a self, ctx: &'a dyn Context, out: Sink<'_, 'a>) -> bool {
         match self {
             StickFetch::Entry { source, table, op } => {
@@ -233,6 +240,12 @@ mod tests {
         assert!(Expr::parse("src_tracked", &maps).is_err());
         assert!(Expr::parse("src,table_nothing(t)", &maps).is_err());
         assert!(Expr::parse("src,table_conn_cnt", &maps).is_err());
+        // Once the configuration declared its tables, other names are refused.
+        maps.declare_tables(["t".to_owned()]);
+        assert!(Expr::parse("sc_conn_cnt(0,t)", &maps).is_ok());
+        let err = Expr::parse("src_conn_cnt(nope)", &maps).unwrap_err();
+        assert!(err.contains("unable to find table 'nope'"), "{err}");
+        assert!(Expr::parse("src,table_conn_cnt(nope)", &maps).is_err());
         // `src_port` is still the client's port, not a stick counter.
         assert_eq!(
             Expr::parse("src_port", &maps).unwrap().out_type(),
