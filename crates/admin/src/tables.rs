@@ -12,7 +12,7 @@
 use crate::commands::{CliState, Flow};
 use sluice_config::global::CliLevel;
 use sluice_runtime::process::Process;
-use sluice_stick::{Data, DataType, Table};
+use sluice_stick::{Data, DataType, KeyType, Table};
 use std::fmt::Write;
 
 /// A comparison of a data filter.
@@ -75,8 +75,37 @@ impl Selection {
     }
 }
 
+/// What a command does with a key it was given, for HAProxy's refusal of binary keys.
+#[derive(Clone, Copy)]
+enum KeyUse {
+    Show,
+    Clear,
+    Set,
+}
+
+/// The key `text` names in `table`: `Ok(None)` for an `ip` table, where HAProxy ignores a
+/// key that is no address; errors are HAProxy's words.
+fn cli_key(table: &Table, text: &str, used: KeyUse) -> Result<Option<Vec<u8>>, String> {
+    let kind = table.conf().key;
+    if let KeyType::Binary(_) = kind {
+        let verb = match used {
+            KeyUse::Show => "Showing keys from",
+            KeyUse::Clear => "Removing keys from",
+            KeyUse::Set => "Inserting keys into",
+        };
+        return Err(format!(
+            "{verb} tables of type other than ip, ipv6, string and integer is not supported"
+        ));
+    }
+    match kind.parse_text(text) {
+        Some(key) => Ok(Some(key)),
+        None if kind == KeyType::Ip => Ok(None),
+        None => Err("Invalid key".to_owned()),
+    }
+}
+
 /// Parses the filters after the table name; the error is HAProxy's message.
-fn parse_filters(table: &Table, args: &[String]) -> Result<Selection, String> {
+fn parse_filters(table: &Table, args: &[String], used: KeyUse) -> Result<Selection, String> {
     let Some(first) = args.first() else {
         return Ok(Selection::All);
     };
@@ -84,7 +113,7 @@ fn parse_filters(table: &Table, args: &[String]) -> Result<Selection, String> {
         let Some(text) = args.get(1) else {
             return Err("Key value expected".to_owned());
         };
-        return Ok(Selection::Key(table.conf().key.parse_text(text)));
+        return Ok(Selection::Key(cli_key(table, text, used)?));
     }
     if !first.starts_with("data.") {
         return Err("Optional argument only supports \"data.<store_data_type>\" <operator> <value> and key <key>".to_owned());
@@ -186,7 +215,7 @@ pub fn show_table(
         out.push_str("No such table\n");
         return Flow::Continue;
     };
-    let selection = match parse_filters(table, &args[1..]) {
+    let selection = match parse_filters(table, &args[1..], KeyUse::Show) {
         Ok(s) => s,
         Err(message) => {
             let _ = writeln!(out, "{message}");
@@ -234,7 +263,7 @@ pub fn clear_table(
         }
         return Flow::Continue;
     }
-    match parse_filters(table, &args[1..]) {
+    match parse_filters(table, &args[1..], KeyUse::Clear) {
         Ok(selection) => {
             table.remove_where(process.tables.now_ms(), |key, data| {
                 selection.matches(key, data)
@@ -272,9 +301,14 @@ pub fn set_table(
         out.push_str("Key value expected\n");
         return Flow::Continue;
     };
-    let Some(key) = table.conf().key.parse_text(text) else {
-        // HAProxy says nothing about a key that does not parse for the table's type.
-        return Flow::Continue;
+    let key = match cli_key(table, text, KeyUse::Set) {
+        Ok(Some(key)) => key,
+        // HAProxy says nothing about an `ip` key that is no address.
+        Ok(None) => return Flow::Continue,
+        Err(message) => {
+            let _ = writeln!(out, "{message}");
+            return Flow::Continue;
+        }
     };
     let mut values = Vec::new();
     for pair in args[3..].chunks(2) {

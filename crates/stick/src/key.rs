@@ -19,7 +19,7 @@ pub enum KeyType {
     Ip,
     /// `ipv6`: IPv6 addresses (an IPv4 address is stored mapped).
     Ipv6,
-    /// `integer`: 32-bit signed integers.
+    /// `integer`: 32-bit unsigned integers.
     Integer,
     /// `string [len N]`: strings of at most N bytes.
     String(usize),
@@ -57,7 +57,8 @@ impl KeyType {
     /// The key of an integer (an IPv4 address from its low 32 bits for `ip` tables).
     pub fn int_key(self, n: i64) -> Option<Vec<u8>> {
         match self {
-            KeyType::Integer => Some((n as i32).to_be_bytes().to_vec()),
+            // HAProxy keeps the low 32 bits of the sample's integer.
+            KeyType::Integer => Some((n as u32).to_be_bytes().to_vec()),
             KeyType::Ip | KeyType::Ipv6 => self.ip_key(IpAddr::V4(Ipv4Addr::from(n as u32))),
             KeyType::String(_) | KeyType::Binary(_) => self.bytes_key(n.to_string().as_bytes()),
         }
@@ -88,10 +89,14 @@ impl KeyType {
         }
     }
 
-    /// The key a CLI user typed (`show table T key K`, `set table T key K`): addresses and
-    /// numbers in text, binary keys in hexadecimal.
+    /// The key a CLI user typed (`show table T key K`, `set table T key K`): an IPv4 address
+    /// for `ip`, an IPv6 address for `ipv6`, an unsigned 32-bit number for `integer`, the
+    /// text for `string`, hexadecimal for `binary`.
     pub fn parse_text(self, text: &str) -> Option<Vec<u8>> {
         match self {
+            KeyType::Ip => Some(text.parse::<Ipv4Addr>().ok()?.octets().to_vec()),
+            KeyType::Ipv6 => Some(text.parse::<Ipv6Addr>().ok()?.octets().to_vec()),
+            KeyType::Integer => Some(text.parse::<u32>().ok()?.to_be_bytes().to_vec()),
             KeyType::Binary(_) => {
                 if !text.len().is_multiple_of(2) {
                     return None;
@@ -116,7 +121,7 @@ impl KeyType {
                 .map(|b| Ipv6Addr::from(b).to_string())
                 .unwrap_or_default(),
             KeyType::Integer => <[u8; 4]>::try_from(key)
-                .map(|b| i32::from_be_bytes(b).to_string())
+                .map(|b| u32::from_be_bytes(b).to_string())
                 .unwrap_or_default(),
             KeyType::String(_) => String::from_utf8_lossy(key).into_owned(),
             KeyType::Binary(_) => key.iter().fold(String::new(), |mut s, b| {
@@ -147,6 +152,8 @@ mod tests {
         assert_eq!(KeyType::Ipv6.display(&v6), "::ffff:10.1.2.3");
         assert_eq!(KeyType::Ip.parse_text("10.1.2.3"), Some(k));
         assert_eq!(KeyType::Ip.parse_text("abc"), None);
+        assert_eq!(KeyType::Ip.parse_text("::1"), None);
+        assert_eq!(KeyType::Ipv6.parse_text("10.1.2.3"), None);
     }
 
     #[test]
