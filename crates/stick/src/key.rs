@@ -154,6 +154,8 @@ mod tests {
         assert_eq!(KeyType::Ip.parse_text("abc"), None);
         assert_eq!(KeyType::Ip.parse_text("::1"), None);
         assert_eq!(KeyType::Ipv6.parse_text("10.1.2.3"), None);
+        assert_eq!(KeyType::Ip.parse_text("::1"), None);
+        assert_eq!(KeyType::Ipv6.parse_text("10.1.2.3"), None);
     }
 
     #[test]
@@ -170,11 +172,14 @@ mod tests {
 
     #[test]
     fn integers() {
-        let k = KeyType::Integer.parse_text("-12").expect("key");
-        assert_eq!(KeyType::Integer.display(&k), "-12");
+        let k = KeyType::Integer.parse_text("12").expect("key");
+        assert_eq!(KeyType::Integer.display(&k), "12");
+        assert_eq!(KeyType::Integer.parse_text("-12"), None);
         assert_eq!(
             KeyType::Integer.int_key(7),
-            Some(7i32.to_be_bytes().to_vec())
+            Some(7u32.to_be_bytes().to_vec())
         );
+        let wrapped = KeyType::Integer.int_key(-1).expect("key");
+        assert_eq!(KeyType::Integer.display(&wrapped), "4294967295");
     }
 }
