@@ -149,7 +149,7 @@ async fn session(
     let connection_rules = &frontend.plan.rules.tcp_connection;
     if !connection_rules.is_empty() {
         let view = StreamView::new(&process, &frontend, endpoints, &vars);
-        if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection)
+        if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection, &mut 0)
             == Some(TcpVerdict::Reject)
         {
             frontend.denied_connections.incr();
@@ -173,7 +173,9 @@ async fn session(
     let session_rules = &frontend.plan.rules.tcp_session;
     if !session_rules.is_empty() {
         let view = StreamView::new(&process, &frontend, endpoints, &vars);
-        if run_tcp_rules(&view, &vars, session_rules, Stage::Session) == Some(TcpVerdict::Reject) {
+        if run_tcp_rules(&view, &vars, session_rules, Stage::Session, &mut 0)
+            == Some(TcpVerdict::Reject)
+        {
             frontend.denied_sessions.incr();
             return;
         }

@@ -186,6 +186,28 @@ fn general_purpose_counters_through_actions_fetches_and_converters() {
 }
 
 #[test]
+fn content_inspection_resumes_at_the_rule_that_waited() {
+    let backend = Backend::echo();
+    let (listener, addr) = frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}\nlisten px\n    bind {}\n    stick-table type ip size 10 store gpc0\n    tcp-request inspect-delay 10s\n    tcp-request content track-sc0 src\n    tcp-request content sc-inc-gpc0(0)\n    tcp-request content accept if {{ req.payload(0,4) -m str GOGO }}\n    server s1 {}\n",
+        fd_bind(&listener),
+        backend.addr()
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    let mut s = connect(addr);
+    s.write_all(b"GO").unwrap();
+    // The rules ran over the first two bytes and wait at the `accept` rule.
+    cli_until(&proxy, "show table px", "use=1 exp=0 gpc0=1");
+    s.write_all(b"GO").unwrap();
+    let mut got = [0u8; 4];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"GOGO");
+    // More data did not run the rules before the waiting one again.
+    assert!(proxy.cli("show table px").contains(" gpc0=1\n"));
+}
+
+#[test]
 fn tcp_request_session_rules_run_after_the_connection_rules() {
     let backend = Backend::echo();
     let (listener, addr) = frontend();

@@ -224,7 +224,7 @@ fn tcp_content<'a>(
     head: &RequestHead,
 ) -> Flow<'a> {
     let view = scope.view(backend, Some((input.filled(), head)));
-    match run_tcp_rules(&view, scope.vars, rules, Stage::Content) {
+    match run_tcp_rules(&view, scope.vars, rules, Stage::Content, &mut 0) {
         Some(TcpVerdict::Reject) => Flow::Reject,
         // Already HTTP: `switch-mode http` has nothing to switch.
         Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => {
@@ -246,22 +246,29 @@ pub enum TcpVerdict {
     SwitchHttp,
 }
 
-/// Runs `tcp-request connection|content` (and `tcp-response content`) rules over `view`,
-/// until one waits for data ([`TcpVerdict::Wait`]); `None` when no `accept` or `reject`
-/// rule applied (the session then goes on, as HAProxy's default is to accept).
+/// Runs `tcp-request connection|session|content` (and `tcp-response content`) rules over
+/// `view`, from rule `*next` on, until one waits for data ([`TcpVerdict::Wait`]); `None` when
+/// no `accept` or `reject` rule applied (the session then goes on, as HAProxy's default is to
+/// accept). `*next` is left at the rule to evaluate again once more data has arrived, so an
+/// inspection that waits resumes there, as HAProxy's does, and never runs an action
+/// (`sc-inc-gpc0`...) twice.
 pub fn run_tcp_rules(
     view: &StreamView<'_>,
     vars: &Vars,
     rules: &[Rule<TcpAction>],
     stage: Stage,
+    next: &mut usize,
 ) -> Option<TcpVerdict> {
-    for rule in rules {
+    while let Some(rule) = rules.get(*next) {
         match rule.decide(view) {
             // HAProxy stops at a rule missing its data and evaluates again once more
             // has arrived (or the inspection delay is over).
             None => return Some(TcpVerdict::Wait),
-            Some(false) => continue,
-            Some(true) => {}
+            Some(false) => {
+                *next += 1;
+                continue;
+            }
+            Some(true) => *next += 1,
         }
         match &rule.action {
             TcpAction::Accept => return Some(TcpVerdict::Accept),
