@@ -178,19 +178,7 @@ impl Session<'_> {
                     // nothing special had happened (configuration.txt "tarpit").
                     tokio::time::sleep(delay).await;
                 }
-                // The transaction is over for the stick counters before the client hears
-                // the answer, so what it reads next (or the CLI) sees the entry released.
-                scope
-                    .vars
-                    .trackers
-                    .bytes(head.head_len as u64, reply.bytes.len() as u64);
-                scope.vars.trackers.end_transaction();
                 let keep_alive = !reply.close && can_answer_and_keep_alive(input, &head, settings);
-                let sent = tokio::time::timeout(
-                    settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
-                    client.write_all(&reply.bytes),
-                )
-                .await;
                 // configuration.txt §8.5: a denied request is "PR", one the proxy answered
                 // itself (return, redirect, monitor) "LR".
                 let cause = if reply.close {
@@ -213,7 +201,20 @@ impl Session<'_> {
                     request: Some((line, head_took)),
                     head: Some((input.filled(), &head)),
                 };
+                // The log (which may read the stick counters) and the end of the transaction
+                // for the counters come before the client hears the answer, so what the
+                // client does next, or asks the CLI, sees the entry released.
                 log_answer(scope, started, answered);
+                scope
+                    .vars
+                    .trackers
+                    .bytes(head.head_len as u64, reply.bytes.len() as u64);
+                scope.vars.trackers.end_transaction();
+                let sent = tokio::time::timeout(
+                    settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
+                    client.write_all(&reply.bytes),
+                )
+                .await;
                 if !matches!(sent, Ok(Ok(()))) {
                     return Next::Close;
                 }
