@@ -115,9 +115,11 @@ pub async fn serve(
         },
         None => backend.acquire_server(key).await,
     };
-    if has_stick_rules && let Ok(lease) = &picked {
-        crate::stick_rules::store(&stick_view(), backend, lease.server(), false);
-    }
+    let stick_stores = if has_stick_rules && picked.is_ok() {
+        crate::stick_rules::request_stores(&stick_view(), backend)
+    } else {
+        crate::stick_rules::PendingStores::default()
+    };
     record.timers.queue = Some(queued_at.elapsed());
     match picked {
         Err(unserved) => {
@@ -153,6 +155,7 @@ pub async fn serve(
                     };
                 }
                 Some(mut upstream) => {
+                    crate::stick_rules::commit(&stick_stores, &stick_view(), server);
                     record.timers.connect = Some(connecting.elapsed());
                     let early = inspected.filled();
                     if !early.is_empty() && upstream.write_all(early).await.is_err() {

@@ -266,6 +266,49 @@ fn stick_on_src_keeps_a_client_on_its_server() {
 }
 
 #[test]
+fn nothing_is_stored_for_a_request_no_server_took() {
+    let (listener, addr) = frontend();
+    let config = format!(
+        "{HTTP_DEFAULTS}\nlisten px\n    bind {}\n    retries 0\n    stick-table type ip size 10 expire 1m\n    stick on src\n    server dead {}\n",
+        fd_bind(&listener),
+        common::refused_addr()
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    assert_eq!(get(addr, "/").0, 503);
+    assert_eq!(
+        proxy.cli("show table px"),
+        "# table: px, type: ip, size:10, used:0\n\n"
+    );
+}
+
+#[test]
+fn stick_on_src_in_tcp_mode() {
+    let one = Backend::named("one");
+    let two = Backend::named("two");
+    let (listener, addr) = frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}\nlisten px\n    bind {}\n    balance roundrobin\n    stick-table type ip size 10 expire 1m\n    stick on src\n    server one {}\n    server two {}\n",
+        fd_bind(&listener),
+        one.addr(),
+        two.addr()
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    let name = || {
+        let mut s = connect(addr);
+        String::from_utf8(common::read_to_close(&mut s, GENEROUS).data().to_vec()).unwrap()
+    };
+    let first = name();
+    for _ in 0..3 {
+        assert_eq!(name(), first);
+    }
+    let answer = proxy.cli("show table px");
+    assert!(
+        answer.contains(&format!("server_key={first}\n")),
+        "{answer}"
+    );
+}
+
+#[test]
 fn table_commands_on_the_stats_socket() {
     let (backend, _log) = ok_backend();
     let (listener, addr) = frontend();

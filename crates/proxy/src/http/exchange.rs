@@ -375,9 +375,11 @@ async fn exchange<'a>(
         }
     };
     let mut server = lease.server();
-    if !ctx.backend.plan.rules.stick_rules.is_empty() {
-        crate::stick_rules::store(&view_of(ctx, buf, &head), ctx.backend, server, false);
-    }
+    let stick_stores = if ctx.backend.plan.rules.stick_rules.is_empty() {
+        crate::stick_rules::PendingStores::default()
+    } else {
+        crate::stick_rules::request_stores(&view_of(ctx, buf, &head), ctx.backend)
+    };
     facts.server = Some(server.name());
     facts.chosen = Some(server);
     // `redir PREFIX`: the server's GET and HEAD requests are redirected, never forwarded.
@@ -462,6 +464,11 @@ async fn exchange<'a>(
                 return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
             }
         };
+        {
+            let scope = ctx.scope;
+            let view = StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars);
+            crate::stick_rules::commit(&stick_stores, &view, server);
+        }
         // A reused connection costs no connect time (HAProxy logs Tc = 0 for it).
         facts.connect = Some(if was_reused {
             Duration::ZERO
@@ -978,7 +985,7 @@ where
                     response: Some((input.filled(), &head)),
                     ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
                 };
-                crate::stick_rules::store(&view, ctx.backend, chosen, true);
+                crate::stick_rules::store_response(&view, ctx.backend, chosen);
             }
             if matches!(verdict, ResponseVerdict::Relay) {
                 let limits = Limits {
