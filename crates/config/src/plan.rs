@@ -252,9 +252,17 @@ fn build(
                         }
                     },
                 };
+                // `src_*` fetches without a table name use this proxy's table.
+                maps.set_current_proxy(
+                    section
+                        .name
+                        .as_deref()
+                        .filter(|_| kind != SectionKind::Defaults),
+                );
                 for line in &section.lines {
                     proxy::parse_proxy_line(&mut conf, kind, line, maps, diags);
                 }
+                maps.set_current_proxy(None);
                 if kind == SectionKind::Defaults {
                     if let Some(name) = &section.name {
                         named_defaults.insert(name, conf.clone());

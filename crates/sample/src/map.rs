@@ -191,6 +191,9 @@ struct Inner {
     /// The names of the configuration's stick tables, once declared; `None` (a store not
     /// made by a configuration) checks no table name.
     tables: Option<std::collections::HashSet<String>>,
+    /// The proxy whose lines are being compiled: its table is the default one of `src_*`
+    /// fetches and `table_avl`/`table_cnt`.
+    current_proxy: Option<String>,
 }
 
 /// The cache of pattern and map files of one configuration.
@@ -248,6 +251,16 @@ impl MapStore {
             .tables
             .get_or_insert_with(Default::default)
             .extend(names);
+    }
+
+    /// Names the proxy whose lines are compiled next (`None` outside proxies).
+    pub fn set_current_proxy(&self, name: Option<&str>) {
+        self.lock().current_proxy = name.map(str::to_owned);
+    }
+
+    /// The proxy whose lines are being compiled.
+    pub(crate) fn current_proxy(&self) -> Option<String> {
+        self.lock().current_proxy.clone()
     }
 
     /// Checks that stick table `name` exists (when the tables were declared).

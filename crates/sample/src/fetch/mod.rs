@@ -97,7 +97,7 @@ impl Fetch {
     pub fn resolve(&mut self, maps: &crate::map::MapStore) -> Result<(), String> {
         match self {
             Fetch::Auth(f) => f.resolve(maps),
-            Fetch::Stick(f) => f.table().map_or(Ok(()), |t| maps.check_table(t)),
+            Fetch::Stick(f) => f.resolve(maps),
             _ => Ok(()),
         }
     }

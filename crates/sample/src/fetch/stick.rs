@@ -27,11 +27,24 @@ pub(crate) enum StickFetch {
 }
 
 impl StickFetch {
-    /// The table the fetch names, if any.
-    pub fn table(&self) -> Option<&str> {
-        match self {
-            StickFetch::Entry { table, .. } | StickFetch::Usage { table, .. } => table.as_deref(),
-        }
+    /// Settles the table when the configuration is compiled: `src_*`, `table_avl` and
+    /// `table_cnt` without one use the table of the proxy whose rule they are in (tracked
+    /// counters use the table they track), and a table that does not exist is an error.
+    pub fn resolve(&mut self, maps: &crate::map::MapStore) -> Result<(), String> {
+        let table = match self {
+            StickFetch::Entry {
+                source: StickSource::Counter(_),
+                table,
+                ..
+            } => table,
+            StickFetch::Entry { table, .. } | StickFetch::Usage { table, .. } => {
+                if table.is_none() {
+                    *table = maps.current_proxy();
+                }
+                table
+            }
+        };
+        table.as_deref().map_or(Ok(()), |t| maps.check_table(t))
     }
 
     pub fn run<'a>(&'a self, ctx: &'a dyn Context, out: Sink<'_, 'a>) -> bool {
