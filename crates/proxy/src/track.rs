@@ -269,3 +269,101 @@ pub fn apply(action: &StickAction, view: &StreamView<'_>, stage: Stage) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_stick::{Layout, TableConf};
+
+    fn table() -> Arc<Table> {
+        let mut layout = Layout::default();
+        for data in [
+            DataType::ConnCnt,
+            DataType::ConnCur,
+            DataType::SessCnt,
+            DataType::HttpReqCnt,
+            DataType::HttpErrCnt,
+            DataType::BytesInCnt,
+        ] {
+            layout.add(data, 0).expect("store");
+        }
+        Arc::new(Table::new(TableConf {
+            name: "t".to_owned(),
+            key: KeyType::Ip,
+            size: 10,
+            expire: Some(60_000),
+            nopurge: false,
+            layout,
+        }))
+    }
+
+    fn values(table: &Table) -> Vec<(u32, Vec<Option<u64>>)> {
+        let mut out = Vec::new();
+        table.for_each(0, |e| {
+            let data = [
+                DataType::ConnCnt,
+                DataType::ConnCur,
+                DataType::SessCnt,
+                DataType::HttpReqCnt,
+                DataType::HttpErrCnt,
+                DataType::BytesInCnt,
+            ]
+            .map(|t| e.data.get(t));
+            out.push((e.refs, data.to_vec()));
+        });
+        out
+    }
+
+    #[test]
+    fn a_session_counts_while_it_tracks() {
+        let t = table();
+        let clock = Clock::start();
+        let trackers = Trackers::default();
+        trackers.track(0, &t, vec![1, 2, 3, 4], clock, Stage::Connection, false);
+        // A counter in use is not tracked again.
+        trackers.track(0, &t, vec![9, 9, 9, 9], clock, Stage::Connection, false);
+        trackers.session_accepted();
+        trackers.http_request();
+        trackers.http_error();
+        trackers.bytes(10, 0);
+        let counted = vec![Some(1), Some(1), Some(1), Some(1), Some(1), Some(10)];
+        assert_eq!(values(&t), [(1, counted)]);
+        drop(trackers);
+        let released = vec![Some(1), Some(0), Some(1), Some(1), Some(1), Some(10)];
+        assert_eq!(values(&t), [(0, released)]);
+    }
+
+    #[test]
+    fn http_rules_track_for_one_transaction() {
+        let t = table();
+        let clock = Clock::start();
+        let trackers = Trackers::default();
+        trackers.track(1, &t, vec![1, 1, 1, 1], clock, Stage::Connection, false);
+        trackers.track(2, &t, vec![2, 2, 2, 2], clock, Stage::HttpRequest, true);
+        assert!(trackers.is_tracked(2));
+        trackers.end_transaction();
+        assert!(trackers.is_tracked(1) && !trackers.is_tracked(2));
+        let rows = values(&t);
+        // The HTTP rule counted its request when it tracked; the entry is free again.
+        assert_eq!(
+            rows[1],
+            (
+                0,
+                vec![Some(1), Some(0), Some(0), Some(1), Some(0), Some(0)]
+            )
+        );
+        assert_eq!(rows[0].0, 1);
+    }
+
+    #[test]
+    fn sample_keys_follow_the_table_type() {
+        let ip = Sample::Ip("10.0.0.1".parse().expect("address"));
+        assert_eq!(sample_key(KeyType::Ip, &ip), Some(vec![10, 0, 0, 1]));
+        assert_eq!(sample_key(KeyType::String(4), &ip), Some(b"10.0".to_vec()));
+        assert_eq!(
+            sample_key(KeyType::Integer, &Sample::Bool(true)),
+            Some(vec![0, 0, 0, 1])
+        );
+        assert_eq!(sample_key(KeyType::Ip, &Sample::str(b"nope")), None);
+    }
+}

@@ -16,7 +16,12 @@ use std::time::Instant;
 pub struct Clock(Instant);
 
 impl Clock {
-    /// Milliseconds since the process started.
+    /// A clock starting now.
+    pub fn start() -> Clock {
+        Clock(Instant::now())
+    }
+
+    /// Milliseconds since the clock started (the process start, for the tables' clock).
     pub fn now_ms(self) -> u64 {
         u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -42,7 +47,7 @@ impl Tables {
         Tables {
             list,
             by_name,
-            clock: Clock(Instant::now()),
+            clock: Clock::start(),
         }
     }
 
