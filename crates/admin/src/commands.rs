@@ -5,7 +5,7 @@
 //! with an empty line, the delimiter scripts rely on. Commands are matched by their leading
 //! words against [`COMMANDS`], which also gives the `help` text and the least level allowed.
 
-use crate::ops;
+use crate::{ops, tables};
 use sluice_config::global::CliLevel;
 use sluice_runtime::process::Process;
 use std::fmt::Write;
@@ -98,6 +98,27 @@ pub const COMMANDS: &[Command] = &[
         summary: "list backends in the current running config",
         level: CliLevel::User,
         run: ops::show_backend,
+    },
+    Command {
+        words: &["show", "table"],
+        usage: "show table <table> [<filter>]*",
+        summary: "report table usage stats or dump this table's contents (filter: data/key)",
+        level: CliLevel::User,
+        run: tables::show_table,
+    },
+    Command {
+        words: &["clear", "table"],
+        usage: "clear table <table> [<filter>]*",
+        summary: "remove an entry from a table (filter: data/key)",
+        level: CliLevel::User,
+        run: tables::clear_table,
+    },
+    Command {
+        words: &["set", "table"],
+        usage: "set table <table> key <k> [data.* <v>]*",
+        summary: "update or create a table entry's data",
+        level: CliLevel::User,
+        run: tables::set_table,
     },
     Command {
         words: &["set", "maxconn", "frontend"],

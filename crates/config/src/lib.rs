@@ -29,6 +29,7 @@ pub mod rules;
 pub mod sections;
 pub mod source;
 pub mod stats_page;
+pub mod stick;
 pub mod units;
 pub mod userlist;
 

@@ -44,6 +44,8 @@ pub struct Plan {
     pub files: Vec<Arc<str>>,
     /// `ring` sections, in declaration order.
     pub rings: Vec<RingConf>,
+    /// The stick tables (`stick-table`), each named after its section, in declaration order.
+    pub tables: Vec<sluice_stick::TableConf>,
 }
 
 /// A proxy's identity: its name, the keyword that declared it and a unique number.
@@ -216,6 +218,19 @@ fn build(
     // `log ring@NAME` may name a ring declared later.
     let rings = ring::parse_rings(sections, diags);
     ring::check_ring_targets(sections, &rings, diags);
+    // Likewise a stick-counter fetch or a `table_*` converter may name a table declared
+    // further down.
+    maps.declare_tables(
+        sections
+            .iter()
+            .filter(|s| s.kind.has_frontend() || s.kind.has_backend())
+            .filter(|s| {
+                s.lines
+                    .iter()
+                    .any(|l| l.words.first().is_some_and(|w| w == "stick-table"))
+            })
+            .filter_map(|s| s.name.clone()),
+    );
 
     for section in sections {
         match section.kind {
@@ -243,9 +258,17 @@ fn build(
                         }
                     },
                 };
+                // `src_*` fetches without a table name use this proxy's table.
+                maps.set_current_proxy(
+                    section
+                        .name
+                        .as_deref()
+                        .filter(|_| kind != SectionKind::Defaults),
+                );
                 for line in &section.lines {
                     proxy::parse_proxy_line(&mut conf, kind, line, maps, diags);
                 }
+                maps.set_current_proxy(None);
                 if kind == SectionKind::Defaults {
                     if let Some(name) = &section.name {
                         named_defaults.insert(name, conf.clone());
@@ -276,12 +299,44 @@ fn build(
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
     let (frontends, backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    // Tables that `stick` rules use keep the server of each key (configuration.txt §4.2:
+    // `server_id` is stored automatically, and HAProxy 2.6 adds the server's name).
+    let sticky: Vec<&str> = proxies
+        .iter()
+        .flat_map(|p| {
+            p.conf
+                .rules
+                .stick_rules
+                .iter()
+                .map(|r| r.action.table.as_deref().unwrap_or(&p.name))
+        })
+        .collect();
+    let tables = proxies
+        .iter()
+        .filter_map(|p| {
+            let mut table = p.conf.stick_table.clone()?;
+            table.name.clone_from(&p.name);
+            if sticky.contains(&p.name.as_str()) {
+                for data in [
+                    sluice_stick::DataType::ServerId,
+                    sluice_stick::DataType::ServerKey,
+                ] {
+                    if !table.layout.has(data) {
+                        // Cannot fail: the type is not stored yet.
+                        let _ = table.layout.add(data, 0);
+                    }
+                }
+            }
+            Some(table)
+        })
+        .collect();
     Plan {
         global,
         frontends,
         backends,
         files: sources.iter().map(|s| Arc::clone(&s.name)).collect(),
         rings,
+        tables,
     }
 }
 
@@ -341,6 +396,14 @@ fn plan_proxies(
         .map(|p| errors::resolve(&p.conf.error_directives, http_errors, diags))
         .collect();
     let mut rules: Vec<ProxyRules> = proxies.iter().map(|p| mode_rules(p, diags)).collect();
+    let table_names: Vec<&str> = proxies
+        .iter()
+        .filter(|p| p.conf.stick_table.is_some())
+        .map(|p| p.name.as_str())
+        .collect();
+    for (r, p) in rules.iter_mut().zip(proxies) {
+        crate::stick::resolve_tables(r, &p.name, &table_names, diags);
+    }
     let use_backends: Vec<Vec<Rule<BackendTarget>>> = rules
         .iter_mut()
         .map(|r| std::mem::take(&mut r.use_backend))

@@ -254,6 +254,8 @@ pub struct ProxyConf {
     pub source: Option<SocketAddr>,
     /// `id`: the proxy's number (never inherited from a `defaults` section).
     pub id: Option<(u32, Span)>,
+    /// `stick-table`: the section's table (named after the section by the plan).
+    pub stick_table: Option<sluice_stick::TableConf>,
 }
 
 /// Which directions may be forwarded with `splice(2)` (configuration.txt §4.2
@@ -428,6 +430,11 @@ pub fn parse_proxy_line(
                 && let Some(server) = parse_server(&d, &conf.default_servers, diags)
             {
                 conf.servers.push(server);
+            }
+        }
+        "stick-table" => {
+            if only_in(&d, kind, kind != SectionKind::Defaults, "frontend, backend and listen sections", diags) {
+                crate::stick::parse_line(&mut conf.stick_table, "", &d, &line.words, diags);
             }
         }
         "server-template" => {

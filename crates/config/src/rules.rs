@@ -1,5 +1,6 @@
 //! The rule keywords of proxies (configuration.txt §4.2, §7): `acl`, `http-request`,
-//! `http-response`, `http-after-response`, `redirect`, `use_backend`, `use-server`, `tcp-request connection`,
+//! `http-response`, `http-after-response`, `redirect`, `use_backend`, `use-server`, `stick`,
+//! `tcp-request connection`, `tcp-request session`,
 //! `tcp-request content`, `tcp-request inspect-delay`, `monitor-uri` and `monitor fail`.
 //!
 //! Each line is compiled here, once, with the sample engine (`sluice-sample`): conditions,
@@ -13,6 +14,7 @@ use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::preprocess::Line;
 use crate::sections::SectionKind;
+use crate::stick::StickAction;
 use regex::bytes::Regex;
 use sluice_sample::{AclSet, Condition, Expr, LogFormat, MapStore, Stages};
 use std::sync::Arc;
@@ -49,6 +51,9 @@ pub struct ProxyRules {
     pub acls: Option<AclSet>,
     /// `tcp-request connection` rules (frontends), before anything is read.
     pub tcp_connection: Vec<Rule<TcpAction>>,
+    /// `tcp-request session` rules (frontends), once the PROXY header is read and before
+    /// any content.
+    pub tcp_session: Vec<Rule<TcpAction>>,
     /// `tcp-request inspect-delay`: how long `tcp-request content` rules may wait for data.
     pub inspect_delay: Option<Duration>,
     /// `tcp-request content` rules.
@@ -68,6 +73,8 @@ pub struct ProxyRules {
     pub redirects: Vec<Rule<Redirect>>,
     /// `use_backend` rules (frontends).
     pub use_backend: Vec<Rule<BackendTarget>>,
+    /// `stick on|match|store-request|store-response` rules (backends), in declaration order.
+    pub stick_rules: Vec<Rule<crate::stick::StickRule>>,
     /// `use-server` rules (backends): the server's name.
     pub use_server: Vec<Rule<String>>,
     /// `http-response` rules.
@@ -148,6 +155,8 @@ pub enum TcpAction {
     /// `switch-mode http` (`tcp-request content` of a frontend): the connection is parsed as
     /// HTTP from here on, with the frontend's HTTP rules, and goes to an HTTP backend.
     SwitchModeHttp,
+    /// `track-scN`, `sc-inc-gpc0|1`, `sc-set-gpt0`.
+    Stick(StickAction),
 }
 
 /// How `del-header -m` compares names.
@@ -342,6 +351,8 @@ pub enum HttpAction {
         /// `scope.name`.
         name: String,
     },
+    /// `track-scN`, `sc-inc-gpc0|1`, `sc-set-gpt0`.
+    Stick(StickAction),
 }
 
 /// A normalizer of `http-request normalize-uri` (configuration.txt §4.2).
@@ -480,6 +491,7 @@ pub(crate) fn parse_rule_line(
         ("tcp-request", Some("connection" | "content" | "inspect-delay" | "session")) => 2,
         ("tcp-response", Some("content" | "inspect-delay")) => 2,
         ("monitor", Some("fail")) => 2,
+        ("stick", Some("on" | "match" | "store-request" | "store-response")) => 2,
         _ => return false,
     };
     let d = Directive::new(line, keyword_words);
@@ -611,6 +623,23 @@ pub(crate) fn parse_rule_line(
                 list.push(rule(action, cond, d.span));
             })
         }
+        "stick on" | "stick match" | "stick store-request" | "stick store-response" => {
+            backend_only(kind)
+                .and_then(|()| split_condition(&line.words[1..], acls))
+                .and_then(|(args, cond)| {
+                    let stick = crate::stick::parse_stick_rule(args, maps)?;
+                    if let Some(c) = &cond {
+                        let stages = if stick.kind == crate::stick::StickKind::StoreResponse {
+                            Stages::HTTP_RES | Stages::TCP_RES_CONTENT
+                        } else {
+                            Stages::USE_SERVER
+                        };
+                        check_cond(c, stages, place, &mut warnings);
+                    }
+                    rules.stick_rules.push(rule(stick, cond, d.span));
+                    Ok(())
+                })
+        }
         "tcp-request inspect-delay" => {
             if let Some(delay) = d.timeout(2, diags) {
                 rules.inspect_delay = Some(delay);
@@ -633,13 +662,14 @@ pub(crate) fn parse_rule_line(
                 rules.tcp_response.push(rule(action, cond, d.span));
                 Ok(())
             }),
-        "tcp-request session" => Err("not supported by Sluice".to_owned()),
-        "tcp-request connection" | "tcp-request content" => {
+        "tcp-request connection" | "tcp-request session" | "tcp-request content" => {
             let content = d.keyword == "tcp-request content";
-            let stages = if content {
-                place.stages(Stages::FE_TCP_REQ_CONTENT, Stages::BE_TCP_REQ_CONTENT)
-            } else {
-                Stages::TCP_REQ_CONN
+            let stages = match d.keyword.as_str() {
+                "tcp-request content" => {
+                    place.stages(Stages::FE_TCP_REQ_CONTENT, Stages::BE_TCP_REQ_CONTENT)
+                }
+                "tcp-request session" => Stages::TCP_REQ_SESS,
+                _ => Stages::TCP_REQ_CONN,
             };
             let checked = if content { Ok(()) } else { frontend_only(kind) };
             checked
@@ -649,10 +679,10 @@ pub(crate) fn parse_rule_line(
                     if let Some(c) = &cond {
                         check_cond(c, stages, place, &mut warnings);
                     }
-                    let list = if content {
-                        &mut rules.tcp_content
-                    } else {
-                        &mut rules.tcp_connection
+                    let list = match d.keyword.as_str() {
+                        "tcp-request content" => &mut rules.tcp_content,
+                        "tcp-request session" => &mut rules.tcp_session,
+                        _ => &mut rules.tcp_connection,
                     };
                     list.push(rule(action, cond, d.span));
                     Ok(())
@@ -699,10 +729,7 @@ const KNOWN_ACTIONS: &[&str] = &[
     "reject",
     "sc-add-gpc",
     "sc-inc-gpc",
-    "sc-inc-gpc0",
-    "sc-inc-gpc1",
     "sc-set-gpt",
-    "sc-set-gpt0",
     "send-proxy-v2",
     "send-spoe-group",
     "set-bandwidth-limit",
@@ -725,9 +752,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "silent-drop",
     "strict-mode",
     "switch-mode",
-    "track-sc0",
-    "track-sc1",
-    "track-sc2",
     "use-service",
     "wait-for-body",
     "wait-for-handshake",
@@ -1001,6 +1025,9 @@ fn parse_tcp_action(args: &[String], maps: &MapStore, stages: Stages) -> Result<
         expr.check_stages(stages)?;
         return Ok(TcpAction::SetVar { name, expr });
     }
+    if let Some(stick) = crate::stick::parse_action(action, rest, maps, stages) {
+        return stick.map(TcpAction::Stick);
+    }
     if let Some(name) = paren_arg(action, "unset-var") {
         return no_args(TcpAction::UnsetVar {
             name: var_name(name)?,
@@ -1059,6 +1086,9 @@ fn parse_http_action(
             name,
             value: VarValue::Format(fmt(&rest[0])?),
         });
+    }
+    if let Some(stick) = crate::stick::parse_action(action, rest, maps, stages) {
+        return stick.map(HttpAction::Stick);
     }
     if let Some(name) = paren_arg(action, "unset-var") {
         exactly(0, "no argument")?;

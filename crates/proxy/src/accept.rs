@@ -20,6 +20,7 @@
 use crate::http::rules::{TcpVerdict, run_tcp_rules};
 use crate::report::report_connection_error;
 use crate::stream_context::StreamView;
+use crate::track::Stage;
 use crate::vars::Vars;
 use crate::{http, tcp};
 use sluice_config::proxy::Mode;
@@ -152,7 +153,9 @@ async fn session(
     let connection_rules = &frontend.plan.rules.tcp_connection;
     if !connection_rules.is_empty() {
         let view = StreamView::new(&process, &frontend, endpoints, &vars);
-        if run_tcp_rules(&view, &vars, connection_rules) == Some(TcpVerdict::Reject) {
+        if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection, &mut 0)
+            == Some(TcpVerdict::Reject)
+        {
             frontend.denied_connections.incr();
             return;
         }
@@ -174,6 +177,18 @@ async fn session(
     } else {
         endpoints
     };
+    // `tcp-request session` rules: after the PROXY header, before any content.
+    let session_rules = &frontend.plan.rules.tcp_session;
+    if !session_rules.is_empty() {
+        let view = StreamView::new(&process, &frontend, endpoints, &vars);
+        if run_tcp_rules(&view, &vars, session_rules, Stage::Session, &mut 0)
+            == Some(TcpVerdict::Reject)
+        {
+            frontend.denied_sessions.incr();
+            return;
+        }
+    }
+    vars.trackers.session_accepted();
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
     frontend.log_connection(endpoints.client, endpoints.local);

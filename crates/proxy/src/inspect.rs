@@ -24,6 +24,7 @@
 use crate::http::buffer::{InBuf, ReadError};
 use crate::http::rules::{Scope, TcpVerdict, run_tcp_rules};
 use crate::stream_context::StreamView;
+use crate::track::Stage;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_http::head::{Limits, Parse, RequestHead, parse_request};
@@ -68,11 +69,18 @@ pub async fn inspect<'a>(
     // Only a frontend that may upgrade to HTTP needs the buffered bytes parsed as a request
     // (`req.proto_http`, the `HTTP` ACL, header fetches before `switch-mode http`).
     let upgrades = rules.switches_to_http();
+    let mut next_rule = 0;
     loop {
         let verdict = {
             let head = parsed_request(input, upgrades);
             let view = payload_view(scope, input, ended, head.as_ref());
-            run_tcp_rules(&view, scope.vars, &rules.tcp_content)
+            run_tcp_rules(
+                &view,
+                scope.vars,
+                &rules.tcp_content,
+                Stage::Content,
+                &mut next_rule,
+            )
         };
         match verdict {
             Some(TcpVerdict::Reject) => return Inspection::Reject,
@@ -156,6 +164,7 @@ pub async fn inspect_response(
     });
     let deadline = rules.response_inspect_delay.map(|d| Instant::now() + d);
     let mut ended = deadline.is_none() || !reads_data;
+    let mut next_rule = 0;
     loop {
         let verdict = {
             let view = StreamView {
@@ -165,7 +174,13 @@ pub async fn inspect_response(
                 inspection_ended: ended,
                 ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
             };
-            run_tcp_rules(&view, scope.vars, &rules.tcp_response)
+            run_tcp_rules(
+                &view,
+                scope.vars,
+                &rules.tcp_response,
+                Stage::Content,
+                &mut next_rule,
+            )
         };
         let decided = match verdict {
             Some(TcpVerdict::Reject) => ResponseInspection::Reject,

@@ -12,6 +12,8 @@ pub mod forward;
 pub mod http;
 pub mod inspect;
 pub mod report;
+pub mod stick_rules;
 pub mod stream_context;
 pub mod tcp;
+pub mod track;
 pub mod vars;

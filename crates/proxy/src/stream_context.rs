@@ -8,13 +8,16 @@
 //! `srv_conn`...) are read from the process's atomics and balancer at the moment a fetch
 //! asks.
 
+use crate::track;
 use crate::vars::Vars;
 use sluice_http::{RequestHead, ResponseHead};
 use sluice_net::listen::Endpoints;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
-use sluice_sample::{BackendStat, Context, LogFacts, Sample, ServerStat};
+use sluice_sample::{BackendStat, Context, LogFacts, Sample, ServerStat, StickOp, StickSource};
+use sluice_stick::{Data, DataType, Table};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// A stream as the sample engine sees it at one point of its life.
@@ -82,6 +85,67 @@ impl<'a> StreamView<'a> {
                 .map(|b| &**b),
         }
     }
+}
+
+impl StreamView<'_> {
+    /// The table `name`, or the current proxy's (the backend's once one is chosen and has a
+    /// table, else the frontend's).
+    fn table(&self, name: Option<&str>) -> Option<&Arc<Table>> {
+        let tables = &self.process.tables;
+        match name {
+            Some(name) => tables.get(name),
+            None => self
+                .backend
+                .and_then(|b| tables.get(b.name()))
+                .or_else(|| tables.get(self.frontend.name())),
+        }
+    }
+}
+
+/// Runs a stick-counter operation on an entry tracked by `refs` streams.
+fn run_op(d: &mut Data<'_>, refs: u32, op: StickOp) -> Option<Sample<'static>> {
+    let int = |v: u64| Sample::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    match op {
+        StickOp::Get(data) => d.get(data).map(int),
+        StickOp::Kilobytes(data) => d.get(data).map(|v| int(v >> 10)),
+        StickOp::IncGpc(which) => track::inc_gpc(d, which).map(int),
+        StickOp::ClrGpc(which) => {
+            let (counter, _) = track::gpc_types(which);
+            let old = d.get(counter);
+            d.set(counter, 0);
+            old.map(int)
+        }
+        StickOp::Trackers => Some(int(u64::from(refs))),
+        StickOp::Tracked => Some(Sample::Bool(true)),
+        StickOp::UpdateConnCnt => {
+            d.add(DataType::ConnCnt, 1);
+            d.get(DataType::ConnCnt).map(int)
+        }
+    }
+}
+
+/// What an operation answers for a key without an entry: 0 when the table could hold the
+/// value.
+fn absent(table: &Table, op: StickOp) -> Option<Sample<'static>> {
+    let stored = match op {
+        StickOp::Get(data) | StickOp::Kilobytes(data) => table.conf().layout.has(data),
+        StickOp::IncGpc(w) | StickOp::ClrGpc(w) => {
+            let (counter, rate) = track::gpc_types(w);
+            table.conf().layout.has(counter) || table.conf().layout.has(rate)
+        }
+        StickOp::UpdateConnCnt => table.conf().layout.has(DataType::ConnCnt),
+        StickOp::Trackers => true,
+        StickOp::Tracked => return Some(Sample::Bool(false)),
+    };
+    stored.then_some(Sample::Int(0))
+}
+
+/// True for operations that change the entry (and create it for `src_*`).
+fn writes(op: StickOp) -> bool {
+    matches!(
+        op,
+        StickOp::IncGpc(_) | StickOp::ClrGpc(_) | StickOp::UpdateConnCnt
+    )
 }
 
 impl Context for StreamView<'_> {
@@ -174,6 +238,78 @@ impl Context for StreamView<'_> {
 
     fn inspection_ended(&self) -> bool {
         self.inspection_ended
+    }
+
+    fn stick(
+        &self,
+        source: StickSource,
+        table: Option<&str>,
+        op: StickOp,
+    ) -> Option<Sample<'static>> {
+        let now = self.process.tables.now_ms();
+        match source {
+            StickSource::Counter(n) => {
+                let tracked = self
+                    .vars
+                    .trackers
+                    .with(n, |own, entry, key, _| match table {
+                        None => own
+                            .peek(entry, now, |d, refs| run_op(d, refs, op))
+                            .flatten(),
+                        Some(name) => {
+                            let other = self.process.tables.get(name)?;
+                            let found = if writes(op) {
+                                other.upsert(key, now, |d, refs| run_op(d, refs, op))
+                            } else {
+                                other.lookup(key, now, false, |d, refs| run_op(d, refs, op))
+                            };
+                            found.unwrap_or_else(|| absent(other, op))
+                        }
+                    });
+                match tracked {
+                    Some(answer) => answer,
+                    None if op == StickOp::Tracked => Some(Sample::Bool(false)),
+                    None => None,
+                }
+            }
+            StickSource::Src => {
+                if op == StickOp::Tracked {
+                    return None;
+                }
+                let table = self.table(table)?;
+                let key = track::sample_key(table.conf().key, &Sample::Ip(self.src()?.ip()))?;
+                let found = if writes(op) {
+                    table.upsert(&key, now, |d, refs| run_op(d, refs, op))
+                } else {
+                    table.lookup(&key, now, false, |d, refs| run_op(d, refs, op))
+                };
+                found.unwrap_or_else(|| absent(table, op))
+            }
+        }
+    }
+
+    fn table_lookup(&self, table: &str, key: &Sample<'_>, op: StickOp) -> Option<i64> {
+        let table = self.process.tables.get(table)?;
+        let key = track::sample_key(table.conf().key, key)?;
+        let now = self.process.tables.now_ms();
+        let found = table
+            .lookup(&key, now, false, |d, refs| run_op(d, refs, op))
+            .unwrap_or_else(|| absent(table, op))?;
+        match found {
+            Sample::Int(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    fn table_usage(&self, table: Option<&str>, free: bool) -> Option<i64> {
+        let table = self.table(table)?;
+        let used = table.used(self.process.tables.now_ms());
+        let n = if free {
+            table.conf().size.saturating_sub(used)
+        } else {
+            used
+        };
+        i64::try_from(n).ok()
     }
 
     fn backend_stat(&self, backend: Option<&str>, stat: BackendStat) -> Option<i64> {

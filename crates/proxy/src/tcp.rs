@@ -95,7 +95,31 @@ pub async fn serve(
         _ => None,
     };
     let queued_at = Instant::now();
-    let picked = backend.acquire_server(key).await;
+    let stick_view = || StreamView {
+        backend: Some(backend),
+        payload: Some(inspected.filled()),
+        ..StreamView::new(process, frontend, endpoints, vars)
+    };
+    let has_stick_rules = !backend.plan.rules.stick_rules.is_empty();
+    // `stick match|on`: a table may name the server; when it cannot take the session, the
+    // balancing chooses.
+    let stuck = if has_stick_rules {
+        crate::stick_rules::matched_server(&stick_view(), backend)
+    } else {
+        None
+    };
+    let picked = match stuck {
+        Some(index) => match backend.acquire_server_at(index).await {
+            Err(Unserved::QueueFull | Unserved::NoServer) => backend.acquire_server(key).await,
+            other => other,
+        },
+        None => backend.acquire_server(key).await,
+    };
+    let stick_stores = if has_stick_rules && picked.is_ok() {
+        crate::stick_rules::request_stores(&stick_view(), backend)
+    } else {
+        crate::stick_rules::PendingStores::default()
+    };
     record.timers.queue = Some(queued_at.elapsed());
     match picked {
         Err(unserved) => {
@@ -134,6 +158,7 @@ pub async fn serve(
                     };
                 }
                 Some(mut upstream) => {
+                    crate::stick_rules::commit(&stick_stores, &stick_view(), server);
                     record.timers.connect = Some(connecting.elapsed());
                     // `option logasap`: logged now that the server connection is established.
                     if frontend.logger.as_ref().is_some_and(|l| l.conf.logasap) {
@@ -225,6 +250,7 @@ pub async fn serve(
                                         traffic.bytes_in.add(up);
                                         traffic.bytes_out.add(down);
                                     }
+                                    vars.trackers.bytes(up, down);
                                     record.bytes_to_client = down;
                                     record.bytes_from_client = up;
                                     record.termination = termination_of(&outcome.finish);

@@ -29,6 +29,9 @@ pub struct Vars {
     captures: RefCell<CaptureSet>,
     /// `tcp-request connection expect-proxy layer4` applied: a PROXY header comes first.
     expects_proxy: std::cell::Cell<bool>,
+    /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
+    /// long as the session, and every rule and fetch already holds the session's `Vars`.
+    pub trackers: crate::track::Trackers,
 }
 
 impl Vars {

@@ -20,3 +20,4 @@ pub mod ring;
 pub mod server_list;
 pub mod stats;
 pub mod stats_typed;
+pub mod tables;

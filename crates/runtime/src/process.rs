@@ -83,6 +83,8 @@ pub struct Process {
     pub rings: Vec<Arc<Ring>>,
     /// The log writer, when some proxy logs (`DroppedLogs` in `show info`).
     pub log_hub: Option<Arc<LogHub>>,
+    /// The stick tables.
+    pub tables: crate::tables::Tables,
     listen_state: watch::Sender<ListenState>,
 }
 
@@ -188,6 +190,7 @@ impl Process {
             stream_log,
             rings,
             log_hub: hub,
+            tables: crate::tables::Tables::new(plan.tables),
             listen_state: watch::channel(ListenState::Active).0,
         })
     }

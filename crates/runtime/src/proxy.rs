@@ -41,6 +41,8 @@ pub struct Frontend {
     pub request_errors: Counter,
     /// Connections refused by `tcp-request connection|content reject` (`dcon`).
     pub denied_connections: Counter,
+    /// Sessions refused by `tcp-request session reject` (`dses`).
+    pub denied_sessions: Counter,
     /// Requests refused by `http-request deny` (`dreq`).
     pub denied_requests: Counter,
     /// Where this proxy's log lines go, and how they look; `None` without `log` targets.
@@ -198,6 +200,7 @@ impl Frontend {
             failed: Counter::default(),
             request_errors: Counter::default(),
             denied_connections: Counter::default(),
+            denied_sessions: Counter::default(),
             denied_requests: Counter::default(),
             logger: None,
             stats: crate::stats::StatsCounters::new(0),

@@ -545,6 +545,7 @@ fn frontend_row(f: &Frontend) -> Row {
     row.set(Field::req_rate, f.stats.request_rate.get());
     row.set(Field::req_rate_max, f.stats.request_rate.max());
     row.set(Field::dcon, f.denied_connections.get());
+    row.set(Field::dses, f.denied_sessions.get());
     row
 }
 

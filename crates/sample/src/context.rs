@@ -42,6 +42,35 @@ pub enum ServerStat {
     Up,
 }
 
+/// Whose stick-table entry a stick-counter fetch reads (configuration.txt §7.3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickSource {
+    /// The entry the stream tracks with counter N (`sc_*(N)`, `scN_*`).
+    Counter(usize),
+    /// The entry of the client's address (`src_*`).
+    Src,
+}
+
+/// What a stick-counter fetch or a `table_*` converter does with the entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickOp {
+    /// Reads a stored value (a rate at the current time).
+    Get(sluice_stick::DataType),
+    /// Reads a byte counter in kilobytes (`kbytes_in`, `kbytes_out`).
+    Kilobytes(sluice_stick::DataType),
+    /// Increments `gpc0` or `gpc1` (and its rate) and returns the new value.
+    IncGpc(u8),
+    /// Sets `gpc0` or `gpc1` to zero and returns the value it had.
+    ClrGpc(u8),
+    /// The number of streams tracking the entry.
+    Trackers,
+    /// Whether the stream tracks counter N (boolean; `sc_tracked`).
+    Tracked,
+    /// Increments `conn_cnt` of the client's entry, created if needed, and returns it
+    /// (`src_updt_conn_cnt`).
+    UpdateConnCnt,
+}
+
 /// What fetches may read about the stream being evaluated.
 ///
 /// The required methods are what every stream has; the provided ones default to "not
@@ -103,6 +132,30 @@ pub trait Context {
 
     /// A counter of server `server` in backend `backend` (the stream's backend when `None`).
     fn server_stat(&self, _backend: Option<&str>, _server: &str, _stat: ServerStat) -> Option<i64> {
+        None
+    }
+
+    /// A stick-counter fetch (`sc_*`, `scN_*`, `src_*`) over the entry of `source`, in
+    /// `table` (`None`: the tracked entry's table, or the current proxy's for `src_*`). `None`
+    /// (the default) when there is no such entry or the table does not store the data.
+    fn stick(
+        &self,
+        _source: StickSource,
+        _table: Option<&str>,
+        _op: StickOp,
+    ) -> Option<Sample<'static>> {
+        None
+    }
+
+    /// A `table_*` converter: `op` over the entry of `key` in `table`; 0 for a missing
+    /// entry, `None` when the table does not exist or store the data (the default).
+    fn table_lookup(&self, _table: &str, _key: &Sample<'_>, _op: StickOp) -> Option<i64> {
+        None
+    }
+
+    /// `table_avl` (`free` true) or `table_cnt`: free or used entries of `table` (the
+    /// current proxy's when `None`).
+    fn table_usage(&self, _table: Option<&str>, _free: bool) -> Option<i64> {
         None
     }
 

@@ -24,9 +24,12 @@
 //! inspection; body fetches (`req.body`...) read [`Context::request_body`], which the proxy
 //! does not answer yet (it streams bodies without buffering them).
 //!
-//! Not available yet: fetches of a TLS connection Sluice terminates (`ssl_fc_sni`...),
-//! stick-table fetches and converters, and the `RDP_COOKIE`
-//! predefined ACL.
+//! Stick-counter fetches (`sc_*`, `src_*`, `table_avl`...) and the `table_*` converters name
+//! what they want with [`StickSource`] and [`StickOp`]; the proxy answers from its tables
+//! through [`Context::stick`] and [`Context::table_lookup`].
+//!
+//! Not available yet: fetches of a TLS connection Sluice terminates (`ssl_fc_sni`...) and
+//! the `RDP_COOKIE` predefined ACL.
 
 mod acl;
 mod args;
@@ -49,7 +52,7 @@ mod testing;
 pub use acl::{Acl, AclSet};
 pub use auth::{Password, User, Userlist, auth_scheme, basic_credentials};
 pub use cond::Condition;
-pub use context::{BackendStat, Context, ServerStat};
+pub use context::{BackendStat, Context, ServerStat, StickOp, StickSource};
 pub use expr::Expr;
 pub use logformat::{LogFacts, LogFormat, LogNumber, LogText};
 #[doc(hidden)]

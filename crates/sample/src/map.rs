@@ -188,6 +188,12 @@ struct Inner {
     /// The configuration's `userlist` sections, by name (the store is the one handle every
     /// expression compiler gets, so it carries them too).
     userlists: HashMap<String, Arc<crate::auth::Userlist>>,
+    /// The names of the configuration's stick tables, once declared; `None` (a store not
+    /// made by a configuration) checks no table name.
+    tables: Option<std::collections::HashSet<String>>,
+    /// The proxy whose lines are being compiled: its table is the default one of `src_*`
+    /// fetches and `table_avl`/`table_cnt`.
+    current_proxy: Option<String>,
 }
 
 /// The cache of pattern and map files of one configuration.
@@ -236,6 +242,33 @@ impl MapStore {
     /// The user list `name`, if declared.
     pub fn userlist(&self, name: &str) -> Option<Arc<crate::auth::Userlist>> {
         self.lock().userlists.get(name).cloned()
+    }
+
+    /// Declares the configuration's stick tables, so that fetches and converters naming
+    /// another table are refused when compiled.
+    pub fn declare_tables(&self, names: impl IntoIterator<Item = String>) {
+        self.lock()
+            .tables
+            .get_or_insert_with(Default::default)
+            .extend(names);
+    }
+
+    /// Names the proxy whose lines are compiled next (`None` outside proxies).
+    pub fn set_current_proxy(&self, name: Option<&str>) {
+        self.lock().current_proxy = name.map(str::to_owned);
+    }
+
+    /// The proxy whose lines are being compiled.
+    pub(crate) fn current_proxy(&self) -> Option<String> {
+        self.lock().current_proxy.clone()
+    }
+
+    /// Checks that stick table `name` exists (when the tables were declared).
+    pub(crate) fn check_table(&self, name: &str) -> Result<(), String> {
+        match &self.lock().tables {
+            Some(tables) if !tables.contains(name) => Err(format!("unable to find table '{name}'")),
+            _ => Ok(()),
+        }
     }
 
     /// The paths read so far.

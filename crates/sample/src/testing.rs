@@ -40,6 +40,9 @@ pub(crate) struct TestCtx {
     /// What `set_var` stored, in order.
     pub stored: std::cell::RefCell<Vec<(String, Sample<'static>)>>,
     pub facts: Option<Box<dyn LogFacts>>,
+    /// The stick-table questions asked (`stick`, `table_lookup`), as debug text; each is
+    /// answered with 7.
+    pub stick_asked: std::cell::RefCell<Vec<String>>,
 }
 
 impl TestCtx {
@@ -70,6 +73,7 @@ impl TestCtx {
             body: None,
             stored: std::cell::RefCell::default(),
             facts: None,
+            stick_asked: std::cell::RefCell::default(),
         }
     }
 
@@ -135,6 +139,23 @@ impl Context for TestCtx {
     }
     fn var(&self, name: &str) -> Option<Sample<'_>> {
         self.vars.get(name).map(Sample::reborrow)
+    }
+    fn stick(
+        &self,
+        source: crate::StickSource,
+        table: Option<&str>,
+        op: crate::StickOp,
+    ) -> Option<Sample<'static>> {
+        self.stick_asked
+            .borrow_mut()
+            .push(format!("{source:?} {table:?} {op:?}"));
+        Some(Sample::Int(7))
+    }
+    fn table_lookup(&self, table: &str, key: &Sample<'_>, op: crate::StickOp) -> Option<i64> {
+        self.stick_asked
+            .borrow_mut()
+            .push(format!("{table} {key:?} {op:?}"));
+        Some(7)
     }
     fn backend_stat(&self, backend: Option<&str>, stat: BackendStat) -> Option<i64> {
         self.backend_stats

@@ -213,6 +213,9 @@ pub async fn run(
     let on_head: Option<EarlyLog<'_>> = if asap { Some(&early) } else { None };
     let ending = exchange(ctx, client, input, request, attached, &mut facts, on_head).await;
     if let Some(status) = ending.status {
+        if (400..500).contains(&status) {
+            ctx.scope.vars.trackers.http_error();
+        }
         ctx.frontend.stats.count_response(status);
         ctx.backend.stats.count_response(status);
         if let Some(server) = facts.chosen {
@@ -347,6 +350,18 @@ async fn exchange<'a>(
     let mut persist_state = persistence.state;
     // `framing` was decided from the head as received, before any rule rewrote it.
     let buf = input.filled();
+    // `stick match|on`: when neither `use-server` nor the cookie chose, a table may.
+    let stuck = if persistence.target.is_none() && !ctx.backend.plan.rules.stick_rules.is_empty() {
+        crate::stick_rules::matched_server(&view_of(ctx, buf, &head), ctx.backend).map(|index| {
+            persist::Target {
+                index,
+                forced: false,
+            }
+        })
+    } else {
+        None
+    };
+    let target = persistence.target.or(stuck);
     let conn = encode::connection_tokens(buf, &head);
     let client_wants_keepalive = conn.persistent(head.version);
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
@@ -396,7 +411,7 @@ async fn exchange<'a>(
         _ => None,
     };
     let queued_at = Instant::now();
-    let picked = match persistence.target {
+    let picked = match target {
         // `option persist`/`force-persist`: the down server is used on purpose, no queue.
         Some(target) if target.forced => ctx
             .backend
@@ -430,6 +445,11 @@ async fn exchange<'a>(
         }
     };
     let mut server = lease.server();
+    let stick_stores = if ctx.backend.plan.rules.stick_rules.is_empty() {
+        crate::stick_rules::PendingStores::default()
+    } else {
+        crate::stick_rules::request_stores(&view_of(ctx, buf, &head), ctx.backend)
+    };
     facts.server = Some(server.name());
     facts.chosen = Some(server);
     // `redir PREFIX`: the server's GET and HEAD requests are redirected, never forwarded.
@@ -514,6 +534,11 @@ async fn exchange<'a>(
                 return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
             }
         };
+        {
+            let scope = ctx.scope;
+            let view = StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars);
+            crate::stick_rules::commit(&stick_stores, &view, server);
+        }
         // A reused connection costs no connect time (HAProxy logs Tc = 0 for it).
         facts.connect = Some(if was_reused {
             Duration::ZERO
@@ -1059,6 +1084,18 @@ where
                 &s.response_limits,
                 s.bufsize,
             );
+            if matches!(verdict, ResponseVerdict::Relay)
+                && !ctx.backend.plan.rules.stick_rules.is_empty()
+            {
+                let scope = ctx.scope;
+                let view = StreamView {
+                    backend: Some(ctx.backend),
+                    server: Some(chosen),
+                    response: Some((input.filled(), &head)),
+                    ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+                };
+                crate::stick_rules::store_response(&view, ctx.backend, chosen);
+            }
             if matches!(verdict, ResponseVerdict::Relay) {
                 let limits = Limits {
                     max_head: s.bufsize,
@@ -1313,6 +1350,7 @@ fn count_bytes(ctx: &Context<'_>, server: &Server, facts: &mut Facts<'_>, up: u6
     }
     facts.bytes_up += up;
     facts.bytes_down += down;
+    ctx.scope.vars.trackers.bytes(up, down);
 }
 
 /// A failed write to the client ends the stream on the client's side.

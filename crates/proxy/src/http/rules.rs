@@ -17,6 +17,7 @@ use super::buffer::InBuf;
 use super::normalize;
 use super::rewrite::{self, FieldEdit, RewriteFailed};
 use crate::stream_context::StreamView;
+use crate::track::Stage;
 use crate::vars::Vars;
 use sluice_config::errors::ErrorPages;
 use sluice_config::plan::BackendChoice;
@@ -223,7 +224,7 @@ fn tcp_content<'a>(
     head: &RequestHead,
 ) -> Flow<'a> {
     let view = scope.view(backend, Some((input.filled(), head)));
-    match run_tcp_rules(&view, scope.vars, rules) {
+    match run_tcp_rules(&view, scope.vars, rules, Stage::Content, &mut 0) {
         Some(TcpVerdict::Reject) => Flow::Reject,
         // Already HTTP: `switch-mode http` has nothing to switch.
         Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => {
@@ -245,21 +246,29 @@ pub enum TcpVerdict {
     SwitchHttp,
 }
 
-/// Runs `tcp-request connection|content` (and `tcp-response content`) rules over `view`,
-/// until one waits for data ([`TcpVerdict::Wait`]); `None` when no `accept` or `reject`
-/// rule applied (the session then goes on, as HAProxy's default is to accept).
+/// Runs `tcp-request connection|session|content` (and `tcp-response content`) rules over
+/// `view`, from rule `*next` on, until one waits for data ([`TcpVerdict::Wait`]); `None` when
+/// no `accept` or `reject` rule applied (the session then goes on, as HAProxy's default is to
+/// accept). `*next` is left at the rule to evaluate again once more data has arrived, so an
+/// inspection that waits resumes there, as HAProxy's does, and never runs an action
+/// (`sc-inc-gpc0`...) twice.
 pub fn run_tcp_rules(
-    view: &dyn Context,
+    view: &StreamView<'_>,
     vars: &Vars,
     rules: &[Rule<TcpAction>],
+    stage: Stage,
+    next: &mut usize,
 ) -> Option<TcpVerdict> {
-    for rule in rules {
+    while let Some(rule) = rules.get(*next) {
         match rule.decide(view) {
             // HAProxy stops at a rule missing its data and evaluates again once more
             // has arrived (or the inspection delay is over).
             None => return Some(TcpVerdict::Wait),
-            Some(false) => continue,
-            Some(true) => {}
+            Some(false) => {
+                *next += 1;
+                continue;
+            }
+            Some(true) => *next += 1,
         }
         match &rule.action {
             TcpAction::Accept => return Some(TcpVerdict::Accept),
@@ -272,6 +281,7 @@ pub fn run_tcp_rules(
             TcpAction::UnsetVar { name } => vars.unset(name),
             TcpAction::ExpectProxy => vars.expect_proxy(),
             TcpAction::SwitchModeHttp => return Some(TcpVerdict::SwitchHttp),
+            TcpAction::Stick(action) => crate::track::apply(action, view, stage),
         }
     }
     None
@@ -504,15 +514,28 @@ fn common_action<'a>(
         }
         HttpAction::Deny(reply) => {
             view.frontend.denied_requests.incr();
+            if request.is_some() {
+                vars.trackers.http_error();
+            }
             Step::Answer(reply_answer(reply, view, pages, true))
         }
         HttpAction::Return(reply) => Step::Answer(reply_answer(reply, view, pages, false)),
         HttpAction::Tarpit(reply) => {
             view.frontend.denied_requests.incr();
+            vars.trackers.http_error();
             Step::Answer(Answer {
                 tarpit: Some(tarpit_delay(view)),
                 ..reply_answer(reply, view, pages, true)
             })
+        }
+        HttpAction::Stick(action) => {
+            let stage = if request.is_some() {
+                Stage::HttpRequest
+            } else {
+                Stage::HttpResponse
+            };
+            crate::track::apply(action, view, stage);
+            Step::Next
         }
         HttpAction::Redirect(r) => match request {
             Some(head) => redirect(r, view, buf, head).map_or(Step::Next, Step::Answer),

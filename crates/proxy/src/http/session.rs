@@ -98,6 +98,9 @@ pub async fn serve(
             }
             Err(HeadEnd::Answer(status)) => {
                 frontend.request_errors.incr();
+                // An invalid or late request is an error of the client's (`http_err_cnt`).
+                vars.trackers.http_request();
+                vars.trackers.http_error();
                 let page = rules::finish_page(&scope, None, settings.request_error(status));
                 Box::pin(answer(&mut client, &page, settings.client)).await;
                 // configuration.txt §8.5: a refused request is "PR", a request that did not
@@ -133,6 +136,8 @@ pub async fn serve(
             started,
         ))
         .await;
+        // Counters tracked by this transaction's content and HTTP rules are let go.
+        vars.trackers.end_transaction();
         match handled {
             Next::KeepAlive => first = false,
             Next::Close => break,
@@ -168,6 +173,7 @@ impl Session<'_> {
         let (request_start, request_start_at) = started;
         frontend.stats.request_rate.incr();
         scope.vars.end_transaction();
+        scope.vars.trackers.http_request();
         // `unique-id-format`: the id is made once per request, before any rule reads it.
         if let Some(fmt) = &frontend.plan.log.unique_id_format {
             let view = StreamView {
@@ -201,11 +207,6 @@ impl Session<'_> {
                 }
                 let keep_alive =
                     !reply.close && can_answer_and_keep_alive(input, &head, framing, settings);
-                let sent = tokio::time::timeout(
-                    settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
-                    client.write_all(&reply.bytes),
-                )
-                .await;
                 // configuration.txt §8.5: a denied request is "PR", one the proxy answered
                 // itself (return, redirect, monitor) "LR".
                 let cause = if reply.close {
@@ -228,7 +229,20 @@ impl Session<'_> {
                     request: Some((line, head_took)),
                     head: Some((input.filled(), &head)),
                 };
+                // The log (which may read the stick counters) and the end of the transaction
+                // for the counters come before the client hears the answer, so what the
+                // client does next, or asks the CLI, sees the entry released.
                 log_answer(scope, started, answered);
+                scope
+                    .vars
+                    .trackers
+                    .bytes(head.head_len as u64, reply.bytes.len() as u64);
+                scope.vars.trackers.end_transaction();
+                let sent = tokio::time::timeout(
+                    settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
+                    client.write_all(&reply.bytes),
+                )
+                .await;
                 if !matches!(sent, Ok(Ok(()))) {
                     return Next::Close;
                 }

@@ -9,7 +9,7 @@
 //! Converters that only slice their input return borrowed data. The families live in
 //! submodules: `text` (case, slicing, fields, regsub, concatenation), `encode` (base64, hex,
 //! JSON, URL encoding), `arith` (integers, booleans, ipmask), `date` (`ltime`, `utime`, `http_date`), `hash` (checksums, digests,
-//! HMAC), `map` (map files), `json` (`json_query`), `var` (`set-var`). Read [`Convert`] first.
+//! HMAC), `map` (map files), `json` (`json_query`), `var` (`set-var`), `table` (`table_*` stick-table lookups). Read [`Convert`] first.
 
 mod arith;
 mod date;
@@ -17,6 +17,7 @@ mod encode;
 mod hash;
 mod json;
 mod map;
+mod table;
 mod text;
 mod var;
 
@@ -96,6 +97,7 @@ pub(crate) fn lookup(name: &str) -> Option<ConvDef> {
         .find(|(n, _)| *n == name)
         .map(|(_, def)| *def)
         .or_else(|| map::lookup(name))
+        .or_else(|| table::op_of(name).map(|_| def(1, 1, None, table::build)))
 }
 
 /// Converters with a module of their own.

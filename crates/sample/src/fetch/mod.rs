@@ -8,7 +8,7 @@
 //! header, all cookies of a name) when an ACL iterates over them, stopping as soon as the
 //! sink says so. The families live in submodules: `internal` (constants, environment,
 //! counters), `conn` (addresses, proxy names), `http_line` (method, URL, versions, status),
-//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `res_payload` (the server's first bytes), `payload` (raw request bytes, the
+//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `res_payload` (the server's first bytes), `stick` (stick counters and tables), `payload` (raw request bytes, the
 //! TLS hello parsed by `tls_hello`, the HTTP body). Read [`Fetch::run`] first.
 
 mod capture;
@@ -20,6 +20,7 @@ mod http_line;
 mod internal;
 mod payload;
 mod res_payload;
+mod stick;
 mod tls_hello;
 
 pub(crate) use http_line::path_query;
@@ -69,6 +70,8 @@ pub(crate) enum Fetch {
     Capture(capture::Capture),
     /// The server's first bytes (`tcp-response content`).
     ResPayload(res_payload::ResPayload),
+    /// Stick counters and tables.
+    Stick(stick::StickFetch),
 }
 
 impl Fetch {
@@ -85,14 +88,16 @@ impl Fetch {
             Fetch::Auth(f) => f.run(ctx, all, out),
             Fetch::Capture(f) => f.run(ctx, out),
             Fetch::ResPayload(f) => f.run(ctx, out),
+            Fetch::Stick(f) => f.run(ctx, out),
         }
     }
 
     /// Links the fetch to what the configuration declared elsewhere (the user list of
-    /// `http_auth`).
+    /// `http_auth`, the table a stick-counter fetch names).
     pub fn resolve(&mut self, maps: &crate::map::MapStore) -> Result<(), String> {
         match self {
             Fetch::Auth(f) => f.resolve(maps),
+            Fetch::Stick(f) => f.resolve(maps),
             _ => Ok(()),
         }
     }
@@ -110,6 +115,8 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FetchDef> {
         .chain(http_auth::FETCHES)
         .chain(capture::FETCHES)
         .chain(res_payload::FETCHES)
+        .chain(stick::FETCHES)
+        .chain(stick::OTHER_FETCHES)
         .find(|def| def.name == name)
 }
 

@@ -1,0 +1,54 @@
+//! The `table_*` converters (configuration.txt §7.3.1): `table_conn_cnt(<table>)`,
+//! `table_http_req_rate(<table>)`... look the input sample up as a key of the named stick
+//! table and return a value of its entry (0 when there is no entry).
+//!
+//! The input is taken as it comes: how it becomes a key depends on the table's type, which
+//! only the proxy's live table knows, so the lookup goes through [`Context::table_lookup`].
+
+use super::{Built, ConvBuild, Convert};
+use crate::context::{Context, StickOp};
+use crate::value::{Sample, SampleType};
+use sluice_stick::DataType;
+
+/// A compiled `table_*` converter.
+#[derive(Debug)]
+pub(super) struct TableLookup {
+    table: String,
+    op: StickOp,
+}
+
+impl Convert for TableLookup {
+    fn convert<'a>(&'a self, input: Sample<'a>, ctx: &'a dyn Context) -> Option<Sample<'a>> {
+        ctx.table_lookup(&self.table, &input, self.op)
+            .map(Sample::Int)
+    }
+}
+
+/// The operation of converter `name` (`table_<data>`).
+pub(super) fn op_of(name: &str) -> Option<StickOp> {
+    let data = name.strip_prefix("table_")?;
+    Some(match data {
+        "kbytes_in" => StickOp::Kilobytes(DataType::BytesInCnt),
+        "kbytes_out" => StickOp::Kilobytes(DataType::BytesOutCnt),
+        "trackers" => StickOp::Trackers,
+        "bytes_in_cnt" | "bytes_out_cnt" => return None,
+        other => StickOp::Get(DataType::from_name(other)?),
+    })
+}
+
+pub(super) fn build(b: &ConvBuild<'_>) -> Result<Built, String> {
+    let op = op_of(b.name).ok_or_else(|| format!("unknown converter '{}'", b.name))?;
+    let table = b
+        .args
+        .first()
+        .filter(|t| !t.is_empty())
+        .ok_or("missing table name")?;
+    b.maps.check_table(table)?;
+    Built::new(
+        TableLookup {
+            table: table.clone(),
+            op,
+        },
+        SampleType::Int,
+    )
+}
