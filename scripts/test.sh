@@ -10,6 +10,8 @@
 #   6. tests/run-vtc.sh target/release/sluice   (varnishtest scenarios under tests/vtc)
 #   7. tests/browser/run.sh target/release/sluice (the stats page in headless Chromium, which
 #      it installs from Debian's packages if missing)
+#   8. tests/operator/socat.sh target/release/sluice (the runtime API driven through socat, as
+#      operators' scripts do; socat is installed if missing)
 #
 # Optional: VTC_REFERENCE=/usr/sbin/haproxy also runs the varnishtest scenarios against that
 # HAProxy first, proving they describe HAProxy's behaviour.
@@ -69,5 +71,12 @@ bash tests/run-vtc.sh target/release/sluice
 
 step "stats page in a browser (tests/browser/run.sh)"
 bash tests/browser/run.sh target/release/sluice
+
+step "runtime API through socat (tests/operator/socat.sh)"
+if ! command -v socat >/dev/null 2>&1; then
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends socat </dev/null
+fi
+bash tests/operator/socat.sh target/release/sluice
 
 step "all checks passed"

@@ -506,3 +506,40 @@ fn bundled_demo_configuration_is_valid() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The systemd unit in `contrib/systemd` only uses options Sluice accepts: each of its
+/// `sluice` command lines, run in check mode on the demo configuration, succeeds.
+#[test]
+fn the_systemd_unit_runs_commands_sluice_accepts() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let unit = std::fs::read_to_string(root.join("contrib/systemd/sluice.service")).unwrap();
+    let config = root.join("examples/demo.cfg");
+    let dir = common::TempDir::new();
+    let commands: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| k.starts_with("Exec"))
+        .map(|(_, v)| v)
+        .filter(|v| v.starts_with("/usr/local/sbin/sluice "))
+        .collect();
+    assert_eq!(commands.len(), 3, "{unit}");
+    assert!(unit.contains("Type=notify") && commands.iter().any(|c| c.contains("-Ws")));
+    for command in commands {
+        let mut args: Vec<String> = command
+            .split_whitespace()
+            .skip(1)
+            .map(|w| match w {
+                "$CONFIG" => config.display().to_string(),
+                "$PIDFILE" => dir.join("pid").display().to_string(),
+                w if w.starts_with("/run/") => dir.join("master.sock").display().to_string(),
+                w => w.to_owned(),
+            })
+            .collect();
+        if !args.iter().any(|a| a == "-c") {
+            args.push("-c".to_owned());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = common::run(&args, &[]);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+    }
+}

@@ -478,3 +478,46 @@ fn sigusr1_to_the_master_soft_stops_the_workers_and_then_the_master() {
     let status = p.expect_exit();
     assert_eq!(status.code(), Some(0), "{}", p.stderr());
 }
+
+/// The proof of a hitless reload: ten reloads in a row while a client keeps
+/// connecting and exchanging, and not one connection refused, reset or left unanswered.
+#[test]
+fn ten_reloads_under_load_lose_no_connection() {
+    let echo = Backend::echo();
+    let (listener, addr) = frontend();
+    let builder = sluice(&echo_config(&listener, &echo));
+    let master_sock = builder.dir().join("master.sock");
+    let mut p = builder
+        .without_stats_socket()
+        .arg("-W")
+        .arg("-S")
+        .arg(master_sock.to_str().unwrap())
+        .inherit(listener)
+        .start();
+    let mut worker = ready_worker(&master_sock);
+    let prober = Prober::start(addr);
+    assert!(wait_until(GENEROUS, || prober.ok() >= 20), "no traffic");
+    for round in 0..10 {
+        cli_at(&master_sock, "reload").unwrap();
+        let next = ready_worker(&master_sock);
+        assert_ne!(next, worker, "reload {round}: {}", show_proc(&master_sock));
+        worker = next;
+        // Traffic goes on through the new worker before the next reload.
+        let before = prober.ok();
+        assert!(
+            wait_until(GENEROUS, || prober.ok() >= before + 10),
+            "no traffic after reload {round}"
+        );
+    }
+    let (ok, failed, errors) = prober.finish();
+    assert_eq!(
+        failed, 0,
+        "{ok} exchanges worked, {failed} failed: {errors:?}"
+    );
+    assert!(
+        show_proc(&master_sock).contains(" master          10 [failed: 0]"),
+        "{}",
+        show_proc(&master_sock)
+    );
+    p.assert_alive();
+}
