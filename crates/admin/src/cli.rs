@@ -11,6 +11,7 @@ use sluice_config::global::CliLevel;
 use sluice_net::fd_pass;
 use sluice_net::listen::{BoundListener, Listener};
 use sluice_runtime::process::{ListenState, Process};
+use sluice_runtime::streams::Origin;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -96,7 +97,7 @@ pub async fn serve(process: Arc<Process>, listener: Listener, options: CliOption
                 continue;
             }
         };
-        if let Ok((stream, _)) = accepted {
+        if let Ok((stream, endpoints)) = accepted {
             let process = Arc::clone(&process);
             // `_getsocks` needs the connection itself to carry descriptors: a second handle.
             let exposure = match (&exposed, &stream) {
@@ -108,8 +109,18 @@ pub async fn serve(process: Arc<Process>, listener: Listener, options: CliOption
                 _ => None,
             };
             tokio::spawn(async move {
-                // A client that goes away mid-answer is no error of ours.
-                let _ = session(&process, stream, level, idle_timeout, exposure).await;
+                // HAProxy lists CLI connections among its streams; so does `show sess`.
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                let registered =
+                    process
+                        .streams
+                        .register(Origin::Cli, endpoints.client, endpoints.local, fd);
+                registered
+                    .scope(async {
+                        // A client that goes away mid-answer is no error of ours.
+                        let _ = session(&process, stream, level, idle_timeout, exposure).await;
+                    })
+                    .await;
             });
         }
     }
@@ -132,6 +143,9 @@ where
     let mut state = CliState {
         mode: CliMode::NonInteractive,
         level,
+        payload: None,
+        expert: false,
+        experimental: false,
     };
     let mut line = Vec::new();
     let mut out = String::new();
@@ -149,15 +163,30 @@ where
             }
             LineRead::Line | LineRead::Eof => {}
         }
-        let text = String::from_utf8_lossy(&line);
+        let text = String::from_utf8_lossy(&line).into_owned();
         if text.trim() == fd_pass::GETSOCKS
             && let Some((exposed, socket)) = exposure.take()
         {
             writer.flush().await?;
             return exposed.send(socket);
         }
+        // A line ending with `<<` is followed by a payload, up to an empty line.
+        let text = match payload_command(&text) {
+            Some(command) => {
+                let Some(payload) =
+                    read_payload(&mut reader, &mut writer, &state, idle_timeout).await?
+                else {
+                    writer.write_all(b"Payload too long\n\n").await?;
+                    break;
+                };
+                state.payload = Some(payload);
+                command.to_string()
+            }
+            None => text,
+        };
         out.clear();
         let flow = commands::execute_line(process, &text, &mut state, &mut out);
+        state.payload = None;
         if flow == Flow::Continue && state.mode == CliMode::Prompt {
             out.push_str("> ");
         }
@@ -204,6 +233,57 @@ where
         tokio::select! {
             woke = changed.changed() => if woke.is_err() { return Ok(()) },
             _ = reader.fill_buf() => return Ok(()),
+        }
+    }
+}
+
+/// The longest payload accepted after `<<`.
+pub const MAX_PAYLOAD: usize = 1 << 20;
+
+/// The command of a line that announces a payload (`add map m <<`), without the `<<`.
+fn payload_command(line: &str) -> Option<&str> {
+    let trimmed = line.trim_end_matches([' ', '\t', '\r']);
+    let command = trimmed.strip_suffix("<<")?;
+    (command.is_empty() || command.ends_with([' ', '\t'])).then_some(command)
+}
+
+/// Reads payload lines up to an empty line or the end of the input; `None` when they pass
+/// [`MAX_PAYLOAD`]. In prompt mode each line is invited by `+ `, as in HAProxy.
+async fn read_payload<R, W>(
+    reader: &mut R,
+    writer: &mut W,
+    state: &CliState,
+    idle_timeout: Duration,
+) -> std::io::Result<Option<String>>
+where
+    R: AsyncBufReadExt + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut payload = String::new();
+    let mut line = Vec::new();
+    loop {
+        if state.mode == CliMode::Prompt {
+            writer.write_all(b"+ ").await?;
+            writer.flush().await?;
+        }
+        line.clear();
+        let Ok(read) = tokio::time::timeout(idle_timeout, read_line(reader, &mut line)).await
+        else {
+            return Ok(Some(payload));
+        };
+        let read = read?;
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches('\r');
+        if matches!(read, LineRead::TooLong) || payload.len() + text.len() >= MAX_PAYLOAD {
+            return Ok(None);
+        }
+        if text.is_empty() {
+            return Ok(Some(payload));
+        }
+        payload.push_str(text);
+        payload.push('\n');
+        if matches!(read, LineRead::Eof) {
+            return Ok(Some(payload));
         }
     }
 }

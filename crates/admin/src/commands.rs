@@ -5,7 +5,7 @@
 //! with an empty line, the delimiter scripts rely on. Commands are matched by their leading
 //! words against [`COMMANDS`], which also gives the `help` text and the least level allowed.
 
-use crate::{ops, tables};
+use crate::{errors, info, maps, misc, ops, sessions, tables};
 use sluice_config::global::CliLevel;
 use sluice_runtime::process::Process;
 use std::fmt::Write;
@@ -22,12 +22,19 @@ pub enum CliMode {
 }
 
 /// The state of one CLI connection.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CliState {
     /// Current mode.
     pub mode: CliMode,
     /// What the socket allows (`level`).
     pub level: CliLevel,
+    /// The lines that followed a command ending with `<<`, up to the empty line, for the
+    /// command being run (`add map <map> <<`).
+    pub payload: Option<String>,
+    /// `expert-mode on`.
+    pub expert: bool,
+    /// `experimental-mode on`.
+    pub experimental: bool,
 }
 
 /// What the connection does after a line.
@@ -53,7 +60,8 @@ type Handler = fn(&Process, &[String], &mut CliState, &mut String) -> Flow;
 pub struct Command {
     /// The words that select it.
     pub words: &'static [&'static str],
-    /// Its syntax, for `help`.
+    /// Its syntax, for `help`; empty for the commands `help` does not list, as HAProxy
+    /// keeps the mode switches out of it.
     pub usage: &'static str,
     /// What it does, for `help`.
     pub summary: &'static str,
@@ -261,6 +269,139 @@ pub const COMMANDS: &[Command] = &[
         run: lower_to_user,
     },
     Command {
+        words: &["show", "map"],
+        usage: "show map [map]",
+        summary: "report available maps or dump a map's contents",
+        level: CliLevel::Operator,
+        run: maps::show_map,
+    },
+    Command {
+        words: &["show", "acl"],
+        usage: "show acl [<acl>]",
+        summary: "report available acls or dump an acl's contents",
+        level: CliLevel::Operator,
+        run: maps::show_acl,
+    },
+    Command {
+        words: &["get", "map"],
+        usage: "get map <map> <value>",
+        summary: "report the keys and values matching a sample for a map",
+        level: CliLevel::Operator,
+        run: maps::get_map,
+    },
+    Command {
+        words: &["get", "acl"],
+        usage: "get acl <acl> <value>",
+        summary: "report the patterns matching a sample for an ACL",
+        level: CliLevel::Operator,
+        run: maps::get_acl,
+    },
+    Command {
+        words: &["add", "map"],
+        usage: "add map <map> <key> <val>",
+        summary: "add a map entry (payload supported instead of key/val)",
+        level: CliLevel::Operator,
+        run: maps::add_map,
+    },
+    Command {
+        words: &["add", "acl"],
+        usage: "add acl <acl> <pattern>",
+        summary: "add an acl entry",
+        level: CliLevel::Operator,
+        run: maps::add_acl,
+    },
+    Command {
+        words: &["del", "map"],
+        usage: "del map <map> [<key>|#<ref>]",
+        summary: "delete map entries matching <key>",
+        level: CliLevel::Operator,
+        run: maps::del_map,
+    },
+    Command {
+        words: &["del", "acl"],
+        usage: "del acl <acl> [<key>|#<ref>]",
+        summary: "delete acl entries matching <key>",
+        level: CliLevel::Operator,
+        run: maps::del_acl,
+    },
+    Command {
+        words: &["set", "map"],
+        usage: "set map <map> [<key>|#<ref>] <value>",
+        summary: "modify a map entry",
+        level: CliLevel::Operator,
+        run: maps::set_map,
+    },
+    Command {
+        words: &["clear", "map"],
+        usage: "clear map <map>",
+        summary: "clear the contents of this map",
+        level: CliLevel::Operator,
+        run: maps::clear_map,
+    },
+    Command {
+        words: &["clear", "acl"],
+        usage: "clear acl <acl>",
+        summary: "clear the contents of this acl",
+        level: CliLevel::Operator,
+        run: maps::clear_acl,
+    },
+    Command {
+        words: &["show", "sess"],
+        usage: "show sess [id]",
+        summary: "report the list of current sessions or dump this exact session",
+        level: CliLevel::Operator,
+        run: sessions::show_sess,
+    },
+    Command {
+        words: &["shutdown", "session"],
+        usage: "shutdown session [id]",
+        summary: "kill a specific session",
+        level: CliLevel::Admin,
+        run: sessions::shutdown_session,
+    },
+    Command {
+        words: &["show", "errors"],
+        usage: "show errors [<px>] [request|response]",
+        summary: "report last request and/or response errors for each proxy",
+        level: CliLevel::Operator,
+        run: errors::show_errors,
+    },
+    Command {
+        words: &["get", "var"],
+        usage: "get var <name>",
+        summary: "retrieve contents of a process-wide variable",
+        level: CliLevel::Operator,
+        run: misc::get_var,
+    },
+    Command {
+        words: &["show", "servers", "conn"],
+        usage: "show servers conn [<backend>]",
+        summary: "dump server connections status (all or for a single backend)",
+        level: CliLevel::Operator,
+        run: misc::show_servers_conn,
+    },
+    Command {
+        words: &["experimental-mode"],
+        usage: "",
+        summary: "toggle experimental mode",
+        level: CliLevel::Admin,
+        run: misc::experimental_mode,
+    },
+    Command {
+        words: &["expert-mode"],
+        usage: "",
+        summary: "toggle expert mode",
+        level: CliLevel::Admin,
+        run: misc::expert_mode,
+    },
+    Command {
+        words: &["set", "rate-limit"],
+        usage: "set rate-limit <setting> <value>",
+        summary: "change a rate limiting value",
+        level: CliLevel::Admin,
+        run: misc::set_rate_limit,
+    },
+    Command {
         words: &["help"],
         usage: "help [<command>]",
         summary: "list matching or all commands",
@@ -369,7 +510,10 @@ pub fn split_commands(line: &str) -> Vec<Vec<String>> {
 }
 
 fn list_commands(level: CliLevel, out: &mut String) {
-    for c in COMMANDS.iter().filter(|c| c.level <= level) {
+    for c in COMMANDS
+        .iter()
+        .filter(|c| c.level <= level && !c.usage.is_empty())
+    {
         let _ = writeln!(out, "  {:<39} : {}", c.usage, c.summary);
     }
 }
@@ -377,10 +521,9 @@ fn list_commands(level: CliLevel, out: &mut String) {
 fn help(_: &Process, args: &[String], state: &mut CliState, out: &mut String) -> Flow {
     let filter = args.first().map(String::as_str);
     out.push_str("The following commands are valid at this level:\n");
-    for c in COMMANDS
-        .iter()
-        .filter(|c| c.level <= state.level && filter.is_none_or(|f| c.words[0] == f))
-    {
+    for c in COMMANDS.iter().filter(|c| {
+        c.level <= state.level && !c.usage.is_empty() && filter.is_none_or(|f| c.words[0] == f)
+    }) {
         let _ = writeln!(out, "  {:<39} : {}", c.usage, c.summary);
     }
     Flow::Continue
@@ -492,10 +635,12 @@ fn quit(_: &Process, _: &[String], _: &mut CliState, _: &mut String) -> Flow {
 }
 
 fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
-    if let Some(format) = args.first() {
+    let format = args.first().map(String::as_str);
+    if format.is_some_and(|f| f != "typed" && f != "json") {
         let _ = writeln!(
             out,
-            "show info: format '{format}' is not supported by Sluice yet"
+            "show info: format '{}' is not supported by Sluice yet",
+            format.unwrap_or_default()
         );
         return Flow::Continue;
     }
@@ -521,7 +666,7 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
     );
     let dropped_logs = process.log_hub.as_ref().map_or(0, |h| h.dropped.get())
         + process.rings.iter().map(|r| r.dropped.get()).sum::<u64>();
-    let fields: [(&str, String); 23] = [
+    let fields: [(&str, String); 25] = [
         ("Name", "Sluice".into()),
         ("Version", env!("CARGO_PKG_VERSION").into()),
         ("Release_date", crate_release_date().into()),
@@ -540,6 +685,14 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("PipesUsed", process.pipes.used().to_string()),
         // Pipes are closed when their session ends: none waits idle for reuse.
         ("PipesFree", "0".into()),
+        (
+            "ConnRateLimit",
+            process.accept_limits.connections.limit().to_string(),
+        ),
+        (
+            "SessRateLimit",
+            process.accept_limits.sessions.limit().to_string(),
+        ),
         ("node", process.global.node.clone().unwrap_or_default()),
         ("Stopping", u8::from(stopping).to_string()),
         ("Listeners", listeners.to_string()),
@@ -547,11 +700,23 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("TotalBytesOut", bytes_out.to_string()),
         ("Start_time_sec", start.to_string()),
     ];
-    for (name, value) in fields {
-        let _ = writeln!(out, "{name}: {value}");
-    }
+    // HAProxy lists `description` (when set) after `node`, in field order.
+    let mut fields = Vec::from(fields);
     if let Some(description) = &process.global.description {
-        let _ = writeln!(out, "description: {description}");
+        let at = fields
+            .iter()
+            .position(|(n, _)| *n == "node")
+            .map_or(0, |i| i + 1);
+        fields.insert(at, ("description", description.clone()));
+    }
+    match format {
+        Some("typed") => info::typed(&fields, out),
+        Some("json") => info::json(&fields, out),
+        _ => {
+            for (name, value) in fields {
+                let _ = writeln!(out, "{name}: {value}");
+            }
+        }
     }
     Flow::Continue
 }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// arguments select (a proxy by name or id, a mask of 1 frontends, 2 backends, 4 servers, and a
 /// server id, -1 meaning all). With fewer than three arguments every row is shown, as HAProxy
 /// does. `typed` (alone, or after the three filters) gives one field per line with HAProxy's
-/// type tags; `json` is not implemented. A proxy name that does not exist is "No such proxy.";
+/// type tags, `json` the same fields as HAProxy's JSON objects. A proxy name that does not exist is "No such proxy.";
 /// an id that does not exist selects nothing.
 pub fn show_stat(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -33,13 +33,10 @@ pub fn show_stat(process: &Process, args: &[String], _: &mut CliState, out: &mut
         [first, ..] => (None, Some(*first)),
         [] => (None, None),
     };
-    let typed = match format {
-        Some("typed") => true,
-        Some("json") => {
-            out.push_str("show stat: format 'json' is not supported by Sluice yet\n");
-            return Flow::Continue;
-        }
-        _ => false,
+    let (typed, json) = match format {
+        Some("typed") => (true, false),
+        Some("json") => (false, true),
+        _ => (false, false),
     };
     let filter = match filters {
         Some((proxy, kind, sid)) => {
@@ -62,7 +59,9 @@ pub fn show_stat(process: &Process, args: &[String], _: &mut CliState, out: &mut
         }
         None => Filter::ALL,
     };
-    if typed {
+    if json {
+        out.push_str(&sluice_runtime::stats_typed::json(process, filter));
+    } else if typed {
         out.push_str(&sluice_runtime::stats_typed::typed(process, filter));
     } else {
         out.push_str(&stats::csv(process, filter));
@@ -115,6 +114,24 @@ pub fn show_servers_state(
         }
     }
     Flow::Continue
+}
+
+/// A server's address and port as the state file and `show servers conn` print them (`-`
+/// for an address not resolved, port 0 when it follows the client's).
+pub(crate) fn server_addr_port(s: &Server) -> (String, i64) {
+    let here = s.location();
+    match (&s.conf.addr, here.port) {
+        (ServerAddr::Unix(path), _) => (path.clone(), 0),
+        (ServerAddr::Inet { .. }, None) => ("-".to_owned(), 0),
+        (ServerAddr::Inet { .. }, Some(port)) => (
+            here.ip.map_or("-".to_owned(), |ip| ip.to_string()),
+            match port {
+                ServerPort::Fixed(p) => i64::from(p),
+                ServerPort::SameAsClient => 0,
+                ServerPort::Offset(o) => i64::from(o),
+            },
+        ),
+    }
 }
 
 /// HAProxy's number for a check status (`enum healthcheck_status`, the state file's
@@ -193,19 +210,7 @@ fn server_state_line(b: &Backend, s: &Server, out: &mut String) {
     } else {
         0
     };
-    let here = s.location();
-    let (addr, port) = match (&s.conf.addr, here.port) {
-        (ServerAddr::Unix(path), _) => (path.clone(), 0),
-        (ServerAddr::Inet { .. }, None) => ("-".to_owned(), 0),
-        (ServerAddr::Inet { .. }, Some(port)) => (
-            here.ip.map_or("-".to_owned(), |ip| ip.to_string()),
-            match port {
-                ServerPort::Fixed(p) => i64::from(p),
-                ServerPort::SameAsClient => 0,
-                ServerPort::Offset(o) => i64::from(o),
-            },
-        ),
-    };
+    let (addr, port) = server_addr_port(s);
     let _ = writeln!(
         out,
         "{} {} {} {} {addr} {op_state} {admin_state} {} {} {} {check_status} {check_result} \
@@ -581,7 +586,7 @@ mod tests {
             version: "2.6",
         };
         let text = "defaults\n mode http\n timeout connect 1s\n timeout client 1s\n timeout server 1s\n\
-                    frontend fe\n bind 127.0.0.1:65001\n default_backend be\n\
+                    frontend fe\n bind 127.0.0.1:65001\n acl lan src 10.0.0.0/8\n default_backend be\n\
                     backend be\n server s1 127.0.0.1:1 check\n server s2 127.0.0.1:2 weight 20 backup\n\
                     listen li\n bind 127.0.0.1:65002\n server x 127.0.0.1:3 agent-check agent-port 4\n";
         let source = sluice_config::reader::Source {
@@ -605,6 +610,9 @@ mod tests {
         let mut state = CliState {
             mode: CliMode::NonInteractive,
             level,
+            payload: None,
+            expert: false,
+            experimental: false,
         };
         let mut out = String::new();
         execute_line(p, line, &mut state, &mut out);
@@ -631,8 +639,39 @@ mod tests {
             "set maxconn global",
             "disable frontend",
             "enable frontend",
+            "show map",
+            "show acl",
+            "get map",
+            "get acl",
+            "add map",
+            "add acl",
+            "del map",
+            "del acl",
+            "set map",
+            "clear map",
+            "clear acl",
+            "show sess",
+            "shutdown session",
+            "show errors",
+            "show info",
+            "get var",
+            "show servers conn",
+            "set rate-limit",
+            "set rate-limit connections global",
+            "experimental-mode",
+            "expert-mode",
         ];
         let args = [
+            "#0",
+            "#1",
+            "#-1",
+            "@1",
+            "0x1000",
+            "#0x1000",
+            "10.0.0.0/8",
+            "proc.x",
+            "request",
+            "response",
             "",
             "be/s1",
             "be/s2",

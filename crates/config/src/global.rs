@@ -103,6 +103,12 @@ pub struct GlobalConf {
     pub pipesize: Option<usize>,
     /// `maxpipes`: pipes the process may hold at once.
     pub maxpipes: Option<usize>,
+    /// `maxconnrate`: accepted connections per second, process-wide (`set rate-limit
+    /// connections global` changes it).
+    pub maxconnrate: Option<u32>,
+    /// `maxsessrate`: new sessions per second, process-wide (`set rate-limit sessions
+    /// global`).
+    pub maxsessrate: Option<u32>,
     /// `nosplice`: never use `splice(2)`, whatever the proxies say.
     pub nosplice: bool,
     /// `spread-checks`: random jitter added to check intervals, in percent (0 to 50).
@@ -225,6 +231,16 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             if let Some(n) = d.integer(1, "a number of pipes", 0, u64::from(u32::MAX), diags) {
                 conf.maxpipes = Some(n as usize);
             }
+        }
+        "maxconnrate" | "maxsessrate" => {
+            if let Some(n) = d.integer(1, "a rate per second", 0, u64::from(u32::MAX), diags) {
+                if first == "maxconnrate" {
+                    conf.maxconnrate = Some(n as u32);
+                } else {
+                    conf.maxsessrate = Some(n as u32);
+                }
+            }
+            d.no_more_than(2, diags);
         }
         "nosplice" => {
             if d.no_more_than(1, diags) {

@@ -46,6 +46,8 @@ pub struct Plan {
     pub rings: Vec<RingConf>,
     /// The stick tables (`stick-table`), each named after its section, in declaration order.
     pub tables: Vec<sluice_stick::TableConf>,
+    /// The pattern and map files and ACL values the rules use, editable at run time.
+    pub maps: MapStore,
 }
 
 /// A proxy's identity: its name, the keyword that declared it and a unique number.
@@ -337,6 +339,7 @@ fn build(
         files: sources.iter().map(|s| Arc::clone(&s.name)).collect(),
         rings,
         tables,
+        maps: maps.clone(),
     }
 }
 

@@ -380,6 +380,8 @@ pub fn parse_proxy_line(
     if first == "error-log-format" && !applies(&Directive::new(line, 1), kind, FRONT, diags) {
         return;
     }
+    // Pattern references created by this line say where they come from (`show acl`).
+    maps.set_place(&line.span.file, line.span.line);
     if rules::parse_rule_line(&mut conf.rules, kind, line, maps, diags)
         || logging::parse_proxy_log_line(&mut conf.log, line, maps, diags)
         || stats_page::parse_stats_line(

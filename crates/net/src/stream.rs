@@ -49,6 +49,15 @@ pub struct StreamOptions {
     pub source: Option<SocketAddr>,
 }
 
+impl std::os::fd::AsRawFd for Stream {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
 impl Stream {
     /// Connects to `target`, giving up after `timeout` if one is set.
     pub async fn connect(

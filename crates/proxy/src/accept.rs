@@ -30,6 +30,7 @@ use sluice_net::stream::{Stream, StreamOptions};
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::proxy::Frontend;
+use sluice_runtime::streams::Origin;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -94,6 +95,10 @@ pub async fn run_listener(
         };
         match accepted {
             Ok((stream, endpoints)) => {
+                // `set rate-limit connections|sessions global`: this connection waits for
+                // its turn and the loop accepts no other meanwhile, so the next clients
+                // wait in the kernel's queue, as with a full `maxconn`.
+                process.accept_limits.admit().await;
                 // Sessions stay on this thread (its LocalSet): no Send bound, no migration.
                 tokio::task::spawn_local(session(
                     Arc::clone(&process),
@@ -189,6 +194,26 @@ async fn session(
         }
     }
     vars.trackers.session_accepted();
+    let registered = process.streams.register(
+        Origin::Client(Arc::clone(&frontend)),
+        endpoints.client,
+        endpoints.local,
+        std::os::fd::AsRawFd::as_raw_fd(&client),
+    );
+    // `shutdown session` ends the stream by dropping it here, closing both sides.
+    registered
+        .scope(established(&process, &frontend, client, endpoints, &vars))
+        .await;
+}
+
+/// The rest of a session once its connection is accepted and registered.
+async fn established(
+    process: &Arc<Process>,
+    frontend: &Arc<Frontend>,
+    client: Stream,
+    endpoints: Endpoints,
+    vars: &Vars,
+) {
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
     frontend.log_connection(endpoints.client, endpoints.local);
@@ -210,7 +235,7 @@ async fn session(
     // not the larger of the two.
     let (client, initial) = match frontend.plan.mode {
         Mode::Tcp => {
-            let serving = tcp::serve(&process, &frontend, client, endpoints, &vars);
+            let serving = tcp::serve(process, frontend, client, endpoints, vars);
             match Box::pin(serving).await {
                 // `tcp-request content switch-mode http` upgraded the connection.
                 Some((client, inspected)) => (client, Some(inspected)),
@@ -219,8 +244,7 @@ async fn session(
         }
         Mode::Http => (client, None),
     };
-    let serving = http::session::serve(
-        &process, &frontend, client, endpoints, buffers, &vars, initial,
-    );
+    let serving =
+        http::session::serve(process, frontend, client, endpoints, buffers, vars, initial);
     Box::pin(serving).await
 }

@@ -4,7 +4,7 @@
 //! A session owns one [`Vars`]: the `sess.` scope lives as long as the client connection,
 //! the `txn.`, `req.` and `res.` scopes are emptied when a transaction ends
 //! ([`Vars::end_transaction`]). The `proc.` scope is shared by the whole process, so it sits
-//! in one lock-protected table. Variables are rare and small, so a short vector searched
+//! in one lock-protected table (`sluice_runtime::proc_vars`, which the CLI reads too). Variables are rare and small, so a short vector searched
 //! linearly beats a hash map here; reading clones the value, which keeps the borrow of the
 //! table short (rules may set a variable while another is being read). The transaction's
 //! captures (`capture request header`, `http-request capture`...) live here too: like `txn.`
@@ -14,10 +14,6 @@
 use sluice_runtime::capture::CaptureSet;
 use sluice_sample::Sample;
 use std::cell::{Ref, RefCell};
-use std::sync::Mutex;
-
-/// The `proc.` variables, shared by every session of the process.
-static PROCESS_VARS: Mutex<Vec<(String, Sample<'static>)>> = Mutex::new(Vec::new());
 
 /// The variables of one session.
 #[derive(Debug, Default)]
@@ -38,7 +34,7 @@ impl Vars {
     /// The value of `name` (`scope.name`), if set.
     pub fn get(&self, name: &str) -> Option<Sample<'static>> {
         if name.starts_with("proc.") {
-            let table = PROCESS_VARS.lock().unwrap_or_else(|e| e.into_inner());
+            let table = sluice_runtime::proc_vars::table();
             return lookup(&table, name);
         }
         lookup(&self.entries.borrow(), name)
@@ -48,7 +44,7 @@ impl Vars {
     pub fn set(&self, name: &str, value: Sample<'_>) {
         let value = value.into_owned();
         if name.starts_with("proc.") {
-            let mut table = PROCESS_VARS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut table = sluice_runtime::proc_vars::table();
             store(&mut table, name, value);
         } else {
             store(&mut self.entries.borrow_mut(), name, value);
@@ -58,7 +54,7 @@ impl Vars {
     /// Removes `name`.
     pub fn unset(&self, name: &str) {
         if name.starts_with("proc.") {
-            let mut table = PROCESS_VARS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut table = sluice_runtime::proc_vars::table();
             table.retain(|(n, _)| n != name);
         } else {
             self.entries.borrow_mut().retain(|(n, _)| n != name);

@@ -121,16 +121,29 @@ impl Observed {
     }
 }
 
-/// What a session waits on to learn that its server's sessions must end.
+/// What a session waits on to learn that its server's sessions must end, or that its own
+/// stream was killed (`shutdown session`).
 #[derive(Debug)]
-pub struct KillSignal(watch::Receiver<u64>);
+pub struct KillSignal(
+    watch::Receiver<u64>,
+    Option<std::sync::Arc<crate::streams::StreamInfo>>,
+);
 
 impl KillSignal {
     /// Completes when the sessions are told to end (never, if that never happens).
     pub async fn wait(&mut self) {
-        if self.0.changed().await.is_err() {
-            // The server is gone with the process: nothing will ever ask again.
-            std::future::pending::<()>().await;
+        let server = async {
+            if self.0.changed().await.is_err() {
+                // The server is gone with the process: nothing will ever ask again.
+                std::future::pending::<()>().await;
+            }
+        };
+        match &self.1 {
+            Some(stream) => tokio::select! {
+                () = server => {}
+                () = stream.killed() => {}
+            },
+            None => server.await,
         }
     }
 }
@@ -218,9 +231,10 @@ impl ServerHealth {
         self.errors.store(0, Ordering::Relaxed);
     }
 
-    /// A signal for a session starting now: it fires at the next [`ServerHealth::kill_sessions`].
+    /// A signal for a session starting now: it fires at the next [`ServerHealth::kill_sessions`],
+    /// or when the stream of the task asking is killed.
     pub fn kill_signal(&self) -> KillSignal {
-        KillSignal(self.kill.subscribe())
+        KillSignal(self.kill.subscribe(), crate::streams::current())
     }
 
     /// Ends every session that holds a [`KillSignal`] of this server.

@@ -85,6 +85,14 @@ pub struct Process {
     pub log_hub: Option<Arc<LogHub>>,
     /// The stick tables.
     pub tables: crate::tables::Tables,
+    /// The pattern references (`show map`, `add acl`...), shared with the compiled rules.
+    pub maps: sluice_sample::MapStore,
+    /// The live streams (`show sess`).
+    pub streams: crate::streams::Streams,
+    /// Numbers the captures of invalid messages (`show errors`).
+    pub error_events: crate::errors::ErrorEvents,
+    /// The accept rate limits (`set rate-limit connections|sessions global`).
+    pub accept_limits: crate::rate::AcceptLimits,
     listen_state: watch::Sender<ListenState>,
 }
 
@@ -174,6 +182,13 @@ impl Process {
             return Err(errors);
         }
         let slots = Arc::new(Semaphore::new(opts.maxconn as usize));
+        let accept_limits = crate::rate::AcceptLimits::default();
+        accept_limits
+            .connections
+            .set_limit(plan.global.maxconnrate.unwrap_or(0));
+        accept_limits
+            .sessions
+            .set_limit(plan.global.maxsessrate.unwrap_or(0));
         Ok(Process {
             global: plan.global,
             frontends,
@@ -191,6 +206,10 @@ impl Process {
             rings,
             log_hub: hub,
             tables: crate::tables::Tables::new(plan.tables),
+            maps: plan.maps,
+            streams: crate::streams::Streams::default(),
+            error_events: crate::errors::ErrorEvents::default(),
+            accept_limits,
             listen_state: watch::channel(ListenState::Active).0,
         })
     }

@@ -49,6 +49,8 @@ pub struct Frontend {
     pub logger: Option<FrontendLog>,
     /// Statistics-only counters and the `disable frontend` switch.
     pub stats: crate::stats::StatsCounters,
+    /// The last invalid request (`show errors`).
+    pub invalid_request: crate::errors::Captured,
 }
 
 /// A frontend's logging: its targets and its line settings.
@@ -204,6 +206,7 @@ impl Frontend {
             denied_requests: Counter::default(),
             logger: None,
             stats: crate::stats::StatsCounters::new(0),
+            invalid_request: crate::errors::Captured::default(),
         }
     }
 
@@ -236,6 +239,8 @@ pub struct Backend {
     pub(crate) limits: crate::dynamic::Limits,
     /// Statistics-only counters (responses by class, picks, state changes).
     pub stats: crate::stats::StatsCounters,
+    /// The last invalid response (`show errors`).
+    pub invalid_response: crate::errors::Captured,
 }
 
 /// What server choice changes under the backend's lock: the balancer and the queues.
@@ -342,6 +347,7 @@ impl Backend {
             response_errors: Counter::default(),
             queue_timeouts: Counter::default(),
             stats: crate::stats::StatsCounters::new(0),
+            invalid_response: crate::errors::Captured::default(),
         }
     }
 
@@ -430,6 +436,7 @@ impl Backend {
     /// arrival order, for at most [`Backend::queue_timeout`]. The lease counts the connection on
     /// the server until it is dropped, which also hands the slot to the next waiter.
     pub async fn acquire_server(&self, key: Option<&[u8]>) -> Result<ServerLease<'_>, Unserved> {
+        crate::streams::note_backend(self.plan.id.uid);
         let waiting = {
             let mut shared = self.lock();
             let input = PickInput {
@@ -455,6 +462,7 @@ impl Backend {
     /// when it is at its `maxconn` the request waits in that server's own queue, unless the
     /// queue holds `maxqueue` requests already ([`Unserved::QueueFull`]: balance instead).
     pub async fn acquire_server_at(&self, index: usize) -> Result<ServerLease<'_>, Unserved> {
+        crate::streams::note_backend(self.plan.id.uid);
         let waiting = {
             let mut shared = self.lock();
             let Some(server) = self.servers.get(index) else {
@@ -508,6 +516,8 @@ impl Backend {
         shared.balancer.connection_started(index);
         self.follow_load(shared);
         self.count_pick(index);
+        // Leases are made in the task of the stream that asked (queued ones in `wait`).
+        crate::streams::note_server(self.plan.id.uid, index);
         ServerLease {
             backend: self,
             index,
@@ -541,10 +551,13 @@ impl Backend {
                 // ticket already left its queue.
                 waiting.woken = None;
                 match self.servers.get(index) {
-                    Some(server) => Ok(ServerLease {
-                        backend: self,
-                        index,
-                        server,
+                    Some(server) => Ok({
+                        crate::streams::note_server(self.plan.id.uid, index);
+                        ServerLease {
+                            backend: self,
+                            index,
+                            server,
+                        }
                     }),
                     None => Err(Unserved::NoServer),
                 }

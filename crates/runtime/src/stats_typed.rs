@@ -1,4 +1,4 @@
-//! `show stat typed`: the rows of [`crate::stats`] one field per line, each with HAProxy's
+//! `show stat typed` and `show stat json`: the rows of [`crate::stats`] one field per line, each with HAProxy's
 //! type tags (management.txt §9.3 "show stat"): `F|B|S.<iid>.<sid>.<index>.<name>.<pid>:
 //! <origin><nature><scope>:<type>:<value>`.
 //!
@@ -155,6 +155,118 @@ pub fn write_row(row: &Row, out: &mut String) {
     }
 }
 
+/// The words HAProxy's JSON uses for a field's tags (`MCP` → Metric, Counter, Process).
+pub fn tag_words(tags: &str) -> (&'static str, &'static str, &'static str) {
+    let mut t = tags.chars();
+    let origin = match t.next() {
+        Some('K') => "Key",
+        Some('C') => "Config",
+        Some('S') => "Status",
+        Some('P') => "Product",
+        _ => "Metric",
+    };
+    let nature = match t.next() {
+        Some('N') => "Name",
+        Some('M') => "Max",
+        Some('L') => "Limit",
+        Some('C') => "Counter",
+        Some('A') => "Age",
+        Some('a') => "Avg",
+        Some('R') => "Rate",
+        Some('D') => "Duration",
+        Some('O') => "Output",
+        _ => "Gauge",
+    };
+    let scope = match t.next() {
+        Some('S') => "Service",
+        Some('s') => "System",
+        _ => "Process",
+    };
+    (origin, nature, scope)
+}
+
+/// `text` as a JSON string, quotes included.
+pub fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// One field as HAProxy's JSON object: position, name, tags, and the value typed (numbers
+/// bare, strings quoted; a number that does not parse is given as a string).
+pub fn json_value(tags: &str, ty: &str, value: &str) -> String {
+    let (origin, nature, scope) = tag_words(tags);
+    let number = ty != "str" && value.parse::<i64>().is_ok();
+    let value = if number {
+        value.to_string()
+    } else {
+        json_string(value)
+    };
+    let ty = if number { ty } else { "str" };
+    format!(
+        "\"processNum\":1,\"tags\":{{\"origin\":\"{origin}\",\"nature\":\"{nature}\",\"scope\":\"{scope}\"}},\"value\":{{\"type\":\"{ty}\",\"value\":{value}}}"
+    )
+}
+
+/// The whole `show stat json` output for `filter`: an array per row of its non-empty
+/// fields.
+pub fn json(process: &Process, filter: Filter) -> String {
+    let mut out = String::from("[");
+    let rows = stats::collect(process);
+    for (r, row) in rows.iter().filter(|r| filter.keeps(r)).enumerate() {
+        if r > 0 {
+            out.push(',');
+        }
+        out.push('[');
+        let kind = letter(row.kind);
+        let obj = match row.kind {
+            RowKind::Frontend => "Frontend",
+            RowKind::Backend => "Backend",
+            RowKind::Server => "Server",
+        };
+        let mut first = true;
+        for (index, ((name, value), (tags, ty, exceptions))) in
+            FIELDS.iter().zip(row.cells()).zip(TAGS.iter()).enumerate()
+        {
+            if value.is_empty() {
+                continue;
+            }
+            let (tags, ty) = exceptions
+                .iter()
+                .find(|(k, _, _)| *k == kind)
+                .map_or((*tags, *ty), |(_, t, y)| (*t, *y));
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            let _ = write!(
+                out,
+                "{{\"objType\":\"{obj}\",\"proxyId\":{},\"id\":{},\"field\":{{\"pos\":{index},\"name\":\"{name}\"}},{}}}",
+                row.iid,
+                row.sid,
+                json_value(tags, ty, value)
+            );
+        }
+        out.push(']');
+    }
+    out.push_str("]\n");
+    out
+}
+
 /// The whole `show stat typed` output for `filter`.
 pub fn typed(process: &Process, filter: Filter) -> String {
     let mut out = String::new();
@@ -178,5 +290,17 @@ mod tests {
                 assert!(['F', 'B', 'S'].contains(k) && t.len() == 3);
             }
         }
+    }
+
+    #[test]
+    fn json_values_are_typed_and_escaped() {
+        assert_eq!(tag_words("MCP"), ("Metric", "Counter", "Process"));
+        assert_eq!(tag_words("KNS"), ("Key", "Name", "Service"));
+        assert_eq!(
+            json_value("MCP", "u64", "12"),
+            "\"processNum\":1,\"tags\":{\"origin\":\"Metric\",\"nature\":\"Counter\",\"scope\":\"Process\"},\"value\":{\"type\":\"u64\",\"value\":12}"
+        );
+        assert!(json_value("SGP", "str", "UP").ends_with("{\"type\":\"str\",\"value\":\"UP\"}"));
+        assert_eq!(json_string("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
     }
 }

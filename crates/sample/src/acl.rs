@@ -22,27 +22,40 @@ use crate::args::split_chain;
 use crate::context::Context;
 use crate::expr::Expr;
 use crate::fetch;
-use crate::map::{MapStore, split_map_line};
-use crate::pattern::{IntOp, MatchMethod, PatternList};
+use crate::map::MapStore;
+use crate::patref::AclView;
+use crate::pattern::{IntOp, MatchMethod};
 use crate::stages::{Source, Stages};
 
 /// One `acl` line (or anonymous ACL): an expression and its patterns.
 #[derive(Debug)]
 pub(crate) struct AclExpr {
     expr: Expr,
-    patterns: PatternList,
+    method: MatchMethod,
+    /// One view per `-f` file and one for the values on the line, each editable at run
+    /// time through its pattern reference (`crate::patref`).
+    patterns: Vec<Arc<AclView>>,
 }
 
 impl AclExpr {
+    /// True when the method needs values and none was given (yet).
+    fn lacks_patterns(&self) -> bool {
+        self.method.takes_patterns() && self.patterns.iter().all(|v| v.is_empty())
+    }
+
+    fn any_matches(&self, sample: &crate::value::Sample<'_>) -> bool {
+        self.patterns.iter().any(|v| v.matches(sample))
+    }
+
     /// Whether any value of the expression matches any pattern.
     fn matches(&self, ctx: &dyn Context) -> bool {
         // Without values, only the methods that need none can match (§7.1: an ACL
         // without patterns never matches).
-        if self.patterns.method().takes_patterns() && self.patterns.is_empty() {
+        if self.lacks_patterns() {
             return false;
         }
         self.expr
-            .eval_each(ctx, &mut |sample| self.patterns.matches(&sample))
+            .eval_each(ctx, &mut |sample| self.any_matches(&sample))
     }
 
     /// Like [`AclExpr::matches`], but `None` ("missing data", HAProxy's `ACL_TEST_MISS`)
@@ -50,13 +63,13 @@ impl AclExpr {
     /// result may change as more bytes arrive: a payload not all there yet, or a length
     /// that does not match yet.
     fn decide(&self, ctx: &dyn Context) -> Option<bool> {
-        if self.patterns.method().takes_patterns() && self.patterns.is_empty() {
+        if self.lacks_patterns() {
             return Some(false);
         }
         let mut produced = false;
         let matched = self.expr.eval_each(ctx, &mut |sample| {
             produced = true;
-            self.patterns.matches(&sample)
+            self.any_matches(&sample)
         });
         let growing = matches!(
             self.expr.source(),
@@ -246,9 +259,10 @@ pub(crate) fn parse_acl_expr(words: &[String], maps: &MapStore) -> Result<AclExp
     let mut icase = false;
     let mut map_mode = false;
     let mut forced: Option<MatchMethod> = None;
-    let mut patterns: Option<PatternList> = None;
+    let mut method: Option<MatchMethod> = None;
+    let mut patterns = Vec::new();
     // The method is settled the first time a value is read (from a file or the line).
-    let settle = |forced: Option<MatchMethod>| -> Result<PatternList, String> {
+    let settle = |forced: Option<MatchMethod>| -> Result<MatchMethod, String> {
         let ty = expr.out_type();
         let method = match (forced, derived) {
             (Some(m), _) if !m.accepts(ty) => {
@@ -262,7 +276,7 @@ pub(crate) fn parse_acl_expr(words: &[String], maps: &MapStore) -> Result<AclExp
                 )
             })?,
         };
-        Ok(PatternList::new(method))
+        Ok(method)
     };
     let mut i = 1;
     while let Some(word) = words.get(i) {
@@ -279,7 +293,7 @@ pub(crate) fn parse_acl_expr(words: &[String], maps: &MapStore) -> Result<AclExp
             "-m" => {
                 let name = words.get(i).map(String::as_str).unwrap_or("");
                 i += 1;
-                if patterns.is_some() {
+                if method.is_some() {
                     return Err("'-m' must be placed before '-f'".to_string());
                 }
                 if forced.is_some() {
@@ -292,20 +306,11 @@ pub(crate) fn parse_acl_expr(words: &[String], maps: &MapStore) -> Result<AclExp
             "-f" => {
                 let path = words.get(i).map(String::as_str).unwrap_or("");
                 i += 1;
-                let list = match patterns.as_mut() {
-                    Some(list) => list,
-                    None => patterns.insert(settle(forced)?),
+                let m = match method {
+                    Some(m) => m,
+                    None => *method.insert(settle(forced)?),
                 };
-                let file = maps.lines(path, "pattern")?;
-                for (number, line) in &file.lines {
-                    let value = if map_mode {
-                        split_map_line(line).0
-                    } else {
-                        line.as_str()
-                    };
-                    list.add(value, icase, IntOp::Eq)
-                        .map_err(|e| format!("{e} at line {number} of file '{path}'"))?;
-                }
+                patterns.push(maps.acl_file_view(path, m, icase, map_mode)?);
             }
             other => {
                 return Err(format!(
@@ -314,23 +319,29 @@ pub(crate) fn parse_acl_expr(words: &[String], maps: &MapStore) -> Result<AclExp
             }
         }
     }
-    let mut list = match patterns {
-        Some(list) => list,
+    let method = match method {
+        Some(m) => m,
         None => settle(forced)?,
     };
+    // Like HAProxy, every line has a reference for its own values, even with none, so
+    // that `add acl #<id>` can reach it.
+    let keyword = criterion.split(['(', ',']).next().unwrap_or(criterion);
     let mut op = IntOp::Eq;
+    let mut values = Vec::new();
     for value in words.iter().skip(i) {
-        if list.method().takes_integers()
+        if method.takes_integers()
             && let Some(new_op) = IntOp::from_name(value)
         {
             op = new_op;
             continue;
         }
-        list.add(value, icase, op)?;
+        values.push((value.as_str(), op));
     }
+    patterns.push(maps.inline_ref(keyword, method, icase, &values)?);
     Ok(AclExpr {
         expr,
-        patterns: list,
+        method,
+        patterns,
     })
 }
 

@@ -41,6 +41,7 @@ mod expr;
 mod fetch;
 mod logformat;
 mod map;
+mod patref;
 mod pattern;
 mod stages;
 mod time;
@@ -58,6 +59,7 @@ pub use logformat::{LogFacts, LogFormat, LogNumber, LogText};
 #[doc(hidden)]
 pub use map::MapProbe;
 pub use map::MapStore;
+pub use patref::{PatRef, Probe, RefEntry};
 pub use pattern::{IntOp, MatchMethod};
 pub use stages::{Source, Stages};
 pub use time::{Civil, civil};

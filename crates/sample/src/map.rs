@@ -1,11 +1,11 @@
 //! Pattern and map files (configuration.txt §7.1 `-f`/`-M`, §7.3.1 `map`): read once at
 //! configuration time and shared by every ACL and converter naming the same file.
 //!
-//! [`MapStore`] is the configuration's file cache: [`MapStore::lines`] reads a file into its
-//! meaningful lines (leading blanks stripped, empty lines and `#` comments skipped), and
-//! [`MapStore::map`] compiles a file into a [`Map`] for one matching method and value type,
-//! once per combination. A map line is a key (the first word) and a value (the rest, trailing
-//! blanks removed). [`Map::lookup`] follows the manual (§7.3.1: "IP addresses and strings
+//! [`MapStore`] holds the configuration's pattern references (`crate::patref`): a file is
+//! read once ([`MapStore::lines`]: leading blanks stripped, empty lines and `#` comments
+//! skipped) into one reference, and [`MapStore::map`] gives the reference's view for one
+//! matching method and value type, a [`Map`] compiled once per combination. A map line is a
+//! key (the first word) and a value (the rest, blanks around it removed). [`Map::lookup`] follows the manual (§7.3.1: "IP addresses and strings
 //! are stored in trees, so the first of the finest match will be used. Other keys are stored
 //! in lists, so the first matching occurrence will be used"): exact strings are hashed (first
 //! line of equal keys); addresses find the longest network, HAProxy's way (the sample's
@@ -18,13 +18,15 @@
 //! stays as the reference the index is tested against. Note that HAProxy 2.6's source keeps
 //! case-sensitive `beg` keys in a prefix tree and so returns the *longest* matching prefix;
 //! Sluice follows the manual, which lists only addresses and exact strings as trees. The store
-//! is a cheap handle (`Clone` shares it); compiled maps are `Arc`s that expressions keep after
-//! the store is gone. Read [`MapStore`] first.
+//! is a cheap handle (`Clone` shares it); views are `Arc`s that expressions keep after the
+//! store is gone, and the runtime API edits them through the store's references. Read
+//! [`MapStore`] first.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::patref::{AclView, MapView, PatRef, file_entries};
 use crate::pattern::{
     IntOp, IpPattern, MatchMethod, Pattern, PatternIndex, Prepared, with_prepared,
 };
@@ -77,7 +79,64 @@ pub(crate) struct Map {
     entries: Vec<MapEntry>,
 }
 
+impl MapEntry {
+    /// The value as `get map` prints it, and HAProxy's name of its type.
+    pub fn value_text(&self) -> (String, &'static str) {
+        match &self.value {
+            MapValue::Str(s) => (String::from_utf8_lossy(s).into_owned(), "str"),
+            MapValue::Int(i) => (i.to_string(), "sint"),
+            MapValue::Ip(ip @ IpAddr::V4(_)) => (ip.to_string(), "ipv4"),
+            MapValue::Ip(ip) => (ip.to_string(), "ipv6"),
+        }
+    }
+}
+
 impl Map {
+    /// An empty map for `method`.
+    pub fn new(method: MatchMethod) -> Map {
+        Map {
+            method,
+            exact: HashMap::new(),
+            index: PatternIndex::for_method(method),
+            entries: Vec::new(),
+        }
+    }
+
+    /// Appends the line `key value`, the value read as `output` says.
+    pub fn add(&mut self, key: &str, value: &str, output: MapOutput) -> Result<(), String> {
+        let value = match output {
+            MapOutput::Str | MapOutput::Key => MapValue::Str(value.as_bytes().to_vec()),
+            MapOutput::Int => MapValue::Int(
+                parse_int_exact(value)
+                    .ok_or_else(|| format!("'{value}' is not a valid integer"))?,
+            ),
+            MapOutput::Ip => MapValue::Ip(
+                parse_ip(value.as_bytes())
+                    .ok_or_else(|| format!("'{value}' is not a valid IPv4 or IPv6 address"))?,
+            ),
+        };
+        let index = self.entries.len();
+        let pattern = if self.method == MatchMethod::Str {
+            self.exact.entry(key.as_bytes().to_vec()).or_insert(index);
+            None
+        } else {
+            Some(Pattern::parse(self.method, key, false, IntOp::Eq)?)
+        };
+        // A key the index refuses (none today) sends the whole map back to the scan: the
+        // index answers for all lines or for none.
+        if let (Some(tree), Some(p)) = (&mut self.index, &pattern)
+            && !tree.insert(p, index)
+        {
+            self.index = None;
+        }
+        self.entries.push(MapEntry {
+            key: key.as_bytes().to_vec(),
+            value,
+            pattern,
+        });
+        Ok(())
+    }
+
     /// The line whose key matches `sample` (see the module documentation for which one).
     pub fn lookup(&self, sample: &Sample<'_>) -> Option<&MapEntry> {
         let mut found = None;
@@ -147,7 +206,7 @@ impl Map {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct MapProbe {
-    map: Arc<Map>,
+    map: Arc<MapView>,
 }
 
 impl MapProbe {
@@ -161,9 +220,10 @@ impl MapProbe {
 
     /// The index of the line [`Map::lookup`] finds.
     pub fn indexed(&self, sample: &Sample<'_>) -> Option<usize> {
+        let map = self.map.read();
         let mut found = None;
-        with_prepared(self.map.method, sample, |s| {
-            found = self.map.find(s);
+        with_prepared(map.method, sample, |s| {
+            found = map.find(s);
             found.is_some()
         });
         found
@@ -171,9 +231,10 @@ impl MapProbe {
 
     /// The index of the line the linear scan finds.
     pub fn linear(&self, sample: &Sample<'_>) -> Option<usize> {
+        let map = self.map.read();
         let mut found = None;
-        with_prepared(self.map.method, sample, |s| {
-            found = self.map.find_linear(s);
+        with_prepared(map.method, sample, |s| {
+            found = map.find_linear(s);
             found.is_some()
         });
         found
@@ -183,8 +244,12 @@ impl MapProbe {
 #[derive(Default)]
 struct Inner {
     contents: HashMap<String, String>,
-    files: HashMap<String, Arc<FileLines>>,
-    maps: HashMap<(String, MatchMethod, MapOutput), Arc<Map>>,
+    /// Every pattern reference, by id.
+    refs: Vec<Arc<PatRef>>,
+    /// The references of files, by path.
+    by_file: HashMap<String, Arc<PatRef>>,
+    /// The configuration file and line being read.
+    place: Option<(String, u32)>,
     /// The configuration's `userlist` sections, by name (the store is the one handle every
     /// expression compiler gets, so it carries them too).
     userlists: HashMap<String, Arc<crate::auth::Userlist>>,
@@ -206,7 +271,7 @@ impl std::fmt::Debug for MapStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let inner = self.lock();
         f.debug_struct("MapStore")
-            .field("files", &inner.files.keys().collect::<Vec<_>>())
+            .field("files", &inner.by_file.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -271,22 +336,19 @@ impl MapStore {
         }
     }
 
-    /// The paths read so far.
+    /// The pattern and map files read so far.
     pub fn loaded_files(&self) -> Vec<String> {
-        let mut paths: Vec<_> = self.lock().files.keys().cloned().collect();
+        let mut paths: Vec<_> = self.lock().by_file.keys().cloned().collect();
         paths.sort();
         paths
     }
 
-    /// The meaningful lines of `path`, read on first use. `what` names the file in errors
-    /// ("pattern", "map").
-    pub(crate) fn lines(&self, path: &str, what: &str) -> Result<Arc<FileLines>, String> {
-        let mut inner = self.lock();
-        if let Some(lines) = inner.files.get(path) {
-            return Ok(Arc::clone(lines));
-        }
-        let text = match inner.contents.get(path) {
-            Some(text) => text.clone(),
+    /// The meaningful lines of `path`. `what` names the file in errors ("pattern", "map").
+    /// Each file is read once: its reference keeps the entries (see `file_ref`).
+    pub(crate) fn lines(&self, path: &str, what: &str) -> Result<FileLines, String> {
+        let given = self.lock().contents.get(path).cloned();
+        let text = match given {
+            Some(text) => text,
             None => {
                 let bytes = std::fs::read(path)
                     .map_err(|e| format!("failed to open {what} file <{path}>: {e}"))?;
@@ -302,66 +364,121 @@ impl MapStore {
                 (!line.is_empty() && !line.starts_with('#')).then(|| (i + 1, line.to_string()))
             })
             .collect();
-        let lines = Arc::new(FileLines { lines });
-        inner.files.insert(path.to_string(), Arc::clone(&lines));
-        Ok(lines)
+        Ok(FileLines { lines })
     }
 
-    /// The map compiled from `path` for `method` with values of type `output`.
+    /// Sets where the configuration is being read (`file`, `line`), for the descriptions
+    /// `show map` and `show acl` print of the references created next.
+    pub fn set_place(&self, file: &str, line: u32) {
+        self.lock().place = Some((file.to_string(), line));
+    }
+
+    fn place_text(inner: &Inner) -> (String, u32) {
+        inner.place.clone().unwrap_or_default()
+    }
+
+    /// The reference of file `path`, created (and the file read) on first use; `user`
+    /// describes the new user ("acl", "map").
+    fn file_ref(
+        &self,
+        path: &str,
+        what: &str,
+        user: &str,
+        acl: bool,
+    ) -> Result<Arc<PatRef>, String> {
+        let existing = self.lock().by_file.get(path).cloned();
+        let pat_ref = match existing {
+            Some(r) => r,
+            None => {
+                let lines = self.lines(path, what)?;
+                let mut inner = self.lock();
+                match inner.by_file.get(path) {
+                    // Another thread read it meanwhile: one reference per file.
+                    Some(r) => Arc::clone(r),
+                    None => {
+                        let id = inner.refs.len();
+                        let r = Arc::new(PatRef::new_file(id, path, file_entries(&lines.lines)));
+                        inner.refs.push(Arc::clone(&r));
+                        inner.by_file.insert(path.to_string(), Arc::clone(&r));
+                        r
+                    }
+                }
+            }
+        };
+        let (file, line) = Self::place_text(&self.lock());
+        pat_ref.note_user(
+            format!("by {user} at file '{file}' line {line}"),
+            acl,
+            user == "map",
+        );
+        Ok(pat_ref)
+    }
+
+    /// The view of map file `path` for `method` with values of type `output`, shared with
+    /// every converter of the same kind.
     pub(crate) fn map(
         &self,
         path: &str,
         method: MatchMethod,
         output: MapOutput,
-    ) -> Result<Arc<Map>, String> {
-        let key = (path.to_string(), method, output);
-        if let Some(map) = self.lock().maps.get(&key) {
-            return Ok(Arc::clone(map));
-        }
-        let lines = self.lines(path, "map")?;
-        let mut map = Map {
-            method,
-            exact: HashMap::new(),
-            index: PatternIndex::for_method(method),
-            entries: Vec::new(),
-        };
-        for (number, line) in &lines.lines {
-            let at = |e: String| format!("{e} at line {number} of file '{path}'");
-            let (key, value) = split_map_line(line);
-            let value =
-                match output {
-                    MapOutput::Str | MapOutput::Key => MapValue::Str(value.as_bytes().to_vec()),
-                    MapOutput::Int => MapValue::Int(
-                        parse_int_exact(value)
-                            .ok_or_else(|| at(format!("'{value}' is not a valid integer")))?,
-                    ),
-                    MapOutput::Ip => MapValue::Ip(parse_ip(value.as_bytes()).ok_or_else(|| {
-                        at(format!("'{value}' is not a valid IPv4 or IPv6 address"))
-                    })?),
-                };
-            let index = map.entries.len();
-            let pattern = if method == MatchMethod::Str {
-                map.exact.entry(key.as_bytes().to_vec()).or_insert(index);
-                None
-            } else {
-                Some(Pattern::parse(method, key, false, IntOp::Eq).map_err(at)?)
-            };
-            // A key the index refuses (none today) sends the whole map back to the scan:
-            // the index answers for all lines or for none.
-            if let (Some(tree), Some(p)) = (&mut map.index, &pattern)
-                && !tree.insert(p, index)
-            {
-                map.index = None;
-            }
-            map.entries.push(MapEntry {
-                key: key.as_bytes().to_vec(),
-                value,
-                pattern,
-            });
-        }
-        let map = Arc::new(map);
-        self.lock().maps.insert(key, Arc::clone(&map));
-        Ok(map)
+    ) -> Result<Arc<MapView>, String> {
+        self.file_ref(path, "map", "map", false)?
+            .map_view(method, output)
+    }
+
+    /// The view of pattern file `path` for an ACL (`-f`; `key_only` for `-M`).
+    pub(crate) fn acl_file_view(
+        &self,
+        path: &str,
+        method: MatchMethod,
+        icase: bool,
+        key_only: bool,
+    ) -> Result<Arc<AclView>, String> {
+        let user = if key_only { "map" } else { "acl" };
+        self.file_ref(path, "pattern", user, true)?
+            .acl_view(method, icase, key_only)
+    }
+
+    /// A new reference for the values written on an ACL line whose criterion is
+    /// `keyword` (each value with the integer operator in force), and its view.
+    pub(crate) fn inline_ref(
+        &self,
+        keyword: &str,
+        method: MatchMethod,
+        icase: bool,
+        values: &[(&str, IntOp)],
+    ) -> Result<Arc<AclView>, String> {
+        let mut inner = self.lock();
+        let (file, line) = Self::place_text(&inner);
+        let id = inner.refs.len();
+        let r = Arc::new(PatRef::new_inline(
+            id,
+            format!("acl '{keyword}' file '{file}' line {line}"),
+            values,
+        ));
+        // A line whose values do not compile is refused, and so is its reference.
+        let view = r.acl_view(method, icase, false)?;
+        inner.refs.push(r);
+        Ok(view)
+    }
+
+    /// Every reference, by id.
+    pub fn refs(&self) -> Vec<Arc<PatRef>> {
+        self.lock().refs.clone()
+    }
+
+    /// The reference `name` designates: `#<id>` or a file name, among those an ACL
+    /// (`acl`) or a map uses.
+    pub fn find_ref(&self, name: &str, map: bool) -> Option<Arc<PatRef>> {
+        let inner = self.lock();
+        let found = match name.strip_prefix('#') {
+            Some(id) => id.parse::<usize>().ok().and_then(|id| inner.refs.get(id)),
+            None => inner.by_file.get(name),
+        }?;
+        let found = Arc::clone(found);
+        drop(inner);
+        let usable = if map { found.is_map() } else { found.is_acl() };
+        usable.then_some(found)
     }
 }
 
@@ -376,15 +493,6 @@ fn ip_rank(net: IpPattern, ip: IpAddr) -> (u8, u32) {
             (2, net.prefix_len())
         }
         _ => (1, net.prefix_len()),
-    }
-}
-
-/// Splits a map line into its key (first word) and value (the rest, without the blanks
-/// around it).
-pub(crate) fn split_map_line(line: &str) -> (&str, &str) {
-    match line.find([' ', '\t']) {
-        Some(at) => (&line[..at], line[at..].trim_matches([' ', '\t'])),
-        None => (line, ""),
     }
 }
 
@@ -404,8 +512,9 @@ mod tests {
         let lines = store.lines("f", "pattern").unwrap();
         let texts: Vec<_> = lines.lines.iter().map(|(n, l)| (*n, l.as_str())).collect();
         assert_eq!(texts, [(3, "a b  "), (6, "last")]);
-        assert_eq!(split_map_line("key   the value \t"), ("key", "the value"));
-        assert_eq!(split_map_line("alone"), ("alone", ""));
+        let entry = crate::patref::RefEntry::file_line("key   the value \t", 1);
+        assert_eq!((entry.key(), entry.value()), ("key", Some("the value")));
+        store.map("f", MatchMethod::Str, MapOutput::Str).unwrap();
         assert_eq!(store.loaded_files(), ["f"]);
     }
 
@@ -430,6 +539,7 @@ mod tests {
             .map("m", MatchMethod::Str, MapOutput::Int)
             .unwrap();
         assert!(Arc::ptr_eq(&m1, &m2));
+        let m1 = m1.read();
         let hit = m1.lookup(&Sample::str(b"a")).unwrap();
         assert_eq!(hit.value, MapValue::Int(1));
         assert!(m1.lookup(&Sample::str(b"c")).is_none());
@@ -449,7 +559,8 @@ mod tests {
             "ips",
             "10.0.0.0/8 wide\n10.1.0.0/16 narrow\n10.1.2.3 host\n",
         );
-        let map = store.map("ips", MatchMethod::Ip, MapOutput::Str).unwrap();
+        let view = store.map("ips", MatchMethod::Ip, MapOutput::Str).unwrap();
+        let map = view.read();
         let value = |ip: &str| {
             map.lookup(&Sample::Ip(ip.parse().unwrap()))
                 .map(|e| e.value.clone())
@@ -486,7 +597,7 @@ mod tests {
                 let path = format!("{round}-{}", method.name());
                 store.set_contents(&path, &text);
                 let map = store.map(&path, method, MapOutput::Str).unwrap();
-                assert!(map.index.is_some(), "{path} not indexed");
+                assert!(map.read().index.is_some(), "{path} not indexed");
                 let probe = MapProbe {
                     map: Arc::clone(&map),
                 };
@@ -519,7 +630,8 @@ mod tests {
             "::ffff:10.0.0.0/104 mapped\n10.0.0.0/8 v4\n10.0.0.1/255.0.0.255 odd\n\
              2002::/16 sixtofour\n",
         );
-        let map = store.map("fam", MatchMethod::Ip, MapOutput::Key).unwrap();
+        let view = store.map("fam", MatchMethod::Ip, MapOutput::Key).unwrap();
+        let map = view.read();
         let key = |ip: &str| {
             map.lookup(&Sample::Ip(ip.parse().unwrap()))
                 .map(|e| String::from_utf8_lossy(&e.key).into_owned())
@@ -536,7 +648,8 @@ mod tests {
         // Non-contiguous masks last.
         assert_eq!(key("11.0.0.1"), None);
         store.set_contents("odd", "10.0.0.1/255.0.0.255 odd\n11.0.0.0/8 eleven\n");
-        let map = store.map("odd", MatchMethod::Ip, MapOutput::Str).unwrap();
+        let view = store.map("odd", MatchMethod::Ip, MapOutput::Str).unwrap();
+        let map = view.read();
         let hit = map
             .lookup(&Sample::Ip("10.9.9.1".parse().unwrap()))
             .unwrap();
@@ -552,6 +665,7 @@ mod tests {
         );
         let value = |method, input: &str| {
             let map = store.map("s", method, MapOutput::Str).unwrap();
+            let map = map.read();
             map.lookup(&Sample::str(input.as_bytes()))
                 .map(|e| e.value.clone())
         };

@@ -524,10 +524,6 @@ impl PatternList {
         }
     }
 
-    pub fn method(&self) -> MatchMethod {
-        self.method
-    }
-
     /// True when no pattern was given.
     pub fn is_empty(&self) -> bool {
         self.exact.is_empty() && self.others.is_empty() && self.indexed == 0

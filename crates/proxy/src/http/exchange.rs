@@ -468,6 +468,7 @@ async fn exchange<'a>(
     let mut _server_session = SessionMark::open(&server.traffic);
     let mut key = ServerKey {
         backend: ctx.backend.plan.id.uid,
+        server: server.id,
         location: server.location().pool_id,
     };
 
@@ -516,6 +517,7 @@ async fn exchange<'a>(
             facts.server = Some(server.name());
             facts.chosen = Some(server);
             _server_session = SessionMark::open(&server.traffic);
+            key.server = server.id;
             key.location = server.location().pool_id;
             if let Some(name) = s.send_name_header
                 && let Some(renamed) = persist::rename_server(&request_head, name, server.name())
@@ -1060,7 +1062,17 @@ where
     let mut got_anything = false;
     let mut sent_heads = 0u64;
     loop {
-        let mut head = read_response_head(server, &mut input, s, &mut got_anything).await?;
+        let read = read_response_head(server, &mut input, s, &mut got_anything).await;
+        if let Err(ResponseFailure::Status(502)) = read {
+            super::invalid::response(
+                ctx.process,
+                (ctx.frontend, ctx.backend, chosen),
+                ctx.endpoints.client,
+                (input.filled(), s.bufsize),
+                &s.response_limits,
+            );
+        }
+        let mut head = read?;
         let interim = (100..200).contains(&head.status) && head.status != 101;
         if shape.retry_status && ctx.backend.plan.retry_on.retries_status(head.status) {
             return Err(ResponseFailure::RetryStatus(head.status));

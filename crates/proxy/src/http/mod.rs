@@ -11,6 +11,7 @@
 pub mod body;
 pub mod buffer;
 pub mod exchange;
+mod invalid;
 pub mod normalize;
 pub mod persist;
 pub mod pool;

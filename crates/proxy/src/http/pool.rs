@@ -4,7 +4,9 @@
 //! pool is thread-local: taking and returning a connection is a plain map operation, with no
 //! lock and no cross-thread traffic. Each server's list is bounded by its `pool-max-conn`
 //! (applied per thread), and connections idle for longer than `pool-purge-delay` are dropped
-//! when met. A connection the server closed or wrote to while idle is never reused.
+//! when met. A connection the server closed or wrote to while idle is never reused. After
+//! each change the thread publishes its counts for `show servers conn`
+//! (`sluice_runtime::idle`).
 
 use sluice_net::stream::Stream;
 use std::cell::RefCell;
@@ -17,6 +19,8 @@ use tokio::time::Instant;
 pub struct ServerKey {
     /// The backend's uid.
     pub backend: u32,
+    /// The server's id in its backend (`show servers conn`).
+    pub server: u32,
     /// The server's location (`Location::pool_id`): unique in the process, and renewed when
     /// `set server addr` moves the server, so an idle connection is only reused for the
     /// address it was made to.
@@ -49,14 +53,25 @@ pub fn take(key: ServerKey, purge_after: Duration, only_reused: bool) -> Option<
         let list = pools.get_mut(&key)?;
         let now = Instant::now();
         list.retain(|c| now.duration_since(c.since) < purge_after);
-        loop {
-            let index = list.iter().rposition(|c| !only_reused || c.reused)?;
+        // Only the candidate handed out is probed (one system call), not the whole list.
+        let taken = loop {
+            let Some(index) = list.iter().rposition(|c| !only_reused || c.reused) else {
+                break None;
+            };
             let conn = list.remove(index);
             if conn.stream.is_idle_usable() {
-                return Some(conn);
+                break Some(conn);
             }
-        }
+        };
+        publish(key, list);
+        taken
     })
+}
+
+/// Tells `show servers conn` how many idle connections this thread keeps for `key`.
+fn publish(key: ServerKey, list: &[IdleConn]) {
+    let reused = list.iter().filter(|c| c.reused).count();
+    sluice_runtime::idle::publish((key.backend, key.server), (list.len() - reused, reused));
 }
 
 /// Returns a connection to the pool, unless the server's list already holds `max` of them.
@@ -72,6 +87,7 @@ pub fn put(key: ServerKey, stream: Stream, reused: bool, max: Option<u32>) {
             reused,
             since: Instant::now(),
         });
+        publish(key, list);
     });
 }
 
@@ -90,6 +106,7 @@ mod tests {
 
     const KEY: ServerKey = ServerKey {
         backend: 1,
+        server: 1,
         location: 1,
     };
 

@@ -12,6 +12,7 @@
 
 use super::buffer::{InBuf, ReadError};
 use super::exchange::{self, Attached, Next};
+use super::invalid;
 use super::rules::{self, RequestVerdict, Scope};
 use super::settings::{BufferSizes, HttpSettings};
 use crate::report::report;
@@ -101,6 +102,17 @@ pub async fn serve(
                 // An invalid or late request is an error of the client's (`http_err_cnt`).
                 vars.trackers.http_request();
                 vars.trackers.http_error();
+                // A head that did not arrive in time is no invalid message.
+                if status != 408 {
+                    invalid::request(
+                        process,
+                        frontend,
+                        endpoints.client,
+                        (input.filled(), settings.bufsize),
+                        &settings.request_limits,
+                        None,
+                    );
+                }
                 let page = rules::finish_page(&scope, None, settings.request_error(status));
                 Box::pin(answer(&mut client, &page, settings.client)).await;
                 // configuration.txt §8.5: a refused request is "PR", a request that did not

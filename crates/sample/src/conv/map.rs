@@ -4,7 +4,7 @@
 //! `<match>` is one of `str` (the default), `beg`, `sub`, `dir`, `dom`, `end`, `reg`,
 //! `regm`, `int`, `ip`; `<output>` one of `str` (the default), `int`, `ip`, `key`. The file
 //! is loaded when the expression is compiled, through the [`MapStore`], and shared with
-//! every other user of the same file. Values are returned borrowed from the map; a miss
+//! every other user of the same file. Values are copied out of the map (the runtime API may change it meanwhile); a miss
 //! returns the default value if one was given and fails the sample otherwise.
 
 use std::sync::Arc;
@@ -12,18 +12,28 @@ use std::sync::Arc;
 use super::{Built, ConvBuild, ConvDef, Convert, into_bytes};
 use crate::args::str_arg;
 use crate::context::Context;
-use crate::map::{Map, MapOutput, MapValue};
+use crate::map::{MapOutput, MapValue};
+use crate::patref::{MapRead, MapView};
 use crate::pattern::MatchMethod;
 use crate::value::{Sample, SampleType, parse_int_exact, parse_ip};
 
 /// A compiled map converter.
 #[derive(Debug)]
 struct MapConv {
-    map: Arc<Map>,
+    map: Arc<MapView>,
     output: MapOutput,
     default: Option<MapValue>,
     /// `map_regm`: the value is a template with `\N` references to the regex's groups.
     regm: bool,
+}
+
+/// The value as a sample that owns its bytes: the map may change once its lock is released.
+fn owned_sample(value: &MapValue) -> Sample<'static> {
+    match value {
+        MapValue::Str(s) => Sample::owned_str(s.clone()),
+        MapValue::Int(i) => Sample::Int(*i),
+        MapValue::Ip(ip) => Sample::Ip(*ip),
+    }
 }
 
 fn value_sample(value: &MapValue) -> Sample<'_> {
@@ -38,14 +48,28 @@ impl Convert for MapConv {
     fn convert<'a>(&'a self, input: Sample<'a>, _: &'a dyn Context) -> Option<Sample<'a>> {
         if self.regm {
             let bytes = into_bytes(input)?;
-            return match self.map.lookup_regm(&bytes) {
+            return match self.map.read().lookup_regm(&bytes) {
                 Some(v) => Some(Sample::owned_str(v)),
                 None => self.default.as_ref().map(value_sample),
             };
         }
-        match self.map.lookup(&input) {
-            Some(entry) if self.output == MapOutput::Key => Some(Sample::str(&entry.key)),
-            Some(entry) => Some(value_sample(&entry.value)),
+        // A map the runtime API edited is read under a lock: what the lookup finds is copied
+        // out (see `crate::patref::MapView`). A configured map is borrowed.
+        let map = match self.map.read() {
+            MapRead::Initial(map) => {
+                return match map.lookup(&input) {
+                    Some(entry) if self.output == MapOutput::Key => Some(Sample::str(&entry.key)),
+                    Some(entry) => Some(value_sample(&entry.value)),
+                    None => self.default.as_ref().map(value_sample),
+                };
+            }
+            live => live,
+        };
+        match map.lookup(&input) {
+            Some(entry) if self.output == MapOutput::Key => {
+                Some(Sample::owned_str(entry.key.clone()))
+            }
+            Some(entry) => Some(owned_sample(&entry.value)),
             None => self.default.as_ref().map(value_sample),
         }
     }

@@ -152,6 +152,12 @@ impl Builder {
         self
     }
 
+    /// Replaces the configuration (for one that names files written in [`Builder::dir`]).
+    pub fn config(mut self, config: &str) -> Self {
+        self.config = config.to_owned();
+        self
+    }
+
     /// Adds a command-line argument (after `-d -f cfg`).
     pub fn arg(mut self, arg: &str) -> Self {
         self.args.push(arg.to_owned());

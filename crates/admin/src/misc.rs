@@ -1,0 +1,168 @@
+//! Smaller runtime commands (management.txt §9.3): `get var`, `show servers conn`,
+//! `experimental-mode` and `expert-mode`.
+//!
+//! The two modes are switches of the CLI connection; Sluice has none of the commands
+//! HAProxy reserves to them, so they gate nothing yet, but scripts that turn them on before
+//! their commands keep working.
+
+use crate::commands::{CliState, Flow};
+use crate::ops::server_addr_port;
+use sluice_runtime::process::Process;
+use sluice_runtime::proxy::Backend;
+use sluice_runtime::stats::proxy_iid;
+use sluice_sample::Sample;
+use std::fmt::Write;
+
+/// HAProxy's name for a sample's type, as `get var` prints it.
+fn type_name(sample: &Sample<'_>) -> &'static str {
+    match sample {
+        Sample::Bool(_) => "bool",
+        Sample::Int(_) => "sint",
+        Sample::Ip(std::net::IpAddr::V4(_)) => "ipv4",
+        Sample::Ip(std::net::IpAddr::V6(_)) => "ipv6",
+        Sample::Str(_) => "str",
+        Sample::Bin(_) => "bin",
+        Sample::Meth(_) => "meth",
+    }
+}
+
+/// `get var <name>`: a `proc.` variable's type and value.
+pub fn get_var(_: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
+    let Some(name) = args.first() else {
+        out.push_str("Missing process-wide variable identifier.\n");
+        return Flow::Continue;
+    };
+    let found = name
+        .starts_with("proc.")
+        .then(|| sluice_runtime::proc_vars::get(name))
+        .flatten();
+    let Some(value) = found else {
+        out.push_str("Variable not found.\n");
+        return Flow::Continue;
+    };
+    let text = match &value {
+        Sample::Bool(b) => u8::from(*b).to_string(),
+        Sample::Int(i) => i.to_string(),
+        Sample::Ip(ip) => ip.to_string(),
+        Sample::Str(b) | Sample::Bin(b) | Sample::Meth(b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+    };
+    let _ = writeln!(out, "{name}: type={} value=<{text}>", type_name(&value));
+    Flow::Continue
+}
+
+/// `show servers conn [<backend>]`: each server's connections in use and idle, in total and
+/// per event-loop thread.
+pub fn show_servers_conn(
+    process: &Process,
+    args: &[String],
+    _: &mut CliState,
+    out: &mut String,
+) -> Flow {
+    let backends: Vec<&Backend> = match args.first() {
+        Some(name) => match process.backends.iter().find(|b| b.name() == name) {
+            Some(b) => vec![&**b],
+            None => {
+                out.push_str("Can't find backend.\n");
+                return Flow::Continue;
+            }
+        },
+        None => process.backends.iter().map(|b| &**b).collect(),
+    };
+    let threads = process.nbthread;
+    let _ = writeln!(
+        out,
+        "# bkname/svname bkid/svid addr port - purge_delay used_cur used_max need_est unsafe_nb safe_nb idle_lim idle_cur idle_per_thr[{threads}]"
+    );
+    for b in backends {
+        for s in &b.servers {
+            let (addr, port) = server_addr_port(s);
+            let used = s.traffic.sessions.get();
+            let idle_lim = s.conf.pool_max_conn.map_or(-1, i64::from);
+            let idle = sluice_runtime::idle::per_thread((b.plan.id.uid, s.id), threads);
+            // Never reused connections are HAProxy's "unsafe" ones, reused ones "safe".
+            let unsafe_nb: usize = idle.iter().map(|c| c.0).sum();
+            let safe_nb: usize = idle.iter().map(|c| c.1).sum();
+            let _ = write!(
+                out,
+                "{}/{} {}/{} {addr} {port} - {} {used} {} {used} {unsafe_nb} {safe_nb} {idle_lim} {}",
+                b.name(),
+                s.conf.name,
+                proxy_iid(b.plan.id.uid),
+                s.id,
+                s.conf.pool_purge_delay.as_millis(),
+                s.traffic.sessions.max(),
+                unsafe_nb + safe_nb,
+            );
+            for (never, reused) in idle {
+                let _ = write!(out, " {}", never + reused);
+            }
+            out.push('\n');
+        }
+    }
+    Flow::Continue
+}
+
+fn mode(args: &[String], name: &str, on: &mut bool, out: &mut String) -> Flow {
+    match args.first().map(String::as_str) {
+        None => {
+            let _ = writeln!(out, "{name} is {}", if *on { "ON" } else { "OFF" });
+        }
+        // As in HAProxy, any word but `on` turns the mode off.
+        Some(word) => *on = word == "on",
+    }
+    Flow::Continue
+}
+
+/// `experimental-mode [on|off]`: this connection's experimental mode.
+pub fn experimental_mode(
+    _: &Process,
+    args: &[String],
+    state: &mut CliState,
+    out: &mut String,
+) -> Flow {
+    mode(args, "experimental-mode", &mut state.experimental, out)
+}
+
+/// `expert-mode [on|off]`: this connection's expert mode.
+pub fn expert_mode(_: &Process, args: &[String], state: &mut CliState, out: &mut String) -> Flow {
+    mode(args, "expert-mode", &mut state.expert, out)
+}
+
+/// `set rate-limit connections|sessions global <n>`: the process's accept rate limits (0
+/// for none). Sluice has neither TLS nor compression, so their limits are refused.
+pub fn set_rate_limit(
+    process: &Process,
+    args: &[String],
+    _: &mut CliState,
+    out: &mut String,
+) -> Flow {
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let limit = match words.as_slice() {
+        ["connections", "global", ..] => &process.accept_limits.connections,
+        ["sessions", "global", ..] => &process.accept_limits.sessions,
+        [what @ ("ssl-sessions" | "http-compression"), "global", ..] => {
+            let _ = writeln!(out, "'set rate-limit {what}' is not supported by Sluice.");
+            return Flow::Continue;
+        }
+        _ => {
+            out.push_str(
+                "'set rate-limit' only supports :\n   - 'connections global' to set the per-process maximum connection rate\n   - 'sessions global' to set the per-process maximum session rate\n",
+            );
+            return Flow::Continue;
+        }
+    };
+    let Some(value) = words.get(2) else {
+        out.push_str("Expects an integer value.\n");
+        return Flow::Continue;
+    };
+    match value.parse::<i64>() {
+        Ok(v) => match u32::try_from(v) {
+            Ok(v) => limit.set_limit(v),
+            Err(_) => out.push_str("Value out of range.\n"),
+        },
+        Err(_) => out.push_str("Expects an integer value.\n"),
+    }
+    Flow::Continue
+}

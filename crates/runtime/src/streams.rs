@@ -1,0 +1,278 @@
+//! The live streams of the process, for `show sess` and `shutdown session` (management.txt
+//! §9.3).
+//!
+//! Every client connection (and every CLI connection, as HAProxy lists its own) registers
+//! one [`StreamInfo`] when it starts and removes it when it ends, through the
+//! [`Registered`] guard: one allocation and two short lock holds per connection, nothing
+//! per request. The registry is split into shards chosen by the stream's id so threads
+//! accepting at the same time rarely meet on one lock. The data path reports the backend
+//! and server a stream uses through [`note_server`], which finds the current stream in a
+//! task-local set by [`Registered::scope`]; the CLI reads the entries and can ask a stream
+//! to end ([`StreamInfo::kill`]), which its session task waits on.
+
+use crate::proxy::Frontend;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime};
+use tokio::sync::Notify;
+
+const SHARDS: usize = 16;
+
+/// How long a killed session may take to end by itself before it is dropped.
+pub const KILL_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
+tokio::task_local! {
+    static CURRENT: Arc<StreamInfo>;
+}
+
+/// Where a stream comes from.
+#[derive(Debug)]
+pub enum Origin {
+    /// A client of a frontend.
+    Client(Arc<Frontend>),
+    /// A CLI connection on a `stats socket`.
+    Cli,
+}
+
+/// One live stream.
+#[derive(Debug)]
+pub struct StreamInfo {
+    /// The stream's number in the process, from 0 (`id=` in `show sess <id>`).
+    pub uniq: u64,
+    /// Who accepted it.
+    pub origin: Origin,
+    /// The client's address (`None` on a unix socket).
+    pub client: Option<SocketAddr>,
+    /// The address the client reached (`None` on a unix socket).
+    pub local: Option<SocketAddr>,
+    /// The client connection's descriptor.
+    pub fd: i32,
+    /// When it was accepted.
+    pub started: Instant,
+    /// The same, on the wall clock.
+    pub started_at: SystemTime,
+    /// The `uid` of the backend in use, 0 for none yet.
+    backend: AtomicU32,
+    /// The index of the server in use plus one, 0 for none yet.
+    server: AtomicUsize,
+    /// Requests or connections handed to a server so far (`calls=`).
+    calls: AtomicU64,
+    /// Set by [`StreamInfo::kill`], for waiters that start after the notification.
+    dead: AtomicBool,
+    kill: Notify,
+}
+
+impl StreamInfo {
+    /// The id `show sess` prints and `shutdown session` takes (`0x...`).
+    pub fn id(&self) -> u64 {
+        // Distinct, never zero, and shaped like the addresses HAProxy prints.
+        0x1000 + (self.uniq << 4)
+    }
+
+    /// The backend `uid` and server index in use, if a server was chosen.
+    pub fn target(&self) -> (Option<u32>, Option<usize>) {
+        let be = self.backend.load(Ordering::Relaxed);
+        let srv = self.server.load(Ordering::Relaxed);
+        ((be != 0).then_some(be), srv.checked_sub(1))
+    }
+
+    /// How many times the stream took a server.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Asks the stream to end now: a relay in progress ends as `on-marked-down
+    /// shutdown-sessions` ends it (logged with termination `K`), anything else is dropped.
+    pub fn kill(&self) {
+        self.dead.store(true, Ordering::Release);
+        self.kill.notify_waiters();
+    }
+
+    /// Completes once [`StreamInfo::kill`] was called, before or after this call.
+    pub async fn killed(&self) {
+        loop {
+            // Created before the check: a notification in between still reaches it.
+            let notified = self.kill.notified();
+            if self.dead.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The registry (one per process).
+#[derive(Debug)]
+pub struct Streams {
+    next: AtomicU64,
+    shards: Vec<Mutex<HashMap<u64, Arc<StreamInfo>>>>,
+}
+
+impl Default for Streams {
+    fn default() -> Self {
+        Streams {
+            next: AtomicU64::new(0),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+}
+
+/// A stream's place in the registry; dropping it removes the stream.
+#[derive(Debug)]
+pub struct Registered<'a> {
+    streams: &'a Streams,
+    info: Arc<StreamInfo>,
+}
+
+impl Registered<'_> {
+    /// The registered stream.
+    pub fn info(&self) -> &Arc<StreamInfo> {
+        &self.info
+    }
+
+    /// Runs `session` as this stream: [`note_server`] calls inside it report to it, and it
+    /// stops when the stream is killed. A session relaying data learns of the kill by
+    /// itself (its server's `KillSignal` fires too) and ends with its log line; one in
+    /// another phase is dropped after [`KILL_GRACE`].
+    pub async fn scope<F: Future<Output = ()>>(&self, session: F) {
+        let info = Arc::clone(&self.info);
+        CURRENT
+            .scope(info, async {
+                let mut session = std::pin::pin!(session);
+                // The session first: a kill is rare, and fixed order costs no random draw.
+                tokio::select! {
+                    biased;
+                    () = &mut session => return,
+                    () = self.info.killed() => {}
+                }
+                let _ = tokio::time::timeout(KILL_GRACE, session).await;
+            })
+            .await;
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.streams.shard(self.info.id()).remove(&self.info.id());
+    }
+}
+
+impl Streams {
+    fn shard(&self, id: u64) -> MutexGuard<'_, HashMap<u64, Arc<StreamInfo>>> {
+        let shard = &self.shards[((id >> 4) as usize) % SHARDS];
+        // The maps are only inserted into and removed from; a panic cannot leave one
+        // half-changed.
+        shard.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a new stream.
+    pub fn register(
+        &self,
+        origin: Origin,
+        client: Option<SocketAddr>,
+        local: Option<SocketAddr>,
+        fd: i32,
+    ) -> Registered<'_> {
+        let info = Arc::new(StreamInfo {
+            uniq: self.next.fetch_add(1, Ordering::Relaxed),
+            origin,
+            client,
+            local,
+            fd,
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            backend: AtomicU32::new(0),
+            server: AtomicUsize::new(0),
+            calls: AtomicU64::new(0),
+            dead: AtomicBool::new(false),
+            kill: Notify::new(),
+        });
+        self.shard(info.id()).insert(info.id(), Arc::clone(&info));
+        Registered {
+            streams: self,
+            info,
+        }
+    }
+
+    /// Every live stream, oldest first.
+    pub fn list(&self) -> Vec<Arc<StreamInfo>> {
+        let mut all: Vec<Arc<StreamInfo>> = (0..SHARDS)
+            .flat_map(|i| {
+                let shard = self.shards[i].lock().unwrap_or_else(|e| e.into_inner());
+                shard.values().cloned().collect::<Vec<_>>()
+            })
+            .collect();
+        all.sort_by_key(|s| s.uniq);
+        all
+    }
+
+    /// The stream `id` designates, if it is alive.
+    pub fn get(&self, id: u64) -> Option<Arc<StreamInfo>> {
+        self.shard(id).get(&id).cloned()
+    }
+}
+
+/// The stream the current task runs, if any.
+pub fn current() -> Option<Arc<StreamInfo>> {
+    CURRENT.try_with(Arc::clone).ok()
+}
+
+/// Records that the current stream (if any) now uses server `server` of the backend whose
+/// `uid` is `backend`.
+pub fn note_server(backend: u32, server: usize) {
+    let _ = CURRENT.try_with(|info| {
+        info.backend.store(backend, Ordering::Relaxed);
+        info.server.store(server + 1, Ordering::Relaxed);
+        info.calls.fetch_add(1, Ordering::Relaxed);
+    });
+}
+
+/// Records that the current stream (if any) now goes to the backend whose `uid` is
+/// `backend`, before a server is chosen.
+pub fn note_backend(backend: u32) {
+    let _ = CURRENT.try_with(|info| {
+        if info.backend.swap(backend, Ordering::Relaxed) != backend {
+            info.server.store(0, Ordering::Relaxed);
+        }
+    });
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn streams_register_report_and_leave() {
+        let streams = Streams::default();
+        let a = streams.register(Origin::Cli, None, None, 3);
+        let b = streams.register(Origin::Cli, None, None, 4);
+        assert_eq!(
+            streams.list().iter().map(|s| s.uniq).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        a.scope(async { note_server(7, 2) }).await;
+        assert_eq!(a.info().target(), (Some(7), Some(2)));
+        assert_eq!(b.info().target(), (None, None));
+        // Outside a scope nothing is recorded, and nothing fails.
+        note_server(1, 1);
+        let id = b.info().id();
+        assert!(streams.get(id).is_some());
+        // A killed stream's session stops, and a relay's kill signal fires.
+        let info = Arc::clone(b.info());
+        b.scope(async move {
+            let health = crate::health::ServerHealth::new(false);
+            let mut signal = health.kill_signal();
+            info.kill();
+            signal.wait().await;
+            std::future::pending::<()>().await;
+        })
+        .await;
+        drop(b);
+        assert!(streams.get(id).is_none());
+        assert_eq!(streams.list().len(), 1);
+    }
+}
