@@ -60,7 +60,9 @@ pub fn show_stat(process: &Process, args: &[String], _: &mut CliState, out: &mut
         None => Filter::ALL,
     };
     if json {
-        out.push_str(&sluice_runtime::stats_typed::json(process, filter));
+        out.push_str(&sluice_runtime::stats_typed::json(process, |r| {
+            filter.keeps(r)
+        }));
     } else if typed {
         out.push_str(&sluice_runtime::stats_typed::typed(process, filter));
     } else {

@@ -222,12 +222,12 @@ pub fn json_value(tags: &str, ty: &str, value: &str) -> String {
     )
 }
 
-/// The whole `show stat json` output for `filter`: an array per row of its non-empty
-/// fields.
-pub fn json(process: &Process, filter: Filter) -> String {
+/// The whole `show stat json` output (also the stats page's `;json` export) for the rows
+/// `keep` accepts: an array per row of its non-empty fields.
+pub fn json(process: &Process, keep: impl Fn(&Row) -> bool) -> String {
     let mut out = String::from("[");
     let rows = stats::collect(process);
-    for (r, row) in rows.iter().filter(|r| filter.keeps(r)).enumerate() {
+    for (r, row) in rows.iter().filter(|r| keep(r)).enumerate() {
         if r > 0 {
             out.push(',');
         }

@@ -1,5 +1,6 @@
 //! The statistics page over real sockets: the HTML table (status, content type, server names
-//! and statuses), `;csv` equal to the CLI's `show stat` apart from live counters, `stats auth`
+//! and statuses), `;csv` equal to the CLI's `show stat` apart from live counters, `;json`
+//! parsed and matching `show stat json`, `stats auth`
 //! (401 without or with wrong credentials, 200 with them), `stats admin` (a POSTed action
 //! changes the server state seen by `show stat`; refused when the condition does not hold),
 //! `stats scope`, and `http-request deny` protecting the page.
@@ -148,6 +149,63 @@ fn csv_export_equals_show_stat() {
         stable(cli.trim_end_matches('\n')),
         "{csv}\n{cli}"
     );
+}
+
+#[test]
+fn json_export_is_show_stat_json_for_the_scope() {
+    let (proxy, addr) = start("    stats uri /st\n    stats scope .");
+    let (status, head, body) = get(addr, "/st;json", "");
+    assert_eq!(status, 200);
+    assert!(head.contains("Content-Type: application/json"), "{head}");
+    let rows: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rows = rows.as_array().unwrap();
+    // The `st` proxy's frontend, backend and two servers; `other` is out of scope.
+    let names: Vec<(String, String)> = rows
+        .iter()
+        .map(|row| {
+            let field = |pos: u64| {
+                row.as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|f| f["field"]["pos"] == pos)
+                    .map(|f| f["value"]["value"].as_str().unwrap().to_owned())
+                    .unwrap()
+            };
+            (field(0), field(1))
+        })
+        .collect();
+    let expected = [
+        ("st", "FRONTEND"),
+        ("st", "web1"),
+        ("st", "web2"),
+        ("st", "BACKEND"),
+    ];
+    assert_eq!(
+        names,
+        expected.map(|(p, s)| (p.to_owned(), s.to_owned())),
+        "{body}"
+    );
+    // Field for field the CLI's form: same objects, same types, same status values.
+    let cli: serde_json::Value =
+        serde_json::from_str(&proxy.cli("show stat json").replace("\n\n", "")).unwrap();
+    let cli_st: Vec<&serde_json::Value> = cli
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row[0]["value"]["value"] == "st")
+        .collect();
+    assert_eq!(cli_st.len(), rows.len());
+    for (page_row, cli_row) in rows.iter().zip(cli_st) {
+        let status = |row: &serde_json::Value| {
+            row.as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["field"]["name"] == "status")
+                .map(|f| f["value"].clone())
+        };
+        assert_eq!(status(page_row), status(cli_row));
+        assert_eq!(page_row[0]["objType"], cli_row[0]["objType"]);
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The statistics page (`stats enable`, `stats uri` ...): requests for the configured URI are
 //! answered by the proxy itself with an HTML table of every frontend, backend and server, or
-//! with `show stat`'s CSV when the URI has `;csv`; with `stats admin`, a form posts server
+//! with `show stat`'s CSV when the URI has `;csv` (`show stat json` with `;json`); with `stats admin`, a form posts server
 //! actions (ready, drain, maint, health and agent checks on or off).
 //!
 //! The page is built from the same rows as the CLI's `show stat` ([`sluice_runtime::stats`]),
@@ -18,6 +18,7 @@ use sluice_net::stream::Stream;
 use sluice_runtime::health::Admin;
 use sluice_runtime::process::Process;
 use sluice_runtime::stats::{self, Field, Filter, Row, RowKind};
+use sluice_runtime::stats_typed;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -74,6 +75,9 @@ pub async fn serve(
                 stats::write_csv_row(row, &mut csv);
             }
             ok("text/plain", &csv, None)
+        } else if options.split(';').any(|o| o == "json") {
+            let json = stats_typed::json(process, |r| filter.keeps(r.pxname()));
+            ok("application/json", &json, None)
         } else {
             let notice = options
                 .split(';')
