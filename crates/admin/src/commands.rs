@@ -666,7 +666,15 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
     );
     let dropped_logs = process.log_hub.as_ref().map_or(0, |h| h.dropped.get())
         + process.rings.iter().map(|r| r.dropped.get()).sum::<u64>();
-    let fields: [(&str, String); 25] = [
+    let requests: u64 = process
+        .frontends
+        .iter()
+        .filter(|f| f.plan.mode == sluice_config::proxy::Mode::Http)
+        .flat_map(|f| f.stats.hrsp.iter())
+        .map(sluice_runtime::counters::Counter::get)
+        .sum();
+    let session_rate = &process.traffic.session_rate;
+    let mut fields: Vec<(&str, String)> = vec![
         ("Name", "Sluice".into()),
         ("Version", env!("CARGO_PKG_VERSION").into()),
         ("Release_date", crate_release_date().into()),
@@ -676,23 +684,34 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("Pid", std::process::id().to_string()),
         ("Uptime", format_uptime(uptime)),
         ("Uptime_sec", uptime.to_string()),
+        // No memory limit (`-m`) is supported: 0 means none, as in HAProxy.
+        ("Memmax_MB", "0".into()),
         ("Ulimit-n", process.ulimit_n.to_string()),
+        // Sluice raises its descriptor limit to what it may use and no further.
+        ("Maxsock", process.ulimit_n.to_string()),
         ("Maxconn", process.runtime_maxconn().to_string()),
         ("Hard_maxconn", process.maxconn.to_string()),
         ("CurrConns", process.traffic.sessions.get().to_string()),
         ("CumConns", process.traffic.total_sessions.get().to_string()),
+        ("CumReq", requests.to_string()),
         ("Maxpipes", process.pipes.max().unwrap_or(0).to_string()),
         ("PipesUsed", process.pipes.used().to_string()),
         // Pipes are closed when their session ends: none waits idle for reuse.
         ("PipesFree", "0".into()),
+        // Every accepted connection becomes a session at once unless a `tcp-request
+        // connection` rule drops it, so both rates count the same accepts.
+        ("ConnRate", session_rate.get().to_string()),
         (
             "ConnRateLimit",
             process.accept_limits.connections.limit().to_string(),
         ),
+        ("MaxConnRate", session_rate.max().to_string()),
+        ("SessRate", session_rate.get().to_string()),
         (
             "SessRateLimit",
             process.accept_limits.sessions.limit().to_string(),
         ),
+        ("MaxSessRate", session_rate.max().to_string()),
         ("node", process.global.node.clone().unwrap_or_default()),
         ("Stopping", u8::from(stopping).to_string()),
         ("Listeners", listeners.to_string()),
@@ -701,7 +720,6 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("Start_time_sec", start.to_string()),
     ];
     // HAProxy lists `description` (when set) after `node`, in field order.
-    let mut fields = Vec::from(fields);
     if let Some(description) = &process.global.description {
         let at = fields
             .iter()

@@ -9,7 +9,7 @@ use sluice_runtime::stats_typed::json_value;
 use std::fmt::Write;
 
 /// Per field name: HAProxy's position, tags and type.
-const INFO_FIELDS: [(&str, u32, &str, &str); 25] = [
+const INFO_FIELDS: [(&str, u32, &str, &str); 33] = [
     ("Name", 0, "POS", "str"),
     ("Version", 1, "POS", "str"),
     ("Release_date", 2, "POS", "str"),
@@ -19,20 +19,28 @@ const INFO_FIELDS: [(&str, u32, &str, &str); 25] = [
     ("Pid", 6, "SGP", "u32"),
     ("Uptime", 7, "MDP", "str"),
     ("Uptime_sec", 8, "MDP", "u32"),
+    ("Memmax_MB", 9, "CLP", "u32"),
     ("Ulimit-n", 13, "CLP", "u32"),
+    ("Maxsock", 14, "CLP", "u32"),
     ("Maxconn", 15, "CLP", "u32"),
     ("Hard_maxconn", 16, "CLP", "u32"),
     ("CurrConns", 17, "MGP", "u32"),
     ("CumConns", 18, "MCP", "u32"),
+    ("CumReq", 19, "MCP", "u32"),
     ("Maxpipes", 23, "CLP", "u32"),
     ("PipesUsed", 24, "MGP", "u32"),
     ("PipesFree", 25, "MGP", "u32"),
+    ("ConnRate", 26, "MRP", "u32"),
     ("ConnRateLimit", 27, "CLP", "u32"),
+    ("MaxConnRate", 28, "MMP", "u32"),
+    ("SessRate", 29, "MRP", "u32"),
     ("SessRateLimit", 30, "CLP", "u32"),
+    ("MaxSessRate", 31, "MRP", "u32"),
     ("node", 50, "COS", "str"),
     ("description", 51, "COS", "str"),
     ("Stopping", 52, "MGP", "u32"),
     ("Listeners", 55, "MGP", "u32"),
+    ("DroppedLogs", 58, "MGP", "u32"),
     ("TotalBytesOut", 61, "MGP", "u64"),
     ("Start_time_sec", 70, "MDP", "u32"),
 ];
@@ -77,6 +85,13 @@ pub fn json(fields: &[(&str, String)], out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positions_rise_and_names_are_unique() {
+        for pair in INFO_FIELDS.windows(2) {
+            assert!(pair[0].1 < pair[1].1, "{pair:?}");
+        }
+    }
 
     #[test]
     fn info_fields_keep_haproxy_positions() {

@@ -379,7 +379,7 @@ fn show_errors_keeps_the_last_invalid_request_and_response() {
 
 #[test]
 fn show_info_and_stat_in_json_and_typed() {
-    let (proxy, _, _one, _two) = routed();
+    let (proxy, addr, _one, _two) = routed();
     let typed = proxy.cli("show info typed");
     assert!(
         typed.starts_with("0.Name.1:POS:str:Sluice\n1.Version.1:POS:str:"),
@@ -390,6 +390,31 @@ fn show_info_and_stat_in_json_and_typed() {
         "{typed}"
     );
     assert!(typed.contains("\n17.CurrConns.1:MGP:u32:"), "{typed}");
+    // Every field of the plain form has its HAProxy position in the typed form.
+    let plain = proxy.cli("show info");
+    let names: Vec<&str> = plain
+        .lines()
+        .filter_map(|l| l.split_once(": ").map(|(n, _)| n))
+        .collect();
+    let typed_names: Vec<&str> = typed
+        .lines()
+        .filter_map(|l| l.split(':').next()?.split('.').nth(1))
+        .collect();
+    assert_eq!(names, typed_names, "{plain}\n{typed}");
+    // Requests and sessions are counted process-wide, rates and their maxima too.
+    assert_eq!(get(addr, "a.example", "/").0, 200);
+    assert_eq!(get(addr, "b.example", "/admin").0, 403);
+    let typed = proxy.cli("show info typed");
+    for line in [
+        "\n18.CumConns.1:MCP:u32:2\n",
+        "\n19.CumReq.1:MCP:u32:2\n",
+        "\n26.ConnRate.1:MRP:u32:2\n",
+        "\n28.MaxConnRate.1:MMP:u32:2\n",
+        "\n31.MaxSessRate.1:MRP:u32:2\n",
+        "\n58.DroppedLogs.1:MGP:u32:0\n",
+    ] {
+        assert!(typed.contains(line), "{line} in {typed}");
+    }
     let json = proxy.cli("show info json");
     assert!(json.starts_with("[{\"field\":{\"pos\":0,\"name\":\"Name\"},\"processNum\":1,\"tags\":{\"origin\":\"Product\",\"nature\":\"Output\",\"scope\":\"Service\"},\"value\":{\"type\":\"str\",\"value\":\"Sluice\"}},"), "{json}");
     assert!(json.contains(&format!("{{\"field\":{{\"pos\":6,\"name\":\"Pid\"}},\"processNum\":1,\"tags\":{{\"origin\":\"Status\",\"nature\":\"Gauge\",\"scope\":\"Process\"}},\"value\":{{\"type\":\"u32\",\"value\":{}}}}}", proxy.pid())), "{json}");
