@@ -23,6 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORIGIN_PORT = 18800
 PROXY_PORT = 18801
+WS_ORIGIN_PORT = 18802
 PROXY_CPU = "0"
 LOAD_CPU = "1"
 
@@ -154,6 +155,7 @@ RULES = """
 
 def proxy_config(kind, mode, work, scenario=""):
     """The same scenario for each proxy: one thread, keep-alive both sides."""
+    origin_port = WS_ORIGIN_PORT if scenario == "idle-websocket" else ORIGIN_PORT
     extra = ""
     global_extra = ""
     if scenario == "tcp-splice":
@@ -161,6 +163,9 @@ def proxy_config(kind, mode, work, scenario=""):
         # HAProxy reserves two descriptors per possible pipe at start-up: keep it under the
         # file-descriptor limit.
         global_extra = "    maxpipes 512\n"
+    elif scenario == "idle-websocket":
+        # The upgraded connections need a tunnel timeout longer than the run.
+        extra = "    timeout tunnel 1h\n"
     elif scenario == "rules" and kind != "nginx":
         with open(os.path.join(work, "routes.map"), "w") as f:
             f.writelines(f"/section{n}/ backend{n}\n" for n in range(200))
@@ -180,19 +185,23 @@ def proxy_config(kind, mode, work, scenario=""):
     http-reuse always
 listen bench
     bind 127.0.0.1:{PROXY_PORT}
-{extra}    server origin 127.0.0.1:{ORIGIN_PORT}
+{extra}    server origin 127.0.0.1:{origin_port}
 """)
         return path
     path = os.path.join(work, f"nginx-{mode}.conf")
+    # nginx forwards an upgrade only when told to; otherwise it keeps the origin alive.
+    connection = ('proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection "upgrade"; '
+                  'proxy_read_timeout 1h;' if scenario == "idle-websocket"
+                  else 'proxy_set_header Connection "";')
     body = (f"""stream {{
     server {{ listen 127.0.0.1:{PROXY_PORT}; proxy_pass 127.0.0.1:{ORIGIN_PORT}; }}
 }}""" if mode == "tcp" else f"""http {{
     access_log off;
     keepalive_requests 1000000;
-    upstream origin {{ server 127.0.0.1:{ORIGIN_PORT}; keepalive 128; }}
+    upstream origin {{ server 127.0.0.1:{origin_port}; keepalive 128; }}
     server {{
         listen 127.0.0.1:{PROXY_PORT} backlog=4096;
-        location / {{ proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; }}
+        location / {{ proxy_pass http://origin; proxy_http_version 1.1; {connection} }}
     }}
 }}""")
     # Debian ships nginx's stream (TCP) proxy as a dynamic module (libnginx-mod-stream).
@@ -238,9 +247,9 @@ def stop_proxy(proc):
     time.sleep(0.2)  # let the port be released before the next proxy binds it
 
 
-def wrk(path, seconds, connections, extra=(), latencies=None):
+def wrk(path, seconds, connections, extra=()):
     out = subprocess.run(["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s",
-                          "--latency", *extra, f"http://127.0.0.1:{PROXY_PORT}{path}"],
+                          *extra, f"http://127.0.0.1:{PROXY_PORT}{path}"],
                          capture_output=True, text=True, timeout=seconds + 30).stdout
     if "Non-2xx" in out or "Socket errors" in out:
         raise RuntimeError(f"load run had failures:\n{out}")
@@ -248,11 +257,6 @@ def wrk(path, seconds, connections, extra=(), latencies=None):
     transfer = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", out)
     scale = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9}[transfer.group(2)]
     requests = int(re.search(r"(\d+) requests in", out).group(1))
-    if latencies is not None:
-        unit = {"us": 1e-3, "ms": 1.0, "s": 1e3}
-        for pct in ("50", "99"):
-            m = re.search(rf"^\s+{pct}(?:\.000)?%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-            latencies[pct] = float(m.group(1)) * unit[m.group(2)]
     return rate, float(transfer.group(1)) * scale * 8 / 1e9, requests
 
 
@@ -273,19 +277,64 @@ def idle_memory(pid, count):
     return (after - before) / 1024.0
 
 
+def idle_websockets(pid, count):
+    """RSS growth of the proxy while `count` upgraded WebSocket connections sit idle through it."""
+    before = rss_kib(pid)
+    socks = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", PROXY_PORT))
+        s.sendall(b"GET /ws HTTP/1.1\r\nHost: bench\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        socks.append(s)
+    for s in socks:
+        s.settimeout(10)
+        answer = s.recv(4096)
+        if not answer.startswith(b"HTTP/1.1 101"):
+            raise RuntimeError(f"upgrade refused: {answer[:200]!r}")
+    time.sleep(1)
+    after = rss_kib(pid)
+    for s in socks:
+        s.close()
+    return (after - before) / 1024.0
+
+
+def fixed_rate_latency(seconds, rate, connections=10):
+    """p99 and p50 (ms) of requests sent at a fixed total `rate` over kept-alive connections.
+
+    h2load paces each connection (`--rps`), so the load is the same for every proxy and the
+    figures are not distorted by the proxy's own speed (coordinated omission); every
+    request's time comes from h2load's per-request log."""
+    with tempfile.NamedTemporaryFile(prefix="sluice-bench-latency-") as log:
+        out = subprocess.run(["taskset", "-c", LOAD_CPU, "h2load", "--h1", f"-c{connections}",
+                              f"--rps={max(1, rate // connections)}", f"-D{seconds}", f"--log-file={log.name}",
+                              f"http://127.0.0.1:{PROXY_PORT}/small"],
+                             capture_output=True, text=True, timeout=seconds + 30).stdout
+        if not re.search(r" 0 failed, 0 errored, 0 timeout", out):
+            raise RuntimeError(f"latency run had failures:\n{out}")
+        times = []
+        for line in log.read().decode().splitlines():
+            _, status, micros = line.split("\t")[:3]
+            if not status.startswith("2"):
+                raise RuntimeError(f"latency run got status {status}")
+            times.append(int(micros) / 1000.0)
+    times.sort()
+    return times[int(len(times) * 0.99) - 1], times[len(times) // 2]
+
+
 SCENARIOS = {
     # name: (mode, what it measures)
     "http-keepalive": ("http", "req/s"),
     "http-close": ("http", "conn/s"),
     "tcp-throughput": ("tcp", "Gbit/s"),
     "tcp-splice": ("tcp", "Gbit/s (option splice-auto; nginx copies)"),
-    "latency": ("http", "p99 ms with 10 kept-alive connections (p50 in the per-CPU column)"),
+    "latency": ("http", "p99 ms at a fixed total rate over 10 kept-alive connections (p50 in the per-CPU column)"),
     "rules": ("http", "req/s with 20 ACLs, rewrites and a map (nginx without rules)"),
     "idle-memory": ("http", "MiB for N idle connections"),
+    "idle-websocket": ("http", "MiB for N idle upgraded WebSocket connections"),
 }
 
 
-def run_once(scenario, kind, work, binary, seconds, idle):
+def run_once(scenario, kind, work, binary, seconds, idle, latency_rate):
     mode = SCENARIOS[scenario][0]
     proc = start_proxy(kind, mode, work, binary, scenario)
     try:
@@ -294,16 +343,17 @@ def run_once(scenario, kind, work, binary, seconds, idle):
             rate, _, requests = wrk("/small", seconds, 50)
             value = rate
         elif scenario == "latency":
-            latencies = {}
-            wrk("/small", seconds, 10, latencies=latencies)
             # Lower is better here; the second column carries the median instead of a rate.
-            return latencies["99"], latencies["50"]
+            return fixed_rate_latency(seconds, latency_rate)
         elif scenario == "http-close":
             rate, _, requests = wrk("/small", seconds, 50, ("-H", "Connection: close"))
             value = rate
         elif scenario in ("tcp-throughput", "tcp-splice"):
             _, gbits, requests = wrk("/big", seconds, 4)
             value = gbits
+        elif scenario == "idle-websocket":
+            requests = 0
+            value = idle_websockets(proc.pid, idle)
         else:
             requests = 0
             value = idle_memory(proc.pid, idle)
@@ -326,11 +376,13 @@ def main():
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per scenario")
     parser.add_argument("--seconds", type=int, default=5, help="duration of each load run")
     parser.add_argument("--idle", type=int, default=2000, help="idle connections for idle-memory")
+    parser.add_argument("--latency-rate", type=int, default=2000,
+                        help="total requests per second of the latency scenario")
     parser.add_argument("--proxies", default="sluice,haproxy,nginx")
     parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS))
     args = parser.parse_args()
-    for tool, package in (("wrk", "wrk"), ("nginx", "nginx libnginx-mod-stream"), ("haproxy", "haproxy"),
-                          ("taskset", "util-linux")):
+    for tool, package in (("wrk", "wrk"), ("h2load", "nghttp2-client"), ("nginx", "nginx libnginx-mod-stream"),
+                          ("haproxy", "haproxy"), ("taskset", "util-linux")):
         need(tool, package)
     if not os.access(args.binary, os.X_OK):
         sys.exit(f"bench: build Sluice first (cargo build --release): {args.binary} missing")
@@ -339,13 +391,17 @@ def main():
     # nginx workers run as an unprivileged user: the origin's files must be readable by it.
     os.chmod(work, 0o755)
     origin = Origin(work)
+    ws_origin = subprocess.Popen(["taskset", "-c", LOAD_CPU, sys.executable,
+                                  os.path.join(ROOT, "bench", "ws_origin.py"), str(WS_ORIGIN_PORT)])
+    wait_port(WS_ORIGIN_PORT)
     try:
         print(f"{'scenario':<16} {'proxy':<8} {'value (median [min-max])':<34} {'per proxy CPU-s':<26} ratio")
         for scenario in args.scenarios:
             results = {p: ([], []) for p in proxies}
             for _ in range(args.rounds):
                 for kind in proxies:
-                    value, per_cpu = run_once(scenario, kind, work, args.binary, args.seconds, args.idle)
+                    value, per_cpu = run_once(scenario, kind, work, args.binary, args.seconds, args.idle,
+                                              args.latency_rate)
                     results[kind][0].append(value)
                     if per_cpu is not None:
                         results[kind][1].append(per_cpu)
@@ -356,6 +412,8 @@ def main():
                 print(f"{scenario:<16} {kind:<8} {fmt(values):<34} {fmt(per_cpu):<26} {ratio}")
             print(f"{'':<16} unit: {SCENARIOS[scenario][1]}")
     finally:
+        ws_origin.terminate()
+        ws_origin.wait()
         origin.stop()
         shutil.rmtree(work, ignore_errors=True)
 

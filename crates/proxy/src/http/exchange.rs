@@ -626,6 +626,9 @@ async fn exchange<'a>(
                     let n = input.len();
                     input.consume(n);
                 }
+                // The relay has buffers of its own, held only while bytes move: an idle
+                // tunnel (a WebSocket waiting for messages) keeps no input buffer.
+                input.release_if_empty();
                 let timeouts = IdleTimeouts {
                     client: s.tunnel.or(s.client),
                     server: s.tunnel.or(s.server),
