@@ -8,7 +8,6 @@
 use crate::commands::{CliState, Flow};
 use crate::ops::server_addr_port;
 use sluice_runtime::process::Process;
-use sluice_runtime::proxy::Backend;
 use sluice_runtime::stats::proxy_iid;
 use sluice_sample::Sample;
 use std::fmt::Write;
@@ -60,15 +59,8 @@ pub fn show_servers_conn(
     _: &mut CliState,
     out: &mut String,
 ) -> Flow {
-    let backends: Vec<&Backend> = match args.first() {
-        Some(name) => match process.backends.iter().find(|b| b.name() == name) {
-            Some(b) => vec![&**b],
-            None => {
-                out.push_str("Can't find backend.\n");
-                return Flow::Continue;
-            }
-        },
-        None => process.backends.iter().map(|b| &**b).collect(),
+    let Some(backends) = crate::ops::backends_named(process, args.first(), out) else {
+        return Flow::Continue;
     };
     let threads = process.nbthread;
     let _ = writeln!(

@@ -89,6 +89,25 @@ fn proxy_id(process: &Process, word: &str) -> Option<u32> {
         })
 }
 
+/// The backend a `show servers ...` command names, or every backend without a name; `None`
+/// (with HAProxy's message written) when no backend has that name.
+pub fn backends_named<'p>(
+    process: &'p Process,
+    name: Option<&String>,
+    out: &mut String,
+) -> Option<Vec<&'p Backend>> {
+    match name {
+        Some(name) => match process.backends.iter().find(|b| b.name() == name) {
+            Some(b) => Some(vec![&**b]),
+            None => {
+                out.push_str("Can't find backend.\n");
+                None
+            }
+        },
+        None => Some(process.backends.iter().map(|b| &**b).collect()),
+    }
+}
+
 /// The header of `show servers state` (format version 1).
 const SERVERS_STATE_HEADER: &str = "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl srv_check_port srv_check_addr srv_agent_addr srv_agent_port\n";
 
@@ -99,15 +118,8 @@ pub fn show_servers_state(
     _: &mut CliState,
     out: &mut String,
 ) -> Flow {
-    let backends: Vec<&Backend> = match args.first() {
-        Some(name) => match process.backends.iter().find(|b| b.name() == name) {
-            Some(b) => vec![&**b],
-            None => {
-                out.push_str("Can't find backend.\n");
-                return Flow::Continue;
-            }
-        },
-        None => process.backends.iter().map(|b| &**b).collect(),
+    let Some(backends) = backends_named(process, args.first(), out) else {
+        return Flow::Continue;
     };
     out.push_str(SERVERS_STATE_HEADER);
     for b in backends {

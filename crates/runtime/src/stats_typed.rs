@@ -134,19 +134,50 @@ fn letter(kind: RowKind) -> char {
     }
 }
 
+/// One non-empty field of a row with its position, name, value, tags and type.
+struct TypedCell<'r> {
+    index: usize,
+    name: &'static str,
+    value: &'r str,
+    tags: &'static str,
+    ty: &'static str,
+}
+
+/// A row's non-empty fields with the tags and type they have for this kind of row.
+fn typed_cells(row: &Row) -> impl Iterator<Item = TypedCell<'_>> {
+    let kind = letter(row.kind);
+    FIELDS
+        .iter()
+        .zip(row.cells())
+        .zip(TAGS.iter())
+        .enumerate()
+        .filter(|(_, ((_, value), _))| !value.is_empty())
+        .map(move |(index, ((name, value), (tags, ty, exceptions)))| {
+            let (tags, ty) = exceptions
+                .iter()
+                .find(|(k, _, _)| *k == kind)
+                .map_or((*tags, *ty), |(_, t, y)| (*t, *y));
+            TypedCell {
+                index,
+                name,
+                value,
+                tags,
+                ty,
+            }
+        })
+}
+
 /// Writes one row's non-empty fields.
 pub fn write_row(row: &Row, out: &mut String) {
     let kind = letter(row.kind);
-    for (index, ((name, value), (tags, ty, exceptions))) in
-        FIELDS.iter().zip(row.cells()).zip(TAGS.iter()).enumerate()
+    for TypedCell {
+        index,
+        name,
+        value,
+        tags,
+        ty,
+    } in typed_cells(row)
     {
-        if value.is_empty() {
-            continue;
-        }
-        let (tags, ty) = exceptions
-            .iter()
-            .find(|(k, _, _)| *k == kind)
-            .map_or((*tags, *ty), |(_, t, y)| (*t, *y));
         let _ = writeln!(
             out,
             "{kind}.{}.{}.{index}.{name}.1:{tags}:{ty}:{value}",
@@ -232,23 +263,20 @@ pub fn json(process: &Process, keep: impl Fn(&Row) -> bool) -> String {
             out.push(',');
         }
         out.push('[');
-        let kind = letter(row.kind);
         let obj = match row.kind {
             RowKind::Frontend => "Frontend",
             RowKind::Backend => "Backend",
             RowKind::Server => "Server",
         };
         let mut first = true;
-        for (index, ((name, value), (tags, ty, exceptions))) in
-            FIELDS.iter().zip(row.cells()).zip(TAGS.iter()).enumerate()
+        for TypedCell {
+            index,
+            name,
+            value,
+            tags,
+            ty,
+        } in typed_cells(row)
         {
-            if value.is_empty() {
-                continue;
-            }
-            let (tags, ty) = exceptions
-                .iter()
-                .find(|(k, _, _)| *k == kind)
-                .map_or((*tags, *ty), |(_, t, y)| (*t, *y));
             if !first {
                 out.push(',');
             }
