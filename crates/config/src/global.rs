@@ -95,6 +95,11 @@ pub struct GlobalConf {
     pub bufsize: Option<u32>,
     /// `tune.maxrewrite`: part of a buffer kept free for header rewrites.
     pub maxrewrite: Option<u32>,
+    /// `tune.maxaccept`: connections a listener accepts in a row before other work runs;
+    /// -1 for no limit.
+    pub maxaccept: Option<i64>,
+    /// `tune.maxpollevents`: events an event loop takes from one poll.
+    pub maxpollevents: Option<u32>,
     /// `log` targets of the `global` section (used by proxies with `log global`).
     pub logs: Vec<LogTarget>,
     /// `log-tag`: the syslog tag (the program's name by default).
@@ -119,8 +124,20 @@ pub struct GlobalConf {
 pub const DEFAULT_BUFSIZE: u32 = 16384;
 /// HAProxy's default `tune.maxrewrite`.
 pub const DEFAULT_MAXREWRITE: u32 = 1024;
+/// HAProxy's default `tune.maxaccept`.
+pub const DEFAULT_MAXACCEPT: u32 = 4;
 
 impl GlobalConf {
+    /// How many connections a listener accepts in a row before letting other work run;
+    /// `None` for no limit (`tune.maxaccept -1`). 0 counts as 1, as in HAProxy.
+    pub fn maxaccept(&self) -> Option<u32> {
+        match self.maxaccept {
+            None => Some(DEFAULT_MAXACCEPT),
+            Some(-1) => None,
+            Some(n) => Some(u32::try_from(n).unwrap_or(u32::MAX).max(1)),
+        }
+    }
+
     /// The buffer size in force.
     pub fn bufsize(&self) -> u32 {
         self.bufsize.unwrap_or(DEFAULT_BUFSIZE)
@@ -258,6 +275,25 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             // Below 1 KiB no request head fits; above 1 GiB is a typo.
             if let Some(n) = d.integer(1, "a buffer size in bytes", 1024, 1 << 30, diags) {
                 conf.bufsize = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "tune.maxaccept" => {
+            if let Some(word) = d.word(1, "a number of connections", diags) {
+                match word.parse::<i64>() {
+                    Ok(n) if n == -1 || (0..=i64::from(i32::MAX)).contains(&n) => {
+                        conf.maxaccept = Some(n);
+                    }
+                    _ => diags.push(d.alert(format!(
+                        "expects a number of connections (or -1 for no limit), not '{word}'"
+                    ))),
+                }
+            }
+            d.no_more_than(2, diags);
+        }
+        "tune.maxpollevents" => {
+            if let Some(n) = d.integer(1, "a number of events", 1, 1_000_000, diags) {
+                conf.maxpollevents = Some(n as u32);
             }
             d.no_more_than(2, diags);
         }

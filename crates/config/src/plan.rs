@@ -81,6 +81,9 @@ pub struct FrontendPlan {
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on client connections.
     pub clitcpka: bool,
+    /// Delay the ACK of a new client connection's first data (`option tcp-smart-accept`, on by
+    /// default in `mode http`, where the response acknowledges the request).
+    pub smart_accept: bool,
     /// HTTP options (used in `mode http`).
     pub http: HttpConf,
     /// Custom pages replacing the built-in error answers.
@@ -136,6 +139,8 @@ pub struct BackendPlan {
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on server connections.
     pub srvtcpka: bool,
+    /// Send the request with the handshake's last ACK (`option tcp-smart-connect`).
+    pub smart_connect: bool,
     /// HTTP options (used in `mode http`).
     pub http: HttpConf,
     /// Custom pages replacing the built-in error answers.
@@ -441,6 +446,7 @@ fn plan_proxies(
             retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,
             srvtcpka: p.conf.srvtcpka.unwrap_or(false),
+            smart_connect: p.conf.smart_connect.unwrap_or(false),
             http: p.conf.http.clone(),
             error_pages: pages[i].clone(),
             use_server: resolve_use_server(p, &rules[i], diags),
@@ -533,6 +539,10 @@ fn plan_proxies(
             default_backend,
             timeouts: p.conf.timeouts,
             clitcpka: p.conf.clitcpka.unwrap_or(false),
+            smart_accept: p
+                .conf
+                .smart_accept
+                .unwrap_or(p.conf.mode == Some(Mode::Http)),
             http: p.conf.http.clone(),
             error_pages: pages[i].clone(),
             use_backend,
@@ -873,6 +883,23 @@ mod tests {
         assert_eq!(y.timeouts.connect, Some(Duration::from_secs(1)));
         assert_eq!(y.retries, 5);
         assert_eq!(y.timeouts.server, Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn smart_accept_follows_the_mode_unless_set_and_smart_connect_is_asked_for() {
+        let plan = plan_of(
+            "defaults\n mode http\n\
+             frontend h\n bind :1\n default_backend b\n\
+             frontend t\n mode tcp\n bind :2\n default_backend c\n\
+             frontend n\n bind :3\n no option tcp-smart-accept\n default_backend b\n\
+             frontend f\n mode tcp\n bind :4\n option tcp-smart-accept\n default_backend c\n\
+             backend b\n option tcp-smart-connect\n\
+             backend c\n mode tcp\n",
+        );
+        let smart: Vec<bool> = plan.frontends.iter().map(|f| f.smart_accept).collect();
+        assert_eq!(smart, [true, false, false, true]);
+        assert!(plan.backends[0].smart_connect);
+        assert!(!plan.backends[1].smart_connect);
     }
 
     #[test]

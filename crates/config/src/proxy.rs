@@ -227,6 +227,11 @@ pub struct ProxyConf {
     pub clitcpka: Option<bool>,
     /// `option srvtcpka` (or `option tcpka`): SO_KEEPALIVE on server connections.
     pub srvtcpka: Option<bool>,
+    /// `option tcp-smart-accept`: the first ACK of a client connection waits for data to
+    /// carry (on by default in `mode http`).
+    pub smart_accept: Option<bool>,
+    /// `option tcp-smart-connect`: the ACK that ends a server handshake rides on the request.
+    pub smart_connect: Option<bool>,
     /// `option allbackups`: all backup servers share the load when no active one is usable.
     pub allbackups: Option<bool>,
     /// `hash-balance-factor`: bounded-load consistent hashing (0 = off).
@@ -690,8 +695,8 @@ fn parse_option(
     }
     let (front, back) = match name.as_str() {
         "tcpka" => (true, true),
-        "clitcpka" => (true, false),
-        "srvtcpka" => (false, true),
+        "clitcpka" | "tcp-smart-accept" => (true, false),
+        "srvtcpka" | "tcp-smart-connect" => (false, true),
         "splice-auto" | "splice-request" | "splice-response" => {
             let slot = match name.as_str() {
                 "splice-auto" => &mut conf.splice.auto,
@@ -720,11 +725,17 @@ fn parse_option(
         backend: back,
     };
     if applies(&d, kind, allowed, diags) {
-        if front && kind != SectionKind::Backend {
-            conf.clitcpka = Some(enable);
-        }
-        if back && kind != SectionKind::Frontend {
-            conf.srvtcpka = Some(enable);
+        match name.as_str() {
+            "tcp-smart-accept" => conf.smart_accept = Some(enable),
+            "tcp-smart-connect" => conf.smart_connect = Some(enable),
+            _ => {
+                if front && kind != SectionKind::Backend {
+                    conf.clitcpka = Some(enable);
+                }
+                if back && kind != SectionKind::Frontend {
+                    conf.srvtcpka = Some(enable);
+                }
+            }
         }
     }
     d.no_more_than(skip + 2, diags);

@@ -48,6 +48,20 @@ impl BoundListener {
         })
     }
 
+    /// Sets, on a TCP listening socket, the options its accepted connections start with:
+    /// Linux copies them to each connection it accepts, which then needs no system call of its
+    /// own. TCP_NODELAY always (responses leave as soon as they are written); quick ACKs off
+    /// when `delayed_ack` (`option tcp-smart-accept`: the ACK of a request rides on the
+    /// response, as HAProxy asks on its HTTP listeners).
+    pub fn tune_accepted(&self, delayed_ack: bool) -> io::Result<()> {
+        if let BoundListener::Tcp(l) = self {
+            let socket = socket2::SockRef::from(l);
+            socket.set_nodelay(true)?;
+            socket.set_quickack(!delayed_ack)?;
+        }
+        Ok(())
+    }
+
     /// Registers the socket with the calling thread's tokio reactor.
     pub fn into_async(self) -> io::Result<Listener> {
         Ok(match self {
@@ -360,6 +374,29 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         assert_eq!(std::fs::read(&path).unwrap(), b"keep me");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_start_with_the_listeners_options() {
+        let addr = ListenAddr::Inet {
+            family: Family::Unspec,
+            host: Host::Ip("127.0.0.1".parse().unwrap()),
+            ports: 0..=0,
+        };
+        let bound = bind(&addr, &opts()).unwrap().remove(0);
+        bound.tune_accepted(true).unwrap();
+        let BoundListener::Tcp(l) = &bound else {
+            panic!("expected tcp")
+        };
+        let addr = l.local_addr().unwrap();
+        assert!(!socket2::SockRef::from(l).quickack().unwrap());
+        let listener = bound.into_async().unwrap();
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (Stream::Tcp(accepted), _) = listener.accept().await.unwrap() else {
+            panic!("expected tcp")
+        };
+        // No setsockopt on the accepted socket: TCP_NODELAY came with it.
+        assert!(accepted.nodelay().unwrap());
     }
 
     #[test]

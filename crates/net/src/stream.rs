@@ -47,6 +47,8 @@ pub struct StreamOptions {
     /// Bind TCP connections to this local address before connecting (`source`); port 0 lets
     /// the kernel choose the port.
     pub source: Option<SocketAddr>,
+    /// The handshake's last ACK waits to ride on the request (`option tcp-smart-connect`).
+    pub delayed_ack: bool,
 }
 
 impl std::os::fd::AsRawFd for Stream {
@@ -67,10 +69,10 @@ impl Stream {
     ) -> io::Result<Stream> {
         let connecting = async {
             io::Result::Ok(match target {
-                Target::Inet(addr) => match opts.source {
-                    None => Stream::Tcp(TcpStream::connect(addr).await?),
-                    Some(source) => Stream::Tcp(connect_from(source, *addr).await?),
-                },
+                Target::Inet(addr) if opts.source.is_none() && !opts.delayed_ack => {
+                    Stream::Tcp(TcpStream::connect(addr).await?)
+                }
+                Target::Inet(addr) => Stream::Tcp(connect_socket(*addr, opts).await?),
                 Target::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
             })
         };
@@ -84,8 +86,9 @@ impl Stream {
         Ok(stream)
     }
 
-    /// Applies per-connection socket options. Small writes are sent at once (TCP_NODELAY):
-    /// the forwarder writes what it read, so coalescing would only add latency.
+    /// Applies per-connection socket options to a server connection. Small writes are sent
+    /// at once (TCP_NODELAY): the forwarder writes what it read, so coalescing would only add
+    /// latency.
     pub fn configure(&self, opts: StreamOptions) -> io::Result<()> {
         if let Stream::Tcp(tcp) = self {
             tcp.set_nodelay(true)?;
@@ -95,24 +98,40 @@ impl Stream {
         }
         Ok(())
     }
+
+    /// SO_KEEPALIVE on an accepted connection (`option clitcpka`); the rest of its options
+    /// come from the listening socket ([`crate::listen::BoundListener::tune_accepted`]).
+    pub fn set_keepalive(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(tcp) => socket2::SockRef::from(tcp).set_keepalive(true),
+            Stream::Unix(_) => Ok(()),
+        }
+    }
 }
 
-/// Connects to `to` from the local address `from` (`source`). SO_REUSEADDR lets a fixed source
-/// port be reused as soon as the previous connection from it is closed, as HAProxy sets it.
-async fn connect_from(from: SocketAddr, to: SocketAddr) -> io::Result<TcpStream> {
-    if from.is_ipv4() != to.is_ipv4() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("source address {from} and server address {to} are of different families"),
-        ));
-    }
+/// Connects to `to` through a socket prepared first: bound to `source` when there is one
+/// (SO_REUSEADDR lets a fixed source port be reused as soon as the previous connection from it
+/// is closed, as HAProxy sets it), and with quick ACKs off under `tcp-smart-connect`, so the
+/// kernel sends the request with the handshake's last ACK instead of an empty ACK first.
+async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpStream> {
     let socket = if to.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
         tokio::net::TcpSocket::new_v6()?
     };
-    socket.set_reuseaddr(true)?;
-    socket.bind(from)?;
+    if let Some(from) = opts.source {
+        if from.is_ipv4() != to.is_ipv4() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("source address {from} and server address {to} are of different families"),
+            ));
+        }
+        socket.set_reuseaddr(true)?;
+        socket.bind(from)?;
+    }
+    if opts.delayed_ack {
+        socket2::SockRef::from(&socket).set_quickack(false)?;
+    }
     socket.connect(to).await
 }
 

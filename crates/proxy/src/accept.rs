@@ -26,7 +26,7 @@ use crate::{http, tcp};
 use sluice_config::proxy::Mode;
 use sluice_net::listen::{Endpoints, Listener};
 use sluice_net::proxy_io;
-use sluice_net::stream::{Stream, StreamOptions};
+use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::proxy::Frontend;
@@ -61,6 +61,7 @@ pub async fn run_listener(
     let mut state = process.watch_listen_state();
     // `disable frontend` pauses this frontend alone, like SIGTTOU pauses them all.
     let mut paused = frontend.stats.watch_paused();
+    let mut batch = AcceptBatch::new(process.global.maxaccept());
     loop {
         let current = *state.borrow_and_update();
         match current {
@@ -88,10 +89,17 @@ pub async fn run_listener(
         let Some(slots) = slots else {
             return;
         };
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = state.changed() => continue,
-            _ = paused.changed() => continue,
+        let mut accepting = std::pin::pin!(listener.accept());
+        let accepted = match ready_now(accepting.as_mut()) {
+            Some(accepted) => accepted,
+            None => {
+                batch.waited();
+                tokio::select! {
+                    accepted = accepting => accepted,
+                    _ = state.changed() => continue,
+                    _ = paused.changed() => continue,
+                }
+            }
         };
         match accepted {
             Ok((stream, endpoints)) => {
@@ -108,6 +116,9 @@ pub async fn run_listener(
                     slots,
                     (accept_proxy, Arc::clone(&bind_name)),
                 ));
+                if batch.accepted() {
+                    tokio::task::yield_now().await;
+                }
             }
             Err(err) if is_resource_exhaustion(&err) => {
                 tokio::time::sleep(ACCEPT_ERROR_PAUSE).await
@@ -115,6 +126,45 @@ pub async fn run_listener(
             // ECONNABORTED and friends concern one connection only.
             Err(_) => {}
         }
+    }
+}
+
+/// `tune.maxaccept`: how many connections a listener takes in a row, while more are
+/// waiting, before the sessions it started and the other listeners get their turn.
+struct AcceptBatch {
+    /// `None`: no limit.
+    max: Option<u32>,
+    in_a_row: u32,
+}
+
+impl AcceptBatch {
+    fn new(max: Option<u32>) -> Self {
+        AcceptBatch { max, in_a_row: 0 }
+    }
+
+    /// The listener had to wait for a connection: the other tasks ran meanwhile.
+    fn waited(&mut self) {
+        self.in_a_row = 0;
+    }
+
+    /// Counts one accepted connection; true when the listener must now yield.
+    fn accepted(&mut self) -> bool {
+        self.in_a_row += 1;
+        if self.max.is_some_and(|max| self.in_a_row >= max) {
+            self.in_a_row = 0;
+            return true;
+        }
+        false
+    }
+}
+
+/// The accept's result if a connection is already waiting, without registering interest;
+/// `None` if the listener would have to wait (the same future is then awaited).
+fn ready_now<F: std::future::Future>(accepting: std::pin::Pin<&mut F>) -> Option<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match accepting.poll(&mut cx) {
+        std::task::Poll::Ready(out) => Some(out),
+        std::task::Poll::Pending => None,
     }
 }
 
@@ -217,13 +267,8 @@ async fn established(
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
     frontend.log_connection(endpoints.client, endpoints.local);
-    if client
-        .configure(StreamOptions {
-            keepalive: frontend.plan.clitcpka,
-            source: None,
-        })
-        .is_err()
-    {
+    // TCP_NODELAY and the ACK policy came with the socket from its listener.
+    if frontend.plan.clitcpka && client.set_keepalive().is_err() {
         return;
     }
     let global = &process.global;
@@ -247,4 +292,56 @@ async fn established(
     let serving =
         http::session::serve(process, frontend, client, endpoints, buffers, vars, initial);
     Box::pin(serving).await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_yields_after_max_accepts_in_a_row() {
+        let mut batch = AcceptBatch::new(Some(3));
+        assert_eq!(
+            [batch.accepted(), batch.accepted(), batch.accepted()],
+            [false, false, true]
+        );
+        // The count starts again after a yield, and after a wait.
+        assert!(!batch.accepted());
+        batch.waited();
+        assert!(!batch.accepted());
+        assert!(!batch.accepted());
+        assert!(batch.accepted());
+    }
+
+    #[test]
+    fn without_a_limit_a_batch_never_yields() {
+        let mut batch = AcceptBatch::new(None);
+        assert!((0..10_000).all(|_| !batch.accepted()));
+    }
+
+    #[tokio::test]
+    async fn ready_now_tells_a_waiting_connection_from_none() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut accepting = std::pin::pin!(listener.accept());
+        assert!(ready_now(accepting.as_mut()).is_none());
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // The same future, awaited after a miss, still completes.
+        let (_, peer) = accepting.await.unwrap();
+        assert_eq!(peer.ip(), addr.ip());
+        let _second = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut again = std::pin::pin!(listener.accept());
+        let mut found = None;
+        // The kernel queues the connection as soon as the handshake completes; readiness
+        // reaches the reactor on its next turn.
+        for _ in 0..100 {
+            found = ready_now(again.as_mut());
+            if found.is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(matches!(found, Some(Ok(_))));
+    }
 }

@@ -67,6 +67,7 @@ pub async fn connect_attempts(
         keepalive: backend.plan.srvtcpka,
         // `source`: the server's own, else the backend's.
         source: server.conf.source.or(backend.plan.source),
+        delayed_ack: backend.plan.smart_connect,
     };
     for attempt in attempts {
         if attempt > 0 {

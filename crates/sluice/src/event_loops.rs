@@ -44,10 +44,13 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
 }
 
 fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    // `tune.maxpollevents`: how many readiness events one poll hands over.
+    if let Some(events) = process.global.maxpollevents {
+        builder.max_io_events_per_tick(events as usize);
+    }
+    let runtime = match builder.build() {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("[ALERT] cannot start an event loop: {err}");
@@ -59,7 +62,8 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         for spec in sockets {
-            match spec.socket.into_async() {
+            let tuned = spec.socket.tune_accepted(spec.frontend.plan.smart_accept);
+            match tuned.and_then(|()| spec.socket.into_async()) {
                 Ok(listener) => {
                     tokio::task::spawn_local(sluice_proxy::accept::run_listener(
                         Arc::clone(&process),
