@@ -43,6 +43,9 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
     Ok(())
 }
 
+/// How often each event loop's standing timer fires (see [`run_event_loop`]).
+const TIMER_ANCHOR_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
@@ -81,8 +84,16 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
             }
         }
         // Sessions outlive their listeners during a soft stop; the control loop decides when
-        // the process exits.
-        std::future::pending::<()>().await
+        // the process exits. Meanwhile a timer always stands within the next second: tokio
+        // wakes its own poller (an eventfd write, then one more event to read) whenever a
+        // timer is set earlier than every other, which, between connections that leave no
+        // timer behind, was the first timeout of every new connection. A timer due sooner
+        // keeps the sessions' timeouts from ever being the earliest.
+        let mut anchor = tokio::time::interval(TIMER_ANCHOR_PERIOD);
+        anchor.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            anchor.tick().await;
+        }
     });
 }
 
