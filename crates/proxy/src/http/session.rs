@@ -147,9 +147,6 @@ pub fn serve<'s>(
                 Next::Close => break,
             }
         }
-        if let Some(conn) = attached {
-            exchange::release(&settings, conn);
-        }
     }
 }
 
