@@ -148,6 +148,8 @@ fn is_resource_exhaustion(err: &io::Error) -> bool {
 /// Written as a function returning an `async move` block rather than as an `async fn`: an
 /// `async fn` keeps a second copy of every argument it still uses after an `await`, and this
 /// future lives as long as the connection, idle keep-alive time included.
+// Not an `async fn`: it would keep a second copy of the arguments it uses after an `await`.
+#[allow(clippy::manual_async_fn)]
 fn session(
     process: Arc<Process>,
     frontend: Arc<Frontend>,
@@ -242,8 +244,8 @@ async fn established(scope: &Scope<'_>, client: &mut Stream) {
         bufsize: global.bufsize(),
         maxrewrite: global.maxrewrite(),
     };
-    // Each mode's session state is boxed: a session future holds only the mode it runs,
-    // not the larger of the two (each built inside `Box::pin`, see above).
+    // The TCP session's state is boxed, and the HTTP session boxes what it needs while a
+    // request is in flight (`http::session::run`): an idle HTTP connection holds neither.
     let initial = match frontend.plan.mode {
         Mode::Tcp => match Box::pin(tcp::serve(scope, client)).await {
             // `tcp-request content switch-mode http` upgraded the connection.
@@ -252,5 +254,5 @@ async fn established(scope: &Scope<'_>, client: &mut Stream) {
         },
         Mode::Http => None,
     };
-    Box::pin(http::session::serve(scope, client, buffers, initial)).await
+    http::session::run(scope, client, buffers, initial).await
 }

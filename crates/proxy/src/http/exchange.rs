@@ -767,12 +767,13 @@ async fn server_connection<'b>(
 ) -> Option<(Stream, bool)> {
     let server = lease.server();
     if !force_new {
-        if let Some(conn) = attached.take() {
-            if conn.key == key && conn.stream.is_idle_usable() {
-                return Some((conn.stream, true));
-            }
-            // Only connections that may not be shared are attached: one this request does
-            // not use closes here.
+        // Only connections that may not be shared are attached: one this request does not
+        // use is taken and closes here.
+        if let Some(conn) = attached.take()
+            && conn.key == key
+            && conn.stream.is_idle_usable()
+        {
+            return Some((conn.stream, true));
         }
         // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a
         // shared connection, `aggressive` only over one that already proved reusable.

@@ -47,12 +47,17 @@ enum HeadEnd {
     Unanswered(u16, Cause),
 }
 
-/// Serves one client connection of an HTTP frontend.
+/// Serves one client connection of an HTTP frontend; `initial` holds the bytes a TCP
+/// frontend inspected before `switch-mode http`.
 ///
-/// This future lives as long as the connection, idle keep-alive time included: it takes the
-/// session's state by reference, and everything a request needs only while it is handled is
-/// boxed in [`Session::handle`].
-pub fn serve<'s>(
+/// While a connection is idle between requests, only this future's small state remains: the
+/// input buffer (holding no memory while empty) and the wait for the next request's first
+/// bytes. The state of [`serve`], rules' settings and a kept server connection included, is
+/// boxed and dropped while the client thinks, as HAProxy keeps only a small connection
+/// context for an idle client.
+// Not an `async fn`: it would keep a second copy of its arguments (see `accept::session`).
+#[allow(clippy::manual_async_fn)]
+pub fn run<'s>(
     scope: &'s Scope<'s>,
     client: &'s mut Stream,
     buffers: BufferSizes,
@@ -60,20 +65,74 @@ pub fn serve<'s>(
 ) -> impl std::future::Future<Output = ()> + 's {
     // An `async move` block, not an `async fn`: see `accept::session`.
     async move {
+        let mut input = initial.unwrap_or_else(|| InBuf::new(buffers.bufsize as usize));
+        let mut waited_since = None;
+        loop {
+            let serving = Box::pin(serve(
+                scope,
+                &mut *client,
+                buffers,
+                &mut input,
+                waited_since,
+            ));
+            let Some(limit) = serving.await else {
+                return;
+            };
+            // Idle: the next request's wait counts from here in its log (as it did when the
+            // wait was part of `serve`).
+            waited_since = Some((std::time::Instant::now(), SystemTime::now()));
+            let waited = match limit {
+                Some(limit) => tokio::time::timeout(limit, first_bytes(client, &mut input))
+                    .await
+                    .ok(),
+                None => Some(first_bytes(client, &mut input).await),
+            };
+            // The client left, or `timeout http-keep-alive` passed: close without a word.
+            if !matches!(waited, Some(Ok(()))) {
+                return;
+            }
+        }
+    }
+}
+
+/// Serves requests on a client connection until it closes (`None`) or waits idle for its
+/// next request with nothing else to keep (`Some`, with how long it may wait). `waited_since`
+/// is when the wait for the first request served here started, for a connection that was
+/// idle; `None` for a new connection.
+// Not an `async fn`: it would keep a second copy of its arguments (see `accept::session`).
+#[allow(clippy::manual_async_fn)]
+fn serve<'s>(
+    scope: &'s Scope<'s>,
+    client: &'s mut Stream,
+    buffers: BufferSizes,
+    input: &'s mut InBuf,
+    mut waited_since: Option<(std::time::Instant, SystemTime)>,
+) -> impl std::future::Future<Output = Option<Option<Duration>>> + 's {
+    async move {
         let (process, frontend, vars) = (scope.process, scope.frontend, scope.vars);
         let settings = HttpSettings::new(frontend, buffers);
-        // After `switch-mode http`, the bytes a TCP frontend inspected start the first request.
-        let mut input = initial.unwrap_or_else(|| InBuf::new(settings.bufsize));
         let mut attached: Option<Attached> = None;
-        let mut first = true;
+        let mut first = waited_since.is_none();
         let session = Session {
             settings: &settings,
             scope,
             buffers,
         };
         loop {
-            let started = (std::time::Instant::now(), SystemTime::now());
-            let (head, framing) = match read_head(client, &mut input, &settings, first).await {
+            // A kept-alive connection waiting for its next request, with no server connection
+            // to keep for it, waits in `run` with none of this state.
+            if !first && input.is_empty() && attached.is_none() {
+                return Some(
+                    settings
+                        .http_keep_alive
+                        .or(settings.http_request)
+                        .or(settings.client),
+                );
+            }
+            let started = waited_since
+                .take()
+                .unwrap_or_else(|| (std::time::Instant::now(), SystemTime::now()));
+            let (head, framing) = match read_head(client, input, &settings, first).await {
                 Ok(read) => read,
                 Err(HeadEnd::Quiet) => break,
                 Err(HeadEnd::Unanswered(status, cause)) => {
@@ -131,22 +190,17 @@ pub fn serve<'s>(
             // active; an idle keep-alive session keeps only what waiting for the next head needs
             // (HAProxy's idle connections are small too).
             let request = (head, framing);
-            let handled = Box::pin(session.handle(
-                client,
-                &mut input,
-                &mut attached,
-                first,
-                request,
-                started,
-            ))
-            .await;
+            let handled =
+                Box::pin(session.handle(client, input, &mut attached, first, request, started))
+                    .await;
             // Counters tracked by this transaction's content and HTTP rules are let go.
             vars.trackers.end_transaction();
             match handled {
                 Next::KeepAlive => first = false,
-                Next::Close => break,
+                Next::Close => return None,
             }
         }
+        None
     }
 }
 
