@@ -1,7 +1,8 @@
 //! Raw operating-system calls that need `unsafe`: adopting an inherited listening socket
 //! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over), owning the
-//! descriptors another process passed in an `SCM_RIGHTS` message (`-x`), and ending the
-//! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's).
+//! descriptors another process passed in an `SCM_RIGHTS` message (`-x`), ending the
+//! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's),
+//! and asking the C allocator to give its free memory back to the system after a burst.
 //!
 //! This is the one module of the project allowed to use `unsafe`; each block says why it is
 //! sound. Everything else goes through safe wrappers from std, socket2 and tokio.
@@ -94,4 +95,22 @@ pub fn set_defer_accept(socket: std::os::fd::BorrowedFd<'_>, seconds: u32) -> io
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// Gives the C allocator's free memory back to the system (glibc's `malloc_trim(0)`): every
+/// wholly free page inside its heaps is released, not only the top of each heap, which is all
+/// `free` itself returns. After a burst of 16 KiB buffers the heap's high-water mark would
+/// otherwise stay resident for good. Returns whether memory was released; does nothing with
+/// another C library.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn release_free_memory() -> bool {
+    // SAFETY: malloc_trim takes no pointer from us; it works on the allocator's own free
+    // lists under the allocator's locks, so it may run on any thread at any time.
+    unsafe { libc::malloc_trim(0) != 0 }
+}
+
+/// Without glibc there is no `malloc_trim`: nothing to do.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn release_free_memory() -> bool {
+    false
 }

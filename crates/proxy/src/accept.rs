@@ -17,7 +17,7 @@
 //! session is counted as one, and logged with the frontend's `error-log-format` or HAProxy's
 //! short error line.
 
-use crate::http::rules::{TcpVerdict, run_tcp_rules};
+use crate::http::rules::{Scope, TcpVerdict, run_tcp_rules};
 use crate::report::report_connection_error;
 use crate::stream_context::StreamView;
 use crate::track::Stage;
@@ -193,80 +193,93 @@ fn is_resource_exhaustion(err: &io::Error) -> bool {
     )
 }
 
-async fn session(
+/// A session from its accept to its end, as one task.
+///
+/// Written as a function returning an `async move` block rather than as an `async fn`: an
+/// `async fn` keeps a second copy of every argument it still uses after an `await`, and this
+/// future lives as long as the connection, idle keep-alive time included.
+// Not an `async fn`: it would keep a second copy of the arguments it uses after an `await`.
+#[allow(clippy::manual_async_fn)]
+fn session(
     process: Arc<Process>,
     frontend: Arc<Frontend>,
     mut client: Stream,
-    endpoints: Endpoints,
+    mut endpoints: Endpoints,
     slots: Slots,
     (accept_proxy, bind_name): (bool, Arc<str>),
-) {
-    let _slots = slots;
-    let vars = Vars::default();
-    // `tcp-request connection` rules see the connection as it is, before any PROXY header
-    // (configuration.txt §4.2: they run before the handshakes).
-    let connection_rules = &frontend.plan.rules.tcp_connection;
-    if !connection_rules.is_empty() {
-        let view = StreamView::new(&process, &frontend, endpoints, &vars);
-        if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection, &mut 0)
-            == Some(TcpVerdict::Reject)
-        {
-            frontend.denied_connections.incr();
-            return;
-        }
-    }
-    let endpoints = if accept_proxy || vars.expects_proxy() {
-        // For the error log, should the header fail.
-        let accepted = (SystemTime::now(), Instant::now());
-        // Boxed: the header's reading state is only needed at the start of the session.
-        let reading = proxy_io::read_header(&mut client, endpoints, frontend.plan.timeouts.client);
-        match Box::pin(reading).await {
-            Ok(announced) => announced,
-            Err(err) => {
-                frontend.request_errors.incr();
-                let view = StreamView::new(&process, &frontend, endpoints, &vars);
-                report_connection_error(view, accepted, &bind_name, &err);
+) -> impl std::future::Future<Output = ()> {
+    async move {
+        // Naming the slots makes this block own them: they are released when it ends.
+        let _slots = &slots;
+        let vars = Vars::default();
+        // `tcp-request connection` rules see the connection as it is, before any PROXY header
+        // (configuration.txt §4.2: they run before the handshakes).
+        let connection_rules = &frontend.plan.rules.tcp_connection;
+        if !connection_rules.is_empty() {
+            let view = StreamView::new(&process, &frontend, endpoints, &vars);
+            if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection, &mut 0)
+                == Some(TcpVerdict::Reject)
+            {
+                frontend.denied_connections.incr();
                 return;
             }
         }
-    } else {
-        endpoints
-    };
-    // `tcp-request session` rules: after the PROXY header, before any content.
-    let session_rules = &frontend.plan.rules.tcp_session;
-    if !session_rules.is_empty() {
-        let view = StreamView::new(&process, &frontend, endpoints, &vars);
-        if run_tcp_rules(&view, &vars, session_rules, Stage::Session, &mut 0)
-            == Some(TcpVerdict::Reject)
-        {
-            frontend.denied_sessions.incr();
-            return;
+        if accept_proxy || vars.expects_proxy() {
+            // For the error log, should the header fail.
+            let accepted = (SystemTime::now(), Instant::now());
+            // Boxed: the header's reading state is only needed at the start of the session. The
+            // future is built inside `Box::pin`: bound to a local first, it would keep its size
+            // in this future's state for the whole session.
+            let timeout = frontend.plan.timeouts.client;
+            match Box::pin(proxy_io::read_header(&mut client, endpoints, timeout)).await {
+                Ok(announced) => endpoints = announced,
+                Err(err) => {
+                    frontend.request_errors.incr();
+                    let view = StreamView::new(&process, &frontend, endpoints, &vars);
+                    report_connection_error(view, accepted, &bind_name, &err);
+                    return;
+                }
+            }
         }
+        // `tcp-request session` rules: after the PROXY header, before any content.
+        let session_rules = &frontend.plan.rules.tcp_session;
+        if !session_rules.is_empty() {
+            let view = StreamView::new(&process, &frontend, endpoints, &vars);
+            if run_tcp_rules(&view, &vars, session_rules, Stage::Session, &mut 0)
+                == Some(TcpVerdict::Reject)
+            {
+                frontend.denied_sessions.incr();
+                return;
+            }
+        }
+        vars.trackers.session_accepted();
+        let registered = process.streams.register(
+            Origin::Client(Arc::clone(&frontend)),
+            endpoints.client,
+            endpoints.local,
+            std::os::fd::AsRawFd::as_raw_fd(&client),
+        );
+        // `shutdown session` ends the stream by dropping it here, closing both sides.
+        let scope = Scope {
+            process: &process,
+            frontend: &frontend,
+            endpoints,
+            vars: &vars,
+        };
+        registered.scope(established(&scope, &mut client)).await;
     }
-    vars.trackers.session_accepted();
-    let registered = process.streams.register(
-        Origin::Client(Arc::clone(&frontend)),
-        endpoints.client,
-        endpoints.local,
-        std::os::fd::AsRawFd::as_raw_fd(&client),
-    );
-    // `shutdown session` ends the stream by dropping it here, closing both sides.
-    registered
-        .scope(established(&process, &frontend, client, endpoints, &vars))
-        .await;
 }
 
 /// The rest of a session once its connection is accepted and registered.
-async fn established(
-    process: &Arc<Process>,
-    frontend: &Arc<Frontend>,
-    client: Stream,
-    endpoints: Endpoints,
-    vars: &Vars,
-) {
+///
+/// This future lives as long as the connection, idle keep-alive time included, so it holds
+/// what the session owns by reference: each value an `async fn` takes by value stays in its
+/// state, once per level it is passed down.
+async fn established(scope: &Scope<'_>, client: &mut Stream) {
+    let (process, frontend) = (scope.process, scope.frontend);
     let _process_session = SessionMark::open(&process.traffic);
     let _frontend_session = SessionMark::open(&frontend.traffic);
-    frontend.log_connection(endpoints.client, endpoints.local);
+    frontend.log_connection(scope.endpoints.client, scope.endpoints.local);
     // TCP_NODELAY and the ACK policy came with the socket from its listener.
     if frontend.plan.clitcpka && client.set_keepalive().is_err() {
         return;
@@ -276,22 +289,17 @@ async fn established(
         bufsize: global.bufsize(),
         maxrewrite: global.maxrewrite(),
     };
-    // Each mode's session state is boxed: a session future holds only the mode it runs,
-    // not the larger of the two.
-    let (client, initial) = match frontend.plan.mode {
-        Mode::Tcp => {
-            let serving = tcp::serve(process, frontend, client, endpoints, vars);
-            match Box::pin(serving).await {
-                // `tcp-request content switch-mode http` upgraded the connection.
-                Some((client, inspected)) => (client, Some(inspected)),
-                None => return,
-            }
-        }
-        Mode::Http => (client, None),
+    // The TCP session's state is boxed, and the HTTP session boxes what it needs while a
+    // request is in flight (`http::session::run`): an idle HTTP connection holds neither.
+    let initial = match frontend.plan.mode {
+        Mode::Tcp => match Box::pin(tcp::serve(scope, client)).await {
+            // `tcp-request content switch-mode http` upgraded the connection.
+            Some(inspected) => Some(inspected),
+            None => return,
+        },
+        Mode::Http => None,
     };
-    let serving =
-        http::session::serve(process, frontend, client, endpoints, buffers, vars, initial);
-    Box::pin(serving).await
+    http::session::run(scope, client, buffers, initial).await
 }
 
 #[cfg(test)]

@@ -9,8 +9,6 @@ use crate::http::rules::Scope;
 use crate::inspect::{Inspection, ResponseInspection, inspect, inspect_response};
 use crate::report::report;
 use crate::stream_context::StreamView;
-use crate::vars::Vars;
-use sluice_net::listen::Endpoints;
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
@@ -21,27 +19,19 @@ use std::time::{Instant, SystemTime};
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`, and
 /// reports it to the process's stream log.
-pub async fn serve(
-    process: &Process,
-    frontend: &Frontend,
-    mut client: Stream,
-    endpoints: Endpoints,
-    vars: &Vars,
-) -> Option<(Stream, InBuf)> {
+/// Returns the inspected bytes when `tcp-request content switch-mode http` hands the
+/// connection over to the HTTP session.
+pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     let start = Instant::now();
     let started_at = SystemTime::now();
-    let scope = Scope {
-        process,
-        frontend,
-        endpoints,
-        vars,
-    };
+    let (process, frontend, endpoints, vars) =
+        (scope.process, scope.frontend, scope.endpoints, scope.vars);
     // Client bytes read by content inspection; they go to the server first.
     let mut inspected = InBuf::new(process.global.bufsize() as usize);
-    let backend = match inspect(&scope, &mut client, &mut inspected).await {
+    let backend = match inspect(scope, client, &mut inspected).await {
         Inspection::Forward(backend) => backend,
         // The HTTP session takes the connection over, inspected bytes first.
-        Inspection::SwitchHttp => return Some((client, inspected)),
+        Inspection::SwitchHttp => return Some(inspected),
         Inspection::Reject => {
             frontend.denied_connections.incr();
             return None;
@@ -167,7 +157,7 @@ pub async fn serve(
                             ..record
                         };
                         early.timers.total = start.elapsed();
-                        log_session(&scope, backend, &mut early, inspected.filled());
+                        log_session(scope, backend, &mut early, inspected.filled());
                         record.early = true;
                     }
                     let early = inspected.filled();
@@ -185,9 +175,9 @@ pub async fn serve(
                         // reach the client before the relay starts.
                         let mut answer = InBuf::new(process.global.bufsize() as usize);
                         let (verdict, relayed) = inspect_response(
-                            &scope,
+                            scope,
                             (backend, server),
-                            &mut client,
+                            client,
                             &mut upstream,
                             &mut answer,
                         )
@@ -210,7 +200,7 @@ pub async fn serve(
                             record.bytes_from_client = early_len;
                         } else if !inspected.is_empty()
                             && !forward::write_within(
-                                &mut client,
+                                client,
                                 inspected,
                                 frontend.plan.timeouts.client,
                             )
@@ -224,7 +214,7 @@ pub async fn serve(
                             let timeouts = idle_timeouts(frontend, backend);
                             let (up_way, down_way) = directions(process, frontend, backend);
                             let relay = forward::forward_streams(
-                                &mut client,
+                                client,
                                 &mut upstream,
                                 timeouts,
                                 up_way,
@@ -267,7 +257,7 @@ pub async fn serve(
     drop(backend_session);
     // An early record was logged at the connection (`option logasap`).
     if !record.early {
-        log_session(&scope, backend, &mut record, inspected.filled());
+        log_session(scope, backend, &mut record, inspected.filled());
     }
     None
 }

@@ -65,15 +65,20 @@ impl Drop for Tracked {
 }
 
 /// A session's stick counters.
+///
+/// The slots are allocated by the first tracking rule: most sessions track nothing, and an
+/// idle kept-alive session should not carry three empty counters.
 #[derive(Default)]
 pub struct Trackers {
-    slots: RefCell<[Option<Tracked>; STICK_COUNTERS]>,
+    slots: RefCell<Option<Box<[Option<Tracked>; STICK_COUNTERS]>>>,
 }
 
 impl std::fmt::Debug for Trackers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let slots = self.slots.borrow();
-        let used: Vec<bool> = slots.iter().map(Option::is_some).collect();
+        let used: Vec<bool> = (0..STICK_COUNTERS)
+            .map(|n| slots.as_ref().is_some_and(|s| s[n].is_some()))
+            .collect();
         f.debug_struct("Trackers").field("used", &used).finish()
     }
 }
@@ -81,7 +86,11 @@ impl std::fmt::Debug for Trackers {
 impl Trackers {
     /// True if counter `n` tracks an entry.
     pub fn is_tracked(&self, n: usize) -> bool {
-        self.slots.borrow().get(n).is_some_and(Option::is_some)
+        self.slots
+            .borrow()
+            .as_ref()
+            .and_then(|s| s.get(n))
+            .is_some_and(Option::is_some)
     }
 
     /// Runs `f` over counter `n`'s table, entry and key, if it tracks one.
@@ -91,7 +100,7 @@ impl Trackers {
         f: impl FnOnce(&Arc<Table>, &EntryId, &[u8], Clock) -> R,
     ) -> Option<R> {
         let slots = self.slots.borrow();
-        let tracked = slots.get(n)?.as_ref()?;
+        let tracked = slots.as_ref()?.get(n)?.as_ref()?;
         Some(f(
             &tracked.table,
             tracked.entry.as_ref()?,
@@ -113,6 +122,7 @@ impl Trackers {
         in_request: bool,
     ) {
         let mut slots = self.slots.borrow_mut();
+        let slots = slots.get_or_insert_with(Box::default);
         let Some(slot) = slots.get_mut(n) else {
             return;
         };
@@ -141,7 +151,7 @@ impl Trackers {
 
     /// Counts on every tracked entry.
     fn count_all(&self, f: impl Fn(&mut Data<'_>)) {
-        for tracked in self.slots.borrow().iter().flatten() {
+        for tracked in self.slots.borrow().iter().flat_map(|s| s.iter()).flatten() {
             tracked.update(|d, _| f(d));
         }
     }
@@ -176,6 +186,9 @@ impl Trackers {
     pub fn end_transaction(&self) {
         let released: Vec<Tracked> = {
             let mut slots = self.slots.borrow_mut();
+            let Some(slots) = slots.as_mut() else {
+                return;
+            };
             if !slots.iter().flatten().any(|t| t.per_transaction) {
                 return;
             }

@@ -110,7 +110,8 @@ impl Vars {
     /// Forgets the variables of the transaction that ended (`txn.`, `req.`, `res.`), its
     /// captures and its unique id.
     pub fn end_transaction(&self) {
-        self.captures.borrow_mut().reset(0, 0);
+        // The slots' memory goes too: an idle kept-alive session holds no capture slots.
+        *self.captures.borrow_mut() = CaptureSet::default();
         self.unique_id.borrow_mut().take();
         let mut entries = self.entries.borrow_mut();
         if !entries.is_empty() {

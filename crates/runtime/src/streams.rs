@@ -94,8 +94,10 @@ impl StreamInfo {
     /// Completes once [`StreamInfo::kill`] was called, before or after this call.
     pub async fn killed(&self) {
         loop {
-            // Created before the check: a notification in between still reaches it.
-            let notified = self.kill.notified();
+            // Created before the check: a notification in between still reaches it. Pinned
+            // where it is made: awaiting a local would keep a second copy in this future,
+            // which every session holds while it lives.
+            let notified = std::pin::pin!(self.kill.notified());
             if self.dead.load(Ordering::Acquire) {
                 return;
             }
@@ -137,20 +139,24 @@ impl Registered<'_> {
     /// stops when the stream is killed. A session relaying data learns of the kill by
     /// itself (its server's `KillSignal` fires too) and ends with its log line; one in
     /// another phase is dropped after [`KILL_GRACE`].
-    pub async fn scope<F: Future<Output = ()>>(&self, session: F) {
-        let info = Arc::clone(&self.info);
-        CURRENT
-            .scope(info, async {
-                let mut session = std::pin::pin!(session);
-                // The session first: a kill is rare, and fixed order costs no random draw.
-                tokio::select! {
-                    biased;
-                    () = &mut session => return,
-                    () = self.info.killed() => {}
-                }
-                let _ = tokio::time::timeout(KILL_GRACE, session).await;
-            })
-            .await;
+    ///
+    /// The session is boxed here, once: an `async` wrapper holding it by value would keep
+    /// two or three copies of its state (the argument, the pinned local), and this future
+    /// lives as long as the connection, idle keep-alive time included.
+    pub fn scope<'s, F: Future<Output = ()> + 's>(
+        &'s self,
+        session: F,
+    ) -> impl Future<Output = ()> + 's {
+        let mut session = Box::pin(session);
+        CURRENT.scope(Arc::clone(&self.info), async move {
+            // The session first: a kill is rare, and fixed order costs no random draw.
+            tokio::select! {
+                biased;
+                () = &mut session => return,
+                () = self.info.killed() => {}
+            }
+            let _ = tokio::time::timeout(KILL_GRACE, session).await;
+        })
     }
 }
 

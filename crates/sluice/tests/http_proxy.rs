@@ -252,6 +252,70 @@ fn safe_reuse_sends_first_requests_over_new_connections() {
     assert_eq!(backend.accepted(), 3);
 }
 
+/// Starts Sluice on one thread (so every client meets the same pool of idle server
+/// connections) in front of `backend`, with `http-reuse reuse`.
+fn one_thread_proxy(backend: &Backend, reuse: &str) -> (common::Sluice, std::net::SocketAddr) {
+    let (listener, addr) = frontend();
+    let config = format!(
+        "global\n    nbthread 1\n{HTTP_DEFAULTS}\nlisten px\n    bind {}\n    http-reuse {reuse}\n    server s1 {}\n",
+        fd_bind(&listener),
+        backend.addr()
+    );
+    (sluice(&config).inherit(listener).start(), addr)
+}
+
+/// A kept-alive client connection: sends a GET and reads its answer.
+struct KeptClient(std::net::TcpStream, BufReader<std::net::TcpStream>);
+
+impl KeptClient {
+    fn new(addr: std::net::SocketAddr) -> Self {
+        let s = connect(addr);
+        let reader = BufReader::new(s.try_clone().unwrap());
+        KeptClient(s, reader)
+    }
+
+    fn get(&mut self, path: &str) {
+        write!(self.0, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let answer = read_message(&mut self.1).unwrap();
+        assert!(answer.head.starts_with("HTTP/1.1 200"), "{}", answer.head);
+    }
+}
+
+#[test]
+fn a_shareable_server_connection_serves_other_clients_while_its_client_stays_idle() {
+    let (backend, log) = ok_backend();
+    let (_p, addr) = one_thread_proxy(&backend, "always");
+    // `a` stays connected and idle after its answer: its server connection went back to
+    // the pool with the response, so `b`'s requests (a first one included, under
+    // `always`) and `a`'s next one all use it.
+    let mut a = KeptClient::new(addr);
+    let mut b = KeptClient::new(addr);
+    a.get("/a1");
+    b.get("/b1");
+    a.get("/a2");
+    b.get("/b2");
+    assert_eq!(
+        backend.accepted(),
+        1,
+        "one server connection for both clients"
+    );
+    assert_eq!(log.lock().unwrap().len(), 4);
+}
+
+#[test]
+fn server_connections_stay_with_their_client_under_http_reuse_never() {
+    let (backend, _log) = ok_backend();
+    let (_p, addr) = one_thread_proxy(&backend, "never");
+    let mut a = KeptClient::new(addr);
+    let mut b = KeptClient::new(addr);
+    a.get("/a1");
+    b.get("/b1");
+    // Each client's next request goes over the connection kept for it: no third one.
+    a.get("/a2");
+    b.get("/b2");
+    assert_eq!(backend.accepted(), 2, "one server connection per client");
+}
+
 #[test]
 fn address_headers_and_server_name_are_added() {
     let (backend, log) = ok_backend();

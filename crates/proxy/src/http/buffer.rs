@@ -8,7 +8,10 @@
 //! Memory comes from a per-thread pool of buffers, as HAProxy's buffers do: a buffer is taken
 //! when bytes arrive and given back as soon as the buffer is empty (an idle keep-alive
 //! connection holds none), so a busy thread reuses the same few buffers for every request
-//! instead of asking the allocator each time.
+//! instead of asking the allocator each time. The pool keeps a few free buffers
+//! ([`POOL_LOW_WATER`]) and frees the rest; once a burst has freed a lot, the thread's
+//! [`trim_after_bursts`] task asks the C allocator to give the free pages back to the system
+//! (rate-limited), so a burst's high-water mark does not stay resident.
 
 use bytes::BufMut;
 use std::io;
@@ -38,36 +41,90 @@ pub enum ReadError {
     Full,
 }
 
-/// Buffers kept per thread for reuse; beyond this, released buffers go back to the allocator
-/// (the pool never holds more memory than a burst needs).
-const POOL_MAX: usize = 64;
+/// Free buffers kept per thread for reuse; beyond this, released buffers go back to the
+/// allocator. A thread rarely needs more at once between two requests' worth of traffic,
+/// and each one kept costs `tune.bufsize` of resident memory for good.
+pub const POOL_LOW_WATER: usize = 8;
+
+/// Buffer bytes freed past the low-water mark after which the allocator is asked to give
+/// its free memory back (a burst of 64 buffers of 16 KiB).
+const TRIM_AFTER_BYTES: usize = 1 << 20;
+
+/// How long after a burst has freed enough the trim runs: buffers come back over a moment,
+/// one trim after the burst releases them all.
+const TRIM_DELAY: Duration = Duration::from_millis(100);
+
+/// Least time between two trims of one thread: a trim walks the allocator's heaps.
+const TRIM_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A thread's free buffers and what it freed since its last trim.
+#[derive(Default)]
+struct Pool {
+    free: Vec<Vec<u8>>,
+    /// Bytes freed past the low-water mark since the last trim.
+    released: usize,
+    /// The thread's trim task was woken and has not trimmed yet.
+    trim_pending: bool,
+}
 
 thread_local! {
-    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+    static POOL: std::cell::RefCell<Pool> = std::cell::RefCell::default();
+    /// Wakes the thread's [`trim_after_bursts`] task.
+    static TRIM: std::rc::Rc<tokio::sync::Notify> = std::rc::Rc::default();
 }
 
 /// An empty buffer of at least `capacity` bytes, from the thread's pool if it has one.
 pub(crate) fn take_buffer(capacity: usize) -> Vec<u8> {
     let pooled = POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
-        let at = pool.iter().rposition(|b| b.capacity() >= capacity)?;
-        Some(pool.swap_remove(at))
+        let at = pool.free.iter().rposition(|b| b.capacity() >= capacity)?;
+        Some(pool.free.swap_remove(at))
     });
     pooled.unwrap_or_else(|| Vec::with_capacity(capacity))
 }
 
-/// Gives a buffer back to the thread's pool (or to the allocator when the pool is full).
+/// Gives a buffer back to the thread's pool, or to the allocator when the pool already holds
+/// [`POOL_LOW_WATER`] buffers (then wakes the trim task once enough was freed).
 pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
     if buffer.capacity() == 0 {
         return;
     }
     buffer.clear();
-    POOL.with(|pool| {
+    let wake = POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
-        if pool.len() < POOL_MAX {
-            pool.push(buffer);
+        if pool.free.len() < POOL_LOW_WATER {
+            pool.free.push(buffer);
+            return false;
         }
+        pool.released += buffer.capacity();
+        drop(buffer);
+        if pool.released < TRIM_AFTER_BYTES || pool.trim_pending {
+            return false;
+        }
+        pool.trim_pending = true;
+        true
     });
+    if wake {
+        TRIM.with(|trim| trim.notify_one());
+    }
+}
+
+/// Runs for the life of an event-loop thread: after a burst has freed more than
+/// [`TRIM_AFTER_BYTES`] of buffers, asks the C allocator to give its free pages back to the
+/// system, at most once per [`TRIM_INTERVAL`].
+pub async fn trim_after_bursts() {
+    let wanted = TRIM.with(std::rc::Rc::clone);
+    loop {
+        wanted.notified().await;
+        tokio::time::sleep(TRIM_DELAY).await;
+        POOL.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            pool.released = 0;
+            pool.trim_pending = false;
+        });
+        sluice_net::fd::release_free_memory();
+        tokio::time::sleep(TRIM_INTERVAL).await;
+    }
 }
 
 impl Drop for InBuf {
@@ -257,6 +314,34 @@ mod tests {
             "the pooled buffer was taken again"
         );
         assert_eq!(second.filled(), b"xyz");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pool_keeps_its_low_water_mark_and_a_burst_wakes_the_trim() {
+        let wanted = TRIM.with(std::rc::Rc::clone);
+        let count = POOL_LOW_WATER + TRIM_AFTER_BYTES / 16384 + 1;
+        let burst: Vec<Vec<u8>> = (0..count).map(|_| take_buffer(16384)).collect();
+        for buffer in burst {
+            give_buffer(buffer);
+        }
+        assert_eq!(POOL.with(|p| p.borrow().free.len()), POOL_LOW_WATER);
+        // The wake-up waits for the trim task (none runs in this test).
+        let woken = tokio::time::timeout(Duration::from_secs(1), wanted.notified()).await;
+        assert!(woken.is_ok(), "the trim task was woken");
+        assert!(POOL.with(|p| p.borrow().trim_pending));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_small_burst_does_not_wake_the_trim() {
+        let wanted = TRIM.with(std::rc::Rc::clone);
+        let burst: Vec<Vec<u8>> = (0..POOL_LOW_WATER + 4)
+            .map(|_| take_buffer(16384))
+            .collect();
+        for buffer in burst {
+            give_buffer(buffer);
+        }
+        let woken = tokio::time::timeout(Duration::from_secs(1), wanted.notified()).await;
+        assert!(woken.is_err(), "nothing to trim yet");
     }
 
     #[tokio::test]

@@ -48,7 +48,8 @@ pub enum Next {
     Close,
 }
 
-/// A server connection kept by a session between its requests.
+/// A server connection kept by a session between its requests: only one that may not be
+/// shared with other clients (see [`release`]); the others wait in the thread's pool.
 #[derive(Debug)]
 pub struct Attached {
     key: ServerKey,
@@ -91,14 +92,12 @@ impl Context<'_> {
     }
 }
 
-/// Hands a session's server connection to the thread's idle pool when the session ends.
-pub fn release(settings: &HttpSettings<'_>, conn: Attached) {
-    if settings.reuse != HttpReuse::Never
+/// Whether a server connection may serve other clients: `http-reuse` is not `never`, the
+/// proxy keeps connections alive, and the connection carries no PROXY header of its client.
+fn shareable(settings: &HttpSettings<'_>, conn: &Attached) -> bool {
+    settings.reuse != HttpReuse::Never
         && settings.conn_mode == HttpConnMode::KeepAlive
         && !conn.private
-    {
-        pool::put(conn.key, conn.stream, conn.reused, conn.pool_max);
-    }
 }
 
 /// How the response side ended.
@@ -664,13 +663,23 @@ async fn exchange<'a>(
             Ok(done) => {
                 count_bytes(ctx, server, facts, done.bytes_up, done.bytes_down);
                 if done.server_reusable {
-                    *attached = Some(Attached {
+                    let conn = Attached {
                         key,
                         stream: server_stream,
                         reused: was_reused,
                         pool_max: server.conf.pool_max_conn,
                         private: server.conf.send_proxy().is_some(),
-                    });
+                    };
+                    // A connection other clients may use goes back to the thread's pool as
+                    // soon as its response is done, as HAProxy's do: an idle kept-alive
+                    // client then holds no server connection, and the session's next request
+                    // finds it there (the most recently used first). One that may not be
+                    // shared stays with the session.
+                    if shareable(ctx.settings, &conn) {
+                        pool::put(conn.key, conn.stream, conn.reused, conn.pool_max);
+                    } else {
+                        *attached = Some(conn);
+                    }
                 }
                 let next = if done.close_client {
                     Next::Close
@@ -761,11 +770,13 @@ async fn server_connection<'b>(
 ) -> Option<(Stream, bool)> {
     let server = lease.server();
     if !force_new {
-        if let Some(conn) = attached.take() {
-            if conn.key == key && conn.stream.is_idle_usable() {
-                return Some((conn.stream, true));
-            }
-            release(ctx.settings, conn);
+        // Only connections that may not be shared are attached: one this request does not
+        // use is taken and closes here.
+        if let Some(conn) = attached.take()
+            && conn.key == key
+            && conn.stream.is_idle_usable()
+        {
+            return Some((conn.stream, true));
         }
         // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a
         // shared connection, `aggressive` only over one that already proved reusable.

@@ -1,5 +1,9 @@
 //! Idle server connections kept for reuse, one pool per event-loop thread.
 //!
+//! A connection that may be shared returns here as soon as its response is done, whether or
+//! not its client stays connected (an idle kept-alive client holds no server connection);
+//! the client's next request usually takes it back, the most recently used coming first.
+//!
 //! A connection lives on the thread that created it (each thread has its own reactor), so the
 //! pool is thread-local: taking and returning a connection is a plain map operation, with no
 //! lock and no cross-thread traffic. Each server's list is bounded by its `pool-max-conn`

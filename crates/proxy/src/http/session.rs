@@ -17,15 +17,11 @@ use super::rules::{self, RequestVerdict, Scope};
 use super::settings::{BufferSizes, HttpSettings};
 use crate::report::report;
 use crate::stream_context::StreamView;
-use crate::vars::Vars;
 use sluice_config::http_options::HttpConnMode;
 use sluice_http::encode::connection_tokens;
 use sluice_http::framing::{BodyFraming, request_framing};
 use sluice_http::head::{Parse, RequestHead, parse_request};
-use sluice_net::listen::Endpoints;
 use sluice_net::stream::Stream;
-use sluice_runtime::process::Process;
-use sluice_runtime::proxy::Frontend;
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -51,112 +47,160 @@ enum HeadEnd {
     Unanswered(u16, Cause),
 }
 
-/// Serves one client connection of an HTTP frontend.
-pub async fn serve(
-    process: &Process,
-    frontend: &Frontend,
-    mut client: Stream,
-    endpoints: Endpoints,
+/// Serves one client connection of an HTTP frontend; `initial` holds the bytes a TCP
+/// frontend inspected before `switch-mode http`.
+///
+/// While a connection is idle between requests, only this future's small state remains: the
+/// input buffer (holding no memory while empty) and the wait for the next request's first
+/// bytes. The state of [`serve`], rules' settings and a kept server connection included, is
+/// boxed and dropped while the client thinks, as HAProxy keeps only a small connection
+/// context for an idle client.
+// Not an `async fn`: it would keep a second copy of its arguments (see `accept::session`).
+#[allow(clippy::manual_async_fn)]
+pub fn run<'s>(
+    scope: &'s Scope<'s>,
+    client: &'s mut Stream,
     buffers: BufferSizes,
-    vars: &Vars,
     initial: Option<InBuf>,
-) {
-    let settings = HttpSettings::new(frontend, buffers);
-    let scope = Scope {
-        process,
-        frontend,
-        endpoints,
-        vars,
-    };
-    // After `switch-mode http`, the bytes a TCP frontend inspected start the first request.
-    let mut input = initial.unwrap_or_else(|| InBuf::new(settings.bufsize));
-    let mut attached: Option<Attached> = None;
-    let mut first = true;
-    let session = Session {
-        settings: &settings,
-        scope: &scope,
-        buffers,
-    };
-    loop {
-        let request_start = std::time::Instant::now();
-        let request_start_at = SystemTime::now();
-        let started = (request_start, request_start_at);
-        let (head, framing) = match read_head(&mut client, &mut input, &settings, first).await {
-            Ok(read) => read,
-            Err(HeadEnd::Quiet) => break,
-            Err(HeadEnd::Unanswered(status, cause)) => {
-                frontend.request_errors.incr();
-                let answered = Answered {
-                    status,
-                    bytes: 0,
-                    cause,
-                    phase: Phase::Request,
-                    request: None,
-                    head: None,
-                };
-                log_answer(&scope, started, answered);
-                break;
+) -> impl std::future::Future<Output = ()> + 's {
+    // An `async move` block, not an `async fn`: see `accept::session`.
+    async move {
+        let mut input = initial.unwrap_or_else(|| InBuf::new(buffers.bufsize as usize));
+        let mut waited_since = None;
+        loop {
+            let serving = Box::pin(serve(
+                scope,
+                &mut *client,
+                buffers,
+                &mut input,
+                waited_since,
+            ));
+            let Some(limit) = serving.await else {
+                return;
+            };
+            // Idle: the next request's wait counts from here in its log (as it did when the
+            // wait was part of `serve`).
+            waited_since = Some((std::time::Instant::now(), SystemTime::now()));
+            let waited = match limit {
+                Some(limit) => tokio::time::timeout(limit, first_bytes(client, &mut input))
+                    .await
+                    .ok(),
+                None => Some(first_bytes(client, &mut input).await),
+            };
+            // The client left, or `timeout http-keep-alive` passed: close without a word.
+            if !matches!(waited, Some(Ok(()))) {
+                return;
             }
-            Err(HeadEnd::Answer(status)) => {
-                frontend.request_errors.incr();
-                // An invalid or late request is an error of the client's (`http_err_cnt`).
-                vars.trackers.http_request();
-                vars.trackers.http_error();
-                // A head that did not arrive in time is no invalid message.
-                if status != 408 {
-                    invalid::request(
-                        process,
-                        frontend,
-                        endpoints.client,
-                        (input.filled(), settings.bufsize),
-                        &settings.request_limits,
-                        None,
-                    );
-                }
-                let page = rules::finish_page(&scope, None, settings.request_error(status));
-                Box::pin(answer(&mut client, &page, settings.client)).await;
-                // configuration.txt §8.5: a refused request is "PR", a request that did not
-                // arrive in time "cR".
-                let cause = if status == 408 {
-                    Cause::ClientTimeout
-                } else {
-                    Cause::Proxy
-                };
-                let answered = Answered {
-                    status,
-                    bytes: page.len(),
-                    cause,
-                    phase: Phase::Request,
-                    request: None,
-                    head: None,
-                };
-                log_answer(&scope, started, answered);
-                break;
-            }
-        };
-        // Boxed: what a request needs while it is handled (rules, the exchange with both
-        // bodies in flight, the response relay) is large and only needed while a request is
-        // active; an idle keep-alive session keeps only what waiting for the next head needs
-        // (HAProxy's idle connections are small too).
-        let request = (head, framing);
-        let handled = Box::pin(session.handle(
-            &mut client,
-            &mut input,
-            &mut attached,
-            first,
-            request,
-            started,
-        ))
-        .await;
-        // Counters tracked by this transaction's content and HTTP rules are let go.
-        vars.trackers.end_transaction();
-        match handled {
-            Next::KeepAlive => first = false,
-            Next::Close => break,
         }
     }
-    if let Some(conn) = attached {
-        exchange::release(&settings, conn);
+}
+
+/// Serves requests on a client connection until it closes (`None`) or waits idle for its
+/// next request with nothing else to keep (`Some`, with how long it may wait). `waited_since`
+/// is when the wait for the first request served here started, for a connection that was
+/// idle; `None` for a new connection.
+// Not an `async fn`: it would keep a second copy of its arguments (see `accept::session`).
+#[allow(clippy::manual_async_fn)]
+fn serve<'s>(
+    scope: &'s Scope<'s>,
+    client: &'s mut Stream,
+    buffers: BufferSizes,
+    input: &'s mut InBuf,
+    mut waited_since: Option<(std::time::Instant, SystemTime)>,
+) -> impl std::future::Future<Output = Option<Option<Duration>>> + 's {
+    async move {
+        let (process, frontend, vars) = (scope.process, scope.frontend, scope.vars);
+        let settings = HttpSettings::new(frontend, buffers);
+        let mut attached: Option<Attached> = None;
+        let mut first = waited_since.is_none();
+        let session = Session {
+            settings: &settings,
+            scope,
+            buffers,
+        };
+        loop {
+            // A kept-alive connection waiting for its next request, with no server connection
+            // to keep for it, waits in `run` with none of this state.
+            if !first && input.is_empty() && attached.is_none() {
+                return Some(
+                    settings
+                        .http_keep_alive
+                        .or(settings.http_request)
+                        .or(settings.client),
+                );
+            }
+            let started = waited_since
+                .take()
+                .unwrap_or_else(|| (std::time::Instant::now(), SystemTime::now()));
+            let (head, framing) = match read_head(client, input, &settings, first).await {
+                Ok(read) => read,
+                Err(HeadEnd::Quiet) => break,
+                Err(HeadEnd::Unanswered(status, cause)) => {
+                    frontend.request_errors.incr();
+                    let answered = Answered {
+                        status,
+                        bytes: 0,
+                        cause,
+                        phase: Phase::Request,
+                        request: None,
+                        head: None,
+                    };
+                    log_answer(scope, started, answered);
+                    break;
+                }
+                Err(HeadEnd::Answer(status)) => {
+                    frontend.request_errors.incr();
+                    // An invalid or late request is an error of the client's (`http_err_cnt`).
+                    vars.trackers.http_request();
+                    vars.trackers.http_error();
+                    // A head that did not arrive in time is no invalid message.
+                    if status != 408 {
+                        invalid::request(
+                            process,
+                            frontend,
+                            scope.endpoints.client,
+                            (input.filled(), settings.bufsize),
+                            &settings.request_limits,
+                            None,
+                        );
+                    }
+                    let page = rules::finish_page(scope, None, settings.request_error(status));
+                    Box::pin(answer(client, &page, settings.client)).await;
+                    // configuration.txt §8.5: a refused request is "PR", a request that did not
+                    // arrive in time "cR".
+                    let cause = if status == 408 {
+                        Cause::ClientTimeout
+                    } else {
+                        Cause::Proxy
+                    };
+                    let answered = Answered {
+                        status,
+                        bytes: page.len(),
+                        cause,
+                        phase: Phase::Request,
+                        request: None,
+                        head: None,
+                    };
+                    log_answer(scope, started, answered);
+                    break;
+                }
+            };
+            // Boxed: what a request needs while it is handled (rules, the exchange with both
+            // bodies in flight, the response relay) is large and only needed while a request is
+            // active; an idle keep-alive session keeps only what waiting for the next head needs
+            // (HAProxy's idle connections are small too).
+            let request = (head, framing);
+            let handled =
+                Box::pin(session.handle(client, input, &mut attached, first, request, started))
+                    .await;
+            // Counters tracked by this transaction's content and HTTP rules are let go.
+            vars.trackers.end_transaction();
+            match handled {
+                Next::KeepAlive => first = false,
+                Next::Close => return None,
+            }
+        }
+        None
     }
 }
 
