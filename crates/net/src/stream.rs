@@ -138,7 +138,16 @@ async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpSt
 impl Stream {
     /// True if an idle connection can still carry a request: the peer has neither closed it
     /// nor sent anything unasked (either would mean the connection's state is unknown).
+    ///
+    /// The event loop's own knowledge comes first, at no cost: when no readiness was reported
+    /// since the socket was last drained (a short read or "would block" clears it), nothing
+    /// arrived as of the last poll, as HAProxy trusts for its idle connections. Only a socket
+    /// flagged readable is probed with a one-byte peek (a system call).
     pub fn is_idle_usable(&self) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if self.poll_read_ready(&mut cx).is_pending() {
+            return true;
+        }
         let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
         let result = match self {
             Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut probe),

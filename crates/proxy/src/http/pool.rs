@@ -136,6 +136,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn connections_the_server_wrote_to_are_not_reused() {
+        let (a, peer) = connected_pair().await;
+        peer.try_write(b"HTTP/1.1 408 Request Timeout\r\n\r\n")
+            .unwrap();
+        let Stream::Tcp(tcp) = &a else { unreachable!() };
+        tcp.readable().await.unwrap();
+        put(KEY, a, false, None);
+        assert!(take(KEY, Duration::from_secs(5), false).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_drained_connection_is_reused_after_its_response() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut a, mut peer) = connected_pair().await;
+        peer.write_all(b"response").await.unwrap();
+        // The response read whole (a short read): nothing more is known to be pending.
+        let mut buf = [0u8; 64];
+        assert_eq!(a.read(&mut buf).await.unwrap(), 8);
+        put(KEY, a, false, None);
+        let taken = take(KEY, Duration::from_secs(5), false).unwrap();
+        // And it still works.
+        let mut stream = taken.stream;
+        stream.write_all(b"next").await.unwrap();
+        let mut got = [0u8; 4];
+        peer.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"next");
+    }
+
+    #[tokio::test]
     async fn aggressive_takes_only_reused_connections() {
         let (a, _peer) = connected_pair().await;
         put(KEY, a, false, None);
