@@ -168,11 +168,32 @@ impl Stream {
 
     /// Reads what has already arrived into a buffer's spare room, without waiting (and
     /// without zeroing the room first): `WouldBlock` when nothing has.
+    ///
+    /// A read that does not fill the room drained the socket, so the event loop is told the
+    /// socket is no longer readable (as tokio's own `poll_read` does): the next wait for the
+    /// client's next request then waits for the poller's event instead of trying a read that
+    /// can only fail with "would block", one system call per keep-alive request saved.
     pub fn try_read_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.try_read_buf(buf),
-            Stream::Unix(s) => s.try_read_buf(buf),
-        }
+        let room = buf.remaining_mut();
+        let mut drained = None;
+        let mut read_once = |read: &mut dyn FnMut(&mut B) -> io::Result<usize>| {
+            let n = read(buf)?;
+            if 0 < n && n < room {
+                drained = Some(n);
+                // "Would block" is what makes the registration forget its readiness.
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        };
+        let result = match self {
+            Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, || {
+                read_once(&mut |b| s.try_read_buf(b))
+            }),
+            Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, || {
+                read_once(&mut |b| s.try_read_buf(b))
+            }),
+        };
+        drained.map_or(result, Ok)
     }
 
     /// Waits until the socket has something to read (or is closed), without reading: lets an
@@ -326,9 +347,38 @@ impl AsyncWrite for Stream {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use sluice_config::addr::ServerPort;
+    use tokio::io::AsyncWriteExt;
+
+    fn known_readable(stream: &Stream) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        stream.poll_read_ready(&mut cx).is_ready()
+    }
+
+    #[tokio::test]
+    async fn a_short_read_tells_the_event_loop_the_socket_is_drained() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut peer = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let stream = Stream::Tcp(listener.accept().await.unwrap().0);
+        peer.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        stream.readable().await.unwrap();
+        let mut buf = Vec::with_capacity(64);
+        assert_eq!(stream.try_read_buf(&mut buf).unwrap(), 18);
+        assert_eq!(buf, b"GET / HTTP/1.1\r\n\r\n");
+        assert!(!known_readable(&stream));
+        // New bytes make it readable again, and a read that fills the room leaves it so.
+        peer.write_all(b"0123456789").await.unwrap();
+        stream.readable().await.unwrap();
+        let mut small = Vec::with_capacity(4);
+        let mut limited = bytes::BufMut::limit(&mut small, 4);
+        assert_eq!(stream.try_read_buf(&mut limited).unwrap(), 4);
+        assert!(known_readable(&stream));
+    }
 
     #[test]
     fn server_port_follows_the_client_port_when_asked() {
