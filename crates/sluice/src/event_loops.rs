@@ -64,8 +64,8 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     // accepted it, so its state needs no Send or Sync.
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        // After a burst, the thread's spare buffers go back to the system.
-        tokio::task::spawn_local(sluice_proxy::http::buffer::trim_after_bursts());
+        // Buffers the traffic stopped needing go back to the system.
+        tokio::task::spawn_local(sluice_proxy::http::buffer::trim_idle_buffers());
         for spec in sockets {
             let tuned = spec.socket.tune_accepted(spec.frontend.plan.smart_accept);
             match tuned.and_then(|()| spec.socket.into_async()) {

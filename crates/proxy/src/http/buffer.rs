@@ -8,10 +8,12 @@
 //! Memory comes from a per-thread pool of buffers, as HAProxy's buffers do: a buffer is taken
 //! when bytes arrive and given back as soon as the buffer is empty (an idle keep-alive
 //! connection holds none), so a busy thread reuses the same few buffers for every request
-//! instead of asking the allocator each time. The pool keeps a few free buffers
-//! ([`POOL_LOW_WATER`]) and frees the rest; once a burst has freed a lot, the thread's
-//! [`trim_after_bursts`] task asks the C allocator to give the free pages back to the system
-//! (rate-limited), so a burst's high-water mark does not stay resident.
+//! instead of asking the allocator each time. The pool keeps what the thread's traffic keeps
+//! needing and lets go of the rest: each [`TRIM_PERIOD`] the thread's [`trim_idle_buffers`]
+//! task frees the buffers that sat unused for the whole period (beyond [`POOL_LOW_WATER`]),
+//! then asks the C allocator to give free pages back to the system if that freed a lot. A
+//! steady load takes and returns the same buffers without touching the allocator; the burst
+//! of an idle-connection storm leaves no resident high-water mark behind.
 
 use bytes::BufMut;
 use std::io;
@@ -41,36 +43,46 @@ pub enum ReadError {
     Full,
 }
 
-/// Free buffers kept per thread for reuse; beyond this, released buffers go back to the
-/// allocator. A thread rarely needs more at once between two requests' worth of traffic,
-/// and each one kept costs `tune.bufsize` of resident memory for good.
+/// Free buffers a thread keeps even when its traffic did not need them lately.
 pub const POOL_LOW_WATER: usize = 8;
 
-/// Buffer bytes freed past the low-water mark after which the allocator is asked to give
-/// its free memory back (a burst of 64 buffers of 16 KiB).
-const TRIM_AFTER_BYTES: usize = 1 << 20;
+/// Free buffers a thread keeps at most; beyond, a returned buffer goes to the allocator.
+const POOL_MAX: usize = 256;
 
-/// How long after a burst has freed enough the trim runs: buffers come back over a moment,
-/// one trim after the burst releases them all.
-const TRIM_DELAY: Duration = Duration::from_millis(100);
+/// How often a thread looks for buffers its traffic did not need: one that stayed free for
+/// a whole period is let go at the end of the next.
+pub const TRIM_PERIOD: Duration = Duration::from_millis(250);
 
-/// Least time between two trims of one thread: a trim walks the allocator's heaps.
-const TRIM_INTERVAL: Duration = Duration::from_secs(1);
+/// Bytes of buffers freed by one look after which the allocator is asked to return its free
+/// pages to the system (a trim walks the allocator's heaps: not worth it for a few buffers).
+const TRIM_AFTER_BYTES: usize = 256 << 10;
 
-/// A thread's free buffers and what it freed since its last trim.
+/// A thread's free buffers.
 #[derive(Default)]
 struct Pool {
     free: Vec<Vec<u8>>,
-    /// Bytes freed past the low-water mark since the last trim.
-    released: usize,
-    /// The thread's trim task was woken and has not trimmed yet.
-    trim_pending: bool,
+    /// The fewest free buffers there were since the last look: that many went unused.
+    fewest_free: usize,
+}
+
+impl Pool {
+    /// Frees the buffers that went unused since the last look (keeping [`POOL_LOW_WATER`]);
+    /// returns the bytes freed.
+    fn let_go_of_unused(&mut self) -> usize {
+        let unused = self.fewest_free.min(self.free.len());
+        let surplus = unused.saturating_sub(POOL_LOW_WATER);
+        let freed = self
+            .free
+            .drain(..surplus)
+            .map(|buffer| buffer.capacity())
+            .sum();
+        self.fewest_free = self.free.len();
+        freed
+    }
 }
 
 thread_local! {
     static POOL: std::cell::RefCell<Pool> = std::cell::RefCell::default();
-    /// Wakes the thread's [`trim_after_bursts`] task.
-    static TRIM: std::rc::Rc<tokio::sync::Notify> = std::rc::Rc::default();
 }
 
 /// An empty buffer of at least `capacity` bytes, from the thread's pool if it has one.
@@ -78,52 +90,45 @@ pub(crate) fn take_buffer(capacity: usize) -> Vec<u8> {
     let pooled = POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
         let at = pool.free.iter().rposition(|b| b.capacity() >= capacity)?;
-        Some(pool.free.swap_remove(at))
+        let buffer = pool.free.swap_remove(at);
+        pool.fewest_free = pool.fewest_free.min(pool.free.len());
+        Some(buffer)
     });
     pooled.unwrap_or_else(|| Vec::with_capacity(capacity))
 }
 
-/// Gives a buffer back to the thread's pool, or to the allocator when the pool already holds
-/// [`POOL_LOW_WATER`] buffers (then wakes the trim task once enough was freed).
+/// How many free buffers the thread's pool holds (tests check who holds buffers).
+#[cfg(test)]
+pub(crate) fn free_buffers() -> usize {
+    POOL.with(|pool| pool.borrow().free.len())
+}
+
+/// Gives a buffer back to the thread's pool (to the allocator when the pool is full).
 pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
     if buffer.capacity() == 0 {
         return;
     }
     buffer.clear();
-    let wake = POOL.with(|pool| {
+    POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
-        if pool.free.len() < POOL_LOW_WATER {
+        if pool.free.len() < POOL_MAX {
             pool.free.push(buffer);
-            return false;
         }
-        pool.released += buffer.capacity();
-        drop(buffer);
-        if pool.released < TRIM_AFTER_BYTES || pool.trim_pending {
-            return false;
-        }
-        pool.trim_pending = true;
-        true
     });
-    if wake {
-        TRIM.with(|trim| trim.notify_one());
-    }
 }
 
-/// Runs for the life of an event-loop thread: after a burst has freed more than
-/// [`TRIM_AFTER_BYTES`] of buffers, asks the C allocator to give its free pages back to the
-/// system, at most once per [`TRIM_INTERVAL`].
-pub async fn trim_after_bursts() {
-    let wanted = TRIM.with(std::rc::Rc::clone);
+/// Runs for the life of an event-loop thread: every [`TRIM_PERIOD`], frees the buffers the
+/// thread's traffic did not need during the period, and asks the C allocator to return its
+/// free pages to the system when that freed more than [`TRIM_AFTER_BYTES`].
+pub async fn trim_idle_buffers() {
+    let mut period = tokio::time::interval(TRIM_PERIOD);
+    period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        wanted.notified().await;
-        tokio::time::sleep(TRIM_DELAY).await;
-        POOL.with(|pool| {
-            let mut pool = pool.borrow_mut();
-            pool.released = 0;
-            pool.trim_pending = false;
-        });
-        sluice_net::fd::release_free_memory();
-        tokio::time::sleep(TRIM_INTERVAL).await;
+        period.tick().await;
+        let freed = POOL.with(|pool| pool.borrow_mut().let_go_of_unused());
+        if freed >= TRIM_AFTER_BYTES {
+            sluice_net::fd::release_free_memory();
+        }
     }
 }
 
@@ -316,32 +321,39 @@ mod tests {
         assert_eq!(second.filled(), b"xyz");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_pool_keeps_its_low_water_mark_and_a_burst_wakes_the_trim() {
-        let wanted = TRIM.with(std::rc::Rc::clone);
-        let count = POOL_LOW_WATER + TRIM_AFTER_BYTES / 16384 + 1;
-        let burst: Vec<Vec<u8>> = (0..count).map(|_| take_buffer(16384)).collect();
-        for buffer in burst {
-            give_buffer(buffer);
-        }
-        assert_eq!(POOL.with(|p| p.borrow().free.len()), POOL_LOW_WATER);
-        // The wake-up waits for the trim task (none runs in this test).
-        let woken = tokio::time::timeout(Duration::from_secs(1), wanted.notified()).await;
-        assert!(woken.is_ok(), "the trim task was woken");
-        assert!(POOL.with(|p| p.borrow().trim_pending));
+    #[test]
+    fn buffers_in_steady_use_stay_and_unused_ones_go() {
+        let mut pool = Pool::default();
+        let burst: Vec<Vec<u8>> = (0..40).map(|_| Vec::with_capacity(1024)).collect();
+        pool.free = burst;
+        pool.fewest_free = 40;
+        // A period in which 30 were in use at once: only the 10 left untouched are unused,
+        // and the low-water mark keeps 8 of them.
+        pool.fewest_free = 10;
+        assert_eq!(pool.let_go_of_unused(), 2 * 1024);
+        assert_eq!(pool.free.len(), 38);
+        // A quiet period: everything beyond the low-water mark goes.
+        assert_eq!(pool.let_go_of_unused(), 30 * 1024);
+        assert_eq!(pool.free.len(), POOL_LOW_WATER);
+        assert_eq!(pool.let_go_of_unused(), 0);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_small_burst_does_not_wake_the_trim() {
-        let wanted = TRIM.with(std::rc::Rc::clone);
-        let burst: Vec<Vec<u8>> = (0..POOL_LOW_WATER + 4)
-            .map(|_| take_buffer(16384))
-            .collect();
+    #[test]
+    fn taking_a_buffer_lowers_the_count_of_unused_ones() {
+        let burst: Vec<Vec<u8>> = (0..12).map(|_| take_buffer(2048)).collect();
         for buffer in burst {
             give_buffer(buffer);
         }
-        let woken = tokio::time::timeout(Duration::from_secs(1), wanted.notified()).await;
-        assert!(woken.is_err(), "nothing to trim yet");
+        POOL.with(|p| p.borrow_mut().let_go_of_unused());
+        let free_before = POOL.with(|p| p.borrow().free.len());
+        let taken: Vec<Vec<u8>> = (0..3).map(|_| take_buffer(2048)).collect();
+        assert_eq!(
+            POOL.with(|p| p.borrow().fewest_free),
+            free_before.saturating_sub(3)
+        );
+        for buffer in taken {
+            give_buffer(buffer);
+        }
     }
 
     #[tokio::test]

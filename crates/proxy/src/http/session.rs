@@ -557,6 +557,8 @@ async fn read_head(
 /// Waits for the client's first bytes and reads them into the (empty) `input`; an error at
 /// the end of stream.
 async fn first_bytes(client: &Stream, input: &mut InBuf) -> std::io::Result<()> {
+    // The previous request's buffer, emptied, goes back to the pool for the wait.
+    input.release_if_empty();
     loop {
         client.readable().await?;
         match input.try_fill(client) {
@@ -618,4 +620,31 @@ async fn linger(client: &mut Stream, mut drained: usize) {
         }
     })
     .await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waiting_for_the_next_request_holds_no_buffer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut peer = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let client = Stream::Tcp(listener.accept().await.unwrap().0);
+        let mut input = InBuf::new(16384);
+        peer.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            .await
+            .unwrap();
+        first_bytes(&client, &mut input).await.unwrap();
+        // The request was served: its bytes are consumed, the buffer is empty.
+        input.consume(input.len());
+        let free = super::super::buffer::free_buffers();
+        let mut waiting = std::pin::pin!(first_bytes(&client, &mut input));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(super::super::buffer::free_buffers(), free + 1);
+    }
 }
