@@ -208,6 +208,7 @@ def main():
     parser.add_argument("--top", type=int, default=15, help="functions shown per proxy")
     parser.add_argument("--proxies", default="sluice,haproxy")
     parser.add_argument("--allocs", action="store_true", help="also count heap allocations (memcheck)")
+    parser.add_argument("--keep", metavar="DIR", help="keep valgrind's output files in DIR")
     parser.add_argument("scenarios", nargs="*", default=["rules", "keepalive", "close"])
     args = parser.parse_args()
     for tool in ("valgrind", "callgrind_annotate", "haproxy"):
@@ -254,6 +255,11 @@ def main():
             print(f"{scenario:<10} {kind:<8} {cost:>10,.0f} {alloc_text:>10}  {ratio}")
     finally:
         origin.stop()
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+            for name in os.listdir(work):
+                if name.startswith(("callgrind-", "memcheck-")):
+                    shutil.copy(os.path.join(work, name), args.keep)
         shutil.rmtree(work, ignore_errors=True)
 
 
