@@ -352,8 +352,9 @@ fn slot_count(window: &[u8], limits: &Limits) -> usize {
 
 /// Field spans of httparse's headers.
 fn spans(window: &[u8], headers: &[httparse::Header<'_>]) -> Option<Vec<HeaderSpan>> {
-    // Sized up front: one allocation per head, never one per field.
-    let mut out = Vec::with_capacity(headers.len());
+    // Sized up front: one allocation per head, never one per field, with room for the
+    // fields rules commonly add in place.
+    let mut out = Vec::with_capacity(headers.len() + 8);
     for h in headers {
         out.push(HeaderSpan {
             name: span(window, h.name.as_bytes())?,

@@ -138,10 +138,20 @@ fn check_request(buf: &[u8], limits: &Limits) {
     out.clear();
     let edits = HeadEdits {
         remove: &names,
+        hop_by_hop: None,
         add: &[("x-forwarded-for", b"192.0.2.1")],
         version: Some(Version::Http11),
     };
     encode_request(buf, &head, &edits, &mut out);
+    // Leaving the hop-by-hop fields out without their list writes the same head.
+    let mut without_list = Vec::new();
+    let edits = HeadEdits {
+        remove: &[],
+        hop_by_hop: Some(head.has_header(buf, "upgrade")),
+        ..edits
+    };
+    encode_request(buf, &head, &edits, &mut without_list);
+    assert_eq!(without_list, out);
 }
 
 fn check_response(buf: &[u8], limits: &Limits) {

@@ -40,6 +40,7 @@ fn edits_remove_add_and_change_version() {
     let head = request(buf);
     let edits = HeadEdits {
         remove: &["CONNECTION", "Keep-Alive"],
+        hop_by_hop: None,
         add: &[
             ("X-Forwarded-For", b"192.0.2.1"),
             ("Bad Name", b"x"),
@@ -76,6 +77,7 @@ fn response_is_reencoded_canonically() {
     let mut out = Vec::new();
     let edits = HeadEdits {
         remove: &HOP_BY_HOP,
+        hop_by_hop: None,
         version: Some(Version::Http11),
         ..HeadEdits::default()
     };
@@ -142,6 +144,7 @@ fn hop_by_hop_set() {
     let mut out = Vec::new();
     let edits = HeadEdits {
         remove: &names,
+        hop_by_hop: None,
         add: &[("connection", b"upgrade")],
         version: None,
     };
@@ -150,6 +153,22 @@ fn hop_by_hop_set() {
         out,
         b"GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nconnection: upgrade\r\n\r\n"
     );
+    // The same fields go without building their list.
+    for keep_upgrade in [false, true] {
+        let names = hop_by_hop_names(buf, &head, keep_upgrade);
+        let (mut listed, mut unlisted) = (Vec::new(), Vec::new());
+        let listed_edits = HeadEdits {
+            remove: &names,
+            ..HeadEdits::default()
+        };
+        encode_request(buf, &head, &listed_edits, &mut listed);
+        let unlisted_edits = HeadEdits {
+            hop_by_hop: Some(keep_upgrade),
+            ..HeadEdits::default()
+        };
+        encode_request(buf, &head, &unlisted_edits, &mut unlisted);
+        assert_eq!(listed, unlisted);
+    }
 }
 
 #[test]

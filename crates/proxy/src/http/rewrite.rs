@@ -227,7 +227,9 @@ fn edit_fields(
     {
         return Err(RewriteFailed);
     }
-    for i in (0..head.headers().len()).rev() {
+    // Backwards, so that the lines still to remove keep their offsets.
+    let to_check = if lines > 0 { head.headers().len() } else { 0 };
+    for i in (0..to_check).rev() {
         let h = head.headers()[i].clone();
         let buf = input.filled();
         if remove.matches(header_name(buf, &h)) {
