@@ -14,6 +14,7 @@ use super::buffer::{InBuf, ReadError};
 use super::persist::{self, PersistState};
 use super::pool::{self, ServerKey};
 use super::rules::{self, KeptRequest, ResponseVerdict, Scope};
+use super::scratch::Scratch;
 use super::session::answer;
 use super::settings::HttpSettings;
 use crate::forward::{self, IdleTimeouts};
@@ -522,7 +523,7 @@ async fn exchange<'a>(
             if let Some(name) = s.send_name_header
                 && let Some(renamed) = persist::rename_server(&request_head, name, server.name())
             {
-                request_head = renamed;
+                request_head = Scratch::from(renamed);
                 kept_head = keep_head(&request_head);
             }
         }
@@ -802,7 +803,7 @@ fn encode_request(
     framing: BodyFraming,
     upgrade: bool,
     server: &Server,
-) -> Vec<u8> {
+) -> Scratch {
     let s = ctx.settings;
     // Framing is ours: the received framing fields go, exactly one of ours is added.
     let removed = [
@@ -850,7 +851,7 @@ fn encode_request(
     if let (Some(name), Some(id)) = (&ctx.frontend.plan.log.unique_id_header, &unique_id) {
         add.push(name.as_str(), id);
     }
-    let mut out = Vec::with_capacity(head.head_len + 128);
+    let mut out = Scratch::take();
     encode::encode_request(
         buf,
         head,
@@ -1126,7 +1127,7 @@ where
 {
     let s = ctx.settings;
     let mut input = InBuf::new(s.bufsize);
-    let mut out = Vec::with_capacity(512);
+    let mut out = Scratch::take();
     let mut got_anything = false;
     let mut sent_heads = 0u64;
     loop {

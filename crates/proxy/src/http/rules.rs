@@ -16,6 +16,7 @@
 use super::buffer::InBuf;
 use super::normalize;
 use super::rewrite::{self, FieldEdit, RewriteFailed};
+use super::scratch::Scratch;
 use crate::stream_context::StreamView;
 use crate::track::Stage;
 use crate::vars::Vars;
@@ -362,7 +363,7 @@ fn http_request_rules<'a>(
     limits: &Limits,
 ) -> Flow<'a> {
     // Values computed by the actions are rendered here, one buffer for the whole set.
-    let mut scratch = Vec::new();
+    let mut scratch = Scratch::take();
     for rule in &rules.http_request {
         let step = {
             let view = scope.view(backend, Some((input.filled(), head)));
@@ -831,7 +832,7 @@ pub fn process_response<'a>(
     let own = backend.plan.id.uid != frontend.plan.id.uid;
     let sets = std::iter::once(&backend.plan.rules.http_response)
         .chain(own.then_some(&frontend.plan.rules.http_response));
-    let mut scratch = Vec::new();
+    let mut scratch = Scratch::take();
     for rules in sets {
         for rule in rules {
             let step = {
@@ -1024,7 +1025,7 @@ fn after_response_bytes(
         return None;
     };
     let mut owned: Option<Vec<u8>> = None;
-    let mut scratch = Vec::new();
+    let mut scratch = Scratch::take();
     for rules in sets {
         for rule in rules {
             let step = {
