@@ -9,7 +9,10 @@ the other, over one kept-alive connection (`keepalive`, `rules`) or one connecti
 (`close`). Each proxy is run twice, with N and with 2N measured requests after the same
 warm-up, and the difference between the two runs' totals, divided by N, is the cost of one
 request: start-up, configuration loading and shutdown cancel out. The same difference per
-function gives the top functions (self cost, instructions per request).
+function gives the top functions (self cost, instructions per request). Sluice's count moves
+by a few percent from run to run (its timers' wheel does more or less work depending on how
+much real time passed under valgrind): each figure is the median of `--rounds` pairs of
+runs, printed with its range.
 
 With `--allocs`, the same two runs under memcheck give heap allocations per request from
 its "total heap usage" line (HAProxy allocates from its own pools, so this mostly tells
@@ -44,6 +47,13 @@ SCENARIOS = {
     "rules": ("rules", True),
     "close": ("http-close", False),
 }
+
+
+def free_port():
+    """A port nothing listens on now: other benchmarks (bench/run.py) use fixed ones."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Origin:
@@ -206,6 +216,7 @@ def main():
     parser.add_argument("--requests", type=int, default=500, help="N: the runs measure N and 2N requests")
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--top", type=int, default=15, help="functions shown per proxy")
+    parser.add_argument("--rounds", type=int, default=3, help="pairs of runs per figure (median)")
     parser.add_argument("--proxies", default="sluice,haproxy")
     parser.add_argument("--allocs", action="store_true", help="also count heap allocations (memcheck)")
     parser.add_argument("--keep", metavar="DIR", help="keep valgrind's output files in DIR")
@@ -220,6 +231,9 @@ def main():
         if scenario not in SCENARIOS:
             sys.exit(f"bench: unknown scenario {scenario} (one of {', '.join(SCENARIOS)})")
     proxies = args.proxies.split(",")
+    # run.py's configurations read these: ports of our own, so that a bench/run.py running
+    # meanwhile cannot answer our requests.
+    run.ORIGIN_PORT, run.PROXY_PORT = free_port(), free_port()
     work = tempfile.mkdtemp(prefix="sluice-callgrind-")
     origin = Origin()
     n = args.requests
@@ -228,11 +242,16 @@ def main():
         for scenario in args.scenarios:
             per_request = {}
             for kind in proxies:
-                small = measured_run(kind, scenario, work, args.binary, "callgrind", args.warmup, n)
-                large = measured_run(kind, scenario, work, args.binary, "callgrind", args.warmup, 2 * n)
-                total_small, funcs_small = callgrind_totals(small)
-                total_large, funcs_large = callgrind_totals(large)
-                per_request[kind] = (total_large - total_small) / n
+                rounds = []
+                for _ in range(args.rounds):
+                    small = measured_run(kind, scenario, work, args.binary, "callgrind", args.warmup, n)
+                    large = measured_run(kind, scenario, work, args.binary, "callgrind", args.warmup, 2 * n)
+                    total_small, funcs_small = callgrind_totals(small)
+                    total_large, funcs_large = callgrind_totals(large)
+                    rounds.append(((total_large - total_small) / n, funcs_small, funcs_large))
+                rounds.sort(key=lambda r: r[0])
+                per_request[kind], funcs_small, funcs_large = rounds[len(rounds) // 2]
+                spread = (rounds[0][0], rounds[-1][0])
                 allocs = None
                 if args.allocs:
                     a_small = memcheck_allocs(measured_run(kind, scenario, work, args.binary, "memcheck",
@@ -240,19 +259,22 @@ def main():
                     a_large = memcheck_allocs(measured_run(kind, scenario, work, args.binary, "memcheck",
                                                            args.warmup, 2 * n))
                     allocs = (a_large - a_small) / n
-                summary.append((scenario, kind, per_request[kind], allocs))
+                summary.append((scenario, kind, per_request[kind], spread, allocs))
                 print(f"\n{scenario} / {kind}: {per_request[kind]:,.0f} instructions per request"
+                      f" [{spread[0]:,.0f}-{spread[1]:,.0f}]"
                       + (f", {allocs:.1f} allocations per request" if allocs is not None else ""))
                 diffs = sorted(((funcs_large.get(f, 0) - funcs_small.get(f, 0)) / n, f)
                                for f in set(funcs_large) | set(funcs_small))
                 for cost, name in reversed(diffs[-args.top:]):
                     print(f"  {cost:>9,.0f}  {100 * cost / per_request[kind]:5.1f}%  {short(name)}")
-        print(f"\n{'scenario':<10} {'proxy':<8} {'instr/req':>10} {'allocs/req':>10}  ratio to haproxy")
-        for scenario, kind, cost, allocs in summary:
-            ref = next((c for s, k, c, _ in summary if s == scenario and k == "haproxy"), None)
+        print(f"\n{'scenario':<10} {'proxy':<8} {'instr/req (median [min-max])':<30} {'allocs/req':>10}"
+              "  ratio to haproxy")
+        for scenario, kind, cost, spread, allocs in summary:
+            ref = next((c for s, k, c, _, _ in summary if s == scenario and k == "haproxy"), None)
             ratio = f"{cost / ref:.2f}" if ref else "-"
             alloc_text = f"{allocs:.1f}" if allocs is not None else "-"
-            print(f"{scenario:<10} {kind:<8} {cost:>10,.0f} {alloc_text:>10}  {ratio}")
+            figure = f"{cost:,.0f} [{spread[0]:,.0f}-{spread[1]:,.0f}]"
+            print(f"{scenario:<10} {kind:<8} {figure:<30} {alloc_text:>10}  {ratio}")
     finally:
         origin.stop()
         if args.keep:
