@@ -90,7 +90,7 @@ fn write_fields(
     Ok(changed)
 }
 
-/// A head whose field list [`edit_fields`] changes along with the bytes.
+/// A head whose field list [`edit_request`] and [`edit_response`] change along with the bytes.
 pub trait EditableHead: MessageHead {
     /// The field offsets and the head's length, to move after an edit.
     fn fields_mut(&mut self) -> (&mut Vec<HeaderSpan>, &mut usize);

@@ -10,8 +10,9 @@
 //! over every answer the proxy makes itself (rule answers, error pages). An
 //! action stops the evaluation (`allow` for its own rule set; `deny`, `return`, `redirect` for
 //! the whole message) or changes the message and goes on with the next rule, which sees the
-//! change. Rules that do not rewrite cost no allocation; see [`super::rewrite`] for those
-//! that do.
+//! change. Rules cost no allocation on a warm thread: computed values are rendered into a
+//! per-thread [`Scratch`] buffer, and header actions edit the head in place (see
+//! [`super::rewrite`]).
 
 use super::buffer::InBuf;
 use super::normalize;
