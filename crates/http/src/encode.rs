@@ -7,8 +7,8 @@
 //! line ends, `name: value` with one space, no obs-fold, no leading empty lines, whatever
 //! the sender's spelling was. Field names keep their case and order (some applications
 //! depend on them). [`connection_tokens`] reads the Connection options that decide
-//! keep-alive and close, and [`hop_by_hop_names`] lists the fields that belong to one
-//! connection and must not be forwarded. Read [`encode_request`] first.
+//! keep-alive and close, and [`HeadEdits::hop_by_hop`] leaves out the fields that belong to
+//! one connection and must not be forwarded. Read [`encode_request`] first.
 
 use crate::field::{self, is_token, list_elements};
 use crate::head::{MessageHead, RequestHead, ResponseHead, Version, header_name, header_value};
@@ -18,6 +18,13 @@ use crate::head::{MessageHead, RequestHead, ResponseHead, Version, header_name, 
 pub struct HeadEdits<'a> {
     /// Names of fields to leave out, compared ignoring ASCII case (e.g. the hop-by-hop ones).
     pub remove: &'a [&'a str],
+    /// Leave out the hop-by-hop fields as well (RFC 9110 §7.6.1): the [`HOP_BY_HOP`] set,
+    /// and every field named by an option of a Connection field, except `close` (an option,
+    /// not a field) and the protected framing and routing names (`content-length`,
+    /// `transfer-encoding`, `host`). With `Some(true)` (the proxy forwards a protocol switch,
+    /// e.g. WebSocket), `upgrade` is not removed, so the Upgrade field is kept; the caller
+    /// then writes `connection: upgrade` itself. Nothing is allocated for this.
+    pub hop_by_hop: Option<bool>,
     /// Fields appended after the kept ones, in order. A pair that is not a valid field (name
     /// not a token, value with CR, LF, NUL or another control character) is skipped, so no
     /// value can inject a line; check with [`is_valid_field`] beforehand to report it.
@@ -34,12 +41,25 @@ pub fn is_valid_field(name: &str, value: &[u8]) -> bool {
 
 /// Writes the kept fields of `head`, the added ones and the closing empty line.
 fn write_fields(buf: &[u8], head: &impl MessageHead, edits: &HeadEdits<'_>, out: &mut Vec<u8>) {
+    // Whether Connection names fields beyond the fixed set: almost never, so the fields are
+    // usually compared with the fixed set only.
+    let listed = edits.hop_by_hop.is_some_and(|keep_upgrade| {
+        connection_fields(buf, head, keep_upgrade).any(|option| !in_fixed_set(option, false))
+    });
     for h in head.headers() {
         let name = header_name(buf, h);
         if edits
             .remove
             .iter()
             .any(|r| name.eq_ignore_ascii_case(r.as_bytes()))
+        {
+            continue;
+        }
+        if let Some(keep_upgrade) = edits.hop_by_hop
+            && (in_fixed_set(name, keep_upgrade)
+                || listed
+                    && connection_fields(buf, head, keep_upgrade)
+                        .any(|option| option.eq_ignore_ascii_case(name)))
         {
             continue;
         }
@@ -123,7 +143,7 @@ impl ConnectionOptions {
 }
 
 /// Reads every Connection field of `head` as one comma list, options compared ignoring case.
-/// Unknown options are ignored here (they name fields; see [`hop_by_hop_names`]).
+/// Unknown options are ignored here (they name fields; see [`HeadEdits::hop_by_hop`]).
 pub fn connection_tokens(buf: &[u8], head: &impl MessageHead) -> ConnectionOptions {
     let mut options = ConnectionOptions::default();
     for value in head.header_values(buf, "connection") {
@@ -164,39 +184,32 @@ pub const HOP_BY_HOP: [&str; 5] = [
 /// strip the very fields the server needs to frame or route the message.
 const PROTECTED: [&str; 3] = ["content-length", "transfer-encoding", "host"];
 
-/// The names of the fields to remove before forwarding `head` (RFC 9110 §7.6.1): the
-/// [`HOP_BY_HOP`] set, plus every field name listed as an option of a Connection field,
-/// except `close` (an option, not a field) and the protected framing and routing names
-/// (`content-length`, `transfer-encoding`, `host`). With `keep_upgrade` (the proxy forwards
-/// a protocol switch, e.g. WebSocket), `upgrade` is left out so the Upgrade field is kept;
-/// the caller then writes `connection: upgrade` itself. Names are lowercase for the fixed
-/// set and as received for Connection options, each at most once.
-pub fn hop_by_hop_names<'a>(
+/// Whether `name` is in the [`HOP_BY_HOP`] set (without `upgrade` when it is kept).
+fn in_fixed_set(name: &[u8], keep_upgrade: bool) -> bool {
+    HOP_BY_HOP
+        .iter()
+        .any(|n| !(keep_upgrade && *n == "upgrade") && name.eq_ignore_ascii_case(n.as_bytes()))
+}
+
+/// The options of the Connection fields that name a field to remove: tokens, except
+/// `close`, `upgrade` when it is kept, and the protected names.
+fn connection_fields<'a>(
     buf: &'a [u8],
     head: &'a impl MessageHead,
     keep_upgrade: bool,
-) -> Vec<&'a str> {
-    let mut names: Vec<&'a str> = HOP_BY_HOP
-        .iter()
-        .copied()
-        .filter(|n| !(keep_upgrade && *n == "upgrade"))
-        .collect();
-    for value in head.header_values(buf, "connection") {
-        for option in list_elements(value) {
-            let Ok(name) = std::str::from_utf8(option) else {
-                continue;
-            };
-            let skip = !is_token(option)
-                || name.eq_ignore_ascii_case("close")
-                || (keep_upgrade && name.eq_ignore_ascii_case("upgrade"))
-                || PROTECTED.iter().any(|p| name.eq_ignore_ascii_case(p))
-                || names.iter().any(|n| n.eq_ignore_ascii_case(name));
-            if !skip {
-                names.push(name);
-            }
-        }
-    }
-    names
+) -> impl Iterator<Item = &'a [u8]> + 'a {
+    head.header_values(buf, "connection")
+        .flat_map(list_elements)
+        .filter(move |option| {
+            let kept_upgrade = keep_upgrade && option.eq_ignore_ascii_case(b"upgrade");
+            let protected = PROTECTED
+                .iter()
+                .any(|p| option.eq_ignore_ascii_case(p.as_bytes()));
+            is_token(option)
+                && !option.eq_ignore_ascii_case(b"close")
+                && !kept_upgrade
+                && !protected
+        })
 }
 
 #[cfg(test)]

@@ -11,25 +11,37 @@ use crate::error::HttpErrorKind;
 
 /// `tchar` of RFC 9110 §5.6.2: the characters of methods, field names and codings.
 pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b'!' | b'#'
-                | b'$'
-                | b'%'
-                | b'&'
-                | b'\''
-                | b'*'
-                | b'+'
-                | b'-'
-                | b'.'
-                | b'^'
-                | b'_'
-                | b'`'
-                | b'|'
-                | b'~'
-        )
+    TCHAR[usize::from(b)]
 }
+
+/// [`is_tchar`] as a table: one load per byte, on every field name a rule writes.
+static TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    table
+};
 
 /// True for a non-empty token (RFC 9110 §5.6.2).
 /// True for an HTTP token (RFC 9110 §5.6.2): methods, field names, cookie names.
@@ -57,7 +69,7 @@ pub(crate) fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// A byte allowed in a field value: HTAB, SP, VCHAR, obs-text (RFC 9110 §5.5).
 pub(crate) fn is_field_value_byte(b: u8) -> bool {
-    b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80
+    (b >= b' ' && b != 0x7f) || b == b'\t'
 }
 
 /// One line of a head or trailer section, without its terminator.
@@ -164,6 +176,23 @@ pub(crate) fn split_field_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
 mod tests {
     use super::*;
     use crate::error::HttpErrorKind::*;
+
+    #[test]
+    fn byte_classes() {
+        let tchars: Vec<u8> = (0..=255u8).filter(|&b| is_tchar(b)).collect();
+        let punctuation = b"!#$%&'*+-.^_`|~";
+        assert_eq!(tchars.len(), 26 + 26 + 10 + punctuation.len());
+        assert!(punctuation.iter().all(|&b| is_tchar(b)));
+        assert!(
+            !b" \t\"(),/:;<=>?@[\\]{}\x7f\x80"
+                .iter()
+                .any(|&b| is_tchar(b))
+        );
+        let values: Vec<u8> = (0..=255u8).filter(|&b| is_field_value_byte(b)).collect();
+        // HTAB, SP to `~`, and obs-text: no other control byte, no DEL.
+        assert_eq!(values.len(), 1 + 95 + 128);
+        assert!(!b"\0\r\n\x1f\x7f".iter().any(|&b| is_field_value_byte(b)));
+    }
 
     #[test]
     fn field_lines() {

@@ -14,8 +14,11 @@
 //! "tune.maxrewrite", "tune.http.maxhdr"), versions other than 1.0/1.1, target forms, Host
 //! rules, and precise error names (through `diagnose`). Line endings may be CRLF or a lone LF
 //! (RFC 9112 §2.2 lets a recipient accept LF); the head is always re-encoded with CRLF before
-//! it is forwarded, so the next hop never sees the difference. Read [`parse_request`] first.
+//! it is forwarded, so the next hop never sees the difference. The span lists of dropped heads
+//! are kept per thread for the next heads parsed there, so parsing allocates nothing once a
+//! thread is warm. Read [`parse_request`] first.
 
+use std::cell::RefCell;
 use std::ops::Range;
 
 use crate::diagnose::{self, Diagnosis};
@@ -350,10 +353,75 @@ fn slot_count(window: &[u8], limits: &Limits) -> usize {
     }
 }
 
+/// Spare lists kept per thread, and the largest list kept (a head with many more fields
+/// than usual gives its list back to the allocator).
+const SPARE_LISTS: usize = 32;
+const SPARE_CAPACITY: usize = 128;
+
+/// Span lists of the heads dropped on a thread, in a fixed array (keeping them allocates
+/// nothing either).
+struct SpareLists {
+    lists: [Vec<HeaderSpan>; SPARE_LISTS],
+    len: usize,
+}
+
+thread_local! {
+    /// The spare lists of this thread, for the next heads parsed here: a busy thread parses
+    /// every head into a list it already has, instead of allocating one.
+    static SPARE_SPANS: RefCell<SpareLists> = const {
+        RefCell::new(SpareLists {
+            lists: [const { Vec::new() }; SPARE_LISTS],
+            len: 0,
+        })
+    };
+}
+
+/// An empty span list with room for `len` fields and the few that rules commonly add.
+fn span_list(len: usize) -> Vec<HeaderSpan> {
+    let spare = SPARE_SPANS.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        spare.len = spare.len.checked_sub(1)?;
+        let at = spare.len;
+        Some(std::mem::take(&mut spare.lists[at]))
+    });
+    let mut list = spare.ok().flatten().unwrap_or_default();
+    list.reserve(len + 8);
+    list
+}
+
+/// Gives a dropped head's span list to the thread's spares.
+fn give_span_list(mut list: Vec<HeaderSpan>) {
+    if list.capacity() == 0 || list.capacity() > SPARE_CAPACITY {
+        return;
+    }
+    list.clear();
+    // During the thread's own teardown there is nowhere to keep it: it is freed.
+    let _ = SPARE_SPANS.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len < SPARE_LISTS {
+            let at = spare.len;
+            spare.lists[at] = list;
+            spare.len += 1;
+        }
+    });
+}
+
+impl Drop for RequestHead {
+    fn drop(&mut self) {
+        give_span_list(std::mem::take(&mut self.headers));
+    }
+}
+
+impl Drop for ResponseHead {
+    fn drop(&mut self) {
+        give_span_list(std::mem::take(&mut self.headers));
+    }
+}
+
 /// Field spans of httparse's headers.
 fn spans(window: &[u8], headers: &[httparse::Header<'_>]) -> Option<Vec<HeaderSpan>> {
-    // Sized up front: one allocation per head, never one per field.
-    let mut out = Vec::with_capacity(headers.len());
+    // Sized up front: never one allocation per field, and usually none at all.
+    let mut out = span_list(headers.len());
     for h in headers {
         out.push(HeaderSpan {
             name: span(window, h.name.as_bytes())?,

@@ -10,7 +10,8 @@
 //! 3. [`chunked`]: [`ChunkedDecoder`] walks a chunked body as it streams through; the
 //!    encoder functions re-frame it canonically.
 //! 4. [`encode`]: [`encode_request`] / [`encode_response`] write the head for the next hop
-//!    with the proxy's edits; [`connection_tokens`] and [`hop_by_hop_names`] read Connection.
+//!    with the proxy's edits (hop-by-hop fields left out); [`connection_tokens`] reads
+//!    Connection.
 //! 5. [`error`]: every refusal is an [`HttpError`] whose kind names the condition and whose
 //!    [`status`](HttpError::status) is the answer; [`error_response`] is that answer.
 //!
@@ -33,7 +34,7 @@ pub use chunked::{
 };
 pub use encode::{
     ConnectionOptions, HeadEdits, connection_tokens, encode_request, encode_response,
-    hop_by_hop_names, is_valid_field,
+    is_valid_field,
 };
 pub use error::{HttpError, HttpErrorKind, Side, error_response};
 pub use field::is_token;

@@ -6,19 +6,22 @@
 //! ([`Vars::end_transaction`]). The `proc.` scope is shared by the whole process, so it sits
 //! in one lock-protected table (`sluice_runtime::proc_vars`, which the CLI reads too). Variables are rare and small, so a short vector searched
 //! linearly beats a hash map here; reading clones the value, which keeps the borrow of the
-//! table short (rules may set a variable while another is being read). The transaction's
+//! table short (rules may set a variable while another is being read). A variable that ends
+//! with its transaction keeps its slot, name and (small) value buffer, unset: the next
+//! transaction setting it again allocates nothing. The transaction's
 //! captures (`capture request header`, `http-request capture`...) live here too: like `txn.`
 //! variables they are per transaction, and every rule and log view already holds the
 //! session's [`Vars`].
 
 use sluice_runtime::capture::CaptureSet;
 use sluice_sample::Sample;
+use std::borrow::Cow;
 use std::cell::{Ref, RefCell};
 
 /// The variables of one session.
 #[derive(Debug, Default)]
 pub struct Vars {
-    entries: RefCell<Vec<(String, Sample<'static>)>>,
+    entries: RefCell<Vec<Entry>>,
     /// The transaction's unique id (`unique-id-format`).
     unique_id: RefCell<Option<Vec<u8>>>,
     /// The transaction's captures.
@@ -37,17 +40,31 @@ impl Vars {
             let table = sluice_runtime::proc_vars::table();
             return lookup(&table, name);
         }
-        lookup(&self.entries.borrow(), name)
+        self.entries
+            .borrow()
+            .iter()
+            .find(|e| e.set && e.name == name)
+            .map(|e| e.value.clone())
     }
 
     /// Sets `name` to `value`.
     pub fn set(&self, name: &str, value: Sample<'_>) {
-        let value = value.into_owned();
         if name.starts_with("proc.") {
             let mut table = sluice_runtime::proc_vars::table();
-            store(&mut table, name, value);
-        } else {
-            store(&mut self.entries.borrow_mut(), name, value);
+            store(&mut table, name, value.into_owned());
+            return;
+        }
+        let mut entries = self.entries.borrow_mut();
+        match entries.iter_mut().find(|e| e.name == name) {
+            Some(entry) => {
+                assign(&mut entry.value, value);
+                entry.set = true;
+            }
+            None => entries.push(Entry {
+                name: name.to_owned(),
+                value: value.into_owned(),
+                set: true,
+            }),
         }
     }
 
@@ -56,8 +73,13 @@ impl Vars {
         if name.starts_with("proc.") {
             let mut table = sluice_runtime::proc_vars::table();
             table.retain(|(n, _)| n != name);
-        } else {
-            self.entries.borrow_mut().retain(|(n, _)| n != name);
+        } else if let Some(entry) = self
+            .entries
+            .borrow_mut()
+            .iter_mut()
+            .find(|e| e.name == name)
+        {
+            entry.unset();
         }
     }
 
@@ -113,11 +135,67 @@ impl Vars {
         // The slots' memory goes too: an idle kept-alive session holds no capture slots.
         *self.captures.borrow_mut() = CaptureSet::default();
         self.unique_id.borrow_mut().take();
-        let mut entries = self.entries.borrow_mut();
-        if !entries.is_empty() {
-            entries.retain(|(n, _)| n.starts_with("sess."));
+        for entry in self.entries.borrow_mut().iter_mut() {
+            if !entry.name.starts_with("sess.") {
+                entry.unset();
+            }
         }
     }
+}
+
+/// One variable slot of a session.
+#[derive(Debug)]
+struct Entry {
+    /// `scope.name`.
+    name: String,
+    /// The value while `set`; once unset, what is left of it is a buffer to reuse.
+    value: Sample<'static>,
+    set: bool,
+}
+
+/// Values up to this size keep their buffer for the next transaction; a larger one is freed
+/// (an idle session should not hold a large value it no longer has).
+const KEPT_VALUE: usize = 256;
+
+impl Entry {
+    fn unset(&mut self) {
+        self.set = false;
+        if owned_bytes(&mut self.value).is_none_or(|b| b.capacity() > KEPT_VALUE) {
+            self.value = Sample::Bool(false);
+        }
+    }
+}
+
+/// The bytes a sample owns, if it owns any.
+fn owned_bytes<'s>(sample: &'s mut Sample<'static>) -> Option<&'s mut Vec<u8>> {
+    match sample {
+        Sample::Str(Cow::Owned(b)) | Sample::Bin(Cow::Owned(b)) | Sample::Meth(Cow::Owned(b)) => {
+            Some(b)
+        }
+        _ => None,
+    }
+}
+
+/// Stores `value` in `slot`: borrowed bytes are copied into the buffer the slot already
+/// owns, so setting a variable again allocates nothing.
+fn assign(slot: &mut Sample<'static>, value: Sample<'_>) {
+    let borrowed = match &value {
+        Sample::Str(Cow::Borrowed(b))
+        | Sample::Bin(Cow::Borrowed(b))
+        | Sample::Meth(Cow::Borrowed(b)) => *b,
+        _ => {
+            *slot = value.into_owned();
+            return;
+        }
+    };
+    let mut buffer = owned_bytes(slot).map(std::mem::take).unwrap_or_default();
+    buffer.clear();
+    buffer.extend_from_slice(borrowed);
+    *slot = match value {
+        Sample::Bin(_) => Sample::Bin(Cow::Owned(buffer)),
+        Sample::Meth(_) => Sample::Meth(Cow::Owned(buffer)),
+        _ => Sample::Str(Cow::Owned(buffer)),
+    };
 }
 
 fn lookup(table: &[(String, Sample<'static>)], name: &str) -> Option<Sample<'static>> {
@@ -152,6 +230,27 @@ mod tests {
         assert_eq!(vars.get("sess.c"), Some(Sample::Int(3)));
         vars.unset("sess.c");
         assert_eq!(vars.get("sess.c"), None);
+    }
+
+    #[test]
+    fn a_slot_is_reused_by_the_next_transaction() {
+        let vars = Vars::default();
+        vars.set("txn.a", Sample::str(b"first value"));
+        vars.end_transaction();
+        assert_eq!(vars.get("txn.a"), None);
+        vars.set("txn.a", Sample::str(b"second"));
+        assert_eq!(vars.get("txn.a"), Some(Sample::str(b"second")));
+        vars.set("txn.a", Sample::Bin(Cow::Borrowed(b"bin")));
+        assert_eq!(vars.get("txn.a"), Some(Sample::Bin(Cow::Borrowed(b"bin"))));
+        vars.set("txn.a", Sample::Int(5));
+        assert_eq!(vars.get("txn.a"), Some(Sample::Int(5)));
+        vars.unset("txn.a");
+        assert_eq!(vars.get("txn.a"), None);
+        assert_eq!(vars.entries.borrow().len(), 1, "one slot for one name");
+        // A large value is not kept once unset.
+        vars.set("txn.a", Sample::str(&[b'x'; 4096]));
+        vars.end_transaction();
+        assert!(matches!(vars.entries.borrow()[0].value, Sample::Bool(_)));
     }
 
     #[test]

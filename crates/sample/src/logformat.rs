@@ -664,8 +664,31 @@ fn put_number(out: &mut Vec<u8>, value: Option<i64>, flags: Flags, hex_width: Op
     let _ = match (value, hex_width) {
         (None, _) => write!(out, "-"),
         (Some(v), Some(width)) if flags.hex => write!(out, "{:0width$X}", v.max(0)),
-        (Some(v), _) => write!(out, "{v}"),
+        (Some(v), _) => {
+            put_int(out, v);
+            Ok(())
+        }
     };
+}
+
+/// Writes `n` in decimal, as `{n}` would, without the formatting machinery: numbers and
+/// addresses are rendered on every request by header rewrites.
+fn put_int(out: &mut Vec<u8>, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[start..]);
 }
 
 /// Writes an address: hexadecimal bytes with `X`, its usual notation (quoted with `Q`)
@@ -682,10 +705,17 @@ fn put_ip(out: &mut Vec<u8>, ip: IpAddr, flags: Flags) {
         return;
     }
     quote_open(out, flags);
-    let _ = match ip {
-        IpAddr::V4(v4) => write!(out, "{v4}"),
-        IpAddr::V6(_) => write!(out, "{}", ip_text(ip)),
-    };
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                put_int(out, i64::from(octet));
+            }
+        }
+        IpAddr::V6(_) => out.extend_from_slice(ip_text(ip).as_bytes()),
+    }
     quote_open(out, flags);
 }
 
@@ -695,7 +725,7 @@ fn render_sample(sample: Option<Sample<'_>>, flags: Flags, enc: Enc, out: &mut V
         None => put_text(out, None, flags, enc),
         Some(Sample::Int(i)) => {
             quote_open(out, flags);
-            let _ = write!(out, "{i}");
+            put_int(out, i);
             quote_open(out, flags);
         }
         Some(Sample::Bool(b)) => put_text(out, Some(if b { b"1" } else { b"0" }), flags, enc),

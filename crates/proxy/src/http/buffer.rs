@@ -158,6 +158,11 @@ impl InBuf {
         self.data.len() - self.start
     }
 
+    /// The most bytes the buffer holds (`tune.bufsize`).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// True when nothing is left to consume.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -189,6 +194,39 @@ impl InBuf {
         let start = self.start;
         self.data
             .splice(start..start + old_len, new.iter().copied());
+        true
+    }
+
+    /// Replaces `old_len` unconsumed bytes from offset `at` with the concatenation of
+    /// `parts`, moving what follows (a field edited in place by a rule). Returns false,
+    /// changing nothing, if the range is not there or the result would not fit in the
+    /// capacity. No allocation: the bytes move within the buffer.
+    #[must_use]
+    pub fn replace_range(&mut self, at: usize, old_len: usize, parts: &[&[u8]]) -> bool {
+        let new_len: usize = parts.iter().map(|p| p.len()).sum();
+        let Some(end) = at.checked_add(old_len).filter(|&end| end <= self.len()) else {
+            return false;
+        };
+        let needed = self.len() - old_len + new_len;
+        if needed > self.capacity {
+            return false;
+        }
+        if self.start + needed > self.capacity {
+            self.data.drain(..self.start);
+            self.start = 0;
+        }
+        let (from, tail_end) = (self.start + end, self.data.len());
+        let to = self.start + at + new_len;
+        if new_len > old_len {
+            self.data.resize(tail_end + (new_len - old_len), 0);
+        }
+        self.data.copy_within(from..tail_end, to);
+        self.data.truncate(to + (tail_end - from));
+        let mut write = self.start + at;
+        for part in parts {
+            self.data[write..write + part.len()].copy_from_slice(part);
+            write += part.len();
+        }
         true
     }
 
@@ -300,6 +338,29 @@ mod tests {
         assert_eq!(buf.filled(), b"ABCDcdef");
         assert!(!buf.replace_prefix(1, b"12345678"));
         assert_eq!(buf.filled(), b"ABCDcdef");
+    }
+
+    #[tokio::test]
+    async fn a_range_is_replaced_in_place_within_the_capacity() {
+        let mut buf = InBuf::new(12);
+        let mut input: &[u8] = b"xxabcdef";
+        buf.read_more(&mut input, None).await.unwrap();
+        buf.consume(2);
+        // Growing, shrinking, inserting and removing, the bytes after the range follow.
+        assert!(buf.replace_range(1, 2, &[b"12", b"345"]));
+        assert_eq!(buf.filled(), b"a12345def");
+        assert!(buf.replace_range(1, 5, &[b"Z"]));
+        assert_eq!(buf.filled(), b"aZdef");
+        assert!(buf.replace_range(5, 0, &[b"!"]));
+        assert_eq!(buf.filled(), b"aZdef!");
+        assert!(buf.replace_range(0, 2, &[]));
+        assert_eq!(buf.filled(), b"def!");
+        // Past the capacity (the consumed prefix slides away first) or past the bytes: no.
+        assert!(buf.replace_range(0, 0, &[b"12345678"]));
+        assert_eq!(buf.filled(), b"12345678def!");
+        assert!(!buf.replace_range(0, 0, &[b"x"]));
+        assert!(!buf.replace_range(11, 2, &[]));
+        assert_eq!(buf.filled(), b"12345678def!");
     }
 
     #[tokio::test]

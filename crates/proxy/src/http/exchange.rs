@@ -14,6 +14,7 @@ use super::buffer::{InBuf, ReadError};
 use super::persist::{self, PersistState};
 use super::pool::{self, ServerKey};
 use super::rules::{self, KeptRequest, ResponseVerdict, Scope};
+use super::scratch::Scratch;
 use super::session::answer;
 use super::settings::HttpSettings;
 use crate::forward::{self, IdleTimeouts};
@@ -521,7 +522,7 @@ async fn exchange<'a>(
             if let Some(name) = s.send_name_header
                 && let Some(renamed) = persist::rename_server(&request_head, name, server.name())
             {
-                request_head = renamed;
+                request_head = Scratch::from(renamed);
                 kept_head = keep_head(&request_head);
             }
         }
@@ -816,67 +817,135 @@ fn encode_request(
     framing: BodyFraming,
     upgrade: bool,
     server: &Server,
-) -> Vec<u8> {
+) -> Scratch {
     let s = ctx.settings;
-    let mut remove: Vec<&str> = encode::hop_by_hop_names(buf, head, upgrade);
-    remove.extend(["content-length", "transfer-encoding"]);
-    if let Some(name) = s.send_name_header {
-        remove.push(name);
-    }
-    let length;
+    // Framing is ours: the received framing fields go, exactly one of ours is added.
+    let removed = [
+        "content-length",
+        "transfer-encoding",
+        s.send_name_header.unwrap_or(""),
+    ];
+    let remove = &removed[..if s.send_name_header.is_some() { 3 } else { 2 }];
     // Codings before `chunked` (gzip...) stay announced: we re-chunk, we do not decode them.
     // Only a value still ending in `chunked` is kept: a rule may have rewritten the field,
     // and the body is chunked whatever it says now.
     let coding = transfer_encoding_value(buf, head).filter(|v| ends_with_chunked(v));
     let client_ip = ctx.endpoints.client.map(|a| a.ip());
     let local_ip = ctx.endpoints.local.map(|a| a.ip());
-    let forwarded_for = client_ip.map(|ip| ip.to_string());
-    let original_to = local_ip.map(|ip| ip.to_string());
-    let mut add: Vec<(&str, &[u8])> = Vec::with_capacity(6);
+    let mut add = AddedFields::default();
+    let mut length = Decimal::default();
     match framing {
-        BodyFraming::ContentLength(n) => {
-            length = n.to_string();
-            add.push(("Content-Length", length.as_bytes()));
-        }
+        BodyFraming::ContentLength(n) => add.push("Content-Length", length.of(n)),
         BodyFraming::Chunked => {
-            add.push(("Transfer-Encoding", coding.as_deref().unwrap_or(b"chunked")))
+            add.push("Transfer-Encoding", coding.as_deref().unwrap_or(b"chunked"))
         }
         BodyFraming::None | BodyFraming::UntilClose => {}
     }
     if upgrade {
-        add.push(("Connection", b"upgrade"));
+        add.push("Connection", b"upgrade");
     } else if s.conn_mode != HttpConnMode::KeepAlive {
-        add.push(("Connection", b"close"));
+        add.push("Connection", b"close");
     }
-    if let (Some(option), Some(ip), Some(value)) = (s.forwardfor, client_ip, &forwarded_for)
+    let mut forwarded_for = IpText::default();
+    if let (Some(option), Some(ip)) = (s.forwardfor, client_ip)
         && wants_address_header(option, ip, buf, head)
     {
-        add.push((option.header.as_str(), value.as_bytes()));
+        add.push(option.header.as_str(), forwarded_for.of(ip));
     }
-    if let (Some(option), Some(ip), Some(value)) = (s.originalto, client_ip, &original_to)
+    let mut original_to = IpText::default();
+    if let (Some(option), Some(ip), Some(local)) = (s.originalto, client_ip, local_ip)
         && wants_address_header(option, ip, buf, head)
     {
-        add.push((option.header.as_str(), value.as_bytes()));
+        add.push(option.header.as_str(), original_to.of(local));
     }
     if let Some(name) = s.send_name_header {
-        add.push((name, server.name().as_bytes()));
+        add.push(name, server.name().as_bytes());
     }
     let unique_id = ctx.scope.vars.unique_id();
     if let (Some(name), Some(id)) = (&ctx.frontend.plan.log.unique_id_header, &unique_id) {
-        add.push((name.as_str(), id));
+        add.push(name.as_str(), id);
     }
-    let mut out = Vec::with_capacity(head.head_len + 128);
+    let mut out = Scratch::take();
     encode::encode_request(
         buf,
         head,
         &HeadEdits {
-            remove: &remove,
-            add: &add,
+            remove,
+            hop_by_hop: Some(upgrade),
+            add: add.as_slice(),
             version: None,
         },
         &mut out,
     );
     out
+}
+
+/// The fields the proxy adds to a head it forwards, on the stack: at most one framing
+/// field, `Connection`, the two address fields, the server name and the unique id.
+#[derive(Default)]
+struct AddedFields<'a> {
+    fields: [(&'a str, &'a [u8]); 6],
+    len: usize,
+}
+
+impl<'a> AddedFields<'a> {
+    fn push(&mut self, name: &'a str, value: &'a [u8]) {
+        self.fields[self.len] = (name, value);
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[(&'a str, &'a [u8])] {
+        &self.fields[..self.len]
+    }
+}
+
+/// A number as decimal text, written on the stack (a `Content-Length` value).
+#[derive(Default)]
+struct Decimal {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    fn of(&mut self, mut n: u64) -> &[u8] {
+        self.start = self.digits.len();
+        loop {
+            self.start -= 1;
+            self.digits[self.start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        &self.digits[self.start..]
+    }
+}
+
+/// An address as text, written on the stack (`X-Forwarded-For`, `X-Original-To`).
+struct IpText {
+    text: [u8; 45],
+    len: usize,
+}
+
+impl Default for IpText {
+    fn default() -> Self {
+        IpText {
+            text: [0; 45],
+            len: 0,
+        }
+    }
+}
+
+impl IpText {
+    fn of(&mut self, ip: IpAddr) -> &[u8] {
+        use std::io::Write;
+        let capacity = self.text.len();
+        let mut room = &mut self.text[..];
+        // 45 bytes hold the longest IPv6 text (an IPv4-mapped address in full).
+        let _ = write!(room, "{ip}");
+        self.len = capacity - room.len();
+        &self.text[..self.len]
+    }
 }
 
 /// A WebSocket handshake needs its `Sec-WebSocket-Key` (RFC 6455 §4.1); HAProxy refuses an
@@ -1072,7 +1141,7 @@ where
 {
     let s = ctx.settings;
     let mut input = InBuf::new(s.bufsize);
-    let mut out = Vec::with_capacity(512);
+    let mut out = Scratch::take();
     let mut got_anything = false;
     let mut sent_heads = 0u64;
     loop {
@@ -1157,9 +1226,9 @@ where
             // HTTP/1.0 clients do not know interim responses (RFC 9110 §15.2).
             if shape.client_version == Version::Http11 {
                 out.clear();
-                let remove = encode::hop_by_hop_names(buf, &head, false);
                 let edits = HeadEdits {
-                    remove: &remove,
+                    remove: &[],
+                    hop_by_hop: Some(false),
                     add: &[],
                     version: Some(Version::Http11),
                 };
@@ -1193,33 +1262,33 @@ where
             || s.conn_mode == HttpConnMode::Close
             || (shape.client_version == Version::Http10 && !length_only);
         let upgrading = tunnel && head.status == 101;
-        let mut remove = encode::hop_by_hop_names(buf, &head, upgrading);
-        let length;
-        let mut add: Vec<(&str, &[u8])> = Vec::with_capacity(3);
+        let mut remove: &[&str] = &[];
+        let mut length = Decimal::default();
+        let mut add = AddedFields::default();
         if framing != BodyFraming::None {
             // Bodiless responses (HEAD, 304) keep their Content-Length: it describes the
             // resource, not this message.
-            remove.extend(["content-length", "transfer-encoding"]);
+            remove = &["content-length", "transfer-encoding"];
             if let BodyFraming::ContentLength(n) = framing {
-                length = n.to_string();
-                add.push(("Content-Length", length.as_bytes()));
+                add.push("Content-Length", length.of(n));
             } else if let Some(te) = &framing_header {
-                add.push(("Transfer-Encoding", te));
+                add.push("Transfer-Encoding", te);
             }
         }
         if upgrading {
-            add.push(("Connection", b"upgrade"));
+            add.push("Connection", b"upgrade");
         } else if close_client {
-            add.push(("Connection", b"close"));
+            add.push("Connection", b"close");
         } else if shape.client_version == Version::Http10 {
-            add.push(("Connection", b"keep-alive"));
+            add.push("Connection", b"keep-alive");
         }
         out.clear();
         // Clients always get HTTP/1.1 status lines: the version names what we speak on this
         // connection, not what the server spoke on its own.
         let edits = HeadEdits {
-            remove: &remove,
-            add: &add,
+            remove,
+            hop_by_hop: Some(upgrading),
+            add: add.as_slice(),
             version: Some(Version::Http11),
         };
         encode::encode_response(buf, &head, &edits, &mut out);

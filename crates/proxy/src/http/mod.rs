@@ -18,6 +18,7 @@ pub mod pool;
 mod redir;
 pub mod rewrite;
 pub mod rules;
+pub mod scratch;
 pub mod session;
 pub mod settings;
 pub mod stats_page;

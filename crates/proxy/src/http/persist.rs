@@ -219,6 +219,7 @@ pub fn rename_server(request_head: &[u8], name: &str, server: &str) -> Option<Ve
         &head,
         &HeadEdits {
             remove: &[name],
+            hop_by_hop: None,
             add: &[(name, server.as_bytes())],
             version: None,
         },

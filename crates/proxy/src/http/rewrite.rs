@@ -1,20 +1,28 @@
-//! Head rewriting for `http-request` and `http-response` actions: each action that changes a
-//! head produces the complete new head, which then replaces the old one in the buffer and is
-//! parsed again ([`install_request`], [`install_response`]).
+//! Head rewriting for `http-request` and `http-response` actions.
 //!
-//! Rebuilding the head rather than patching bytes keeps one invariant simple: whatever rules
-//! do, the head the data path reads is one the strict parser accepted, so a value computed
-//! from client input can never inject a line or a second framing field. A value that is not
-//! a valid field value, or a head that no longer fits in the buffer, is a failed rewrite,
-//! answered with 500 for a request (502 for a response) as HAProxy's `strict-mode on` does.
-//! Only requests whose rules rewrite pay for this (one allocation per rewriting action).
+//! Field actions (`set-header`, `add-header`, `del-header`, `replace-header`,
+//! `replace-value`) edit the head in place in the buffer ([`edit_request`],
+//! [`edit_response`]): a removed line is cut out, a new one goes before the empty line ending
+//! the head, a replaced value takes its old value's place, and the field offsets are moved
+//! accordingly. Nothing is parsed again and nothing is allocated: every new name and value is
+//! checked as the parser would check it (a valid field, the line count and the buffer room),
+//! and only a change to `Host`, which the parser checks against the request line, has the
+//! whole head parsed again. Actions on the request line or the status build the complete
+//! new head instead, which replaces the old one and is parsed again ([`install_request`],
+//! [`install_response`]).
+//!
+//! Either way the head the data path reads is one the strict parser accepts, so a value
+//! computed from client input can never inject a line or a second framing field. A value
+//! that is not a valid field value, or a head that no longer fits in the buffer, is a failed
+//! rewrite, answered with 500 for a request (502 for a response) as HAProxy's `strict-mode
+//! on` does.
 
 use super::buffer::InBuf;
 use regex::bytes::{Captures, Regex};
 use sluice_config::rules::{LinePart, NameMatch};
 use sluice_http::encode::is_valid_field;
 use sluice_http::head::{
-    Limits, MessageHead, Parse, RequestHead, ResponseHead, header_name, header_value,
+    HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, header_name, header_value,
     parse_request, parse_response,
 };
 use std::borrow::Cow;
@@ -80,6 +88,232 @@ fn write_fields(
     }
     out.extend_from_slice(b"\r\n");
     Ok(changed)
+}
+
+/// A head whose field list [`edit_request`] and [`edit_response`] change along with the bytes.
+pub trait EditableHead: MessageHead {
+    /// The field offsets and the head's length, to move after an edit.
+    fn fields_mut(&mut self) -> (&mut Vec<HeaderSpan>, &mut usize);
+}
+
+impl EditableHead for RequestHead {
+    fn fields_mut(&mut self) -> (&mut Vec<HeaderSpan>, &mut usize) {
+        (&mut self.headers, &mut self.head_len)
+    }
+}
+
+impl EditableHead for ResponseHead {
+    fn fields_mut(&mut self) -> (&mut Vec<HeaderSpan>, &mut usize) {
+        (&mut self.headers, &mut self.head_len)
+    }
+}
+
+/// Applies `edit` to the request head at the start of `input`. Returns whether the head
+/// changed. An invalid field, one field too many or a lack of room is refused before
+/// anything moves; a `Host` the parser refuses after the edit fails the request.
+pub fn edit_request(
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    edit: &FieldEdit<'_>,
+    limits: &Limits,
+) -> Result<bool, RewriteFailed> {
+    let Some((remove, add)) = in_place(edit) else {
+        return Ok(match request_fields(input.filled(), head, edit)? {
+            Some(new_head) => {
+                install_request(input, head, &new_head, limits)?;
+                true
+            }
+            None => false,
+        });
+    };
+    let (changed, host) = edit_fields(input, head, remove, add, limits)?;
+    // The parser checks Host against the request line: a changed Host is checked by it.
+    if host {
+        match parse_request(input.filled(), limits) {
+            Ok(Parse::Complete(parsed)) if parsed.head_len == head.head_len => *head = parsed,
+            _ => return Err(RewriteFailed),
+        }
+    }
+    Ok(changed)
+}
+
+/// Applies `edit` to the response head at the start of `input`. Returns whether the head
+/// changed. An in-place edit that fails leaves the head as it was.
+pub fn edit_response(
+    input: &mut InBuf,
+    head: &mut ResponseHead,
+    edit: &FieldEdit<'_>,
+    limits: &Limits,
+) -> Result<bool, RewriteFailed> {
+    let Some((remove, add)) = in_place(edit) else {
+        return Ok(match response_fields(input.filled(), head, edit)? {
+            Some(new_head) => {
+                install_response(input, head, &new_head, limits)?;
+                true
+            }
+            None => false,
+        });
+    };
+    Ok(edit_fields(input, head, remove, add, limits)?.0)
+}
+
+/// The fields an in-place edit removes.
+#[derive(Clone, Copy)]
+enum Removed<'e> {
+    /// None (`add-header`).
+    Nothing,
+    /// Those of this name, ignoring case (`set-header`).
+    Named(&'e str),
+    /// Those whose name matches (`del-header`).
+    Matching(&'e NameMatch),
+}
+
+impl Removed<'_> {
+    fn matches(self, name: &[u8]) -> bool {
+        match self {
+            Removed::Nothing => false,
+            Removed::Named(n) => name.eq_ignore_ascii_case(n.as_bytes()),
+            Removed::Matching(m) => m.matches(name),
+        }
+    }
+}
+
+/// A field an edit appends: name and value.
+type Field<'e> = (&'e str, &'e [u8]);
+
+/// Which fields an edit removes and which one it appends, for the edits made in place
+/// (`set-header`, `add-header`, `del-header`); `None` for value replacements, which rebuild
+/// the head.
+fn in_place<'e>(edit: &FieldEdit<'e>) -> Option<(Removed<'e>, Option<Field<'e>>)> {
+    match *edit {
+        FieldEdit::Set(name, value) => Some((Removed::Named(name), Some((name, value)))),
+        FieldEdit::Add(name, value) => Some((Removed::Nothing, Some((name, value)))),
+        FieldEdit::Delete(matcher) => Some((Removed::Matching(matcher), None)),
+        FieldEdit::ReplaceValue(..) | FieldEdit::ReplaceElements(..) => None,
+    }
+}
+
+/// Removes the fields `remove` matches, then appends `add`, in place: the same
+/// change [`request_fields`] makes by rebuilding the head. Everything that could fail (an
+/// invalid field, too many fields, no room) is checked before the first byte moves. Returns
+/// whether the head changed and whether a `Host` field was touched.
+fn edit_fields(
+    input: &mut InBuf,
+    head: &mut impl EditableHead,
+    remove: Removed<'_>,
+    add: Option<Field<'_>>,
+    limits: &Limits,
+) -> Result<(bool, bool), RewriteFailed> {
+    let buf = input.filled();
+    let head_len = head.head_len();
+    let (mut lines, mut bytes, mut host) = (0, 0, false);
+    for h in head.headers() {
+        let name = header_name(buf, h);
+        if remove.matches(name) {
+            lines += 1;
+            bytes += line_end(buf, h.name.end as usize, head_len)? - h.name.start as usize;
+            host |= name.eq_ignore_ascii_case(b"host");
+        }
+    }
+    let mut added = 0;
+    if let Some((name, value)) = add {
+        if !is_valid_field(name, value) || head.headers().len() - lines + 1 >= limits.max_headers {
+            return Err(RewriteFailed);
+        }
+        added = name.len() + value.len() + 4;
+        host |= name.eq_ignore_ascii_case("host");
+    }
+    if head_len - bytes + added > limits.max_head || input.len() - bytes + added > input.capacity()
+    {
+        return Err(RewriteFailed);
+    }
+    // Backwards, so that the lines still to remove keep their offsets.
+    let to_check = if lines > 0 { head.headers().len() } else { 0 };
+    for i in (0..to_check).rev() {
+        let h = head.headers()[i].clone();
+        let buf = input.filled();
+        if remove.matches(header_name(buf, &h)) {
+            // The whole line goes, its line ending with it.
+            let start = h.name.start as usize;
+            let end = line_end(buf, h.name.end as usize, head.head_len())?;
+            replace(input, head, start, end - start, &[])?;
+            head.fields_mut().0.remove(i);
+        }
+    }
+    if let Some((name, value)) = add {
+        let head_len = head.head_len();
+        // The new line goes before the empty line ending the head (CRLF, or a lone LF).
+        let at = head_len
+            - if input.filled()[..head_len].ends_with(b"\r\n") {
+                2
+            } else {
+                1
+            };
+        replace(
+            input,
+            head,
+            at,
+            0,
+            &[name.as_bytes(), b": ", value, b"\r\n"],
+        )?;
+        let span = HeaderSpan {
+            name: offset(at)?..offset(at + name.len())?,
+            value: value_span(at + name.len() + 2, value)?,
+        };
+        head.fields_mut().0.push(span);
+    }
+    Ok((lines > 0 || add.is_some(), host))
+}
+
+/// The end of the field line whose name ends at `from`: just past its line feed.
+fn line_end(buf: &[u8], from: usize, head_len: usize) -> Result<usize, RewriteFailed> {
+    let line = buf.get(from..head_len).ok_or(RewriteFailed)?;
+    let lf = line.iter().position(|&b| b == b'\n').ok_or(RewriteFailed)?;
+    Ok(from + lf + 1)
+}
+
+/// Replaces `old_len` bytes of the head at `at` with `parts`, moving every field offset
+/// past the replaced bytes and the head's length by the difference.
+fn replace(
+    input: &mut InBuf,
+    head: &mut impl EditableHead,
+    at: usize,
+    old_len: usize,
+    parts: &[&[u8]],
+) -> Result<(), RewriteFailed> {
+    if !input.replace_range(at, old_len, parts) {
+        return Err(RewriteFailed);
+    }
+    let new_len: usize = parts.iter().map(|p| p.len()).sum();
+    let after = offset(at + old_len)?;
+    let grown = new_len as i64 - old_len as i64;
+    let moved = |o: &mut u32| {
+        if *o >= after {
+            *o = (i64::from(*o) + grown) as u32;
+        }
+    };
+    let (headers, head_len) = head.fields_mut();
+    for h in headers.iter_mut() {
+        moved(&mut h.name.start);
+        moved(&mut h.name.end);
+        moved(&mut h.value.start);
+        moved(&mut h.value.end);
+    }
+    *head_len = (*head_len as i64 + grown) as usize;
+    Ok(())
+}
+
+/// The span of a value written at `start`, without its surrounding blanks, as the parser
+/// would give it.
+fn value_span(start: usize, value: &[u8]) -> Result<std::ops::Range<u32>, RewriteFailed> {
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let lead = value.iter().take_while(|b| blank(b)).count();
+    let trail = value[lead..].iter().rev().take_while(|b| blank(b)).count();
+    Ok(offset(start + lead)?..offset(start + value.len() - trail)?)
+}
+
+fn offset(at: usize) -> Result<u32, RewriteFailed> {
+    u32::try_from(at).map_err(|_| RewriteFailed)
 }
 
 /// Appends `name: value` CRLF, refusing a pair that is not a valid field (so no computed
@@ -413,6 +647,139 @@ mod tests {
             request_fields(&buf, &head, &FieldEdit::Delete(&none))
                 .unwrap()
                 .is_none()
+        );
+    }
+
+    /// The fields of a head as (name, value) pairs.
+    fn pairs(buf: &[u8], head: &impl MessageHead) -> Vec<(Vec<u8>, Vec<u8>)> {
+        head.headers()
+            .iter()
+            .map(|h| (header_name(buf, h).to_vec(), header_value(buf, h).to_vec()))
+            .collect()
+    }
+
+    /// A head (and a body after it) in a buffer of `capacity` bytes.
+    async fn buffered(text: &str, capacity: usize) -> (InBuf, RequestHead) {
+        let mut input = InBuf::new(capacity);
+        let mut bytes = text.as_bytes();
+        input.read_more(&mut bytes, None).await.unwrap();
+        let Ok(Parse::Complete(head)) = parse_request(input.filled(), &Limits::default()) else {
+            panic!("test request must parse");
+        };
+        (input, head)
+    }
+
+    #[tokio::test]
+    async fn in_place_edits_equal_rebuilt_heads() {
+        let x_beg = NameMatch::Beg("x-".to_owned());
+        let nothing = NameMatch::Str("nothing".to_owned());
+        let edits = [
+            FieldEdit::Set("X-A", b"9"),
+            FieldEdit::Set("New", b"  padded value\t"),
+            FieldEdit::Add("C", b"4"),
+            FieldEdit::Add("Empty", b""),
+            FieldEdit::Delete(&x_beg),
+            FieldEdit::Delete(&nothing),
+        ];
+        let heads = [
+            "GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a: 2\r\nB: 3\r\n\r\nbody",
+            "GET /p HTTP/1.1\nhost:h\nX-A:   1  \nE:\n\npipelined",
+            "GET / HTTP/1.0\r\n\r\n",
+        ];
+        let limits = Limits {
+            max_head: 4096,
+            ..Limits::default()
+        };
+        for text in heads {
+            for edit in &edits {
+                let (mut input, mut head) = buffered(text, 4096).await;
+                let rebuilt = request_fields(input.filled(), &head, edit).unwrap();
+                let body = input.filled()[head.head_len..].to_vec();
+                let changed = edit_request(&mut input, &mut head, edit, &limits).unwrap();
+                assert_eq!(changed, rebuilt.is_some(), "{text:?}");
+                // The offsets are those the parser finds in the edited bytes, the fields
+                // those of the rebuilt head, and the bytes after the head are untouched.
+                let Ok(Parse::Complete(parsed)) = parse_request(input.filled(), &limits) else {
+                    panic!("edited head must parse: {:?}", input.filled());
+                };
+                assert_eq!(parsed, head, "{text:?}");
+                assert_eq!(&input.filled()[head.head_len..], &body[..]);
+                if let Some(rebuilt) = rebuilt {
+                    let Ok(Parse::Complete(expected)) = parse_request(&rebuilt, &limits) else {
+                        panic!("rebuilt head must parse");
+                    };
+                    assert_eq!(pairs(input.filled(), &head), pairs(&rebuilt, &expected));
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_in_place_edit_changes_nothing() {
+        let text = "GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n\r\n";
+        let limits = Limits::default();
+        for (edit, capacity, max_headers) in [
+            (FieldEdit::Set("X-A", &b"a\r\nEvil: 1"[..]), 4096, 101),
+            (FieldEdit::Add("Bad Name", b"v"), 4096, 101),
+            // No room in the buffer, or one field more than allowed.
+            (
+                FieldEdit::Add("X-Long", &[b'v'; 64][..]),
+                text.len() + 8,
+                101,
+            ),
+            (FieldEdit::Add("X-B", b"2"), 4096, 3),
+        ] {
+            let (mut input, mut head) = buffered(text, capacity).await;
+            let before = (input.filled().to_vec(), head.clone());
+            let limits = Limits {
+                max_head: capacity,
+                max_headers,
+                ..limits.clone()
+            };
+            assert!(edit_request(&mut input, &mut head, &edit, &limits).is_err());
+            assert_eq!((input.filled().to_vec(), head), before);
+        }
+        // Removing a field makes room for its replacement.
+        let (mut input, mut head) = buffered(text, 4096).await;
+        let limits = Limits {
+            max_headers: 3,
+            ..limits
+        };
+        assert!(
+            edit_request(&mut input, &mut head, &FieldEdit::Set("x-a", b"2"), &limits).unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_changed_host_is_checked_by_the_parser() {
+        let text = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        let limits = Limits::default();
+        let (mut input, mut head) = buffered(text, 4096).await;
+        assert!(
+            edit_request(
+                &mut input,
+                &mut head,
+                &FieldEdit::Set("Host", b"a b"),
+                &limits
+            )
+            .is_err()
+        );
+        let (mut input, mut head) = buffered(text, 4096).await;
+        let host = NameMatch::Str("host".to_owned());
+        assert!(edit_request(&mut input, &mut head, &FieldEdit::Delete(&host), &limits).is_err());
+        let (mut input, mut head) = buffered(text, 4096).await;
+        assert!(
+            edit_request(
+                &mut input,
+                &mut head,
+                &FieldEdit::Set("host", b"other:8080"),
+                &limits
+            )
+            .unwrap()
+        );
+        assert_eq!(
+            head.header_values(input.filled(), "host").next(),
+            Some(&b"other:8080"[..])
         );
     }
 

@@ -10,12 +10,14 @@
 //! over every answer the proxy makes itself (rule answers, error pages). An
 //! action stops the evaluation (`allow` for its own rule set; `deny`, `return`, `redirect` for
 //! the whole message) or changes the message and goes on with the next rule, which sees the
-//! change. Rules that do not rewrite cost no allocation; see [`super::rewrite`] for those
-//! that do.
+//! change. Rules cost no allocation on a warm thread: computed values are rendered into a
+//! per-thread [`Scratch`] buffer, and header actions edit the head in place (see
+//! [`super::rewrite`]).
 
 use super::buffer::InBuf;
 use super::normalize;
 use super::rewrite::{self, FieldEdit, RewriteFailed};
+use super::scratch::Scratch;
 use crate::stream_context::StreamView;
 use crate::track::Stage;
 use crate::vars::Vars;
@@ -324,6 +326,13 @@ fn choose_backend<'a>(scope: &Scope<'a>, input: &InBuf, head: &RequestHead) -> O
         .filter(|b| b.plan.mode == Mode::Http)
 }
 
+/// Renders `fmt` into `scratch`, a buffer reused by the actions of a rule set.
+fn render_into<'s>(fmt: &LogFormat, ctx: &dyn Context, scratch: &'s mut Vec<u8>) -> &'s [u8] {
+    scratch.clear();
+    fmt.render(ctx, scratch);
+    scratch
+}
+
 fn render(fmt: &LogFormat, ctx: &dyn Context) -> Vec<u8> {
     let mut out = Vec::new();
     fmt.render(ctx, &mut out);
@@ -331,7 +340,7 @@ fn render(fmt: &LogFormat, ctx: &dyn Context) -> Vec<u8> {
 }
 
 /// What one action asks of the rule loop.
-enum Step<'a> {
+enum Step<'a, 'e> {
     /// Go on with the next rule.
     Next,
     /// Stop this rule set (`allow`).
@@ -340,6 +349,8 @@ enum Step<'a> {
     Answer(Answer<'a>),
     /// Replace the head with these bytes, then go on.
     Rewrite(Vec<u8>),
+    /// Change the head's fields, then go on.
+    Edit(FieldEdit<'e>),
 }
 
 /// A proxy's `http-request` rules, then its `redirect` rules.
@@ -352,23 +363,34 @@ fn http_request_rules<'a>(
     head: &mut RequestHead,
     limits: &Limits,
 ) -> Flow<'a> {
+    // Values computed by the actions are rendered here, one buffer for the whole set.
+    let mut scratch = Scratch::take();
     for rule in &rules.http_request {
         let step = {
             let view = scope.view(backend, Some((input.filled(), head)));
             if !rule.applies(&view) {
                 continue;
             }
-            request_action(&rule.action, &view, scope.vars, pages, input.filled(), head)
+            let buf = input.filled();
+            request_action(
+                &rule.action,
+                &view,
+                scope.vars,
+                pages,
+                buf,
+                head,
+                &mut scratch,
+            )
         };
-        match step {
-            Step::Next => {}
+        let done = match step {
+            Step::Next => Ok(()),
             Step::Stop => break,
             Step::Answer(answer) => return Flow::Answer(answer),
-            Step::Rewrite(new_head) => {
-                if rewrite::install_request(input, head, &new_head, limits).is_err() {
-                    return Flow::Answer(Answer::page(error_page(pages, 500), 500));
-                }
-            }
+            Step::Rewrite(new_head) => rewrite::install_request(input, head, &new_head, limits),
+            Step::Edit(edit) => rewrite::edit_request(input, head, &edit, limits).map(drop),
+        };
+        if done.is_err() {
+            return Flow::Answer(Answer::page(error_page(pages, 500), 500));
         }
     }
     let view = scope.view(backend, Some((input.filled(), head)));
@@ -382,20 +404,16 @@ fn http_request_rules<'a>(
     Flow::Continue
 }
 
-fn request_action<'a>(
-    action: &HttpAction,
+fn request_action<'a, 'e>(
+    action: &'e HttpAction,
     view: &StreamView<'_>,
     vars: &Vars,
     pages: &[&'a ErrorPages],
     buf: &[u8],
     head: &RequestHead,
-) -> Step<'a> {
+    scratch: &'e mut Vec<u8>,
+) -> Step<'a, 'e> {
     let failed = |_: RewriteFailed| Step::Answer(Answer::page(error_page(pages, 500), 500));
-    let fields = |edit: FieldEdit<'_>| match rewrite::request_fields(buf, head, &edit) {
-        Ok(Some(new_head)) => Step::Rewrite(new_head),
-        Ok(None) => Step::Next,
-        Err(e) => failed(e),
-    };
     match action {
         HttpAction::SetLine { part, value } => {
             let value = render(value, view);
@@ -440,7 +458,7 @@ fn request_action<'a>(
             let realm = realm.as_deref().unwrap_or(proxy);
             Step::Answer(auth_answer(error_page(pages, 401), realm))
         }
-        other => common_action(other, view, vars, pages, buf, Some(head), fields),
+        other => common_action(other, view, vars, pages, buf, Some(head), scratch),
     }
 }
 
@@ -485,17 +503,17 @@ fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
     }
 }
 
-/// The actions shared by requests and responses; `fields` applies a field edit to the head
-/// being processed.
-fn common_action<'a>(
-    action: &HttpAction,
+/// The actions shared by requests and responses; a field edit is left to the caller, which
+/// owns the head, with its computed value rendered into `scratch`.
+fn common_action<'a, 'e>(
+    action: &'e HttpAction,
     view: &StreamView<'_>,
     vars: &Vars,
     pages: &[&'a ErrorPages],
     buf: &[u8],
     request: Option<&RequestHead>,
-    fields: impl Fn(FieldEdit<'_>) -> Step<'a>,
-) -> Step<'a> {
+    scratch: &'e mut Vec<u8>,
+) -> Step<'a, 'e> {
     match action {
         HttpAction::Allow => Step::Stop,
         HttpAction::PrometheusExporter => {
@@ -541,26 +559,30 @@ fn common_action<'a>(
             Some(head) => redirect(r, view, buf, head).map_or(Step::Next, Step::Answer),
             None => redirect_without_request(r, view).map_or(Step::Next, Step::Answer),
         },
-        HttpAction::SetHeader { name, value } => fields(FieldEdit::Set(name, &render(value, view))),
-        HttpAction::AddHeader { name, value } => fields(FieldEdit::Add(name, &render(value, view))),
-        HttpAction::DelHeader(matcher) => fields(FieldEdit::Delete(matcher)),
+        HttpAction::SetHeader { name, value } => {
+            Step::Edit(FieldEdit::Set(name, render_into(value, view, scratch)))
+        }
+        HttpAction::AddHeader { name, value } => {
+            Step::Edit(FieldEdit::Add(name, render_into(value, view, scratch)))
+        }
+        HttpAction::DelHeader(matcher) => Step::Edit(FieldEdit::Delete(matcher)),
         HttpAction::ReplaceHeader {
             name,
             regex,
             replacement,
-        } => fields(FieldEdit::ReplaceValue(
+        } => Step::Edit(FieldEdit::ReplaceValue(
             name,
             regex,
-            &render(replacement, view),
+            render_into(replacement, view, scratch),
         )),
         HttpAction::ReplaceValue {
             name,
             regex,
             replacement,
-        } => fields(FieldEdit::ReplaceElements(
+        } => Step::Edit(FieldEdit::ReplaceElements(
             name,
             regex,
-            &render(replacement, view),
+            render_into(replacement, view, scratch),
         )),
         HttpAction::SetVar { name, value } => {
             match value {
@@ -808,10 +830,10 @@ pub fn process_response<'a>(
         max_head: bufsize,
         ..*limits
     };
-    let mut sets = vec![&backend.plan.rules.http_response];
-    if backend.plan.id.uid != frontend.plan.id.uid {
-        sets.push(&frontend.plan.rules.http_response);
-    }
+    let own = backend.plan.id.uid != frontend.plan.id.uid;
+    let sets = std::iter::once(&backend.plan.rules.http_response)
+        .chain(own.then_some(&frontend.plan.rules.http_response));
+    let mut scratch = Scratch::take();
     for rules in sets {
         for rule in rules {
             let step = {
@@ -823,25 +845,32 @@ pub fn process_response<'a>(
                 if !rule.applies(&view) {
                     continue;
                 }
+                let buf = input.filled();
                 response_action(
                     &rule.action,
                     &view,
                     scope.vars,
                     &pages,
-                    input.filled(),
+                    buf,
                     head,
+                    &mut scratch,
                 )
             };
-            let answer = match step {
+            let failed = |_: RewriteFailed| Answer::page(error_page(&pages, 502), 502);
+            let rewritten = match step {
                 Step::Next => continue,
                 Step::Stop => break,
-                Step::Answer(answer) => answer,
+                Step::Answer(answer) => Err(answer),
                 Step::Rewrite(new_head) => {
-                    if rewrite::install_response(input, head, &new_head, &limits).is_ok() {
-                        continue;
-                    }
-                    Answer::page(error_page(&pages, 502), 502)
+                    rewrite::install_response(input, head, &new_head, &limits).map_err(failed)
                 }
+                Step::Edit(edit) => rewrite::edit_response(input, head, &edit, &limits)
+                    .map(drop)
+                    .map_err(failed),
+            };
+            let answer = match rewritten {
+                Ok(()) => continue,
+                Err(answer) => answer,
             };
             let answer = finish_answer(scope, Some(backend), request, answer);
             return ResponseVerdict::Replace(answer);
@@ -859,7 +888,16 @@ pub fn process_response<'a>(
                 if !rule.applies(&view) {
                     continue;
                 }
-                response_action(&rule.action, &view, scope.vars, &[], input.filled(), head)
+                let buf = input.filled();
+                response_action(
+                    &rule.action,
+                    &view,
+                    scope.vars,
+                    &[],
+                    buf,
+                    head,
+                    &mut scratch,
+                )
             };
             match step {
                 Step::Stop => break,
@@ -867,6 +905,9 @@ pub fn process_response<'a>(
                 // configuration allows no answering action here).
                 Step::Rewrite(new_head) => {
                     let _ = rewrite::install_response(input, head, &new_head, &limits);
+                }
+                Step::Edit(edit) => {
+                    let _ = rewrite::edit_response(input, head, &edit, &limits);
                 }
                 Step::Next | Step::Answer(_) => {}
             }
@@ -985,6 +1026,7 @@ fn after_response_bytes(
         return None;
     };
     let mut owned: Option<Vec<u8>> = None;
+    let mut scratch = Scratch::take();
     for rules in sets {
         for rule in rules {
             let step = {
@@ -996,7 +1038,26 @@ fn after_response_bytes(
                 if !rule.applies(&view) {
                     continue;
                 }
-                response_action(&rule.action, &view, scope.vars, &[], current, &head)
+                response_action(
+                    &rule.action,
+                    &view,
+                    scope.vars,
+                    &[],
+                    current,
+                    &head,
+                    &mut scratch,
+                )
+            };
+            let step = match step {
+                // The page is not in a buffer of ours: its head is rebuilt.
+                Step::Edit(edit) => {
+                    let current = owned.as_deref().unwrap_or(bytes);
+                    match rewrite::response_fields(current, &head, &edit) {
+                        Ok(Some(new_head)) => Step::Rewrite(new_head),
+                        Ok(None) | Err(_) => Step::Next,
+                    }
+                }
+                other => other,
             };
             match step {
                 Step::Stop => break,
@@ -1008,27 +1069,23 @@ fn after_response_bytes(
                         owned = Some(new_head);
                     }
                 }
-                Step::Next | Step::Answer(_) => {}
+                Step::Next | Step::Answer(_) | Step::Edit(_) => {}
             }
         }
     }
     owned.map(|bytes| (bytes, head.status))
 }
 
-fn response_action<'a>(
-    action: &HttpAction,
+fn response_action<'a, 'e>(
+    action: &'e HttpAction,
     view: &StreamView<'_>,
     vars: &Vars,
     pages: &[&'a ErrorPages],
     buf: &[u8],
     head: &ResponseHead,
-) -> Step<'a> {
+    scratch: &'e mut Vec<u8>,
+) -> Step<'a, 'e> {
     let failed = || Step::Answer(Answer::page(error_page(pages, 502), 502));
-    let fields = |edit: FieldEdit<'_>| match rewrite::response_fields(buf, head, &edit) {
-        Ok(Some(new_head)) => Step::Rewrite(new_head),
-        Ok(None) => Step::Next,
-        Err(_) => failed(),
-    };
     match action {
         HttpAction::SetStatus { status, reason } => {
             let reason = reason
@@ -1040,13 +1097,45 @@ fn response_action<'a>(
                 Err(_) => failed(),
             }
         }
-        other => common_action(other, view, vars, pages, buf, None, fields),
+        other => common_action(other, view, vars, pages, buf, None, scratch),
     }
 }
 
-/// Keeps a request's method and version for response rules, only when some rule may read them.
+/// Keeps a request's method and version for response rules, only when some rule may read
+/// them: the sets with `http-response` rules, when one of their response rules may read the
+/// request.
 pub fn wants_request_copy(frontend: &Frontend, backend: &Backend) -> bool {
-    !frontend.plan.rules.http_response.is_empty() || !backend.plan.rules.http_response.is_empty()
+    let (front, back) = (&frontend.plan.rules, &backend.plan.rules);
+    if front.http_response.is_empty() && back.http_response.is_empty() {
+        return false;
+    }
+    [front, back]
+        .into_iter()
+        .flat_map(|rules| rules.http_response.iter().chain(&rules.http_after_response))
+        .any(may_read_request)
+}
+
+/// False only for a rule that certainly reads nothing of the request: no condition reading
+/// it, and an action without computed values or with constant ones.
+fn may_read_request(rule: &Rule<HttpAction>) -> bool {
+    use sluice_sample::Source;
+    let reads = [
+        Source::Request,
+        Source::RequestHeaders,
+        Source::RequestBuffer,
+    ];
+    if let Some(cond) = &rule.cond
+        && reads.into_iter().any(|source| cond.uses(source))
+    {
+        return true;
+    }
+    match &rule.action {
+        HttpAction::SetHeader { value, .. } | HttpAction::AddHeader { value, .. } => {
+            !value.is_constant()
+        }
+        HttpAction::DelHeader(_) | HttpAction::SetStatus { .. } | HttpAction::Allow => false,
+        _ => true,
+    }
 }
 
 #[cfg(test)]

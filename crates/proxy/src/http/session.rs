@@ -185,14 +185,15 @@ fn serve<'s>(
                     break;
                 }
             };
-            // Boxed: what a request needs while it is handled (rules, the exchange with both
-            // bodies in flight, the response relay) is large and only needed while a request is
-            // active; an idle keep-alive session keeps only what waiting for the next head needs
-            // (HAProxy's idle connections are small too).
+            // Not boxed on its own: this whole future is (`run` boxes it while the connection
+            // is busy and drops it when it goes idle), so what a request needs while it is
+            // handled (rules, the exchange with both bodies in flight) costs one allocation
+            // per busy period, and an idle connection holds none of it. Only a connection
+            // that keeps a private server connection waits idle in here, with this state.
             let request = (head, framing);
-            let handled =
-                Box::pin(session.handle(client, input, &mut attached, first, request, started))
-                    .await;
+            let handled = session
+                .handle(client, input, &mut attached, first, request, started)
+                .await;
             // Counters tracked by this transaction's content and HTTP rules are let go.
             vars.trackers.end_transaction();
             match handled {

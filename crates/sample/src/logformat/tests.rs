@@ -445,3 +445,25 @@ fn every_alias_renders_without_facts() {
             .render(&ctx_with_facts(), &mut out);
     }
 }
+
+#[test]
+fn numbers_and_addresses_are_written_as_their_display_forms() {
+    for n in [0, 7, -7, 42, 1_000_000, i64::MAX, i64::MIN] {
+        let mut out = Vec::new();
+        put_int(&mut out, n);
+        assert_eq!(out, n.to_string().into_bytes());
+    }
+    for ip in [
+        "0.0.0.0",
+        "10.1.2.3",
+        "255.255.255.255",
+        "192.0.2.10",
+        "::1",
+        "2001:db8::7",
+    ] {
+        let ip: IpAddr = ip.parse().unwrap();
+        let mut out = Vec::new();
+        put_ip(&mut out, ip, Flags::default());
+        assert_eq!(out, ip.to_string().into_bytes());
+    }
+}

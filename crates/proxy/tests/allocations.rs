@@ -1,0 +1,252 @@
+//! Heap allocations per request on the HTTP data path, counted with a counting global
+//! allocator: the proxy serves kept-alive requests on an event-loop thread of its own, as
+//! `sluice` runs it (a current-thread runtime and a `LocalSet`), in front of an origin
+//! thread, and only the allocations of that event-loop thread are counted. Two paths: the
+//! plain keep-alive exchange, and the `rules` scenario of `bench/run.py` (20 ACLs, header
+//! rewrites, a variable, a 200-line `map_beg`). Each has a budget that a regression breaks;
+//! `bench/callgrind.py --allocs` reports the same figure for the release binary.
+#![allow(clippy::unwrap_used)]
+
+use sluice_config::cond::CondContext;
+use sluice_config::reader::Source;
+use sluice_net::listen::BoundListener;
+use sluice_runtime::process::{BuildOptions, Process};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+
+thread_local! {
+    /// Set on the proxy's event-loop thread: the only thread whose allocations count.
+    static COUNTED: Cell<bool> = const { Cell::new(false) };
+}
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+fn count() {
+    if COUNTED.with(Cell::get) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: forwards to the system allocator unchanged; the counter is an atomic and the flag
+// a const-initialised thread-local, neither of which allocates.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // A buffer that grows is one more trip to the allocator.
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// The answer of the origin: a small body, as `bench/run.py` serves, and a field the rules
+/// delete.
+const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nServer: origin\r\nContent-Type: application/octet-stream\r\nContent-Length: 64\r\n\r\n0123456789012345678901234567890123456789012345678901234567890123";
+
+/// An origin answering every request head with [`ANSWER`], on threads of its own.
+fn origin() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut pending = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n @ 1..) = conn.read(&mut chunk) else {
+                        return;
+                    };
+                    pending.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        if conn.write_all(ANSWER).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Starts the proxy of `config` (its `listen` section bound here, on the loopback) on an
+/// event-loop thread whose allocations count; returns the port it listens on.
+fn proxy(config: &str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let no_env = |_: &str| None;
+    let ctx = CondContext {
+        lookup: &no_env,
+        features: &[],
+        enabled: &[],
+        version: "2.6",
+    };
+    let source = Source {
+        name: Arc::from("allocations.cfg"),
+        text: config.replace("PORT", &port.to_string()),
+    };
+    let checked = sluice_config::plan::check(&[source], &ctx);
+    let plan = checked.plan.expect("the configuration is valid");
+    let options = BuildOptions {
+        maxconn: 100,
+        default_frontend_maxconn: None,
+        nbthread: 1,
+        ulimit_n: 1024,
+    };
+    let process = Arc::new(Process::build(plan, options, None).unwrap());
+    std::thread::spawn(move || {
+        COUNTED.with(|c| c.set(true));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async move {
+            let listener = BoundListener::Tcp(listener).into_async().unwrap();
+            let frontend = Arc::clone(&process.frontends[0]);
+            let name: Arc<str> = Arc::from("bench");
+            sluice_proxy::accept::run_listener(process, frontend, listener, None, false, name)
+                .await;
+        });
+    });
+    port
+}
+
+/// Sends `count` requests over one kept-alive connection, each after the previous answer,
+/// and checks every answer.
+fn requests(client: &mut TcpStream, count: usize) {
+    let request = b"GET /small HTTP/1.1\r\nHost: bench\r\n\r\n";
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    for _ in 0..count {
+        client.write_all(request).unwrap();
+        answer.clear();
+        // Every answer ends with the origin's 64-byte body.
+        while !answer.ends_with(b"0123456789012345678901234567890123456789012345678901234567890123")
+        {
+            let n = client.read(&mut chunk).unwrap();
+            assert!(n > 0, "the proxy closed the connection");
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        assert!(answer.starts_with(b"HTTP/1.1 200 "), "{answer:?}");
+    }
+}
+
+/// Allocations per request on the proxy's thread over `measured` requests, after a warm-up
+/// that fills the thread's pools and the connection's buffers.
+fn allocations_per_request(config: &str) -> f64 {
+    let port = proxy(config);
+    let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    requests(&mut client, 50);
+    let measured = 1000;
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    requests(&mut client, measured);
+    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    (after - before) as f64 / measured as f64
+}
+
+fn config(origin: u16, rules: &str) -> String {
+    format!(
+        "global\n    nbthread 1\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nlisten bench\n    bind 127.0.0.1:PORT\n{rules}    server origin 127.0.0.1:{origin}\n"
+    )
+}
+
+/// The rule set of `bench/run.py`'s `rules` scenario.
+fn rules(map: &str) -> String {
+    format!(
+        "    acl a1 path_beg /admin
+    acl a2 path_end .php
+    acl a3 hdr(host) -i evil.example.com
+    acl a4 src 10.0.0.0/8 192.168.0.0/16
+    acl a5 method POST PUT DELETE
+    acl a6 hdr_sub(user-agent) -i bot crawler spider
+    acl a7 path_reg ^/api/v[0-9]+/internal
+    acl a8 req.hdr_cnt(x-forwarded-for) gt 5
+    acl a9 url_param(debug) -m found
+    acl a10 hdr(x-api-key) -m found
+    acl a11 path_beg /static/ /assets/
+    acl a12 path_end .css .js .png
+    acl a13 hdr_beg(host) -i api.
+    acl a14 req.cook(session) -m found
+    acl a15 query -m sub token=
+    acl a16 hdr(accept-language) -m beg fr
+    acl a17 path_dir private
+    acl a18 hdr_end(host) -i .internal
+    acl a19 req.ver 1.0
+    acl a20 path_len gt 2000
+    http-request deny if a1 !a4
+    http-request deny if a3 || a6 a2
+    http-request deny if a7 a9 || a8 || a20
+    http-request set-header X-Forwarded-Proto http
+    http-request set-header X-Request-Start t=%[date()]
+    http-request add-header X-Client-Addr %[src]
+    http-request del-header X-Debug
+    http-request set-var(txn.route) path,map_beg({map},origin)
+    http-request set-header X-Route %[var(txn.route)]
+    http-response set-header X-Frame-Options DENY
+    http-response del-header Server
+"
+    )
+}
+
+#[test]
+fn requests_cost_a_bounded_number_of_allocations() {
+    let origin = origin();
+    let dir = std::env::temp_dir().join(format!("sluice-allocations-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let map = dir.join("routes.map");
+    let mut lines: String = (0..200)
+        .map(|n| format!("/section{n}/ backend{n}\n"))
+        .collect();
+    lines.push_str("/ origin\n");
+    std::fs::write(&map, lines).unwrap();
+
+    let plain = allocations_per_request(&config(origin, ""));
+    let with_rules = allocations_per_request(&config(origin, &rules(&map.to_string_lossy())));
+    std::fs::remove_dir_all(&dir).unwrap();
+    println!("allocations per request: keep-alive {plain:.2}, rules {with_rules:.2}");
+    assert!(
+        plain <= KEEPALIVE_BUDGET,
+        "keep-alive: {plain:.2} per request"
+    );
+    assert!(
+        with_rules <= RULES_BUDGET,
+        "rules: {with_rules:.2} per request"
+    );
+}
+
+/// What one kept-alive request may cost: the box of the request's handling, which keeps an
+/// idle session's future small (`http::session`). Heads, span lists, re-encoded heads and
+/// rendered values come from the thread's spares.
+const KEEPALIVE_BUDGET: f64 = 1.05;
+/// The same through the `rules` scenario's rule set: one more, the copy `var()` makes of the
+/// variable's value (a read must not hold the session's variables borrowed).
+const RULES_BUDGET: f64 = 2.05;
