@@ -717,6 +717,10 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("Listeners", listeners.to_string()),
         ("DroppedLogs", dropped_logs.to_string()),
         ("TotalBytesOut", bytes_out.to_string()),
+        (
+            "TotalSplicdedBytesOut",
+            process.pipes.spliced_out().to_string(),
+        ),
         ("Start_time_sec", start.to_string()),
     ];
     // HAProxy lists `description` (when set) after `node`, in field order.

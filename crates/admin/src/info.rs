@@ -9,7 +9,7 @@ use sluice_runtime::stats_typed::json_value;
 use std::fmt::Write;
 
 /// Per field name: HAProxy's position, tags and type.
-const INFO_FIELDS: [(&str, u32, &str, &str); 33] = [
+const INFO_FIELDS: [(&str, u32, &str, &str); 34] = [
     ("Name", 0, "POS", "str"),
     ("Version", 1, "POS", "str"),
     ("Release_date", 2, "POS", "str"),
@@ -42,6 +42,8 @@ const INFO_FIELDS: [(&str, u32, &str, &str); 33] = [
     ("Listeners", 55, "MGP", "u32"),
     ("DroppedLogs", 58, "MGP", "u32"),
     ("TotalBytesOut", 61, "MGP", "u64"),
+    // HAProxy's spelling, kept so tools find the field.
+    ("TotalSplicdedBytesOut", 62, "MGP", "u64"),
     ("Start_time_sec", 70, "MDP", "u32"),
 ];
 

@@ -264,8 +264,9 @@ pub struct ProxyConf {
 }
 
 /// Which directions may be forwarded with `splice(2)` (configuration.txt §4.2
-/// `option splice-*`). Sluice splices a direction whenever it is allowed (`splice-auto`
-/// allows both), in `mode tcp`.
+/// `option splice-*`). In `mode tcp` Sluice splices a direction whenever it is allowed
+/// (`splice-auto` allows both); in `mode http` it splices bodies of known length, under
+/// `splice-auto` only those larger than a buffer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SpliceOptions {
     /// `option splice-auto`.

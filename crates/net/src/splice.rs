@@ -9,7 +9,7 @@
 //! which clears a stale readiness). The number of pipes alive in the process is bounded by
 //! [`PipeBudget`]: when none is left, callers fall back to copying through a buffer.
 
-use crate::stream::Stream;
+use crate::stream::{ReadSide, Stream, WriteSide};
 use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl, splice};
 use nix::unistd::pipe2;
 use std::io;
@@ -24,6 +24,8 @@ use tokio::io::Interest;
 pub struct PipeBudget {
     max: Option<usize>,
     used: AtomicUsize,
+    /// Bytes that left a pipe of this budget for a socket (`TotalSplicdedBytesOut`).
+    spliced_out: std::sync::atomic::AtomicU64,
 }
 
 impl PipeBudget {
@@ -32,6 +34,7 @@ impl PipeBudget {
         Arc::new(PipeBudget {
             max,
             used: AtomicUsize::new(0),
+            spliced_out: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -43,6 +46,11 @@ impl PipeBudget {
     /// Pipes currently in use.
     pub fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// Bytes spliced out to sockets since start.
+    pub fn spliced_out(&self) -> u64 {
+        self.spliced_out.load(Ordering::Relaxed)
     }
 
     fn take(&self) -> bool {
@@ -106,18 +114,24 @@ impl Pipe {
         self.held
     }
 
-    /// Moves bytes from `from` into the (empty) pipe. `Ok(0)` is the end of stream.
-    pub fn poll_fill(&mut self, cx: &mut Context<'_>, from: &Stream) -> Poll<io::Result<usize>> {
+    /// Moves at most `max` bytes from `from` into the (empty) pipe. `Ok(0)` is the end of
+    /// stream.
+    pub fn poll_fill(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &impl SpliceEnd,
+        max: usize,
+    ) -> Poll<io::Result<usize>> {
         debug_assert_eq!(self.held, 0, "a pipe is filled only when empty");
         loop {
-            ready!(poll_ready(from, cx, Interest::READABLE))?;
-            let moved = try_io(from, Interest::READABLE, || {
+            ready!(from.poll_io_ready(cx, Interest::READABLE))?;
+            let moved = from.try_io_once(Interest::READABLE, || {
                 splice(
                     from.as_fd(),
                     None,
                     self.write.as_fd(),
                     None,
-                    self.capacity,
+                    self.capacity.min(max),
                     SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK,
                 )
                 .map_err(io::Error::from)
@@ -134,10 +148,14 @@ impl Pipe {
     }
 
     /// Moves bytes from the pipe into `to`; returns how many left the pipe.
-    pub fn poll_drain(&mut self, cx: &mut Context<'_>, to: &Stream) -> Poll<io::Result<usize>> {
+    pub fn poll_drain(
+        &mut self,
+        cx: &mut Context<'_>,
+        to: &impl SpliceEnd,
+    ) -> Poll<io::Result<usize>> {
         loop {
-            ready!(poll_ready(to, cx, Interest::WRITABLE))?;
-            let moved = try_io(to, Interest::WRITABLE, || {
+            ready!(to.poll_io_ready(cx, Interest::WRITABLE))?;
+            let moved = to.try_io_once(Interest::WRITABLE, || {
                 splice(
                     self.read.as_fd(),
                     None,
@@ -152,6 +170,9 @@ impl Pipe {
                 Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Ok(n) => {
                     self.held = self.held.saturating_sub(n);
+                    self.budget
+                        .spliced_out
+                        .fetch_add(n as u64, Ordering::Relaxed);
                     return Poll::Ready(Ok(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
@@ -161,23 +182,88 @@ impl Pipe {
     }
 }
 
-fn poll_ready(stream: &Stream, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
-    match (stream, interest.is_readable()) {
-        (Stream::Tcp(s), true) => s.poll_read_ready(cx),
-        (Stream::Tcp(s), false) => s.poll_write_ready(cx),
-        (Stream::Unix(s), true) => s.poll_read_ready(cx),
-        (Stream::Unix(s), false) => s.poll_write_ready(cx),
+/// A socket, or one half of a split one, that a pipe can splice from or into: its descriptor
+/// and its event-loop readiness (waited for, then cleared by a "would block").
+pub trait SpliceEnd: AsFd {
+    /// Polls until the socket is ready for `interest`.
+    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>>;
+    /// Runs `f` if the socket is ready for `interest`; a "would block" from `f` clears the
+    /// readiness.
+    fn try_io_once<R>(
+        &self,
+        interest: Interest,
+        f: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R>;
+}
+
+/// Readiness and `try_io` of a tokio socket, by interest.
+macro_rules! splice_end_through {
+    ($socket:expr, $cx:expr, $interest:expr) => {
+        if $interest.is_readable() {
+            $socket.poll_read_ready($cx)
+        } else {
+            $socket.poll_write_ready($cx)
+        }
+    };
+}
+
+impl SpliceEnd for Stream {
+    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+        match self {
+            Stream::Tcp(s) => splice_end_through!(s, cx, interest),
+            Stream::Unix(s) => splice_end_through!(s, cx, interest),
+        }
+    }
+
+    fn try_io_once<R>(
+        &self,
+        interest: Interest,
+        f: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
+        match self {
+            Stream::Tcp(s) => s.try_io(interest, f),
+            Stream::Unix(s) => s.try_io(interest, f),
+        }
     }
 }
 
-fn try_io<R>(
-    stream: &Stream,
-    interest: Interest,
-    f: impl FnOnce() -> io::Result<R>,
-) -> io::Result<R> {
-    match stream {
-        Stream::Tcp(s) => s.try_io(interest, f),
-        Stream::Unix(s) => s.try_io(interest, f),
+impl SpliceEnd for ReadSide<'_> {
+    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+        match self {
+            ReadSide::Tcp(s) => splice_end_through!(s.as_ref(), cx, interest),
+            ReadSide::Unix(s) => splice_end_through!(s.as_ref(), cx, interest),
+        }
+    }
+
+    fn try_io_once<R>(
+        &self,
+        interest: Interest,
+        f: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
+        match self {
+            ReadSide::Tcp(s) => s.as_ref().try_io(interest, f),
+            ReadSide::Unix(s) => s.as_ref().try_io(interest, f),
+        }
+    }
+}
+
+impl SpliceEnd for WriteSide<'_> {
+    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+        match self {
+            WriteSide::Tcp(s) => splice_end_through!(s.as_ref(), cx, interest),
+            WriteSide::Unix(s) => splice_end_through!(s.as_ref(), cx, interest),
+        }
+    }
+
+    fn try_io_once<R>(
+        &self,
+        interest: Interest,
+        f: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
+        match self {
+            WriteSide::Tcp(s) => s.as_ref().try_io(interest, f),
+            WriteSide::Unix(s) => s.as_ref().try_io(interest, f),
+        }
     }
 }
 
@@ -219,7 +305,9 @@ mod tests {
             got
         });
         loop {
-            let n = poll_fn(|cx| pipe.poll_fill(cx, &from)).await.unwrap();
+            let n = poll_fn(|cx| pipe.poll_fill(cx, &from, usize::MAX))
+                .await
+                .unwrap();
             if n == 0 {
                 break;
             }

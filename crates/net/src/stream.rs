@@ -240,6 +240,24 @@ pub enum WriteSide<'a> {
     Unix(tokio::net::unix::WriteHalf<'a>),
 }
 
+impl std::os::fd::AsFd for ReadSide<'_> {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            ReadSide::Tcp(s) => s.as_ref().as_fd(),
+            ReadSide::Unix(s) => s.as_ref().as_fd(),
+        }
+    }
+}
+
+impl std::os::fd::AsFd for WriteSide<'_> {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            WriteSide::Tcp(s) => s.as_ref().as_fd(),
+            WriteSide::Unix(s) => s.as_ref().as_fd(),
+        }
+    }
+}
+
 impl AsyncRead for ReadSide<'_> {
     fn poll_read(
         self: Pin<&mut Self>,

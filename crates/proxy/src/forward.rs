@@ -188,7 +188,7 @@ impl Mover<Stream, Stream> for SplicePump {
                 }
             }
             if !self.eof {
-                match self.pipe.poll_fill(cx, reader) {
+                match self.pipe.poll_fill(cx, reader, usize::MAX) {
                     Poll::Ready(Ok(0)) => self.eof = true,
                     Poll::Ready(Ok(_)) => activity.read = true,
                     Poll::Ready(Err(err)) => return Err(PumpError::Read(err)),

@@ -12,6 +12,8 @@ use sluice_http::chunked::{self, ChunkedDecoder};
 use sluice_http::error::{HttpError, HttpErrorKind, Side};
 use sluice_http::framing::BodyFraming;
 use sluice_http::head::Limits;
+use sluice_net::splice::{Pipe, SpliceEnd};
+use std::future::poll_fn;
 use std::io;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -123,6 +125,55 @@ where
         remaining -= take as u64;
     }
     Ok(len)
+}
+
+/// Passes on a body of `len` bytes through a kernel pipe (`option splice-*`): the bytes
+/// already read into `buf` are written first, the rest goes from `input` to `output` with
+/// `splice(2)`, never through user space, and never more than the body (what follows it
+/// belongs to the next message). Returns the number of payload bytes passed on.
+pub async fn splice_length<R, W>(
+    buf: &mut InBuf,
+    input: &R,
+    output: &mut W,
+    len: u64,
+    pipe: &mut Pipe,
+    timeouts: BodyTimeouts,
+) -> Result<u64, BodyError>
+where
+    R: SpliceEnd,
+    W: SpliceEnd + AsyncWrite + Unpin,
+{
+    let buffered = buf.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+    write(output, &buf.filled()[..buffered], timeouts.write).await?;
+    buf.consume(buffered);
+    buf.release_if_empty();
+    let mut remaining = len - buffered as u64;
+    while remaining > 0 {
+        let max = usize::try_from(remaining).unwrap_or(usize::MAX);
+        let filled = within(timeouts.read, poll_fn(|cx| pipe.poll_fill(cx, input, max)))
+            .await
+            .ok_or(BodyError::ReadTimeout)?
+            .map_err(BodyError::ReadIo)?;
+        if filled == 0 {
+            return Err(BodyError::Truncated);
+        }
+        remaining -= filled as u64;
+        while pipe.held() > 0 {
+            within(timeouts.write, poll_fn(|cx| pipe.poll_drain(cx, &*output)))
+                .await
+                .ok_or(BodyError::WriteTimeout)?
+                .map_err(BodyError::WriteIo)?;
+        }
+    }
+    Ok(len)
+}
+
+/// `future`'s output, or `None` if `limit` passes first.
+async fn within<F: std::future::Future>(limit: Option<Duration>, future: F) -> Option<F::Output> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, future).await.ok(),
+        None => Some(future.await),
+    }
 }
 
 async fn copy_chunked<R, W>(
@@ -262,5 +313,80 @@ pub async fn write<W: AsyncWrite + Unpin + ?Sized>(
             Err(_) => Err(BodyError::WriteTimeout),
         },
         None => writing.await.map_err(BodyError::WriteIo),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use sluice_net::splice::PipeBudget;
+    use sluice_net::stream::Stream;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    async fn pair() -> (Stream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (Stream::Tcp(b.unwrap().0), a.unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_spliced_body_stops_at_its_length() {
+        // sender → (input) proxy (output) → receiver
+        let (mut input, mut sender) = pair().await;
+        let (mut output, mut receiver) = pair().await;
+        let body: Vec<u8> = (0..300_000u32).map(|n| (n % 251) as u8).collect();
+        let mut buf = InBuf::new(16384);
+        // The head's read brought the body's first bytes along.
+        sender.write_all(&body[..1000]).await.unwrap();
+        buf.read_more(&mut input, None).await.unwrap();
+        let rest = body[1000..].to_vec();
+        let sending = tokio::spawn(async move {
+            sender.write_all(&rest).await.unwrap();
+            // The next message, which must stay unread.
+            sender.write_all(b"NEXT").await.unwrap();
+            sender
+        });
+        let mut pipe = Pipe::new(None, &PipeBudget::new(None)).unwrap();
+        let moved = splice_length(
+            &mut buf,
+            &input,
+            &mut output,
+            body.len() as u64,
+            &mut pipe,
+            BodyTimeouts::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(moved, body.len() as u64);
+        drop(output);
+        let mut got = Vec::new();
+        receiver.read_to_end(&mut got).await.unwrap();
+        assert!(got == body, "the body arrived whole and in order");
+        let _sender = sending.await.unwrap();
+        let mut next = [0u8; 4];
+        input.read_exact(&mut next).await.unwrap();
+        assert_eq!(&next, b"NEXT");
+    }
+
+    #[tokio::test]
+    async fn a_spliced_body_cut_short_is_truncated() {
+        let (input, mut sender) = pair().await;
+        let (mut output, _receiver) = pair().await;
+        sender.write_all(b"only this").await.unwrap();
+        drop(sender);
+        let mut pipe = Pipe::new(None, &PipeBudget::new(None)).unwrap();
+        let result = splice_length(
+            &mut InBuf::new(16384),
+            &input,
+            &mut output,
+            100,
+            &mut pipe,
+            BodyTimeouts::default(),
+        )
+        .await;
+        assert!(matches!(result, Err(BodyError::Truncated)), "{result:?}");
     }
 }

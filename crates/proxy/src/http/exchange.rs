@@ -30,6 +30,7 @@ use sluice_http::head::{
     Limits, MessageHead, Parse, RequestHead, ResponseHead, Version, parse_request, parse_response,
 };
 use sluice_net::listen::Endpoints;
+use sluice_net::splice::{Pipe, SpliceEnd};
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
@@ -1027,23 +1028,39 @@ async fn transfer(
         body::write(&mut server_write, outgoing.head, s.server)
             .await
             .map_err(|_| UploadFailure::Server)?;
-        let body = body::forward_body(
-            input,
-            &mut client_read,
-            &mut server_write,
-            BodySpec {
-                framing,
-                out: request_out,
-                timeouts: BodyTimeouts {
-                    read: s.client,
-                    write: s.server,
-                },
-                limits: &s.request_limits,
-                side: Side::Request,
-            },
-        )
-        .await
-        .map_err(|e| match e {
+        let timeouts = BodyTimeouts {
+            read: s.client,
+            write: s.server,
+        };
+        let moved = match (body_pipe(ctx, Side::Request, framing, request_out), framing) {
+            (Some(mut pipe), BodyFraming::ContentLength(len)) => {
+                body::splice_length(
+                    input,
+                    &client_read,
+                    &mut server_write,
+                    len,
+                    &mut pipe,
+                    timeouts,
+                )
+                .await
+            }
+            _ => {
+                body::forward_body(
+                    input,
+                    &mut client_read,
+                    &mut server_write,
+                    BodySpec {
+                        framing,
+                        out: request_out,
+                        timeouts,
+                        limits: &s.request_limits,
+                        side: Side::Request,
+                    },
+                )
+                .await
+            }
+        };
+        let body = moved.map_err(|e| match e {
             BodyError::Invalid(err) => UploadFailure::Invalid(err.status()),
             BodyError::WriteIo(_) | BodyError::WriteTimeout => UploadFailure::Server,
             _ => UploadFailure::Client,
@@ -1136,8 +1153,8 @@ async fn relay_response<R, W>(
     started: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure>
 where
-    R: tokio::io::AsyncRead + Unpin,
-    W: tokio::io::AsyncWrite + Unpin,
+    R: tokio::io::AsyncRead + SpliceEnd + Unpin,
+    W: tokio::io::AsyncWrite + SpliceEnd + Unpin,
 {
     let s = ctx.settings;
     let mut input = InBuf::new(s.bufsize);
@@ -1336,7 +1353,9 @@ where
         let sent = if let Some(length) = inline_body {
             length
         } else {
-            forward_response_body(&mut input, server, client, framing, out_framing, s).await?
+            let pipe = body_pipe(ctx, Side::Response, framing, out_framing);
+            forward_response_body(&mut input, server, client, (framing, out_framing), pipe, s)
+                .await?
         };
         let exact = matches!(
             framing,
@@ -1355,36 +1374,72 @@ where
     }
 }
 
-/// Relays a response body by its framing, naming who failed when it breaks.
+/// A kernel pipe for a body that may be spliced: one whose length is known and passed on
+/// as is, in a direction the frontend's or backend's `option splice-request|response` allows
+/// (`splice-auto`: when the body is larger than a buffer, where splicing pays), unless
+/// `nosplice` forbids it or `maxpipes` are all in use (the body is then copied).
+fn body_pipe(
+    ctx: &Context<'_>,
+    side: Side,
+    framing: BodyFraming,
+    out_framing: OutFraming,
+) -> Option<Pipe> {
+    let (BodyFraming::ContentLength(len), OutFraming::Raw) = (framing, out_framing) else {
+        return None;
+    };
+    let global = &ctx.process.global;
+    let options = ctx.frontend.plan.splice.or(ctx.backend.plan.splice);
+    let explicit = match side {
+        Side::Request => options.request,
+        Side::Response => options.response,
+    };
+    let wanted =
+        explicit.unwrap_or(options.auto == Some(true) && len > u64::from(global.bufsize()));
+    if !wanted || global.nosplice {
+        return None;
+    }
+    Pipe::new(global.pipesize, &ctx.process.pipes)
+}
+
+/// Relays a response body by its framing (spliced through `pipe` when there is one), naming
+/// who failed when it breaks.
 async fn forward_response_body<R, W>(
     input: &mut InBuf,
     server: &mut R,
     client: &mut W,
-    framing: BodyFraming,
-    out_framing: OutFraming,
+    (framing, out_framing): (BodyFraming, OutFraming),
+    pipe: Option<Pipe>,
     s: &HttpSettings<'_>,
 ) -> Result<u64, ResponseFailure>
 where
-    R: tokio::io::AsyncRead + Unpin,
-    W: tokio::io::AsyncWrite + Unpin,
+    R: tokio::io::AsyncRead + SpliceEnd + Unpin,
+    W: tokio::io::AsyncWrite + SpliceEnd + Unpin,
 {
-    body::forward_body(
-        input,
-        server,
-        client,
-        BodySpec {
-            framing,
-            out: out_framing,
-            timeouts: BodyTimeouts {
-                read: s.server,
-                write: s.client,
-            },
-            limits: &s.response_limits,
-            side: Side::Response,
-        },
-    )
-    .await
-    .map_err(|e| {
+    let timeouts = BodyTimeouts {
+        read: s.server,
+        write: s.client,
+    };
+    let moved = match (pipe, framing) {
+        (Some(mut pipe), BodyFraming::ContentLength(len)) => {
+            body::splice_length(input, &*server, client, len, &mut pipe, timeouts).await
+        }
+        _ => {
+            body::forward_body(
+                input,
+                server,
+                client,
+                BodySpec {
+                    framing,
+                    out: out_framing,
+                    timeouts,
+                    limits: &s.response_limits,
+                    side: Side::Response,
+                },
+            )
+            .await
+        }
+    };
+    moved.map_err(|e| {
         ResponseFailure::Broken(match e {
             BodyError::ReadTimeout => Cause::ServerTimeout,
             BodyError::WriteTimeout => Cause::ClientTimeout,
