@@ -221,7 +221,22 @@ pub enum Direction {
     Copy(usize),
     /// Through a kernel pipe.
     Splice(Pipe),
+    /// Through a buffer of `size` bytes until the direction streams fast, then through a
+    /// pipe of `pipesize` from `budget` if one is left (`option splice-auto`).
+    SpliceWhenStreaming {
+        /// The buffer's size.
+        size: usize,
+        /// `tune.pipesize`.
+        pipesize: Option<usize>,
+        /// The process's pipes (`maxpipes`).
+        budget: std::sync::Arc<sluice_net::splice::PipeBudget>,
+    },
 }
+
+/// Reads in a row that filled the whole buffer after which a direction counts as a fast
+/// streamer, worth splicing (`option splice-auto`, HAProxy's heuristic: a buffer filled by
+/// every read means the sender outpaces what one buffer per wake-up can carry).
+const FAST_STREAMER_READS: u32 = 3;
 
 /// One direction between two sockets that holds a buffer only while bytes are in flight: it
 /// waits for the reader's readiness without one, takes one from the thread's pool to read,
@@ -235,6 +250,11 @@ struct LazyPump {
     eof: bool,
     shut: bool,
     copied: u64,
+    /// Reads in a row that filled the whole buffer.
+    full_reads: u32,
+    /// Stop moving as soon as the direction may go on through a pipe (`splice-auto`): the
+    /// caller switches, then polls the pipe.
+    stop_when_streaming: bool,
 }
 
 impl LazyPump {
@@ -247,7 +267,22 @@ impl LazyPump {
             eof: false,
             shut: false,
             copied: 0,
+            full_reads: 0,
+            stop_when_streaming: false,
         }
+    }
+
+    /// A pump that stops as soon as the direction may go on through a pipe.
+    fn streaming_watch(size: usize) -> Self {
+        let mut pump = LazyPump::new(size);
+        pump.stop_when_streaming = true;
+        pump
+    }
+
+    /// True when the direction streams fast and holds nothing unwritten: it may go on
+    /// through a pipe from here without reordering a byte.
+    fn may_switch_to_splice(&self) -> bool {
+        self.full_reads >= FAST_STREAMER_READS && self.start >= self.end && !self.eof
     }
 
     fn release(&mut self) {
@@ -287,6 +322,9 @@ impl Mover<Stream, Stream> for LazyPump {
                     Poll::Pending => return Ok(activity),
                 }
             }
+            if self.stop_when_streaming && self.may_switch_to_splice() {
+                return Ok(activity);
+            }
             if !self.eof {
                 // Wait without a buffer; take one only when there is something to read. While
                 // data keeps coming the buffer is kept (no pool round trip per read).
@@ -310,6 +348,11 @@ impl Mover<Stream, Stream> for LazyPump {
                         let n = rb.filled().len();
                         self.start = 0;
                         self.end = n;
+                        self.full_reads = if n == self.size {
+                            self.full_reads.saturating_add(1)
+                        } else {
+                            0
+                        };
                         if n == 0 {
                             self.eof = true;
                             self.release();
@@ -349,6 +392,63 @@ impl Mover<Stream, Stream> for LazyPump {
 enum StreamMover {
     Copy(LazyPump),
     Splice(SplicePump),
+    /// Copying until the direction streams fast, then splicing (`option splice-auto`).
+    Auto(Box<AutoPump>),
+}
+
+/// `option splice-auto`: copies through a buffer, and once the direction streams fast (and
+/// all it read was written) goes on through a pipe, if the budget has one left.
+struct AutoPump {
+    copy: LazyPump,
+    splice: Option<SplicePump>,
+    pipesize: Option<usize>,
+    budget: std::sync::Arc<sluice_net::splice::PipeBudget>,
+}
+
+impl AutoPump {
+    fn poll_move(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut Stream,
+        writer: &mut Stream,
+    ) -> Result<Activity, PumpError> {
+        if let Some(splice) = &mut self.splice {
+            return splice.poll_move(cx, reader, writer);
+        }
+        let copied = self.copy.poll_move(cx, reader, writer)?;
+        if !self.copy.may_switch_to_splice() {
+            return Ok(copied);
+        }
+        let Some(pipe) = Pipe::new(self.pipesize, &self.budget) else {
+            // No pipe left (`maxpipes`): this direction copies to its end, polled on until
+            // it waits.
+            self.copy.stop_when_streaming = false;
+            let more = self.copy.poll_move(cx, reader, writer)?;
+            return Ok(Activity {
+                read: copied.read || more.read,
+                wrote: copied.wrote || more.wrote,
+            });
+        };
+        self.copy.release();
+        let mut splice = SplicePump::new(pipe);
+        splice.copied = self.copy.copied;
+        // Go on at once: the reader may have more already, and the pipe must register its
+        // own interest before this poll returns.
+        let spliced = splice.poll_move(cx, reader, writer)?;
+        self.splice = Some(splice);
+        Ok(Activity {
+            read: copied.read || spliced.read,
+            wrote: copied.wrote || spliced.wrote,
+        })
+    }
+
+    fn shut(&self) -> bool {
+        self.splice.as_ref().map_or(self.copy.shut, |s| s.shut)
+    }
+
+    fn copied(&self) -> u64 {
+        self.splice.as_ref().map_or(self.copy.copied, |s| s.copied)
+    }
 }
 
 impl StreamMover {
@@ -356,6 +456,16 @@ impl StreamMover {
         match direction {
             Direction::Copy(size) => StreamMover::Copy(LazyPump::new(size)),
             Direction::Splice(pipe) => StreamMover::Splice(SplicePump::new(pipe)),
+            Direction::SpliceWhenStreaming {
+                size,
+                pipesize,
+                budget,
+            } => StreamMover::Auto(Box::new(AutoPump {
+                copy: LazyPump::streaming_watch(size),
+                splice: None,
+                pipesize,
+                budget,
+            })),
         }
     }
 }
@@ -370,6 +480,7 @@ impl Mover<Stream, Stream> for StreamMover {
         match self {
             StreamMover::Copy(p) => p.poll_move(cx, reader, writer),
             StreamMover::Splice(p) => p.poll_move(cx, reader, writer),
+            StreamMover::Auto(p) => p.poll_move(cx, reader, writer),
         }
     }
 
@@ -377,6 +488,7 @@ impl Mover<Stream, Stream> for StreamMover {
         match self {
             StreamMover::Copy(p) => p.shut,
             StreamMover::Splice(p) => p.shut,
+            StreamMover::Auto(p) => p.shut(),
         }
     }
 
@@ -384,6 +496,7 @@ impl Mover<Stream, Stream> for StreamMover {
         match self {
             StreamMover::Copy(p) => p.copied,
             StreamMover::Splice(p) => p.copied,
+            StreamMover::Auto(p) => p.copied(),
         }
     }
 }

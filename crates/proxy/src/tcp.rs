@@ -296,25 +296,26 @@ fn log_session(
 }
 
 /// How each direction moves its bytes: spliced when the frontend's or backend's `option
-/// splice-*` allows it (and `nosplice` does not forbid it) and a pipe is available, copied
-/// through a buffer otherwise.
+/// splice-request|response` asks for it and a pipe is available, spliced once it streams
+/// fast under `option splice-auto` (HAProxy's heuristic: on loopback or for small exchanges
+/// copying is cheaper), copied through a buffer otherwise or under `nosplice`.
 fn directions(process: &Process, frontend: &Frontend, backend: &Backend) -> (Direction, Direction) {
     let global = &process.global;
     let options = frontend.plan.splice.or(backend.plan.splice);
-    let direction = |spliced: bool| {
-        spliced
-            .then(|| Pipe::new(global.pipesize, &process.pipes))
-            .flatten()
-            .map_or(
-                // `tune.bufsize`, as HAProxy's channels use.
-                Direction::Copy(global.bufsize() as usize),
-                Direction::Splice,
-            )
+    // `tune.bufsize`, as HAProxy's channels use.
+    let size = global.bufsize() as usize;
+    let direction = |explicit: Option<bool>| match explicit {
+        _ if global.nosplice => Direction::Copy(size),
+        Some(true) => Pipe::new(global.pipesize, &process.pipes)
+            .map_or(Direction::Copy(size), Direction::Splice),
+        None if options.auto == Some(true) => Direction::SpliceWhenStreaming {
+            size,
+            pipesize: global.pipesize,
+            budget: std::sync::Arc::clone(&process.pipes),
+        },
+        _ => Direction::Copy(size),
     };
-    if global.nosplice {
-        return (direction(false), direction(false));
-    }
-    (direction(options.request()), direction(options.response()))
+    (direction(options.request), direction(options.response))
 }
 
 /// The termination state of a forwarded session (configuration.txt §8.5).

@@ -262,8 +262,8 @@ fn many_concurrent_clients_are_all_served() {
 }
 
 /// Relays a megabyte each way through `config` (a listen section in front of an echo server)
-/// and checks every byte, then the half-close.
-fn echo_a_megabyte(extra: &str, global: &str) {
+/// and checks every byte, then the half-close. Returns the proxy, still running.
+fn echo_a_megabyte(extra: &str, global: &str) -> common::Sluice {
     let echo = Backend::echo();
     let (listener, addr) = common::frontend();
     let config = format!(
@@ -271,7 +271,7 @@ fn echo_a_megabyte(extra: &str, global: &str) {
         common::fd_bind(&listener),
         echo.addr()
     );
-    let _p = sluice(&config).inherit(listener).start();
+    let p = sluice(&config).inherit(listener).start();
     let mut s = connect(addr);
     let data: Vec<u8> = (0..1_048_576u32)
         .map(|i| (i.wrapping_mul(31) % 253) as u8)
@@ -288,11 +288,56 @@ fn echo_a_megabyte(extra: &str, global: &str) {
     sender.join().unwrap();
     assert_eq!(got.len(), data.len());
     assert!(got == data, "the bytes come back unchanged");
+    p
+}
+
+/// `TotalSplicdedBytesOut` of `show info`.
+fn spliced_out(p: &common::Sluice) -> u64 {
+    common::info_field(&p.cli("show info"), "TotalSplicdedBytesOut")
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 #[test]
 fn splicing_relays_every_byte_both_ways() {
-    echo_a_megabyte("    option splice-auto", "    tune.pipesize 16384");
+    let p = echo_a_megabyte(
+        "    option splice-request\n    option splice-response",
+        "    tune.pipesize 16384",
+    );
+    // Both megabytes went through pipes.
+    assert_eq!(spliced_out(&p), 2 * 1_048_576);
+}
+
+#[test]
+fn splice_auto_splices_a_stream_once_it_streams_fast() {
+    // Small buffers: a megabyte sent at once fills every read, so the copy turns to a pipe.
+    let p = echo_a_megabyte(
+        "    option splice-auto",
+        "    tune.bufsize 4096\n    tune.pipesize 16384",
+    );
+    let spliced = spliced_out(&p);
+    assert!(spliced > 1_048_576, "{spliced}");
+}
+
+#[test]
+fn splice_auto_copies_a_slow_exchange() {
+    let echo = Backend::echo();
+    let (listener, addr) = common::frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}\nlisten l\n    bind {}\n    option splice-auto\n    server s {}\n",
+        common::fd_bind(&listener),
+        echo.addr()
+    );
+    let p = sluice(&config).inherit(listener).start();
+    let mut s = connect(addr);
+    for _ in 0..3 {
+        s.write_all(b"ping").unwrap();
+        assert_eq!(common::read_n(&mut s, 4), b"ping");
+    }
+    let info = p.cli("show info");
+    assert_eq!(common::info_field(&info, "PipesUsed"), Some("0"), "{info}");
+    assert_eq!(spliced_out(&p), 0);
 }
 
 #[test]
