@@ -22,6 +22,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run import wait_port  # noqa: E402  (one way of waiting for a port across the scripts)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORIGIN_PORT = 18810
 PROXY_PORT = 18811
@@ -70,17 +73,6 @@ def origin(port, counts):
                 _, buf = buf.split(b"\r\n\r\n", 1)
                 conn.sendall(RESPONSE)
             pending[conn] = buf
-
-
-def wait_port(port, limit=10.0):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port}")
 
 
 def memory(pid):

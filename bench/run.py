@@ -115,42 +115,9 @@ http {{
         self.proc.wait()
 
 
-# The `rules` scenario's rule set, the same for Sluice and HAProxy: 20 ACLs, header rewrites
-# and map-based routing, all evaluated on every request (nothing matches the benchmark's
-# requests but the map lookup, so every request runs the whole set).
-RULES = """
-    acl a1 path_beg /admin
-    acl a2 path_end .php
-    acl a3 hdr(host) -i evil.example.com
-    acl a4 src 10.0.0.0/8 192.168.0.0/16
-    acl a5 method POST PUT DELETE
-    acl a6 hdr_sub(user-agent) -i bot crawler spider
-    acl a7 path_reg ^/api/v[0-9]+/internal
-    acl a8 req.hdr_cnt(x-forwarded-for) gt 5
-    acl a9 url_param(debug) -m found
-    acl a10 hdr(x-api-key) -m found
-    acl a11 path_beg /static/ /assets/
-    acl a12 path_end .css .js .png
-    acl a13 hdr_beg(host) -i api.
-    acl a14 req.cook(session) -m found
-    acl a15 query -m sub token=
-    acl a16 hdr(accept-language) -m beg fr
-    acl a17 path_dir private
-    acl a18 hdr_end(host) -i .internal
-    acl a19 req.ver 1.0
-    acl a20 path_len gt 2000
-    http-request deny if a1 !a4
-    http-request deny if a3 || a6 a2
-    http-request deny if a7 a9 || a8 || a20
-    http-request set-header X-Forwarded-Proto http
-    http-request set-header X-Request-Start t=%[date()]
-    http-request add-header X-Client-Addr %[src]
-    http-request del-header X-Debug
-    http-request set-var(txn.route) path,map_beg({work}/routes.map,origin)
-    http-request set-header X-Route %[var(txn.route)]
-    http-response set-header X-Frame-Options DENY
-    http-response del-header Server
-"""
+# The `rules` scenario's rule set, the same for Sluice and HAProxy (see bench/rules.cfg).
+with open(os.path.join(ROOT, "bench", "rules.cfg")) as _f:
+    RULES = "".join(line for line in _f if not line.startswith("#"))
 
 
 def proxy_config(kind, mode, work, scenario=""):
@@ -170,7 +137,7 @@ def proxy_config(kind, mode, work, scenario=""):
         with open(os.path.join(work, "routes.map"), "w") as f:
             f.writelines(f"/section{n}/ backend{n}\n" for n in range(200))
             f.write("/ origin\n")
-        extra = RULES.replace("{work}", work)
+        extra = RULES.replace("@ROUTES_MAP@", os.path.join(work, "routes.map"))
     if kind in ("sluice", "haproxy"):
         path = os.path.join(work, f"{kind}-{mode}-{scenario}.cfg")
         with open(path, "w") as f:

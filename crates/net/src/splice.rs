@@ -182,87 +182,67 @@ impl Pipe {
     }
 }
 
+/// The tokio socket behind a [`SpliceEnd`].
+pub enum SocketRef<'a> {
+    /// TCP.
+    Tcp(&'a tokio::net::TcpStream),
+    /// Unix stream.
+    Unix(&'a tokio::net::UnixStream),
+}
+
 /// A socket, or one half of a split one, that a pipe can splice from or into: its descriptor
 /// and its event-loop readiness (waited for, then cleared by a "would block").
 pub trait SpliceEnd: AsFd {
+    /// The socket.
+    fn socket(&self) -> SocketRef<'_>;
+
     /// Polls until the socket is ready for `interest`.
-    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>>;
+    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+        match (self.socket(), interest.is_readable()) {
+            (SocketRef::Tcp(s), true) => s.poll_read_ready(cx),
+            (SocketRef::Tcp(s), false) => s.poll_write_ready(cx),
+            (SocketRef::Unix(s), true) => s.poll_read_ready(cx),
+            (SocketRef::Unix(s), false) => s.poll_write_ready(cx),
+        }
+    }
+
     /// Runs `f` if the socket is ready for `interest`; a "would block" from `f` clears the
     /// readiness.
     fn try_io_once<R>(
         &self,
         interest: Interest,
         f: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R>;
-}
-
-/// Readiness and `try_io` of a tokio socket, by interest.
-macro_rules! splice_end_through {
-    ($socket:expr, $cx:expr, $interest:expr) => {
-        if $interest.is_readable() {
-            $socket.poll_read_ready($cx)
-        } else {
-            $socket.poll_write_ready($cx)
+    ) -> io::Result<R> {
+        match self.socket() {
+            SocketRef::Tcp(s) => s.try_io(interest, f),
+            SocketRef::Unix(s) => s.try_io(interest, f),
         }
-    };
+    }
 }
 
 impl SpliceEnd for Stream {
-    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+    fn socket(&self) -> SocketRef<'_> {
         match self {
-            Stream::Tcp(s) => splice_end_through!(s, cx, interest),
-            Stream::Unix(s) => splice_end_through!(s, cx, interest),
-        }
-    }
-
-    fn try_io_once<R>(
-        &self,
-        interest: Interest,
-        f: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        match self {
-            Stream::Tcp(s) => s.try_io(interest, f),
-            Stream::Unix(s) => s.try_io(interest, f),
+            Stream::Tcp(s) => SocketRef::Tcp(s),
+            Stream::Unix(s) => SocketRef::Unix(s),
         }
     }
 }
 
 impl SpliceEnd for ReadSide<'_> {
-    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+    fn socket(&self) -> SocketRef<'_> {
         match self {
-            ReadSide::Tcp(s) => splice_end_through!(s.as_ref(), cx, interest),
-            ReadSide::Unix(s) => splice_end_through!(s.as_ref(), cx, interest),
-        }
-    }
-
-    fn try_io_once<R>(
-        &self,
-        interest: Interest,
-        f: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        match self {
-            ReadSide::Tcp(s) => s.as_ref().try_io(interest, f),
-            ReadSide::Unix(s) => s.as_ref().try_io(interest, f),
+            ReadSide::Tcp(s) => SocketRef::Tcp(s.as_ref()),
+            ReadSide::Unix(s) => SocketRef::Unix(s.as_ref()),
         }
     }
 }
 
 impl SpliceEnd for WriteSide<'_> {
-    fn poll_io_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+    fn socket(&self) -> SocketRef<'_> {
         match self {
-            WriteSide::Tcp(s) => splice_end_through!(s.as_ref(), cx, interest),
-            WriteSide::Unix(s) => splice_end_through!(s.as_ref(), cx, interest),
-        }
-    }
-
-    fn try_io_once<R>(
-        &self,
-        interest: Interest,
-        f: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        match self {
-            WriteSide::Tcp(s) => s.as_ref().try_io(interest, f),
-            WriteSide::Unix(s) => s.as_ref().try_io(interest, f),
+            WriteSide::Tcp(s) => SocketRef::Tcp(s.as_ref()),
+            WriteSide::Unix(s) => SocketRef::Unix(s.as_ref()),
         }
     }
 }

@@ -179,42 +179,13 @@ fn config(origin: u16, rules: &str) -> String {
     )
 }
 
-/// The rule set of `bench/run.py`'s `rules` scenario.
+/// The rule set of `bench/run.py`'s `rules` scenario (`bench/rules.cfg`), routing with `map`.
 fn rules(map: &str) -> String {
-    format!(
-        "    acl a1 path_beg /admin
-    acl a2 path_end .php
-    acl a3 hdr(host) -i evil.example.com
-    acl a4 src 10.0.0.0/8 192.168.0.0/16
-    acl a5 method POST PUT DELETE
-    acl a6 hdr_sub(user-agent) -i bot crawler spider
-    acl a7 path_reg ^/api/v[0-9]+/internal
-    acl a8 req.hdr_cnt(x-forwarded-for) gt 5
-    acl a9 url_param(debug) -m found
-    acl a10 hdr(x-api-key) -m found
-    acl a11 path_beg /static/ /assets/
-    acl a12 path_end .css .js .png
-    acl a13 hdr_beg(host) -i api.
-    acl a14 req.cook(session) -m found
-    acl a15 query -m sub token=
-    acl a16 hdr(accept-language) -m beg fr
-    acl a17 path_dir private
-    acl a18 hdr_end(host) -i .internal
-    acl a19 req.ver 1.0
-    acl a20 path_len gt 2000
-    http-request deny if a1 !a4
-    http-request deny if a3 || a6 a2
-    http-request deny if a7 a9 || a8 || a20
-    http-request set-header X-Forwarded-Proto http
-    http-request set-header X-Request-Start t=%[date()]
-    http-request add-header X-Client-Addr %[src]
-    http-request del-header X-Debug
-    http-request set-var(txn.route) path,map_beg({map},origin)
-    http-request set-header X-Route %[var(txn.route)]
-    http-response set-header X-Frame-Options DENY
-    http-response del-header Server
-"
-    )
+    include_str!("../../../bench/rules.cfg")
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| format!("{}\n", line.replace("@ROUTES_MAP@", map)))
+        .collect()
 }
 
 #[test]
@@ -230,7 +201,9 @@ fn requests_cost_a_bounded_number_of_allocations() {
     std::fs::write(&map, lines).unwrap();
 
     let plain = allocations_per_request(&config(origin, ""));
-    let with_rules = allocations_per_request(&config(origin, &rules(&map.to_string_lossy())));
+    let rule_set = rules(&map.to_string_lossy());
+    assert_eq!(rule_set.matches("    acl ").count(), 20, "{rule_set}");
+    let with_rules = allocations_per_request(&config(origin, &rule_set));
     std::fs::remove_dir_all(&dir).unwrap();
     println!("allocations per request: keep-alive {plain:.2}, rules {with_rules:.2}");
     assert!(
