@@ -158,8 +158,9 @@ impl AcceptBatch {
     }
 }
 
-/// The accept's result if a connection is already waiting, without registering interest;
-/// `None` if the listener would have to wait (the same future is then awaited).
+/// The accept's result if a connection is already waiting, polled with a waker that wakes
+/// nothing; `None` if the listener would have to wait (the same future is then awaited,
+/// which hands the event loop the task's real waker).
 fn ready_now<F: std::future::Future>(accepting: std::pin::Pin<&mut F>) -> Option<F::Output> {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match accepting.poll(&mut cx) {
