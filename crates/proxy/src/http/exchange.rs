@@ -48,6 +48,8 @@ pub enum Next {
     KeepAlive,
     /// Close the client connection.
     Close,
+    /// Relay the upgraded connection handed over in the [`Tunnel`] slot, then close.
+    Tunnel,
 }
 
 /// A server connection kept by a session between its requests: only one that may not be
@@ -64,6 +66,7 @@ pub struct Attached {
 }
 
 /// Everything an exchange needs besides the connections.
+#[derive(Clone)]
 pub struct Context<'a> {
     /// The process (for its stream log).
     pub process: &'a Process,
@@ -77,8 +80,8 @@ pub struct Context<'a> {
     pub frontend: &'a Frontend,
     /// The proxy holding the servers.
     pub backend: &'a Backend,
-    /// Combined HTTP settings.
-    pub settings: &'a HttpSettings<'a>,
+    /// Combined HTTP settings (a copy: the context may outlive the request's own state).
+    pub settings: HttpSettings<'a>,
     /// The client's addresses.
     pub endpoints: Endpoints,
     /// True for the first request of the client connection.
@@ -160,13 +163,131 @@ struct Facts<'a> {
     queue: Option<Duration>,
 }
 
-/// Runs one exchange for the request whose head starts `input`, then reports it.
-pub async fn run(
+/// What an upgraded connection keeps from its exchange until its relay ends: the server
+/// side, the server's slot (`maxconn`) and session counts, and its kill signal, subscribed
+/// before the request was sent so no `shutdown sessions` is missed in between.
+struct TunnelParts<'a> {
+    server_stream: Stream,
+    server: &'a Server,
+    /// Held until the relay ends, then released with the tunnel.
+    _lease: ServerLease<'a>,
+    _sessions: (SessionMark<'a>, SessionMark<'a>),
+    killed: sluice_runtime::health::KillSignal,
+}
+
+/// An upgraded connection (a `101` to a WebSocket upgrade, a 2xx to CONNECT) handed back to
+/// the session with what its relay and its log line need ([`relay_tunnel`]). The request's
+/// handling state, sized for a whole exchange, is dropped before the relay starts: an idle
+/// tunnel costs this and the relay only.
+pub struct Tunnel<'a> {
+    ctx: Context<'a>,
+    facts: Facts<'a>,
+    parts: TunnelParts<'a>,
+    status: Option<u16>,
+    request_line: Option<Vec<u8>>,
+    logged_head: Option<LoggedHead>,
+    /// The log line is still to be written (logging is on and `logasap` did not write it).
+    log_at_end: bool,
+}
+
+impl Tunnel<'_> {
+    /// `timeout client` of the connection, for closing it after the relay.
+    pub fn client_timeout(&self) -> Option<Duration> {
+        self.ctx.settings.client
+    }
+}
+
+/// Relays an upgraded connection until either side ends it (or its server is shut down),
+/// then counts its bytes and writes its log line, as the end of its exchange.
+pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
+    // Worked on in place: moving the fields out would copy them all into this future.
+    let Tunnel {
+        ctx,
+        facts,
+        parts,
+        status,
+        request_line,
+        logged_head,
+        log_at_end,
+    } = &mut *tunnel;
+    let s = &ctx.settings;
+    let timeouts = IdleTimeouts {
+        client: s.tunnel.or(s.client),
+        server: s.tunnel.or(s.server),
+        client_fin: s.client_fin,
+        server_fin: s.server_fin,
+    };
+    let relay = forward::forward_streams(
+        client,
+        &mut parts.server_stream,
+        timeouts,
+        forward::Direction::Copy(s.bufsize),
+        forward::Direction::Copy(s.bufsize),
+    );
+    let termination = tokio::select! {
+        moved = relay => {
+            count_bytes(ctx, parts.server, facts, moved.client_to_server, moved.server_to_client);
+            Termination::NORMAL
+        }
+        () = parts.killed.wait() => Termination { cause: Cause::Killed, phase: Phase::Data },
+    };
+    report_end(
+        ctx,
+        facts,
+        (*status, termination),
+        *log_at_end,
+        (request_line.as_deref(), logged_head.as_ref()),
+    );
+}
+
+/// A copy of a request's head kept for a custom log format: the bytes and their parse.
+type LoggedHead = (Vec<u8>, RequestHead);
+
+/// The end of an exchange: the `show stat` time averages of the server it took, and its log
+/// line when one is still to be written.
+fn report_end(
     ctx: &Context<'_>,
+    facts: &Facts<'_>,
+    (status, termination): (Option<u16>, Termination),
+    log: bool,
+    (request_line, logged_head): (Option<&[u8]>, Option<&LoggedHead>),
+) {
+    // The averages of `show stat` cover the requests a server took.
+    if let Some(server) = facts.chosen {
+        let timers = Timers {
+            request: Some(ctx.head_at.duration_since(ctx.request_start)),
+            queue: facts.queue,
+            connect: facts.connect,
+            response: facts
+                .request_sent
+                .zip(facts.response_head)
+                .map(|(sent, head)| head.saturating_duration_since(sent)),
+            total: ctx.request_start.elapsed(),
+        };
+        ctx.backend.stats.note_times(&timers);
+        server.stats.note_times(&timers);
+    }
+    if log {
+        let outcome = Outcome {
+            status,
+            termination,
+            response_head: facts.response_head,
+            bytes_down: facts.bytes_down,
+            early: false,
+        };
+        log_exchange(ctx, facts, &outcome, request_line, logged_head);
+    }
+}
+
+/// Runs one exchange for the request whose head starts `input`, then reports it. An upgraded
+/// connection is left in `tunnel` ([`Next::Tunnel`]): its relay and report come later, from
+/// [`relay_tunnel`].
+pub async fn run<'a>(
+    ctx: &Context<'a>,
     client: &mut Stream,
     input: &mut InBuf,
     request: (RequestHead, BodyFraming),
-    attached: &mut Option<Attached>,
+    (attached, tunnel): (&mut Option<Attached>, &mut Option<Box<Tunnel<'a>>>),
 ) -> Next {
     let head = &request.0;
     // The request line is copied only when a log wants it: no allocation otherwise.
@@ -212,7 +333,17 @@ pub async fn run(
     };
     let asap = logged && ctx.frontend.logger.as_ref().is_some_and(|l| l.conf.logasap);
     let on_head: Option<EarlyLog<'_>> = if asap { Some(&early) } else { None };
-    let ending = exchange(ctx, client, input, request, attached, &mut facts, on_head).await;
+    let mut upgraded = None;
+    let ending = exchange(
+        ctx,
+        client,
+        input,
+        request,
+        (attached, &mut upgraded),
+        &mut facts,
+        on_head,
+    )
+    .await;
     if let Some(status) = ending.status {
         if (400..500).contains(&status) {
             ctx.scope.vars.trackers.http_error();
@@ -223,37 +354,26 @@ pub async fn run(
             server.stats.count_response(status);
         }
     }
-    // The averages of `show stat` cover the requests a server took.
-    if let Some(server) = facts.chosen {
-        let timers = Timers {
-            request: Some(ctx.head_at.duration_since(ctx.request_start)),
-            queue: facts.queue,
-            connect: facts.connect,
-            response: facts
-                .request_sent
-                .zip(facts.response_head)
-                .map(|(sent, head)| head.saturating_duration_since(sent)),
-            total: ctx.request_start.elapsed(),
-        };
-        ctx.backend.stats.note_times(&timers);
-        server.stats.note_times(&timers);
-    }
-    if logged && !logged_early.get() {
-        let outcome = Outcome {
+    let log_at_end = logged && !logged_early.get();
+    if let Some(parts) = upgraded {
+        *tunnel = Some(Box::new(Tunnel {
+            ctx: ctx.clone(),
+            facts,
+            parts,
             status: ending.status,
-            termination: ending.termination,
-            response_head: facts.response_head,
-            bytes_down: facts.bytes_down,
-            early: false,
-        };
-        log_exchange(
-            ctx,
-            &facts,
-            &outcome,
-            request_line.as_deref(),
-            logged_head.as_ref(),
-        );
+            request_line,
+            logged_head,
+            log_at_end,
+        }));
+        return Next::Tunnel;
     }
+    report_end(
+        ctx,
+        &facts,
+        (ending.status, ending.termination),
+        log_at_end,
+        (request_line.as_deref(), logged_head.as_ref()),
+    );
     ending.next
 }
 
@@ -333,11 +453,11 @@ async fn exchange<'a>(
     client: &mut Stream,
     input: &mut InBuf,
     (mut head, framing): (RequestHead, BodyFraming),
-    attached: &mut Option<Attached>,
+    (attached, upgraded): (&mut Option<Attached>, &mut Option<TunnelParts<'a>>),
     facts: &mut Facts<'a>,
     on_head: Option<EarlyLog<'_>>,
 ) -> Ending {
-    let s = ctx.settings;
+    let s = &ctx.settings;
     // Persistence (use-server, the cookie) reads the request as the client sent it, then may
     // rewrite its cookies: it runs before anything else reads the head.
     let limits = Limits {
@@ -630,34 +750,15 @@ async fn exchange<'a>(
                 // The relay has buffers of its own, held only while bytes move: an idle
                 // tunnel (a WebSocket waiting for messages) keeps no input buffer.
                 input.release_if_empty();
-                let timeouts = IdleTimeouts {
-                    client: s.tunnel.or(s.client),
-                    server: s.tunnel.or(s.server),
-                    client_fin: s.client_fin,
-                    server_fin: s.server_fin,
-                };
-                let relay = forward::forward_streams(
-                    client,
-                    &mut server_stream,
-                    timeouts,
-                    forward::Direction::Copy(s.bufsize),
-                    forward::Direction::Copy(s.bufsize),
-                );
-                let moved = tokio::select! {
-                    moved = relay => moved,
-                    () = killed.wait() => {
-                        return Ending::close(status, Cause::Killed, Phase::Data);
-                    }
-                };
-                count_bytes(
-                    ctx,
+                *upgraded = Some(TunnelParts {
+                    server_stream,
                     server,
-                    facts,
-                    moved.client_to_server,
-                    moved.server_to_client,
-                );
+                    _lease: lease,
+                    _sessions: (_backend_session, _server_session),
+                    killed,
+                });
                 return Ending {
-                    next: Next::Close,
+                    next: Next::Tunnel,
                     status,
                     termination: Termination::NORMAL,
                 };
@@ -677,7 +778,7 @@ async fn exchange<'a>(
                     // client then holds no server connection, and the session's next request
                     // finds it there (the most recently used first). One that may not be
                     // shared stays with the session.
-                    if shareable(ctx.settings, &conn) {
+                    if shareable(&ctx.settings, &conn) {
                         pool::put(conn.key, conn.stream, conn.reused, conn.pool_max);
                     } else {
                         *attached = Some(conn);
@@ -819,7 +920,7 @@ fn encode_request(
     upgrade: bool,
     server: &Server,
 ) -> Scratch {
-    let s = ctx.settings;
+    let s = &ctx.settings;
     // Framing is ours: the received framing fields go, exactly one of ours is added.
     let removed = [
         "content-length",
@@ -1015,7 +1116,7 @@ async fn transfer(
     shape: TransferShape,
     response_head: &Cell<Option<(Instant, u16)>>,
 ) -> Result<ResponseDone, ResponseFailure> {
-    let s = ctx.settings;
+    let s = &ctx.settings;
     let framing = shape.framing;
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
@@ -1156,7 +1257,7 @@ where
     R: tokio::io::AsyncRead + SpliceEnd + Unpin,
     W: tokio::io::AsyncWrite + SpliceEnd + Unpin,
 {
-    let s = ctx.settings;
+    let s = &ctx.settings;
     let mut input = InBuf::new(s.bufsize);
     let mut out = Scratch::take();
     let mut got_anything = false;

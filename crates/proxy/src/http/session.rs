@@ -75,8 +75,21 @@ pub fn run<'s>(
                 &mut input,
                 waited_since,
             ));
-            let Some(limit) = serving.await else {
-                return;
+            let limit = match serving.await {
+                Served::Closed => return,
+                Served::Idle(limit) => limit,
+                Served::Tunnel(tunnel) => {
+                    // The request's state is gone: the relay runs from the tunnel's own,
+                    // boxed so that connections that never upgrade do not carry its size.
+                    Box::pin(async move {
+                        let close_within = tunnel.client_timeout();
+                        exchange::relay_tunnel(tunnel, client).await;
+                        scope.vars.trackers.end_transaction();
+                        close_after_exchange(client, close_within, false).await;
+                    })
+                    .await;
+                    return;
+                }
             };
             // Idle: the next request's wait counts from here in its log (as it did when the
             // wait was part of `serve`).
@@ -95,19 +108,29 @@ pub fn run<'s>(
     }
 }
 
-/// Serves requests on a client connection until it closes (`None`) or waits idle for its
-/// next request with nothing else to keep (`Some`, with how long it may wait). `waited_since`
-/// is when the wait for the first request served here started, for a connection that was
-/// idle; `None` for a new connection.
+/// How [`serve`] left the connection.
+enum Served<'s> {
+    /// Closed.
+    Closed,
+    /// Waiting for its next request with nothing else to keep, for at most this long.
+    Idle(Option<Duration>),
+    /// Upgraded: the relay is still to run.
+    Tunnel(Box<exchange::Tunnel<'s>>),
+}
+
+/// Serves requests on a client connection until it closes, waits idle for its next request
+/// with nothing else to keep, or is upgraded to a tunnel. `waited_since` is when the wait for
+/// the first request served here started, for a connection that was idle; `None` for a new
+/// connection.
 // Not an `async fn`: it would keep a second copy of its arguments (see `accept::session`).
 #[allow(clippy::manual_async_fn)]
-fn serve<'s>(
+fn serve<'x, 's: 'x>(
     scope: &'s Scope<'s>,
-    client: &'s mut Stream,
+    client: &'x mut Stream,
     buffers: BufferSizes,
-    input: &'s mut InBuf,
+    input: &'x mut InBuf,
     mut waited_since: Option<(std::time::Instant, SystemTime)>,
-) -> impl std::future::Future<Output = Option<Option<Duration>>> + 's {
+) -> impl std::future::Future<Output = Served<'s>> + 'x {
     async move {
         let (process, frontend, vars) = (scope.process, scope.frontend, scope.vars);
         let settings = HttpSettings::new(frontend, buffers);
@@ -122,7 +145,7 @@ fn serve<'s>(
             // A kept-alive connection waiting for its next request, with no server connection
             // to keep for it, waits in `run` with none of this state.
             if !first && input.is_empty() && attached.is_none() {
-                return Some(
+                return Served::Idle(
                     settings
                         .http_keep_alive
                         .or(settings.http_request)
@@ -191,28 +214,41 @@ fn serve<'s>(
             // per busy period, and an idle connection holds none of it. Only a connection
             // that keeps a private server connection waits idle in here, with this state.
             let request = (head, framing);
+            let mut tunnel = None;
             let handled = session
-                .handle(client, input, &mut attached, first, request, started)
+                .handle(
+                    client,
+                    input,
+                    (&mut attached, &mut tunnel),
+                    first,
+                    request,
+                    started,
+                )
                 .await;
+            if let Some(tunnel) = tunnel {
+                return Served::Tunnel(tunnel);
+            }
             // Counters tracked by this transaction's content and HTTP rules are let go.
             vars.trackers.end_transaction();
             match handled {
                 Next::KeepAlive => first = false,
-                Next::Close => return None,
+                Next::Close | Next::Tunnel => return Served::Closed,
             }
         }
-        None
+        Served::Closed
     }
 }
 
 /// What every request of a session shares.
-struct Session<'s> {
-    settings: &'s HttpSettings<'s>,
+struct Session<'x, 's> {
+    settings: &'x HttpSettings<'s>,
+    /// The session's scope, for as long as the connection lives: an exchange hands what
+    /// outlives this request's state (an upgraded connection's relay) back up to `run`.
     scope: &'s Scope<'s>,
     buffers: BufferSizes,
 }
 
-impl Session<'_> {
+impl<'s> Session<'_, 's> {
     /// Handles one request whose head was read: rules, then the proxy's own answer or the
     /// exchange with a server. Says whether the client connection carries another request
     /// (it was already closed gracefully otherwise).
@@ -220,7 +256,10 @@ impl Session<'_> {
         &self,
         client: &mut Stream,
         input: &mut InBuf,
-        attached: &mut Option<Attached>,
+        (attached, tunnel): (
+            &mut Option<Attached>,
+            &mut Option<Box<exchange::Tunnel<'s>>>,
+        ),
         first: bool,
         (mut head, framing): (RequestHead, BodyFraming),
         started: (std::time::Instant, SystemTime),
@@ -339,12 +378,12 @@ impl Session<'_> {
             head_at: std::time::Instant::now(),
             frontend,
             backend,
-            settings,
+            settings: settings.clone(),
             endpoints: scope.endpoints,
             first,
             scope,
         };
-        let next = exchange::run(&ctx, client, input, (head, framing), attached).await;
+        let next = exchange::run(&ctx, client, input, (head, framing), (attached, tunnel)).await;
         if next == Next::Close {
             close_after_exchange(client, settings.client, !input.is_empty()).await;
         }
@@ -352,7 +391,7 @@ impl Session<'_> {
     }
 }
 
-impl Session<'_> {
+impl<'s> Session<'_, 's> {
     /// Serves the statistics page of proxy `own` and logs the answer like the proxy's other
     /// own answers.
     async fn stats_page(
@@ -586,7 +625,9 @@ pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) {
 /// an error answer, the client may well be sending still).
 pub async fn close_gracefully(client: &mut Stream, limit: Option<Duration>) {
     if shut_write(client, limit).await {
-        linger(client, 0).await;
+        // Boxed: the drain's scratch space is only needed while it runs, not in the state
+        // of every future that may close a connection.
+        Box::pin(linger(client, 0)).await;
     }
 }
 
@@ -596,7 +637,7 @@ pub async fn close_gracefully(client: &mut Stream, limit: Option<Duration>) {
 /// client that sent more (pipelined requests we will not serve) gets the lingering drain.
 async fn close_after_exchange(client: &mut Stream, limit: Option<Duration>, pending: bool) {
     if shut_write(client, limit).await && pending {
-        linger(client, 0).await;
+        Box::pin(linger(client, 0)).await;
     }
 }
 
