@@ -251,7 +251,8 @@ struct Session<'x, 's> {
 impl<'s> Session<'_, 's> {
     /// Handles one request whose head was read: rules, then the proxy's own answer or the
     /// exchange with a server. Says whether the client connection carries another request
-    /// (it was already closed gracefully otherwise).
+    /// (it was already closed gracefully otherwise), or was upgraded: then the tunnel to
+    /// relay is left in `tunnel`.
     async fn handle(
         &self,
         client: &mut Stream,
