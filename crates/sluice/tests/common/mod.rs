@@ -111,12 +111,25 @@ pub fn fd_bind(listener: &impl AsRawFd) -> String {
     format!("\"fd@{}\"", listener.as_raw_fd())
 }
 
-/// An address where nothing listens: a port bound then closed (connections are refused).
+/// An address where nothing listens (connections are refused), and that no other test of
+/// the run will listen on either: its port is below the kernel's ephemeral range (32768 and
+/// up on Linux), where the tests' own listeners (all bound to port 0) never land, and each
+/// call takes the next free one. A freed ephemeral port could be handed to another test's
+/// listener meanwhile, which would then receive this test's "refused" connections.
 pub fn refused_addr() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind probe");
-    let addr = listener.local_addr().expect("probe address");
-    drop(listener);
-    addr
+    use std::sync::atomic::{AtomicU16, Ordering};
+    // Spread by process id, so that two test binaries run at once would rarely meet.
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 64) as u16 * 150;
+    for _ in 0..150 {
+        let port = base + NEXT.fetch_add(1, Ordering::Relaxed) % 150;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        // Free right now: nothing listens there.
+        if TcpListener::bind(addr).is_ok() {
+            return addr;
+        }
+    }
+    panic!("no free port from {base} to {}", base + 149);
 }
 
 /// Prepares a `sluice` child process.
