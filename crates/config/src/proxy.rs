@@ -287,14 +287,37 @@ impl SpliceOptions {
         }
     }
 
-    /// Whether the client-to-server direction is spliced.
-    pub fn request(self) -> bool {
-        self.request.or(self.auto).unwrap_or(false)
+    /// How the client-to-server direction may splice.
+    pub fn request_mode(self) -> SpliceMode {
+        SpliceMode::of(self.request, self.auto)
     }
 
-    /// Whether the server-to-client direction is spliced.
-    pub fn response(self) -> bool {
-        self.response.or(self.auto).unwrap_or(false)
+    /// How the server-to-client direction may splice.
+    pub fn response_mode(self) -> SpliceMode {
+        SpliceMode::of(self.response, self.auto)
+    }
+}
+
+/// How one direction may splice: the direction's own option (`splice-request` or
+/// `splice-response`, or their `no` forms) decides, else `splice-auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpliceMode {
+    /// Copy through a buffer.
+    Never,
+    /// Splice from the start.
+    Always,
+    /// Splice where it pays (`splice-auto`), as the data path judges.
+    Auto,
+}
+
+impl SpliceMode {
+    fn of(explicit: Option<bool>, auto: Option<bool>) -> SpliceMode {
+        match explicit {
+            Some(true) => SpliceMode::Always,
+            Some(false) => SpliceMode::Never,
+            None if auto == Some(true) => SpliceMode::Auto,
+            None => SpliceMode::Never,
+        }
     }
 }
 
@@ -1062,4 +1085,28 @@ fn server_options(
         i += 1;
     }
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_direction_s_own_option_wins_over_splice_auto() {
+        let auto = SpliceOptions {
+            auto: Some(true),
+            request: Some(false),
+            response: None,
+        };
+        assert_eq!(auto.request_mode(), SpliceMode::Never);
+        assert_eq!(auto.response_mode(), SpliceMode::Auto);
+        let explicit = SpliceOptions {
+            auto: None,
+            request: None,
+            response: Some(true),
+        };
+        assert_eq!(explicit.request_mode(), SpliceMode::Never);
+        assert_eq!(explicit.response_mode(), SpliceMode::Always);
+        assert_eq!(SpliceOptions::default().request_mode(), SpliceMode::Never);
+    }
 }

@@ -9,6 +9,7 @@ use crate::http::rules::Scope;
 use crate::inspect::{Inspection, ResponseInspection, inspect, inspect_response};
 use crate::report::report;
 use crate::stream_context::StreamView;
+use sluice_config::proxy::SpliceMode;
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
 use sluice_runtime::counters::SessionMark;
@@ -304,18 +305,21 @@ fn directions(process: &Process, frontend: &Frontend, backend: &Backend) -> (Dir
     let options = frontend.plan.splice.or(backend.plan.splice);
     // `tune.bufsize`, as HAProxy's channels use.
     let size = global.bufsize() as usize;
-    let direction = |explicit: Option<bool>| match explicit {
+    let direction = |mode: SpliceMode| match mode {
         _ if global.nosplice => Direction::Copy(size),
-        Some(true) => Pipe::new(global.pipesize, &process.pipes)
+        SpliceMode::Always => Pipe::new(global.pipesize, &process.pipes)
             .map_or(Direction::Copy(size), Direction::Splice),
-        None if options.auto == Some(true) => Direction::SpliceWhenStreaming {
+        SpliceMode::Auto => Direction::SpliceWhenStreaming {
             size,
             pipesize: global.pipesize,
             budget: std::sync::Arc::clone(&process.pipes),
         },
-        _ => Direction::Copy(size),
+        SpliceMode::Never => Direction::Copy(size),
     };
-    (direction(options.request), direction(options.response))
+    (
+        direction(options.request_mode()),
+        direction(options.response_mode()),
+    )
 }
 
 /// The termination state of a forwarded session (configuration.txt §8.5).

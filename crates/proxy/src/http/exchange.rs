@@ -23,6 +23,7 @@ use crate::stream_context::StreamView;
 use sluice_balance::Algorithm;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
 use sluice_config::logging::LineFormat;
+use sluice_config::proxy::SpliceMode;
 use sluice_http::encode::{self, HeadEdits};
 use sluice_http::error::Side;
 use sluice_http::framing::{BodyFraming, response_framing, transfer_encoding_value};
@@ -1490,12 +1491,15 @@ fn body_pipe(
     };
     let global = &ctx.process.global;
     let options = ctx.frontend.plan.splice.or(ctx.backend.plan.splice);
-    let explicit = match side {
-        Side::Request => options.request,
-        Side::Response => options.response,
+    let mode = match side {
+        Side::Request => options.request_mode(),
+        Side::Response => options.response_mode(),
     };
-    let wanted =
-        explicit.unwrap_or(options.auto == Some(true) && len > u64::from(global.bufsize()));
+    let wanted = match mode {
+        SpliceMode::Always => true,
+        SpliceMode::Auto => len > u64::from(global.bufsize()),
+        SpliceMode::Never => false,
+    };
     if !wanted || global.nosplice {
         return None;
     }
