@@ -43,9 +43,6 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
     Ok(())
 }
 
-/// How often each event loop's standing timer fires (see [`run_event_loop`]).
-const TIMER_ANCHOR_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
-
 fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
@@ -64,8 +61,6 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     // accepted it, so its state needs no Send or Sync.
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        // Buffers the traffic stopped needing go back to the system.
-        tokio::task::spawn_local(sluice_proxy::http::buffer::trim_idle_buffers());
         for spec in sockets {
             let tuned = spec.socket.tune_accepted(spec.frontend.plan.smart_accept);
             match tuned.and_then(|()| spec.socket.into_async()) {
@@ -86,16 +81,13 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
             }
         }
         // Sessions outlive their listeners during a soft stop; the control loop decides when
-        // the process exits. Meanwhile a timer always stands within the next second: tokio
-        // wakes its own poller (an eventfd write, then one more event to read) whenever a
-        // timer is set earlier than every other, which, between connections that leave no
-        // timer behind, was the first timeout of every new connection. A timer due sooner
-        // keeps the sessions' timeouts from ever being the earliest.
-        let mut anchor = tokio::time::interval(TIMER_ANCHOR_PERIOD);
-        anchor.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            anchor.tick().await;
-        }
+        // the process exits. Meanwhile the thread gives back the buffers its traffic stopped
+        // needing, on a period timer that also keeps a timer always standing within the
+        // next quarter second: tokio wakes its own poller (an eventfd write, then one more
+        // event to read) whenever a timer is set earlier than every other, which, between
+        // connections that leave no timer behind, was the first timeout of every new
+        // connection.
+        sluice_proxy::http::buffer::trim_idle_buffers().await;
     });
 }
 

@@ -117,10 +117,11 @@ pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
     });
 }
 
-/// Runs for the life of an event-loop thread: every [`TRIM_PERIOD`], frees the buffers the
-/// thread's traffic did not need during the period, and asks the C allocator to return its
-/// free pages to the system when that freed more than [`TRIM_AFTER_BYTES`].
-pub async fn trim_idle_buffers() {
+/// Runs for the life of an event-loop thread, never returning: every [`TRIM_PERIOD`], frees
+/// the buffers the thread's traffic did not need during the period, and asks the C
+/// allocator to return its free pages to the system when that freed more than
+/// [`TRIM_AFTER_BYTES`].
+pub async fn trim_idle_buffers() -> ! {
     let mut period = tokio::time::interval(TRIM_PERIOD);
     period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
