@@ -306,14 +306,10 @@ pub async fn write<W: AsyncWrite + Unpin + ?Sized>(
     data: &[u8],
     limit: Option<Duration>,
 ) -> Result<(), BodyError> {
-    let writing = output.write_all(data);
-    match limit {
-        Some(limit) => match tokio::time::timeout(limit, writing).await {
-            Ok(result) => result.map_err(BodyError::WriteIo),
-            Err(_) => Err(BodyError::WriteTimeout),
-        },
-        None => writing.await.map_err(BodyError::WriteIo),
-    }
+    within(limit, output.write_all(data))
+        .await
+        .ok_or(BodyError::WriteTimeout)?
+        .map_err(BodyError::WriteIo)
 }
 
 #[cfg(test)]
