@@ -103,6 +103,16 @@ struct Activity {
     wrote: bool,
 }
 
+impl Activity {
+    /// What two polls in a row saw.
+    fn and(self, next: Activity) -> Activity {
+        Activity {
+            read: self.read || next.read,
+            wrote: self.wrote || next.wrote,
+        }
+    }
+}
+
 /// A failed pump operation, by the side it failed on.
 enum PumpError {
     Read(io::Error),
@@ -416,7 +426,7 @@ impl AutoPump {
             return splice.poll_move(cx, reader, writer);
         }
         let copied = self.copy.poll_move(cx, reader, writer)?;
-        if !self.copy.may_switch_to_splice() {
+        if !(self.copy.stop_when_streaming && self.copy.may_switch_to_splice()) {
             return Ok(copied);
         }
         let Some(pipe) = Pipe::new(self.pipesize, &self.budget) else {
@@ -424,10 +434,7 @@ impl AutoPump {
             // it waits.
             self.copy.stop_when_streaming = false;
             let more = self.copy.poll_move(cx, reader, writer)?;
-            return Ok(Activity {
-                read: copied.read || more.read,
-                wrote: copied.wrote || more.wrote,
-            });
+            return Ok(copied.and(more));
         };
         self.copy.release();
         let mut splice = SplicePump::new(pipe);
@@ -436,10 +443,7 @@ impl AutoPump {
         // own interest before this poll returns.
         let spliced = splice.poll_move(cx, reader, writer)?;
         self.splice = Some(splice);
-        Ok(Activity {
-            read: copied.read || spliced.read,
-            wrote: copied.wrote || spliced.wrote,
-        })
+        Ok(copied.and(spliced))
     }
 
     fn shut(&self) -> bool {
