@@ -264,10 +264,15 @@ fn session(
         let scope = Scope {
             process: &process,
             frontend: &frontend,
-            endpoints,
+            endpoints: &endpoints,
             vars: &vars,
         };
-        registered.scope(established(&scope, &mut client)).await;
+        // Two statements, not `registered.scope(established(..)).await`: a temporary lives
+        // to the end of its statement, so the `established` future, moved into its box by
+        // `scope`, would still have room reserved in this future's state, across the await,
+        // for the whole session (512 bytes more in every connection's task).
+        let running = registered.scope(established(&scope, &mut client));
+        running.await;
     }
 }
 

@@ -172,7 +172,7 @@ pub async fn inspect_response(
                 server: Some(server),
                 response_payload: Some(input.filled()),
                 inspection_ended: ended,
-                ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+                ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
             };
             run_tcp_rules(
                 &view,
@@ -227,7 +227,7 @@ fn payload_view<'v>(
         payload: Some(input.filled()),
         request: head.map(|h| (input.filled(), h)),
         inspection_ended: ended,
-        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+        ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
     }
 }
 

@@ -26,7 +26,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     let start = Instant::now();
     let started_at = SystemTime::now();
     let (process, frontend, endpoints, vars) =
-        (scope.process, scope.frontend, scope.endpoints, scope.vars);
+        (scope.process, scope.frontend, *scope.endpoints, scope.vars);
     // Client bytes read by content inspection; they go to the server first.
     let mut inspected = InBuf::new(process.global.bufsize() as usize);
     let backend = match inspect(scope, client, &mut inspected).await {
@@ -283,7 +283,7 @@ fn log_session(
         backend: Some(backend),
         server,
         payload: Some(payload),
-        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+        ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
     };
     report(
         scope.process,

@@ -1,10 +1,11 @@
-//! Heap allocations per request on the HTTP data path, counted with a counting global
-//! allocator: the proxy serves kept-alive requests on an event-loop thread of its own, as
-//! `sluice` runs it (a current-thread runtime and a `LocalSet`), in front of an origin
-//! thread, and only the allocations of that event-loop thread are counted. Two paths: the
-//! plain keep-alive exchange, and the `rules` scenario of `bench/run.py` (20 ACLs, header
-//! rewrites, a variable, a 200-line `map_beg`). Each has a budget that a regression breaks;
-//! `bench/callgrind.py --allocs` reports the same figure for the release binary.
+//! Heap allocations per request on the HTTP data path, and heap bytes per idle connection,
+//! counted with a counting global allocator: the proxy serves kept-alive requests on an
+//! event-loop thread of its own, as `sluice` runs it (a current-thread runtime and a
+//! `LocalSet`), in front of an origin thread, and only the allocations of that event-loop
+//! thread are counted. Two request paths: the plain keep-alive exchange, and the `rules`
+//! scenario of `bench/run.py` (20 ACLs, header rewrites, a variable, a 200-line `map_beg`).
+//! Each figure has a budget that a regression breaks; `bench/callgrind.py --allocs` reports
+//! the allocations for the release binary, `bench/run.py idle-memory` the resident memory.
 #![allow(clippy::unwrap_used)]
 
 use sluice_config::cond::CondContext;
@@ -27,9 +28,29 @@ thread_local! {
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
+/// The counters are the process's: tests that read them take turns.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Bytes allocated and not yet freed by the counted thread (as the layouts say: the C
+/// allocator's own overhead is not counted). Wrapping: a block may be freed on another
+/// thread than the one that allocated it.
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
 fn count() {
     if COUNTED.with(Cell::get) {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn grow(bytes: usize) {
+    if COUNTED.with(Cell::get) {
+        LIVE_BYTES.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+fn shrink(bytes: usize) {
+    if COUNTED.with(Cell::get) {
+        LIVE_BYTES.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
 
@@ -39,12 +60,14 @@ fn count() {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count();
+        grow(layout.size());
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count();
+        grow(layout.size());
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc_zeroed(layout) }
     }
@@ -52,11 +75,14 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // A buffer that grows is one more trip to the allocator.
         count();
+        shrink(layout.size());
+        grow(new_size);
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        shrink(layout.size());
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -116,7 +142,7 @@ fn proxy(config: &str) -> u16 {
     let checked = sluice_config::plan::check(&[source], &ctx);
     let plan = checked.plan.expect("the configuration is valid");
     let options = BuildOptions {
-        maxconn: 100,
+        maxconn: 400,
         default_frontend_maxconn: None,
         nbthread: 1,
         ulimit_n: 1024,
@@ -190,6 +216,7 @@ fn rules(map: &str) -> String {
 
 #[test]
 fn requests_cost_a_bounded_number_of_allocations() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let origin = origin();
     let dir = std::env::temp_dir().join(format!("sluice-allocations-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -223,3 +250,48 @@ const KEEPALIVE_BUDGET: f64 = 1.05;
 /// The same through the `rules` scenario's rule set: one more, the copy `var()` makes of the
 /// variable's value (a read must not hold the session's variables borrowed).
 const RULES_BUDGET: f64 = 2.05;
+
+/// Heap bytes the proxy's thread holds per idle kept-alive connection: `count` clients each
+/// make one request and stay connected. The first connections fill the thread's pools
+/// (buffers, a server connection) and are not counted; the registry's table grows by
+/// doubling, so its share is averaged over many connections.
+fn bytes_per_idle_connection(config: &str, count: usize) -> f64 {
+    let port = proxy(config);
+    let mut warm = Vec::new();
+    for _ in 0..8 {
+        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        requests(&mut client, 1);
+        warm.push(client);
+    }
+    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    let mut idle = Vec::new();
+    for _ in 0..count {
+        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        requests(&mut client, 1);
+        idle.push(client);
+    }
+    // One more request on a connection counted before: the event loop answers it only after
+    // the tasks of every connection above went back to their idle wait (a session finishes
+    // its request without yielding once the answer is written).
+    requests(&mut warm[0], 1);
+    let after = LIVE_BYTES.load(Ordering::Relaxed);
+    after.wrapping_sub(before) as f64 / count as f64
+}
+
+#[test]
+fn idle_connections_hold_a_bounded_heap() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = origin();
+    let per_connection = bytes_per_idle_connection(&config(origin, ""), 256);
+    println!("heap bytes per idle connection: {per_connection:.0}");
+    assert!(
+        per_connection <= IDLE_CONNECTION_BUDGET,
+        "{per_connection:.0} heap bytes per idle connection"
+    );
+}
+
+/// What an idle kept-alive connection may hold: its task (tokio's cell around the session's
+/// future, aligned to 128 bytes), the boxed session waiting for the next request, its entry in
+/// the stream registry for `show sess`, and tokio's registration of the socket. No buffer and
+/// no server connection: those go back to the thread's pools between requests.
+const IDLE_CONNECTION_BUDGET: f64 = 1500.0;

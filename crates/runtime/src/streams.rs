@@ -17,7 +17,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
-use tokio::sync::Notify;
 
 const SHARDS: usize = 16;
 
@@ -60,9 +59,10 @@ pub struct StreamInfo {
     server: AtomicUsize,
     /// Requests or connections handed to a server so far (`calls=`).
     calls: AtomicU64,
-    /// Set by [`StreamInfo::kill`], for waiters that start after the notification.
+    /// Set by [`StreamInfo::kill`].
     dead: AtomicBool,
-    kill: Notify,
+    /// The stream's task, once it waits for a kill.
+    killer: atomic_waker::AtomicWaker,
 }
 
 impl StreamInfo {
@@ -88,21 +88,30 @@ impl StreamInfo {
     /// shutdown-sessions` ends it (logged with termination `K`), anything else is dropped.
     pub fn kill(&self) {
         self.dead.store(true, Ordering::Release);
-        self.kill.notify_waiters();
+        self.killer.wake();
+    }
+
+    /// Ready once [`StreamInfo::kill`] was called, before or after this call.
+    ///
+    /// Only the stream's own task waits (its session, and a relay within it), so one waker
+    /// slot is enough: registering again from the same task costs a comparison, where a
+    /// list of waiters would take a lock at every wake-up of every session.
+    pub fn poll_killed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.dead.load(Ordering::Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        self.killer.register(cx.waker());
+        // Checked again after registering: a kill in between woke no one.
+        if self.dead.load(Ordering::Acquire) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
     }
 
     /// Completes once [`StreamInfo::kill`] was called, before or after this call.
-    pub async fn killed(&self) {
-        loop {
-            // Created before the check: a notification in between still reaches it. Pinned
-            // where it is made: awaiting a local would keep a second copy in this future,
-            // which every session holds while it lives.
-            let notified = std::pin::pin!(self.kill.notified());
-            if self.dead.load(Ordering::Acquire) {
-                return;
-            }
-            notified.await;
-        }
+    pub fn killed(&self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(|cx| self.poll_killed(cx))
     }
 }
 
@@ -148,14 +157,22 @@ impl Registered<'_> {
         session: F,
     ) -> impl Future<Output = ()> + 's {
         let mut session = Box::pin(session);
-        CURRENT.scope(Arc::clone(&self.info), async move {
-            // The session first: a kill is rare, and fixed order costs no random draw.
-            tokio::select! {
-                biased;
-                () = &mut session => return,
-                () = self.info.killed() => {}
+        let info = &self.info;
+        CURRENT.scope(Arc::clone(info), async move {
+            // The session first: a kill is rare, and fixed order costs no random draw. A
+            // plain poll of both, not `select!`: this wait is in every connection's task for
+            // its whole life, and this way it holds two references.
+            let finished = std::future::poll_fn(|cx| {
+                if session.as_mut().poll(cx).is_ready() {
+                    return std::task::Poll::Ready(true);
+                }
+                info.poll_killed(cx).map(|()| false)
+            })
+            .await;
+            if !finished {
+                // Boxed: the grace period's timer is only needed after a kill.
+                let _ = Box::pin(tokio::time::timeout(KILL_GRACE, session)).await;
             }
-            let _ = tokio::time::timeout(KILL_GRACE, session).await;
         })
     }
 }
@@ -194,7 +211,7 @@ impl Streams {
             server: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             dead: AtomicBool::new(false),
-            kill: Notify::new(),
+            killer: atomic_waker::AtomicWaker::new(),
         });
         self.shard(info.id()).insert(info.id(), Arc::clone(&info));
         Registered {

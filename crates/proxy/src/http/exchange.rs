@@ -436,7 +436,7 @@ fn log_exchange(
         backend: Some(ctx.backend),
         server,
         request: logged_head.map(|(buf, head)| (&buf[..], head)),
-        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+        ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
     };
     report(
         ctx.process,
@@ -660,7 +660,7 @@ async fn exchange<'a>(
         };
         {
             let scope = ctx.scope;
-            let view = StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars);
+            let view = StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars);
             crate::stick_rules::commit(&stick_stores, &view, server);
         }
         // A reused connection costs no connect time (HAProxy logs Tc = 0 for it).
@@ -837,7 +837,7 @@ fn view_of<'b>(ctx: &Context<'b>, buf: &'b [u8], head: &'b RequestHead) -> Strea
     StreamView {
         backend: Some(ctx.backend),
         request: Some((buf, head)),
-        ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+        ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
     }
 }
 
@@ -1306,7 +1306,7 @@ where
                     backend: Some(ctx.backend),
                     server: Some(chosen),
                     response: Some((input.filled(), &head)),
-                    ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+                    ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
                 };
                 crate::stick_rules::store_response(&view, ctx.backend, chosen);
             }

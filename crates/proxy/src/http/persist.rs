@@ -87,7 +87,7 @@ pub fn choose(
         let view = StreamView {
             backend: Some(backend),
             request: Some((buf, head)),
-            ..StreamView::new(scope.process, scope.frontend, scope.endpoints, scope.vars)
+            ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
         };
         // The first persistence rule that applies decides (configuration.txt §4.2).
         match plan

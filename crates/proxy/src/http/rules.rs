@@ -46,8 +46,9 @@ pub struct Scope<'a> {
     pub process: &'a Process,
     /// The accepting proxy.
     pub frontend: &'a Frontend,
-    /// The client's addresses.
-    pub endpoints: Endpoints,
+    /// The client's addresses (a reference: a scope is made once per session and lives in
+    /// its task beside the addresses it was made from).
+    pub endpoints: &'a Endpoints,
     /// The session's variables.
     pub vars: &'a Vars,
 }
@@ -64,7 +65,7 @@ impl<'a> Scope<'a> {
         StreamView {
             backend,
             request,
-            ..StreamView::new(self.process, self.frontend, self.endpoints, self.vars)
+            ..StreamView::new(self.process, self.frontend, *self.endpoints, self.vars)
         }
     }
 }
