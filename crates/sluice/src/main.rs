@@ -202,6 +202,8 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     .map_err(|e| vec![format!("[ALERT] cannot drop privileges: {e}")])?;
 
     let process = Arc::new(process);
+    // Before the event loops allocate any buffer: see `map_buffers_apart`.
+    sluice_net::fd::map_buffers_apart(process.global.bufsize() as usize);
     event_loops::start_event_loops(&process, frontend_sockets)
         .map_err(|e| vec![format!("[ALERT] cannot start the event loops: {e}")])?;
     // Health checks run on their own thread: they never share a loop with the data path.
