@@ -11,21 +11,32 @@
 //! transaction setting it again allocates nothing. The transaction's
 //! captures (`capture request header`, `http-request capture`...) live here too: like `txn.`
 //! variables they are per transaction, and every rule and log view already holds the
-//! session's [`Vars`].
+//! session's [`Vars`]. They and the unique id sit in a box made only for a transaction that
+//! has them: every session holds its `Vars` for as long as it lives, idle time included.
 
 use sluice_runtime::capture::CaptureSet;
 use sluice_sample::Sample;
 use std::borrow::Cow;
 use std::cell::{Ref, RefCell};
 
+/// What a transaction without a capture slot reads.
+static NO_CAPTURES: CaptureSet = CaptureSet::EMPTY;
+
+/// What a transaction may carry besides variables.
+#[derive(Debug, Default)]
+struct Transaction {
+    /// The unique id (`unique-id-format`).
+    unique_id: Option<Vec<u8>>,
+    /// The captures.
+    captures: CaptureSet,
+}
+
 /// The variables of one session.
 #[derive(Debug, Default)]
 pub struct Vars {
     entries: RefCell<Vec<Entry>>,
-    /// The transaction's unique id (`unique-id-format`).
-    unique_id: RefCell<Option<Vec<u8>>>,
-    /// The transaction's captures.
-    captures: RefCell<CaptureSet>,
+    /// The transaction's unique id and captures, when it has any.
+    transaction: RefCell<Option<Box<Transaction>>>,
     /// `tcp-request connection expect-proxy layer4` applied: a PROXY header comes first.
     expects_proxy: std::cell::Cell<bool>,
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
@@ -93,24 +104,39 @@ impl Vars {
         self.expects_proxy.get()
     }
 
+    /// The transaction's box, made on first use.
+    fn transaction(&self) -> std::cell::RefMut<'_, Transaction> {
+        std::cell::RefMut::map(self.transaction.borrow_mut(), |t| {
+            &mut **t.get_or_insert_with(Box::default)
+        })
+    }
+
     /// Sets the transaction's unique id.
     pub fn set_unique_id(&self, id: Vec<u8>) {
-        *self.unique_id.borrow_mut() = Some(id);
+        self.transaction().unique_id = Some(id);
     }
 
     /// The transaction's unique id, if one was generated.
     pub fn unique_id(&self) -> Option<Vec<u8>> {
-        self.unique_id.borrow().clone()
+        self.transaction
+            .borrow()
+            .as_ref()
+            .and_then(|t| t.unique_id.clone())
     }
 
     /// The transaction's captures.
     pub fn captures(&self) -> Ref<'_, CaptureSet> {
-        self.captures.borrow()
+        Ref::map(self.transaction.borrow(), |t| {
+            t.as_ref().map_or(&NO_CAPTURES, |t| &t.captures)
+        })
     }
 
-    /// Gives the transaction `request` and `response` empty capture slots.
+    /// Gives the transaction `request` and `response` empty capture slots (none: no box).
     pub fn start_captures(&self, request: usize, response: usize) {
-        self.captures.borrow_mut().reset(request, response);
+        if request == 0 && response == 0 && self.transaction.borrow().is_none() {
+            return;
+        }
+        self.transaction().captures.reset(request, response);
     }
 
     /// Stores a capture (see [`CaptureSet::store`]); `first_only` keeps an earlier value
@@ -123,7 +149,7 @@ impl Vars {
         len: usize,
         first_only: bool,
     ) {
-        let mut captures = self.captures.borrow_mut();
+        let captures = &mut self.transaction().captures;
         if !(first_only && captures.is_set(response, index)) {
             captures.store(response, index, value, len);
         }
@@ -132,9 +158,8 @@ impl Vars {
     /// Forgets the variables of the transaction that ended (`txn.`, `req.`, `res.`), its
     /// captures and its unique id.
     pub fn end_transaction(&self) {
-        // The slots' memory goes too: an idle kept-alive session holds no capture slots.
-        *self.captures.borrow_mut() = CaptureSet::default();
-        self.unique_id.borrow_mut().take();
+        // The box goes too: an idle kept-alive session holds no capture slots.
+        self.transaction.borrow_mut().take();
         for entry in self.entries.borrow_mut().iter_mut() {
             if !entry.name.starts_with("sess.") {
                 entry.unset();

@@ -294,4 +294,4 @@ fn idle_connections_hold_a_bounded_heap() {
 /// future, aligned to 128 bytes), the boxed session waiting for the next request, its entry in
 /// the stream registry for `show sess`, and tokio's registration of the socket. No buffer and
 /// no server connection: those go back to the thread's pools between requests.
-const IDLE_CONNECTION_BUDGET: f64 = 1500.0;
+const IDLE_CONNECTION_BUDGET: f64 = 1300.0;

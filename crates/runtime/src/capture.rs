@@ -15,6 +15,12 @@ pub struct CaptureSet {
 }
 
 impl CaptureSet {
+    /// A set with no slot.
+    pub const EMPTY: CaptureSet = CaptureSet {
+        request: Vec::new(),
+        response: Vec::new(),
+    };
+
     /// Empties the set and gives it `request` and `response` empty slots.
     pub fn reset(&mut self, request: usize, response: usize) {
         self.request.clear();

@@ -47,8 +47,8 @@ enum HeadEnd {
     Unanswered(u16, Cause),
 }
 
-/// Serves one client connection of an HTTP frontend; `initial` holds the bytes a TCP
-/// frontend inspected before `switch-mode http`.
+/// Serves one client connection of an HTTP frontend; `input` is empty, or holds the bytes a
+/// TCP frontend inspected before `switch-mode http`.
 ///
 /// While a connection is idle between requests, only this future's small state remains: the
 /// input buffer (holding no memory while empty) and the wait for the next request's first
@@ -61,11 +61,10 @@ pub fn run<'s>(
     scope: &'s Scope<'s>,
     client: &'s mut Stream,
     buffers: BufferSizes,
-    initial: Option<InBuf>,
+    mut input: InBuf,
 ) -> impl std::future::Future<Output = ()> + 's {
     // An `async move` block, not an `async fn`: see `accept::session`.
     async move {
-        let mut input = initial.unwrap_or_else(|| InBuf::new(buffers.bufsize as usize));
         let mut waited_since = None;
         loop {
             let serving = Box::pin(serve(
