@@ -32,6 +32,15 @@ impl Counter {
     }
 }
 
+/// Raises `max` to `value` if it is higher. A plain load first: a new maximum is rare, and
+/// the atomic maximum is a locked compare-and-swap loop on x86 even when nothing changes
+/// (several per request: sessions, rates, timing averages).
+pub fn raise_max(max: &AtomicU64, value: u64) {
+    if value > max.load(Ordering::Relaxed) {
+        max.fetch_max(value, Ordering::Relaxed);
+    }
+}
+
 /// A current value (such as open sessions) with the highest value it reached.
 #[derive(Debug, Default)]
 pub struct Gauge {
@@ -43,7 +52,7 @@ impl Gauge {
     /// Adds one and updates the maximum.
     pub fn incr(&self) {
         let now = self.current.fetch_add(1, Ordering::Relaxed) + 1;
-        self.max.fetch_max(now, Ordering::Relaxed);
+        raise_max(&self.max, now);
     }
 
     /// Removes one.
@@ -89,9 +98,15 @@ pub struct SessionMark<'a>(&'a Traffic);
 impl<'a> SessionMark<'a> {
     /// Counts a new session on `traffic`.
     pub fn open(traffic: &'a Traffic) -> Self {
+        Self::open_at(traffic, crate::freq::now_ms())
+    }
+
+    /// Counts a new session on `traffic` at `ms` (the rates' clock, [`crate::freq::now_ms`]),
+    /// for a caller that opens several at the same moment and reads the clock once.
+    pub fn open_at(traffic: &'a Traffic, ms: u64) -> Self {
         traffic.sessions.incr();
         traffic.total_sessions.incr();
-        traffic.session_rate.incr();
+        traffic.session_rate.incr_at(ms);
         SessionMark(traffic)
     }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Milliseconds since the first use in the process: the rates' clock.
-fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
@@ -53,7 +53,8 @@ impl Rate {
         self.max.store(0, Ordering::Relaxed);
     }
 
-    fn incr_at(&self, ms: u64) {
+    /// Counts one event at `ms` ([`now_ms`]).
+    pub fn incr_at(&self, ms: u64) {
         let second = (ms / 1000) as u32;
         let mut seen = self.current.load(Ordering::Relaxed);
         loop {
@@ -82,7 +83,11 @@ impl Rate {
                 Err(now) => seen = now,
             }
         }
-        self.max.fetch_max(self.get_at(ms), Ordering::Relaxed);
+        // A plain load first: the atomic maximum is a locked loop even when nothing changes.
+        let rate = self.get_at(ms);
+        if rate > self.max.load(Ordering::Relaxed) {
+            self.max.fetch_max(rate, Ordering::Relaxed);
+        }
     }
 
     fn get_at(&self, ms: u64) -> u32 {
@@ -118,7 +123,7 @@ impl SlidingAverage {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |sum| {
                 Some(sum - sum.div_ceil(TIME_SAMPLES) + ms)
             });
-        self.max.fetch_max(ms, Ordering::Relaxed);
+        crate::counters::raise_max(&self.max, ms);
     }
 
     /// The average of the recent values (rounded up, as HAProxy reads it).

@@ -532,26 +532,28 @@ async fn exchange<'a>(
         }
         _ => None,
     };
-    let queued_at = Instant::now();
-    let picked = match target {
-        // `option persist`/`force-persist`: the down server is used on purpose, no queue.
-        Some(target) if target.forced => ctx
-            .backend
-            .lease_server_forced(target.index)
-            .ok_or(Unserved::NoServer),
-        // A persisted or `use-server` server: its own queue when full; a full queue or an
-        // unusable server gives the request back to the balancing (configuration.txt §5.2
-        // `maxqueue`).
-        Some(target) => match ctx.backend.acquire_server_at(target.index).await {
-            Err(Unserved::QueueFull | Unserved::NoServer) => {
-                persist_state.direct = false;
-                ctx.backend.acquire_server(balance_key).await
-            }
-            other => other,
-        },
-        None => ctx.backend.acquire_server(balance_key).await,
-    };
-    facts.queue = Some(queued_at.elapsed());
+    let (picked, queued) = wait_timed(async {
+        match target {
+            // `option persist`/`force-persist`: the down server is used on purpose, no queue.
+            Some(target) if target.forced => ctx
+                .backend
+                .lease_server_forced(target.index)
+                .ok_or(Unserved::NoServer),
+            // A persisted or `use-server` server: its own queue when full; a full queue or an
+            // unusable server gives the request back to the balancing (configuration.txt §5.2
+            // `maxqueue`).
+            Some(target) => match ctx.backend.acquire_server_at(target.index).await {
+                Err(Unserved::QueueFull | Unserved::NoServer) => {
+                    persist_state.direct = false;
+                    ctx.backend.acquire_server(balance_key).await
+                }
+                other => other,
+            },
+            None => ctx.backend.acquire_server(balance_key).await,
+        }
+    })
+    .await;
+    facts.queue = Some(queued);
     let mut lease = match picked {
         Ok(lease) => lease,
         Err(unserved) => {
@@ -586,8 +588,10 @@ async fn exchange<'a>(
         .await;
         return Ending::close(Some(302), Cause::Local, Phase::Done);
     }
-    let _backend_session = SessionMark::open(&ctx.backend.traffic);
-    let mut _server_session = SessionMark::open(&server.traffic);
+    // One reading of the rates' clock for both.
+    let opened_ms = sluice_runtime::freq::now_ms();
+    let _backend_session = SessionMark::open_at(&ctx.backend.traffic, opened_ms);
+    let mut _server_session = SessionMark::open_at(&server.traffic, opened_ms);
     let mut key = ServerKey {
         backend: ctx.backend.plan.id.uid,
         server: server.id,
@@ -663,13 +667,15 @@ async fn exchange<'a>(
             let view = StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars);
             crate::stick_rules::commit(&stick_stores, &view, server);
         }
-        // A reused connection costs no connect time (HAProxy logs Tc = 0 for it).
-        facts.connect = Some(if was_reused {
-            Duration::ZERO
+        // A reused connection costs no connect time (HAProxy logs Tc = 0 for it), and was
+        // taken without waiting: the clock read before it is still the time.
+        let connected = if was_reused {
+            connecting
         } else {
-            connecting.elapsed()
-        });
-        facts.request_sent = Some(Instant::now());
+            Instant::now()
+        };
+        facts.connect = Some(connected.saturating_duration_since(connecting));
+        facts.request_sent = Some(connected);
         let response_head = Cell::new(None);
         let sent_facts: &Facts<'_> = facts;
         let head_sent = |status: u16, bytes: u64| {
@@ -860,6 +866,26 @@ fn layer7_verdict<T>(
         (Err(ResponseFailure::Status(502)), None) => Some(Err(Observed::InvalidResponse)),
         _ => None,
     }
+}
+
+/// Awaits `waiting` and says how long it waited: the clock is read only if the first poll
+/// did not complete it, so a request that finds a server free at once (the usual case)
+/// costs no clock read for its queue time (Tw = 0).
+async fn wait_timed<F: std::future::Future>(waiting: F) -> (F::Output, Duration) {
+    let mut waiting = std::pin::pin!(waiting);
+    let mut since = None;
+    let output = std::future::poll_fn(|cx| {
+        let polled = waiting.as_mut().poll(cx);
+        if polled.is_pending() && since.is_none() {
+            since = Some(Instant::now());
+        }
+        polled
+    })
+    .await;
+    (
+        output,
+        since.map_or(Duration::ZERO, |since| since.elapsed()),
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
