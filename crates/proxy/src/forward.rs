@@ -14,6 +14,7 @@
 use crate::http::buffer::{give_buffer, take_buffer};
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
+use sluice_runtime::clock;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
@@ -637,7 +638,7 @@ where
     U: Mover<C, S>,
     D: Mover<S, C>,
 {
-    let now = Instant::now();
+    let now = clock::now();
     let mut client_seen = now;
     let mut server_seen = now;
     let mut timer: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(now));
@@ -648,10 +649,10 @@ where
             match up.poll_move(cx, &mut *client, &mut *server) {
                 Ok(a) => {
                     if a.read {
-                        client_seen = Instant::now();
+                        client_seen = clock::now();
                     }
                     if a.wrote {
-                        server_seen = Instant::now();
+                        server_seen = clock::now();
                     }
                 }
                 Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
@@ -660,10 +661,10 @@ where
             match down.poll_move(cx, &mut *server, &mut *client) {
                 Ok(a) => {
                     if a.read {
-                        server_seen = Instant::now();
+                        server_seen = clock::now();
                     }
                     if a.wrote {
-                        client_seen = Instant::now();
+                        client_seen = clock::now();
                     }
                 }
                 Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
@@ -680,7 +681,7 @@ where
             let server_limit = pick_limit(timeouts.server, timeouts.server_fin, up.shut());
             let client_deadline = client_limit.map(|d| client_seen + d);
             let server_deadline = server_limit.map(|d| server_seen + d);
-            let now = Instant::now();
+            let now = clock::now();
             if client_deadline.is_some_and(|d| d <= now) {
                 return Poll::Ready(Finish::Timeout(End::Client));
             }

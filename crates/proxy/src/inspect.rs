@@ -29,10 +29,10 @@ use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_http::head::{Limits, Parse, RequestHead, parse_request};
 use sluice_net::stream::Stream;
+use sluice_runtime::clock;
 use sluice_runtime::proxy::{Backend, Server};
 use sluice_sample::Source;
 use tokio::io::AsyncReadExt;
-use tokio::time::Instant;
 
 /// What inspection decided.
 pub enum Inspection<'a> {
@@ -64,7 +64,7 @@ pub async fn inspect<'a>(
             .as_ref()
             .is_some_and(|c| c.uses(Source::RequestBuffer))
     });
-    let deadline = rules.inspect_delay.map(|d| Instant::now() + d);
+    let deadline = rules.inspect_delay.map(|d| clock::now() + d);
     let mut ended = deadline.is_none() || !reads_data;
     // Only a frontend that may upgrade to HTTP needs the buffered bytes parsed as a request
     // (`req.proto_http`, the `HTTP` ACL, header fetches before `switch-mode http`).
@@ -90,7 +90,7 @@ pub async fn inspect<'a>(
             Some(TcpVerdict::Wait) | None => {}
         }
         let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
-            d.saturating_duration_since(Instant::now())
+            d.saturating_duration_since(clock::now())
         });
         match input.read_more(client, Some(remaining)).await {
             Ok(_) => {}
@@ -162,7 +162,7 @@ pub async fn inspect_response(
             .as_ref()
             .is_some_and(|c| c.uses(Source::ResponseBuffer))
     });
-    let deadline = rules.response_inspect_delay.map(|d| Instant::now() + d);
+    let deadline = rules.response_inspect_delay.map(|d| clock::now() + d);
     let mut ended = deadline.is_none() || !reads_data;
     let mut next_rule = 0;
     loop {
@@ -189,7 +189,7 @@ pub async fn inspect_response(
             Some(TcpVerdict::Wait) | None if ended => ResponseInspection::Forward,
             Some(TcpVerdict::Wait) | None => {
                 let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
-                    d.saturating_duration_since(Instant::now())
+                    d.saturating_duration_since(clock::now())
                 });
                 tokio::select! {
                     read = input.read_more(upstream, None) => ended |= read.is_err(),

@@ -12,18 +12,19 @@ use crate::stream_context::StreamView;
 use sluice_config::proxy::SpliceMode;
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
+use sluice_runtime::clock;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Unserved};
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`, and
 /// reports it to the process's stream log.
 /// Returns the inspected bytes when `tcp-request content switch-mode http` hands the
 /// connection over to the HTTP session.
 pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
-    let start = Instant::now();
+    let start = clock::now_std();
     let started_at = SystemTime::now();
     let (process, frontend, endpoints, vars) =
         (scope.process, scope.frontend, *scope.endpoints, scope.vars);
@@ -85,7 +86,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         }
         _ => None,
     };
-    let queued_at = Instant::now();
+    let queued_at = clock::now_std();
     let stick_view = || StreamView {
         backend: Some(backend),
         payload: Some(inspected.filled()),
@@ -111,7 +112,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     } else {
         crate::stick_rules::PendingStores::default()
     };
-    record.timers.queue = Some(queued_at.elapsed());
+    record.timers.queue = Some(clock::since(queued_at));
     match picked {
         Err(unserved) => {
             backend.failed_connections.incr();
@@ -128,7 +129,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             };
         }
         Ok(mut lease) => {
-            let connecting = Instant::now();
+            let connecting = clock::now_std();
             // `option redispatch` may move the session to another server.
             let (connection, _) =
                 connect_redispatching(backend, &mut lease, &endpoints, true).await;
@@ -150,14 +151,14 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                 }
                 Some(mut upstream) => {
                     crate::stick_rules::commit(&stick_stores, &stick_view(), server);
-                    record.timers.connect = Some(connecting.elapsed());
+                    record.timers.connect = Some(clock::since(connecting));
                     // `option logasap`: logged now that the server connection is established.
                     if frontend.logger.as_ref().is_some_and(|l| l.conf.logasap) {
                         let mut early = StreamRecord {
                             early: true,
                             ..record
                         };
-                        early.timers.total = start.elapsed();
+                        early.timers.total = clock::since(start);
                         log_session(scope, backend, &mut early, inspected.filled());
                         record.early = true;
                     }
@@ -253,7 +254,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             }
         }
     }
-    record.timers.total = start.elapsed();
+    record.timers.total = clock::since(start);
     // The log shows the counts after the session left the backend, as HAProxy's does.
     drop(backend_session);
     // An early record was logged at the connection (`option logasap`).

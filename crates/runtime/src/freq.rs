@@ -19,7 +19,7 @@ use std::time::Instant;
 /// Milliseconds since the first use in the process: the rates' clock.
 pub fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+    crate::clock::since(*START.get_or_init(Instant::now)).as_millis() as u64
 }
 
 /// Events per second, with the highest rate seen.

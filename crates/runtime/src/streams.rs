@@ -161,9 +161,10 @@ impl Registered<'_> {
         CURRENT.scope(Arc::clone(info), async move {
             // The session first: a kill is rare, and fixed order costs no random draw. A
             // plain poll of both, not `select!`: this wait is in every connection's task for
-            // its whole life, and this way it holds two references.
+            // its whole life, and this way it holds two references. Each poll of the session
+            // reads the clock once for all it does (`clock`).
             let finished = std::future::poll_fn(|cx| {
-                if session.as_mut().poll(cx).is_ready() {
+                if crate::clock::polling(|| session.as_mut().poll(cx)).is_ready() {
                     return std::task::Poll::Ready(true);
                 }
                 info.poll_killed(cx).map(|()| false)

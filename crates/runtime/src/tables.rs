@@ -23,7 +23,7 @@ impl Clock {
 
     /// Milliseconds since the clock started (the process start, for the tables' clock).
     pub fn now_ms(self) -> u64 {
-        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(crate::clock::since(self.0).as_millis()).unwrap_or(u64::MAX)
     }
 }
 

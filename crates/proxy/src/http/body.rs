@@ -171,7 +171,7 @@ where
 /// `future`'s output, or `None` if `limit` passes first.
 async fn within<F: std::future::Future>(limit: Option<Duration>, future: F) -> Option<F::Output> {
     match limit {
-        Some(limit) => tokio::time::timeout(limit, future).await.ok(),
+        Some(limit) => sluice_runtime::clock::timeout(limit, future).await.ok(),
         None => Some(future.await),
     }
 }

@@ -284,7 +284,7 @@ impl InBuf {
         let mut spare = (&mut self.data).limit(room);
         let read = reader.read_buf(&mut spare);
         let n = match limit {
-            Some(limit) => match tokio::time::timeout(limit, read).await {
+            Some(limit) => match sluice_runtime::clock::timeout(limit, read).await {
                 Ok(result) => result,
                 Err(_) => return Err(ReadError::Timeout),
             },

@@ -33,6 +33,7 @@ use sluice_http::head::{
 use sluice_net::listen::Endpoints;
 use sluice_net::splice::{Pipe, SpliceEnd};
 use sluice_net::stream::Stream;
+use sluice_runtime::clock;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server, ServerLease, Unserved};
@@ -263,7 +264,7 @@ fn report_end(
                 .request_sent
                 .zip(facts.response_head)
                 .map(|(sent, head)| head.saturating_duration_since(sent)),
-            total: ctx.request_start.elapsed(),
+            total: clock::since(ctx.request_start),
         };
         ctx.backend.stats.note_times(&timers);
         server.stats.note_times(&timers);
@@ -320,7 +321,7 @@ pub async fn run<'a>(
         let outcome = Outcome {
             status: Some(status),
             termination: Termination::NORMAL,
-            response_head: Some(Instant::now()),
+            response_head: Some(clock::now_std()),
             bytes_down: bytes,
             early: true,
         };
@@ -407,7 +408,7 @@ fn log_exchange(
             .request_sent
             .zip(outcome.response_head)
             .map(|(sent, head)| head.saturating_duration_since(sent)),
-        total: ctx.request_start.elapsed(),
+        total: clock::since(ctx.request_start),
     };
     let captures = ctx.scope.vars.captures();
     let mut record = StreamRecord {
@@ -625,7 +626,7 @@ async fn exchange<'a>(
     loop {
         attempts -= 1;
         let force_new = attempts == 0 && framing == BodyFraming::None;
-        let connecting = Instant::now();
+        let connecting = clock::now_std();
         let connection = server_connection(
             ctx,
             &mut lease,
@@ -672,7 +673,7 @@ async fn exchange<'a>(
         let connected = if was_reused {
             connecting
         } else {
-            Instant::now()
+            clock::now_std()
         };
         facts.connect = Some(connected.saturating_duration_since(connecting));
         facts.request_sent = Some(connected);
@@ -877,15 +878,12 @@ async fn wait_timed<F: std::future::Future>(waiting: F) -> (F::Output, Duration)
     let output = std::future::poll_fn(|cx| {
         let polled = waiting.as_mut().poll(cx);
         if polled.is_pending() && since.is_none() {
-            since = Some(Instant::now());
+            since = Some(clock::now_std());
         }
         polled
     })
     .await;
-    (
-        output,
-        since.map_or(Duration::ZERO, |since| since.elapsed()),
-    )
+    (output, since.map_or(Duration::ZERO, clock::since))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1353,7 +1351,7 @@ where
             }
             if let ResponseVerdict::Replace(reply) = verdict {
                 // The server's response is dropped: its connection cannot be reused.
-                started.set(Some((Instant::now(), reply.status)));
+                started.set(Some((clock::now_std(), reply.status)));
                 body::write(client, &reply.bytes, s.client)
                     .await
                     .map_err(client_write_failure)?;
@@ -1381,7 +1379,7 @@ where
                 body::write(client, &out, s.client)
                     .await
                     .map_err(client_write_failure)?;
-                started.set(Some((Instant::now(), head.status)));
+                started.set(Some((clock::now_std(), head.status)));
                 sent_heads += out.len() as u64;
             }
             let len = head.head_len;
@@ -1452,7 +1450,7 @@ where
             input.consume(length);
             inline_body = Some(length as u64);
         }
-        started.set(Some((Instant::now(), head.status)));
+        started.set(Some((clock::now_std(), head.status)));
         body::write(client, &out, s.client)
             .await
             .map_err(client_write_failure)?;

@@ -22,10 +22,10 @@ use sluice_http::encode::connection_tokens;
 use sluice_http::framing::{BodyFraming, request_framing};
 use sluice_http::head::{Parse, RequestHead, parse_request};
 use sluice_net::stream::Stream;
+use sluice_runtime::clock;
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::time::Instant;
 
 /// How long an error answer may take to write when `timeout client` is not set.
 const ANSWER_WRITE_LIMIT: Duration = Duration::from_secs(5);
@@ -92,9 +92,9 @@ pub fn run<'s>(
             };
             // Idle: the next request's wait counts from here in its log (as it did when the
             // wait was part of `serve`).
-            waited_since = Some((std::time::Instant::now(), SystemTime::now()));
+            waited_since = Some((clock::now_std(), SystemTime::now()));
             let waited = match limit {
-                Some(limit) => tokio::time::timeout(limit, first_bytes(client, &mut input))
+                Some(limit) => clock::timeout(limit, first_bytes(client, &mut input))
                     .await
                     .ok(),
                 None => Some(first_bytes(client, &mut input).await),
@@ -153,7 +153,7 @@ fn serve<'x, 's: 'x>(
             }
             let started = waited_since
                 .take()
-                .unwrap_or_else(|| (std::time::Instant::now(), SystemTime::now()));
+                .unwrap_or_else(|| (clock::now_std(), SystemTime::now()));
             let (head, framing) = match read_head(client, input, &settings, first).await {
                 Ok(read) => read,
                 Err(HeadEnd::Quiet) => break,
@@ -310,7 +310,7 @@ impl<'s> Session<'_, 's> {
                 } else {
                     Cause::Local
                 };
-                let head_took = request_start.elapsed();
+                let head_took = clock::since(request_start);
                 let line = request_line_of(input.filled());
                 let answered = Answered {
                     status: reply.status,
@@ -334,7 +334,7 @@ impl<'s> Session<'_, 's> {
                     .trackers
                     .bytes(head.head_len as u64, reply.bytes.len() as u64);
                 scope.vars.trackers.end_transaction();
-                let sent = tokio::time::timeout(
+                let sent = clock::timeout(
                     settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
                     client.write_all(&reply.bytes),
                 )
@@ -375,7 +375,7 @@ impl<'s> Session<'_, 's> {
             process,
             request_start,
             request_start_at,
-            head_at: std::time::Instant::now(),
+            head_at: clock::now_std(),
             frontend,
             backend,
             settings: settings.clone(),
@@ -407,7 +407,7 @@ impl<'s> Session<'_, 's> {
         let (status, bytes) =
             super::stats_page::serve(self.scope, client, request, page, own, self.settings.client)
                 .await;
-        let head_took = started.0.elapsed();
+        let head_took = clock::since(started.0);
         let answered = Answered {
             status,
             bytes,
@@ -480,7 +480,7 @@ fn log_answer(
         server: None,
         timers: Timers {
             request: request.map(|(_, took)| took),
-            total: start.elapsed(),
+            total: clock::since(start),
             ..Timers::default()
         },
         status: Some(status),
@@ -518,7 +518,7 @@ async fn read_head(
     // The whole head must arrive within `timeout http-request`, counted from the accept for a
     // first request and from its first byte for the next ones.
     let mut deadline = if first || !input.is_empty() {
-        settings.http_request.map(|t| Instant::now() + t)
+        settings.http_request.map(|t| clock::now() + t)
     } else {
         None
     };
@@ -545,7 +545,7 @@ async fn read_head(
                 .or(settings.http_request)
                 .or(settings.client)
         } else {
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let remaining = deadline.map(|d| d.saturating_duration_since(clock::now()));
             match (remaining, settings.client) {
                 (Some(r), Some(c)) => Some(r.min(c)),
                 (r, c) => r.or(c),
@@ -557,15 +557,13 @@ async fn read_head(
             // when the socket says it is readable, and given back if that was stale (a new
             // socket is reported readable before anything arrived).
             let waited = match limit {
-                Some(limit) => tokio::time::timeout(limit, first_bytes(client, input))
-                    .await
-                    .ok(),
+                Some(limit) => clock::timeout(limit, first_bytes(client, input)).await.ok(),
                 None => Some(first_bytes(client, input).await),
             };
             match waited {
                 Some(Ok(())) => {
                     if deadline.is_none() {
-                        deadline = settings.http_request.map(|t| Instant::now() + t);
+                        deadline = settings.http_request.map(|t| clock::now() + t);
                     }
                     continue;
                 }
@@ -577,7 +575,7 @@ async fn read_head(
         match input.read_more(client, limit).await {
             Ok(_) => {
                 if deadline.is_none() {
-                    deadline = settings.http_request.map(|t| Instant::now() + t);
+                    deadline = settings.http_request.map(|t| clock::now() + t);
                 }
             }
             Err(ReadError::Timeout) if idle_keepalive => return Err(HeadEnd::Quiet),
@@ -626,7 +624,7 @@ fn first_bytes<'a>(
 /// closes gracefully.
 pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
-    let sent = tokio::time::timeout(limit, client.write_all(page)).await;
+    let sent = clock::timeout(limit, client.write_all(page)).await;
     if matches!(sent, Ok(Ok(()))) {
         close_gracefully(client, Some(limit)).await;
     }
@@ -656,16 +654,13 @@ async fn close_after_exchange(client: &mut Stream, limit: Option<Duration>, pend
 /// Sends our end of stream; false if that failed or took longer than `limit`.
 async fn shut_write(client: &mut Stream, limit: Option<Duration>) -> bool {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
-    matches!(
-        tokio::time::timeout(limit, client.shutdown()).await,
-        Ok(Ok(()))
-    )
+    matches!(clock::timeout(limit, client.shutdown()).await, Ok(Ok(())))
 }
 
 /// Reads and drops what the client sends, for a moment and up to a bound.
 async fn linger(client: &mut Stream, mut drained: usize) {
     let mut scratch = [0u8; 1024];
-    let _ = tokio::time::timeout(LINGER_LIMIT, async {
+    let _ = clock::timeout(LINGER_LIMIT, async {
         while drained < LINGER_MAX_BYTES {
             match client.read(&mut scratch).await {
                 Ok(0) | Err(_) => break,
