@@ -10,11 +10,13 @@
 //! the connections needed. An offered connection is kept only if the thread's list for its
 //! server is empty or holds only never-reused ones while this one was reused, or if the
 //! connections in use plus the idle ones stay within the estimate plus `pool-low-conn` (and
-//! `pool-max-conn`, applied per thread, is not reached); otherwise it closes at once. So
-//! clients that come one after the other leave one idle connection behind, not one each. Every
-//! `pool-purge-delay` the thread's standing timer ([`purge_due`]) closes half the idle
-//! connections beyond what the last period needed, oldest first, and lets the estimate follow
-//! the traffic down. A connection the server closed or wrote to while idle is never reused.
+//! `pool-max-conn`, applied per thread, is not reached, and `pool-purge-delay` is not 0);
+//! otherwise it closes at once. So clients that come one after the other leave one idle
+//! connection per thread behind, not one each (HAProxy, counting per server across its
+//! threads, leaves one). Every `pool-purge-delay` the thread's standing timer ([`purge_due`])
+//! closes half (rounded up) of the connections beyond what the last period needed, oldest
+//! idle first, and lets the estimate follow the traffic down. A connection the server closed
+//! or wrote to while idle is never reused.
 //!
 //! A connection lives on the thread that created it (each thread has its own reactor), so the
 //! pool and its counts are thread-local: taking and returning a connection is a plain map
