@@ -7,6 +7,7 @@
 
 use crate::commands::{CliState, Flow};
 use crate::ops::server_addr_port;
+use sluice_runtime::idle::Figures;
 use sluice_runtime::process::Process;
 use sluice_runtime::stats::proxy_iid;
 use sluice_sample::Sample;
@@ -52,7 +53,8 @@ pub fn get_var(_: &Process, args: &[String], _: &mut CliState, out: &mut String)
 }
 
 /// `show servers conn [<backend>]`: each server's connections in use and idle, in total and
-/// per event-loop thread.
+/// per event-loop thread. Each thread keeps its own usage figures (its pools are its own):
+/// `used_max` and `need_est` are the sums of the threads' figures.
 pub fn show_servers_conn(
     process: &Process,
     args: &[String],
@@ -70,25 +72,36 @@ pub fn show_servers_conn(
     for b in backends {
         for s in &b.servers {
             let (addr, port) = server_addr_port(s);
-            let used = s.traffic.sessions.get();
             let idle_lim = s.conf.pool_max_conn.map_or(-1, i64::from);
-            let idle = sluice_runtime::idle::per_thread((b.plan.id.uid, s.id), threads);
+            let per_thread = sluice_runtime::idle::per_thread((b.plan.id.uid, s.id), threads);
+            let mut total = Figures::default();
+            for figures in &per_thread {
+                total.add(*figures);
+            }
             // Never reused connections are HAProxy's "unsafe" ones, reused ones "safe".
-            let unsafe_nb: usize = idle.iter().map(|c| c.0).sum();
-            let safe_nb: usize = idle.iter().map(|c| c.1).sum();
+            let Figures {
+                used_cur,
+                used_max,
+                need_est,
+                idle_unsafe,
+                idle_safe,
+            } = total;
             let _ = write!(
                 out,
-                "{}/{} {}/{} {addr} {port} - {} {used} {} {used} {unsafe_nb} {safe_nb} {idle_lim} {}",
+                "{}/{} {}/{} {addr} {port} - {} {used_cur} {used_max} {need_est} {idle_unsafe} {idle_safe} {idle_lim} {}",
                 b.name(),
                 s.conf.name,
                 proxy_iid(b.plan.id.uid),
                 s.id,
                 s.conf.pool_purge_delay.as_millis(),
-                s.traffic.sessions.max(),
-                unsafe_nb + safe_nb,
+                idle_unsafe.saturating_add(idle_safe),
             );
-            for (never, reused) in idle {
-                let _ = write!(out, " {}", never + reused);
+            for figures in per_thread {
+                let _ = write!(
+                    out,
+                    " {}",
+                    figures.idle_unsafe.saturating_add(figures.idle_safe)
+                );
             }
             out.push('\n');
         }

@@ -77,6 +77,8 @@ pub struct ServerConf {
     pub backup: bool,
     /// `pool-max-conn`: idle connections kept for reuse; `None` means no limit (HAProxy's -1).
     pub pool_max_conn: Option<u32>,
+    /// `pool-low-conn`: idle connections kept beyond the estimated need (0 by default).
+    pub pool_low_conn: u32,
     /// `pool-purge-delay`: how often idle connections are trimmed (5 s by default).
     pub pool_purge_delay: Duration,
     /// `send-proxy` (cleared by `no-send-proxy`): a PROXY protocol v1 line starts every
@@ -135,6 +137,7 @@ impl ServerConf {
             disabled: false,
             backup: false,
             pool_max_conn: None,
+            pool_low_conn: 0,
             pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
             send_proxy_v1: false,
             send_proxy_v2: false,
@@ -1029,6 +1032,12 @@ fn server_options(
                         return None;
                     }
                 };
+                i += 1;
+            }
+            "pool-low-conn" => {
+                let max = u64::from(u32::MAX);
+                server.pool_low_conn =
+                    d.integer(i + 1, "a connection count", 0, max, diags)? as u32;
                 i += 1;
             }
             "slowstart" => {

@@ -81,13 +81,10 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
             }
         }
         // Sessions outlive their listeners during a soft stop; the control loop decides when
-        // the process exits. Meanwhile the thread gives back the buffers its traffic stopped
-        // needing, on a period timer that also keeps a timer always standing within the
-        // next quarter second: tokio wakes its own poller (an eventfd write, then one more
-        // event to read) whenever a timer is set earlier than every other, which, between
-        // connections that leave no timer behind, was the first timeout of every new
-        // connection.
-        sluice_proxy::http::buffer::trim_idle_buffers().await;
+        // the process exits. Meanwhile the thread gives back the buffers and idle server
+        // connections its traffic stopped needing, on a period timer that also keeps a
+        // timer always standing (see `upkeep`).
+        sluice_proxy::http::upkeep().await;
     });
 }
 

@@ -15,6 +15,8 @@ use common::http::{
 };
 use common::{Backend, GENEROUS, connect, fd_bind, frontend, read_to_close, sluice};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -300,6 +302,87 @@ fn a_shareable_server_connection_serves_other_clients_while_its_client_stays_idl
         "one server connection for both clients"
     );
     assert_eq!(log.lock().unwrap().len(), 4);
+}
+
+/// An HTTP backend answering `200 OK` on kept-alive connections, with the count of its
+/// connections still open.
+fn counting_backend() -> (Backend, Arc<AtomicUsize>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&open);
+    let backend = Backend::start(move |s| {
+        count.fetch_add(1, Ordering::SeqCst);
+        let mut writer = s.try_clone().unwrap();
+        let mut reader = BufReader::new(s);
+        while read_message(&mut reader).is_some() {
+            let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+            if writer.write_all(answer).is_err() {
+                break;
+            }
+        }
+        count.fetch_sub(1, Ordering::SeqCst);
+    });
+    (backend, open)
+}
+
+#[test]
+fn clients_one_after_the_other_leave_one_idle_server_connection_per_thread() {
+    const CLIENTS: usize = 50;
+    const THREADS: usize = 2;
+    let (backend, open) = counting_backend();
+    let (listener, addr) = frontend();
+    // Purges wait a minute: what stays open is what the pool admitted.
+    let config = format!(
+        "global\n    nbthread {THREADS}\n{HTTP_DEFAULTS}\nlisten px\n    bind {}\n    http-reuse safe\n    server s1 {} pool-purge-delay 1m\n",
+        fd_bind(&listener),
+        backend.addr()
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    // Each client makes one request and stays connected; under `safe`, each first request
+    // goes over a new server connection.
+    let clients: Vec<KeptClient> = (0..CLIENTS)
+        .map(|i| {
+            let mut client = KeptClient::new(addr);
+            client.get(&format!("/{i}"));
+            client
+        })
+        .collect();
+    assert_eq!(backend.accepted(), CLIENTS);
+    // One request in use at a time: each thread keeps its first connection (HAProxy, whose
+    // pool is shared by its threads, keeps one) and closes the others after their response.
+    assert!(
+        common::wait_until(GENEROUS, || open.load(Ordering::SeqCst) <= THREADS),
+        "{} server connections still open",
+        open.load(Ordering::SeqCst)
+    );
+    // `show servers conn` reports what the threads counted: nothing in use, at most one at a
+    // time on each thread, an estimate of as many, and the idle connections the server sees.
+    let mut fields = Vec::new();
+    let consistent = common::wait_until(GENEROUS, || {
+        let answer = proxy.cli("show servers conn px");
+        fields = answer
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        fields.get(12).and_then(|idle| idle.parse().ok()) == Some(open.load(Ordering::SeqCst))
+    });
+    assert!(
+        consistent,
+        "{fields:?}, {} open",
+        open.load(Ordering::SeqCst)
+    );
+    let idle_cur = fields[12].clone();
+    // purge_delay used_cur used_max need_est unsafe_nb safe_nb idle_lim idle_cur
+    assert_eq!(
+        fields[5..13],
+        [
+            "60000", "0", &idle_cur, &idle_cur, &idle_cur, "0", "-1", &idle_cur
+        ],
+        "{fields:?}"
+    );
+    drop(clients);
 }
 
 #[test]

@@ -504,10 +504,11 @@ fn show_servers_conn_and_modes() {
     }));
     let row = answer.lines().nth(1).unwrap();
     let fields: Vec<&str> = row.split(' ').collect();
-    // used_cur 0, used_max 1, need_est 0, unsafe_nb 1, safe_nb 0, idle_lim -1, idle_cur 1.
+    // used_cur 0, used_max 1, need_est 1 (the one connection the request used), unsafe_nb 1,
+    // safe_nb 0, idle_lim -1, idle_cur 1.
     assert_eq!(
         fields[5..13],
-        ["5000", "0", "1", "0", "1", "0", "-1", "1"],
+        ["5000", "0", "1", "1", "1", "0", "-1", "1"],
         "{answer}"
     );
     let per_thread: usize = fields[13..]

@@ -9,8 +9,8 @@
 //! when bytes arrive and given back as soon as the buffer is empty (an idle keep-alive
 //! connection holds none), so a busy thread reuses the same few buffers for every request
 //! instead of asking the allocator each time. The pool keeps what the thread's traffic keeps
-//! needing and lets go of the rest: each [`TRIM_PERIOD`] the thread's [`trim_idle_buffers`]
-//! task frees the buffers that sat unused for the whole period (beyond [`POOL_LOW_WATER`]),
+//! needing and lets go of the rest: each [`TRIM_PERIOD`] the thread's standing timer
+//! ([`super::upkeep`]) calls [`trim_idle_buffers`], which frees the buffers that sat unused for the whole period (beyond [`POOL_LOW_WATER`]),
 //! then asks the C allocator to give free pages back to the system if that freed a lot. A
 //! steady load takes and returns the same buffers without touching the allocator; the burst
 //! of an idle-connection storm leaves no resident high-water mark behind.
@@ -117,19 +117,13 @@ pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
     });
 }
 
-/// Runs for the life of an event-loop thread, never returning: every [`TRIM_PERIOD`], frees
-/// the buffers the thread's traffic did not need during the period, and asks the C
-/// allocator to return its free pages to the system when that freed more than
-/// [`TRIM_AFTER_BYTES`].
-pub async fn trim_idle_buffers() -> ! {
-    let mut period = tokio::time::interval(TRIM_PERIOD);
-    period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        period.tick().await;
-        let freed = POOL.with(|pool| pool.borrow_mut().let_go_of_unused());
-        if freed >= TRIM_AFTER_BYTES {
-            sluice_net::fd::release_free_memory();
-        }
+/// Frees the buffers the thread's traffic did not need since the last call (one
+/// [`TRIM_PERIOD`] ago), and asks the C allocator to return its free pages to the system
+/// when that freed more than [`TRIM_AFTER_BYTES`].
+pub fn trim_idle_buffers() {
+    let freed = POOL.with(|pool| pool.borrow_mut().let_go_of_unused());
+    if freed >= TRIM_AFTER_BYTES {
+        sluice_net::fd::release_free_memory();
     }
 }
 

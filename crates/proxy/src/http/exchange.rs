@@ -61,7 +61,6 @@ pub struct Attached {
     key: ServerKey,
     stream: Stream,
     reused: bool,
-    pool_max: Option<u32>,
     /// The connection started with a PROXY header naming this session's client: it must
     /// never serve another client, so it never enters the shared pool.
     private: bool,
@@ -171,6 +170,8 @@ struct Facts<'a> {
 struct TunnelParts<'a> {
     server_stream: Stream,
     server: &'a Server,
+    /// The server connection is counted in use until the relay ends.
+    _in_use: pool::InUse,
     /// Held until the relay ends, then released with the tunnel.
     _lease: ServerLease<'a>,
     _sessions: (SessionMark<'a>, SessionMark<'a>),
@@ -593,11 +594,7 @@ async fn exchange<'a>(
     let opened_ms = sluice_runtime::freq::now_ms();
     let _backend_session = SessionMark::open_at(&ctx.backend.traffic, opened_ms);
     let mut _server_session = SessionMark::open_at(&server.traffic, opened_ms);
-    let mut key = ServerKey {
-        backend: ctx.backend.plan.id.uid,
-        server: server.id,
-        location: server.location().pool_id,
-    };
+    let mut key = pool_key(ctx, server);
 
     let mut request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
     input.consume(head.head_len);
@@ -644,8 +641,7 @@ async fn exchange<'a>(
             facts.server = Some(server.name());
             facts.chosen = Some(server);
             _server_session = SessionMark::open(&server.traffic);
-            key.server = server.id;
-            key.location = server.location().pool_id;
+            key = pool_key(ctx, server);
             if let Some(name) = s.send_name_header
                 && let Some(renamed) = persist::rename_server(&request_head, name, server.name())
             {
@@ -654,7 +650,7 @@ async fn exchange<'a>(
             }
         }
         let kept = kept_head.as_ref().map(|h| (&request_head[..], h));
-        let (mut server_stream, was_reused) = match connection {
+        let (mut server_stream, was_reused, in_use) = match connection {
             Some(c) => c,
             None => {
                 ctx.backend.failed_connections.incr();
@@ -761,6 +757,7 @@ async fn exchange<'a>(
                 *upgraded = Some(TunnelParts {
                     server_stream,
                     server,
+                    _in_use: in_use,
                     _lease: lease,
                     _sessions: (_backend_session, _server_session),
                     killed,
@@ -778,16 +775,17 @@ async fn exchange<'a>(
                         key,
                         stream: server_stream,
                         reused: was_reused,
-                        pool_max: server.conf.pool_max_conn,
                         private: server.conf.send_proxy().is_some(),
                     };
                     // A connection other clients may use goes back to the thread's pool as
                     // soon as its response is done, as HAProxy's do: an idle kept-alive
                     // client then holds no server connection, and the session's next request
-                    // finds it there (the most recently used first). One that may not be
-                    // shared stays with the session.
+                    // finds it there (the most recently used first), unless the pool
+                    // already holds what the traffic needs. One that may not be shared
+                    // stays with the session, no longer counted in use.
                     if shareable(&ctx.settings, &conn) {
-                        pool::put(conn.key, conn.stream, conn.reused, conn.pool_max);
+                        let limits = pool::Limits::of(&server.conf);
+                        pool::put(in_use, conn.stream, conn.reused, &limits);
                     } else {
                         *attached = Some(conn);
                     }
@@ -848,8 +846,6 @@ fn view_of<'b>(ctx: &Context<'b>, buf: &'b [u8], head: &'b RequestHead) -> Strea
     }
 }
 
-/// Picks the connection for this request: the session's own if it goes to the same server,
-/// then an idle one from the thread's pool when `http-reuse` allows, else a new one.
 /// What `observe layer7` makes of an exchange (configuration.txt §5.2 "observe": statuses
 /// 100 to 499, 501 and 505 are good); `None` when the server is not to blame.
 fn layer7_verdict<T>(
@@ -886,6 +882,18 @@ async fn wait_timed<F: std::future::Future>(waiting: F) -> (F::Output, Duration)
     (output, since.map_or(Duration::ZERO, clock::since))
 }
 
+/// The key of `server`'s connections in the thread's pool.
+fn pool_key(ctx: &Context<'_>, server: &Server) -> ServerKey {
+    ServerKey {
+        backend: ctx.backend.plan.id.uid,
+        server: server.id,
+        location: server.location().pool_id,
+    }
+}
+
+/// Picks the connection for this request: the session's own if it goes to the same server,
+/// then an idle one from the thread's pool when `http-reuse` allows, else a new one. Says
+/// whether it carried a request before, and counts it in use on its server.
 #[allow(clippy::too_many_arguments)]
 async fn server_connection<'b>(
     ctx: &Context<'b>,
@@ -895,7 +903,7 @@ async fn server_connection<'b>(
     attached: &mut Option<Attached>,
     force_new: bool,
     facts: &mut Facts<'_>,
-) -> Option<(Stream, bool)> {
+) -> Option<(Stream, bool, pool::InUse)> {
     let server = lease.server();
     if !force_new {
         // Only connections that may not be shared are attached: one this request does not
@@ -904,7 +912,8 @@ async fn server_connection<'b>(
             && conn.key == key
             && conn.stream.is_idle_usable()
         {
-            return Some((conn.stream, true));
+            let in_use = pool::in_use(key, &pool::Limits::of(&server.conf));
+            return Some((conn.stream, true, in_use));
         }
         // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a
         // shared connection, `aggressive` only over one that already proved reusable.
@@ -918,14 +927,19 @@ async fn server_connection<'b>(
             _ => Some(false),
         };
         if let Some(only_reused) = from_pool
-            && let Some(idle) = pool::take(key, server.conf.pool_purge_delay, only_reused)
+            && let Some((stream, in_use)) = pool::take(key, only_reused)
         {
-            return Some((idle.stream, true));
+            return Some((stream, true, in_use));
         }
     }
     let connection = persist::connect(ctx, lease, persist_state).await;
     facts.retries = connection.retries;
-    connection.stream.map(|stream| (stream, false))
+    // `option redispatch` may have moved the request to another server.
+    let server = lease.server();
+    connection.stream.map(|stream| {
+        let in_use = pool::in_use(pool_key(ctx, server), &pool::Limits::of(&server.conf));
+        (stream, false, in_use)
+    })
 }
 
 /// The request head as the server will see it.

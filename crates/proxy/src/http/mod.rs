@@ -22,3 +22,20 @@ pub mod scratch;
 pub mod session;
 pub mod settings;
 pub mod stats_page;
+
+/// Runs for the life of an event-loop thread, never returning: every
+/// [`buffer::TRIM_PERIOD`], lets go of the input buffers and the idle server connections the
+/// thread's traffic no longer needs ([`buffer::trim_idle_buffers`], [`pool::purge_due`]).
+/// The period timer also keeps a timer always standing within the next quarter second:
+/// tokio wakes its own poller (an eventfd write, then one more event to read) whenever a
+/// timer is set earlier than every other, which, between connections that leave no timer
+/// behind, was the first timeout of every new connection.
+pub async fn upkeep() -> ! {
+    let mut period = tokio::time::interval(buffer::TRIM_PERIOD);
+    period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        period.tick().await;
+        buffer::trim_idle_buffers();
+        pool::purge_due();
+    }
+}
