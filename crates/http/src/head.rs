@@ -19,6 +19,7 @@
 //! thread is warm. Read [`parse_request`] first.
 
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use crate::diagnose::{self, Diagnosis};
@@ -317,25 +318,27 @@ fn has_obs_fold(head: &[u8]) -> bool {
 /// lines, the start line included), so parsing a head allocates nothing but its span list.
 const STACK_SLOTS: usize = 128;
 
-/// httparse's field slots: on the stack up to [`STACK_SLOTS`], on the heap beyond.
+/// httparse's field slots: on the stack up to [`STACK_SLOTS`], on the heap beyond. Left
+/// uninitialised: httparse writes the slots it fills, and filling all 128 with empty fields
+/// first was a 4 KiB copy per head parsed (two per exchange).
 struct Slots<'b> {
-    stack: [httparse::Header<'b>; STACK_SLOTS],
-    heap: Vec<httparse::Header<'b>>,
+    stack: [MaybeUninit<httparse::Header<'b>>; STACK_SLOTS],
+    heap: Vec<MaybeUninit<httparse::Header<'b>>>,
 }
 
 impl<'b> Slots<'b> {
     fn new() -> Self {
         Slots {
-            stack: [httparse::EMPTY_HEADER; STACK_SLOTS],
+            stack: [const { MaybeUninit::uninit() }; STACK_SLOTS],
             heap: Vec::new(),
         }
     }
 
-    fn take(&mut self, count: usize) -> &mut [httparse::Header<'b>] {
+    fn take(&mut self, count: usize) -> &mut [MaybeUninit<httparse::Header<'b>>] {
         if count <= STACK_SLOTS {
             &mut self.stack[..count]
         } else {
-            self.heap.resize(count, httparse::EMPTY_HEADER);
+            self.heap.resize_with(count, MaybeUninit::uninit);
             &mut self.heap[..]
         }
     }
@@ -455,10 +458,10 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parse<RequestHead>, 
     let (window, full) = window(buf, limits);
     let mut storage = Slots::new();
     let slots = storage.take(slot_count(window, limits));
-    let mut req = httparse::Request::new(slots);
+    let mut req = httparse::Request::new(&mut []);
     let mut config = httparse::ParserConfig::default();
     config.ignore_invalid_headers_in_requests(limits.accept_unsafe);
-    let head_len = match config.parse_request(&mut req, window) {
+    let head_len = match config.parse_request_with_uninit_headers(&mut req, window, slots) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return incomplete(window, full, side),
         Err(e) => return refused(window, full, side, e, diagnose::request(window)),
@@ -523,10 +526,10 @@ pub fn parse_response(buf: &[u8], limits: &Limits) -> Result<Parse<ResponseHead>
     let (window, full) = window(buf, limits);
     let mut storage = Slots::new();
     let slots = storage.take(slot_count(window, limits));
-    let mut resp = httparse::Response::new(slots);
+    let mut resp = httparse::Response::new(&mut []);
     let mut config = httparse::ParserConfig::default();
     config.ignore_invalid_headers_in_responses(limits.accept_unsafe);
-    let head_len = match config.parse_response(&mut resp, window) {
+    let head_len = match config.parse_response_with_uninit_headers(&mut resp, window, slots) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return incomplete(window, full, side),
         Err(e) => return refused(window, full, side, e, diagnose::response(window)),
