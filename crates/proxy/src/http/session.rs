@@ -67,9 +67,12 @@ pub fn run<'s>(
     async move {
         let mut waited_since = None;
         loop {
-            let serving = Box::into_pin(Box::write(
-                Box::new_uninit(),
-                serve(scope, &mut *client, buffers, &mut input, waited_since),
+            let serving = Box::pin(serve(
+                scope,
+                &mut *client,
+                buffers,
+                &mut input,
+                waited_since,
             ));
             let limit = match serving.await {
                 Served::Closed => return,
