@@ -302,8 +302,8 @@ pub fn shutdown_sessions_server(
     _: &mut CliState,
     out: &mut String,
 ) -> Flow {
-    if let Some((_, _, s)) = find_server(p, args.first(), out) {
-        s.health.kill_sessions();
+    if let Some((b, index, s)) = find_server(p, args.first(), out) {
+        s.health.kill_sessions(&p.streams, b.plan.id.uid, index);
     }
     Flow::Continue
 }

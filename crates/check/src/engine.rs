@@ -178,11 +178,17 @@ impl Engine {
         }
         let c = &server.conf.checks;
         if c.shutdown_on_down && before.operational() && !after.operational() {
-            server.health.kill_sessions();
+            server
+                .health
+                .kill_sessions(&self.process.streams, backend.plan.id.uid, server.index);
         }
         if c.shutdown_backups_on_up && !server.conf.backup && !usable(&before) && usable(&after) {
             for backup in backend.servers.iter().filter(|s| s.conf.backup) {
-                backup.health.kill_sessions();
+                backup.health.kill_sessions(
+                    &self.process.streams,
+                    backend.plan.id.uid,
+                    backup.index,
+                );
             }
         }
         if usable(&before) && !usable(&after) && count.active + count.backup == 0 {

@@ -10,9 +10,9 @@
 use crate::dynamic::{Warmup, warming_weight};
 use crate::proxy::Backend;
 use sluice_balance::ServerState;
-use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 
 /// The administrative state (configuration `disabled`, agent `drain`/`maint`/`ready`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,8 +66,9 @@ impl HealthState {
 #[derive(Debug)]
 pub struct ServerHealth {
     state: Mutex<HealthState>,
-    /// Bumped to end the server's sessions (`on-marked-down shutdown-sessions`).
-    kill: watch::Sender<u64>,
+    /// Bumped to end the server's sessions (`on-marked-down shutdown-sessions`): a session's
+    /// [`KillSignal`] remembers the value it started with.
+    kill: AtomicU64,
     /// What the data path reports: 0 nothing, 4 connection attempts, 7 responses too.
     observing: AtomicU8,
     /// Consecutive errors seen by the data path.
@@ -123,28 +124,42 @@ impl Observed {
 
 /// What a session waits on to learn that its server's sessions must end, or that its own
 /// stream was killed (`shutdown session`).
+///
+/// No list of waiters per server: the signal compares the server's kill count with the one it
+/// started with, and waits on its own stream's waker, which [`ServerHealth::kill_sessions`]
+/// wakes through the stream registry. A list shared by every session of a server would take
+/// its lock twice per request.
 #[derive(Debug)]
-pub struct KillSignal(
-    watch::Receiver<u64>,
-    Option<std::sync::Arc<crate::streams::StreamInfo>>,
-);
+pub struct KillSignal<'a> {
+    health: &'a ServerHealth,
+    epoch: u64,
+    stream: Option<Arc<crate::streams::StreamInfo>>,
+}
 
-impl KillSignal {
-    /// Completes when the sessions are told to end (never, if that never happens).
+impl KillSignal<'_> {
+    /// Completes when the sessions are told to end, or the stream is killed (never, if that
+    /// never happens; a signal taken outside a registered stream sees a server's kill only
+    /// when its task is polled for another reason).
     pub async fn wait(&mut self) {
-        let server = async {
-            if self.0.changed().await.is_err() {
-                // The server is gone with the process: nothing will ever ask again.
-                std::future::pending::<()>().await;
-            }
-        };
-        match &self.1 {
-            Some(stream) => tokio::select! {
-                () = server => {}
-                () = stream.killed() => {}
-            },
-            None => server.await,
+        std::future::poll_fn(|cx| self.poll_wait(cx)).await
+    }
+
+    fn poll_wait(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.fired() {
+            return std::task::Poll::Ready(());
         }
+        let Some(stream) = &self.stream else {
+            return std::task::Poll::Pending;
+        };
+        if stream.poll_killed(cx).is_ready() || self.fired() {
+            // Checked again once the waker is registered: a kill in between woke no one.
+            return std::task::Poll::Ready(());
+        }
+        std::task::Poll::Pending
+    }
+
+    fn fired(&self) -> bool {
+        self.health.kill.load(Ordering::Acquire) != self.epoch
     }
 }
 
@@ -161,7 +176,7 @@ impl ServerHealth {
                 last_check: None,
                 warmup: None,
             }),
-            kill: watch::channel(0).0,
+            kill: AtomicU64::new(0),
             observing: AtomicU8::new(0),
             errors: AtomicU32::new(0),
             last_error: AtomicU8::new(0),
@@ -233,13 +248,19 @@ impl ServerHealth {
 
     /// A signal for a session starting now: it fires at the next [`ServerHealth::kill_sessions`],
     /// or when the stream of the task asking is killed.
-    pub fn kill_signal(&self) -> KillSignal {
-        KillSignal(self.kill.subscribe(), crate::streams::current())
+    pub fn kill_signal(&self) -> KillSignal<'_> {
+        KillSignal {
+            health: self,
+            epoch: self.kill.load(Ordering::Acquire),
+            stream: crate::streams::current(),
+        }
     }
 
-    /// Ends every session that holds a [`KillSignal`] of this server.
-    pub fn kill_sessions(&self) {
-        self.kill.send_modify(|n| *n = n.wrapping_add(1));
+    /// Ends every session that holds a [`KillSignal`] of this server, the server at `index`
+    /// of the backend whose uid is `backend`: the streams using it are woken to see it.
+    pub fn kill_sessions(&self, streams: &crate::streams::Streams, backend: u32, index: usize) {
+        self.kill.fetch_add(1, Ordering::AcqRel);
+        streams.wake_users_of(backend, index);
     }
 
     /// A copy of the current state.
@@ -411,8 +432,9 @@ mod tests {
     #[tokio::test]
     async fn kill_signal_fires_for_sessions_started_before() {
         let h = ServerHealth::new(false);
+        let streams = crate::streams::Streams::default();
         let mut signal = h.kill_signal();
-        h.kill_sessions();
+        h.kill_sessions(&streams, 1, 0);
         tokio::time::timeout(std::time::Duration::from_secs(1), signal.wait())
             .await
             .expect("the signal fires");

@@ -221,6 +221,20 @@ impl Streams {
         }
     }
 
+    /// Wakes the streams that use server `index` of the backend whose uid is `backend`, for
+    /// their [`crate::health::KillSignal`] to see that the server's sessions must end. A
+    /// stream between two requests is woken for nothing and waits again.
+    pub fn wake_users_of(&self, backend: u32, index: usize) {
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            for info in shard.values() {
+                if info.target() == (Some(backend), Some(index)) {
+                    info.killer.wake();
+                }
+            }
+        }
+    }
+
     /// Every live stream, oldest first.
     pub fn list(&self) -> Vec<Arc<StreamInfo>> {
         let mut all: Vec<Arc<StreamInfo>> = (0..SHARDS)
@@ -289,6 +303,8 @@ mod tests {
         let info = Arc::clone(b.info());
         b.scope(async move {
             let health = crate::health::ServerHealth::new(false);
+            // A kill of another server's sessions does not end this one.
+            health.kill_sessions(&Streams::default(), 9, 9);
             let mut signal = health.kill_signal();
             info.kill();
             signal.wait().await;

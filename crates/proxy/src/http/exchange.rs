@@ -175,7 +175,7 @@ struct TunnelParts<'a> {
     /// Held until the relay ends, then released with the tunnel.
     _lease: ServerLease<'a>,
     _sessions: (SessionMark<'a>, SessionMark<'a>),
-    killed: sluice_runtime::health::KillSignal,
+    killed: sluice_runtime::health::KillSignal<'a>,
 }
 
 /// An upgraded connection (a `101` to a WebSocket upgrade, a 2xx to CONNECT) handed back to
