@@ -122,9 +122,9 @@ fn summary(process: &Process, info: &StreamInfo, out: &mut String) {
 fn detail(process: &Process, info: &StreamInfo, out: &mut String) {
     let n = names(process, info);
     let mut date = String::new();
-    sluice_runtime::record::write_date(info.started_at, &mut date);
-    let micros = info
-        .started_at
+    let started_at = info.started_at();
+    sluice_runtime::record::write_date(started_at, &mut date);
+    let micros = started_at
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_micros() % 1000);
     let _ = writeln!(

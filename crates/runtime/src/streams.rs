@@ -51,8 +51,6 @@ pub struct StreamInfo {
     pub fd: i32,
     /// When it was accepted.
     pub started: Instant,
-    /// The same, on the wall clock.
-    pub started_at: SystemTime,
     /// The `uid` of the backend in use, 0 for none yet.
     backend: AtomicU32,
     /// The index of the server in use plus one, 0 for none yet.
@@ -77,6 +75,14 @@ impl StreamInfo {
         let be = self.backend.load(Ordering::Relaxed);
         let srv = self.server.load(Ordering::Relaxed);
         ((be != 0).then_some(be), srv.checked_sub(1))
+    }
+
+    /// When it was accepted, on the wall clock: derived from the monotonic start when asked
+    /// (`show sess all`), which keeps every connection's entry 16 bytes smaller.
+    pub fn started_at(&self) -> SystemTime {
+        SystemTime::now()
+            .checked_sub(self.started.elapsed())
+            .unwrap_or(SystemTime::UNIX_EPOCH)
     }
 
     /// How many times the stream took a server.
@@ -207,7 +213,6 @@ impl Streams {
             local,
             fd,
             started: Instant::now(),
-            started_at: SystemTime::now(),
             backend: AtomicU32::new(0),
             server: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
