@@ -81,10 +81,16 @@ pub async fn run_listener(
             }
             continue;
         }
-        let slots = tokio::select! {
-            slots = take_slots(&process, &frontend, bind_slots.as_ref()) => slots,
-            _ = state.changed() => continue,
-            _ = paused.changed() => continue,
+        // Slots are usually free: taken at once, without the select below, whose watch
+        // branches would each join and leave a list of waiters under a lock per connection.
+        let mut taking = std::pin::pin!(take_slots(&process, &frontend, bind_slots.as_ref()));
+        let slots = match ready_now(taking.as_mut()) {
+            Some(slots) => slots,
+            None => tokio::select! {
+                slots = taking => slots,
+                _ = state.changed() => continue,
+                _ = paused.changed() => continue,
+            },
         };
         let Some(slots) = slots else {
             return;
@@ -158,12 +164,12 @@ impl AcceptBatch {
     }
 }
 
-/// The accept's result if a connection is already waiting, polled with a waker that wakes
-/// nothing; `None` if the listener would have to wait (the same future is then awaited,
-/// which hands the event loop the task's real waker).
-fn ready_now<F: std::future::Future>(accepting: std::pin::Pin<&mut F>) -> Option<F::Output> {
+/// The result of `waiting` if it is already there (a connection waiting to be accepted, free
+/// slots), polled with a waker that wakes nothing; `None` if it would have to wait (the same
+/// future is then awaited, which hands it the task's real waker).
+fn ready_now<F: std::future::Future>(waiting: std::pin::Pin<&mut F>) -> Option<F::Output> {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match accepting.poll(&mut cx) {
+    match waiting.poll(&mut cx) {
         std::task::Poll::Ready(out) => Some(out),
         std::task::Poll::Pending => None,
     }
@@ -340,6 +346,20 @@ mod tests {
     fn without_a_limit_a_batch_never_yields() {
         let mut batch = AcceptBatch::new(None);
         assert!((0..10_000).all(|_| !batch.accepted()));
+    }
+
+    #[tokio::test]
+    async fn a_slot_missed_at_once_is_taken_when_one_frees() {
+        let slots = Arc::new(Semaphore::new(0));
+        let mut taking = std::pin::pin!(Arc::clone(&slots).acquire_owned());
+        assert!(ready_now(taking.as_mut()).is_none());
+        // The waiter the first poll queued (with a waker that wakes nothing) still gets the
+        // slot once the future is awaited with the task's own.
+        slots.add_permits(1);
+        let slot = taking.await.unwrap();
+        assert_eq!(slots.available_permits(), 0);
+        drop(slot);
+        assert_eq!(slots.available_permits(), 1);
     }
 
     #[tokio::test]
