@@ -11,7 +11,7 @@
 //! to end ([`StreamInfo::kill`]), which its session task waits on.
 
 use crate::proxy::Frontend;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -125,14 +125,17 @@ impl StreamInfo {
 #[derive(Debug)]
 pub struct Streams {
     next: AtomicU64,
-    shards: Vec<Mutex<HashMap<u64, Arc<StreamInfo>>>>,
+    // Stream ids are the process's own sequence numbers: a fast non-keyed hash is enough.
+    shards: Vec<Mutex<FxHashMap<u64, Arc<StreamInfo>>>>,
 }
 
 impl Default for Streams {
     fn default() -> Self {
         Streams {
             next: AtomicU64::new(0),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(FxHashMap::default()))
+                .collect(),
         }
     }
 }
@@ -191,7 +194,7 @@ impl Drop for Registered<'_> {
 }
 
 impl Streams {
-    fn shard(&self, id: u64) -> MutexGuard<'_, HashMap<u64, Arc<StreamInfo>>> {
+    fn shard(&self, id: u64) -> MutexGuard<'_, FxHashMap<u64, Arc<StreamInfo>>> {
         let shard = &self.shards[((id >> 4) as usize) % SHARDS];
         // The maps are only inserted into and removed from; a panic cannot leave one
         // half-changed.

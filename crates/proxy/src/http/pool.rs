@@ -23,11 +23,11 @@
 //! operation, with no lock and no cross-thread traffic. The counts reach `show servers conn`
 //! through atomics of the thread's own (`sluice_runtime::idle`).
 
+use rustc_hash::FxHashMap;
 use sluice_config::proxy::ServerConf;
 use sluice_net::stream::Stream;
 use sluice_runtime::idle::{Figures, Published};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -220,7 +220,9 @@ impl ServerPool {
 }
 
 thread_local! {
-    static POOLS: RefCell<HashMap<ServerKey, ServerPool>> = RefCell::new(HashMap::new());
+    // Looked up several times per request (taking, counting in use, returning): a fast
+    // non-keyed hash (the keys are the process's own numbers, not chosen by clients).
+    static POOLS: RefCell<FxHashMap<ServerKey, ServerPool>> = RefCell::new(FxHashMap::default());
 }
 
 /// A connection to a server carrying a request, counted in use on this thread until the
