@@ -10,8 +10,9 @@
 //! connection holds none), so a busy thread reuses the same few buffers for every request
 //! instead of asking the allocator each time. The pool keeps what the thread's traffic keeps
 //! needing and lets go of the rest: each [`TRIM_PERIOD`] the thread's standing timer
-//! ([`super::upkeep`]) calls [`trim_idle_buffers`], which frees the buffers that sat unused for the whole period (beyond [`POOL_LOW_WATER`]),
-//! then asks the C allocator to give free pages back to the system if that freed a lot. A
+//! ([`super::upkeep`]) calls [`trim_idle_buffers`], which frees the buffers that sat unused
+//! for the whole period (beyond [`POOL_LOW_WATER`]); `super::heap` then asks the C allocator
+//! to give free pages back to the system if that freed a lot. A
 //! steady load takes and returns the same buffers without touching the allocator; the burst
 //! of an idle-connection storm leaves no resident high-water mark behind.
 
@@ -52,10 +53,6 @@ const POOL_MAX: usize = 256;
 /// How often a thread looks for buffers its traffic did not need: one that stayed free for
 /// a whole period is let go at the end of the next.
 pub const TRIM_PERIOD: Duration = Duration::from_millis(250);
-
-/// Bytes of buffers freed by one look after which the allocator is asked to return its free
-/// pages to the system (a trim walks the allocator's heaps: not worth it for a few buffers).
-const TRIM_AFTER_BYTES: usize = 256 << 10;
 
 /// A thread's free buffers.
 #[derive(Default)]
@@ -118,13 +115,9 @@ pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
 }
 
 /// Frees the buffers the thread's traffic did not need since the last call (one
-/// [`TRIM_PERIOD`] ago), and asks the C allocator to return its free pages to the system
-/// when that freed more than [`TRIM_AFTER_BYTES`].
-pub fn trim_idle_buffers() {
-    let freed = POOL.with(|pool| pool.borrow_mut().let_go_of_unused());
-    if freed >= TRIM_AFTER_BYTES {
-        sluice_net::fd::release_free_memory();
-    }
+/// [`TRIM_PERIOD`] ago); returns the bytes freed (see `http::heap` for what follows).
+pub fn trim_idle_buffers() -> usize {
+    POOL.with(|pool| pool.borrow_mut().let_go_of_unused())
 }
 
 impl Drop for InBuf {

@@ -65,16 +65,59 @@ pub fn run<'s>(
 ) -> impl std::future::Future<Output = ()> + 's {
     // An `async move` block, not an `async fn`: see `accept::session`.
     async move {
-        let mut waited_since = None;
+        // A new connection waits for its first request here too, outside the boxed state:
+        // a client that connects and says nothing yet (a browser's preconnection, a slow
+        // client) holds no more than an idle kept-alive one. `timeout http-request` counts
+        // from the accept (`serve` goes on from this moment), and a request that never
+        // started is logged as the 408 `cR` HAProxy logs for it.
+        let accepted = (clock::now_std(), SystemTime::now());
+        if input.is_empty() {
+            let limit = {
+                let settings = HttpSettings::new(scope.frontend, buffers);
+                match (settings.http_request, settings.client) {
+                    (Some(r), Some(c)) => Some(r.min(c)),
+                    (r, c) => r.or(c),
+                }
+            };
+            let arrived = match limit {
+                Some(limit) => clock::timeout(limit, first_bytes(client, &mut input))
+                    .await
+                    .ok(),
+                None => Some(first_bytes(client, &mut input).await),
+            };
+            match arrived {
+                Some(Ok(())) => {}
+                // The client left without a word: so do we.
+                Some(Err(_)) => return,
+                None => {
+                    scope.frontend.request_errors.incr();
+                    let answered = Answered {
+                        status: 408,
+                        bytes: 0,
+                        cause: Cause::ClientTimeout,
+                        phase: Phase::Request,
+                        request: None,
+                        head: None,
+                    };
+                    log_answer(scope, accepted, answered);
+                    return;
+                }
+            }
+        }
+        let mut waited_since = Some(accepted);
+        let mut first = true;
         loop {
             let serving = Box::pin(serve(
                 scope,
                 &mut *client,
                 buffers,
                 &mut input,
-                waited_since,
+                (waited_since, first),
             ));
-            let limit = match serving.await {
+            let state_bytes = std::mem::size_of_val(&*serving);
+            let served = serving.await;
+            super::heap::state_freed(state_bytes);
+            let limit = match served {
                 Served::Closed => return,
                 Served::Idle(limit) => limit,
                 Served::Tunnel(tunnel) => {
@@ -93,6 +136,7 @@ pub fn run<'s>(
             // Idle: the next request's wait counts from here in its log (as it did when the
             // wait was part of `serve`).
             waited_since = Some((clock::now_std(), SystemTime::now()));
+            first = false;
             let waited = match limit {
                 Some(limit) => clock::timeout(limit, first_bytes(client, &mut input))
                     .await
@@ -119,8 +163,8 @@ enum Served<'s> {
 
 /// Serves requests on a client connection until it closes, waits idle for its next request
 /// with nothing else to keep, or is upgraded to a tunnel. `waited_since` is when the wait for
-/// the first request served here started, for a connection that was idle; `None` for a new
-/// connection.
+/// the first request served here started (the accept, for a new connection); `first` says
+/// whether that request is the connection's first.
 // Not an `async fn`: it would keep a second copy of its arguments (see `accept::session`).
 #[allow(clippy::manual_async_fn)]
 fn serve<'x, 's: 'x>(
@@ -128,13 +172,12 @@ fn serve<'x, 's: 'x>(
     client: &'x mut Stream,
     buffers: BufferSizes,
     input: &'x mut InBuf,
-    mut waited_since: Option<(std::time::Instant, SystemTime)>,
+    (mut waited_since, mut first): (Option<(std::time::Instant, SystemTime)>, bool),
 ) -> impl std::future::Future<Output = Served<'s>> + 'x {
     async move {
         let (process, frontend, vars) = (scope.process, scope.frontend, scope.vars);
         let settings = HttpSettings::new(frontend, buffers);
         let mut attached: Option<Attached> = None;
-        let mut first = waited_since.is_none();
         let session = Session {
             settings: &settings,
             scope,
@@ -154,59 +197,60 @@ fn serve<'x, 's: 'x>(
             let started = waited_since
                 .take()
                 .unwrap_or_else(|| (clock::now_std(), SystemTime::now()));
-            let (head, framing) = match read_head(client, input, &settings, first).await {
-                Ok(read) => read,
-                Err(HeadEnd::Quiet) => break,
-                Err(HeadEnd::Unanswered(status, cause)) => {
-                    frontend.request_errors.incr();
-                    let answered = Answered {
-                        status,
-                        bytes: 0,
-                        cause,
-                        phase: Phase::Request,
-                        request: None,
-                        head: None,
-                    };
-                    log_answer(scope, started, answered);
-                    break;
-                }
-                Err(HeadEnd::Answer(status)) => {
-                    frontend.request_errors.incr();
-                    // An invalid or late request is an error of the client's (`http_err_cnt`).
-                    vars.trackers.http_request();
-                    vars.trackers.http_error();
-                    // A head that did not arrive in time is no invalid message.
-                    if status != 408 {
-                        invalid::request(
-                            process,
-                            frontend,
-                            scope.endpoints.client,
-                            (input.filled(), settings.bufsize),
-                            &settings.request_limits,
-                            None,
-                        );
+            let (head, framing) =
+                match read_head(client, input, &settings, (first, started.0)).await {
+                    Ok(read) => read,
+                    Err(HeadEnd::Quiet) => break,
+                    Err(HeadEnd::Unanswered(status, cause)) => {
+                        frontend.request_errors.incr();
+                        let answered = Answered {
+                            status,
+                            bytes: 0,
+                            cause,
+                            phase: Phase::Request,
+                            request: None,
+                            head: None,
+                        };
+                        log_answer(scope, started, answered);
+                        break;
                     }
-                    let page = rules::finish_page(scope, None, settings.request_error(status));
-                    Box::pin(answer(client, &page, settings.client)).await;
-                    // configuration.txt §8.5: a refused request is "PR", a request that did not
-                    // arrive in time "cR".
-                    let cause = if status == 408 {
-                        Cause::ClientTimeout
-                    } else {
-                        Cause::Proxy
-                    };
-                    let answered = Answered {
-                        status,
-                        bytes: page.len(),
-                        cause,
-                        phase: Phase::Request,
-                        request: None,
-                        head: None,
-                    };
-                    log_answer(scope, started, answered);
-                    break;
-                }
-            };
+                    Err(HeadEnd::Answer(status)) => {
+                        frontend.request_errors.incr();
+                        // An invalid or late request is an error of the client's (`http_err_cnt`).
+                        vars.trackers.http_request();
+                        vars.trackers.http_error();
+                        // A head that did not arrive in time is no invalid message.
+                        if status != 408 {
+                            invalid::request(
+                                process,
+                                frontend,
+                                scope.endpoints.client,
+                                (input.filled(), settings.bufsize),
+                                &settings.request_limits,
+                                None,
+                            );
+                        }
+                        let page = rules::finish_page(scope, None, settings.request_error(status));
+                        Box::pin(answer(client, &page, settings.client)).await;
+                        // configuration.txt §8.5: a refused request is "PR", a request that did not
+                        // arrive in time "cR".
+                        let cause = if status == 408 {
+                            Cause::ClientTimeout
+                        } else {
+                            Cause::Proxy
+                        };
+                        let answered = Answered {
+                            status,
+                            bytes: page.len(),
+                            cause,
+                            phase: Phase::Request,
+                            request: None,
+                            head: None,
+                        };
+                        log_answer(scope, started, answered);
+                        break;
+                    }
+                };
             // Not boxed on its own: this whole future is (`run` boxes it while the connection
             // is busy and drops it when it goes idle), so what a request needs while it is
             // handled (rules, the exchange with both bodies in flight) costs one allocation
@@ -513,11 +557,15 @@ async fn read_head(
     client: &mut Stream,
     input: &mut InBuf,
     settings: &HttpSettings<'_>,
-    first: bool,
+    (first, accepted): (bool, std::time::Instant),
 ) -> Result<(RequestHead, BodyFraming), HeadEnd> {
     // The whole head must arrive within `timeout http-request`, counted from the accept for a
-    // first request and from its first byte for the next ones.
-    let mut deadline = if first || !input.is_empty() {
+    // first request (`accepted`) and from its first byte for the next ones.
+    let mut deadline = if first {
+        settings
+            .http_request
+            .map(|t| tokio::time::Instant::from_std(accepted) + t)
+    } else if !input.is_empty() {
         settings.http_request.map(|t| clock::now() + t)
     } else {
         None
