@@ -218,8 +218,6 @@ fn session(
     async move {
         // Naming the slots makes this block own them: they are released when it ends.
         let _slots = &slots;
-        // Counted while it lives: the thread trims its heap when connections accumulate.
-        let _live = http::heap::LiveSession::start();
         let vars = Vars::default();
         // `tcp-request connection` rules see the connection as it is, before any PROXY header
         // (configuration.txt §4.2: they run before the handshakes).

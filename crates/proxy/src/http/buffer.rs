@@ -11,8 +11,8 @@
 //! instead of asking the allocator each time. The pool keeps what the thread's traffic keeps
 //! needing and lets go of the rest: each [`TRIM_PERIOD`] the thread's standing timer
 //! ([`super::upkeep`]) calls [`trim_idle_buffers`], which frees the buffers that sat unused
-//! for the whole period (beyond [`POOL_LOW_WATER`]); `super::heap` then asks the C allocator
-//! to give free pages back to the system if that freed a lot. A
+//! for the whole period (beyond [`POOL_LOW_WATER`]), then asks the C allocator to give free
+//! pages back to the system if that freed a lot. A
 //! steady load takes and returns the same buffers without touching the allocator; the burst
 //! of an idle-connection storm leaves no resident high-water mark behind.
 
@@ -53,6 +53,10 @@ const POOL_MAX: usize = 256;
 /// How often a thread looks for buffers its traffic did not need: one that stayed free for
 /// a whole period is let go at the end of the next.
 pub const TRIM_PERIOD: Duration = Duration::from_millis(250);
+
+/// Bytes of buffers freed by one look after which the allocator is asked to return its free
+/// pages to the system (a trim walks the allocator's heaps: not worth it for a few buffers).
+const TRIM_AFTER_BYTES: usize = 256 << 10;
 
 /// A thread's free buffers.
 #[derive(Default)]
@@ -115,9 +119,13 @@ pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
 }
 
 /// Frees the buffers the thread's traffic did not need since the last call (one
-/// [`TRIM_PERIOD`] ago); returns the bytes freed (see `http::heap` for what follows).
-pub fn trim_idle_buffers() -> usize {
-    POOL.with(|pool| pool.borrow_mut().let_go_of_unused())
+/// [`TRIM_PERIOD`] ago), and asks the C allocator to return its free pages to the system
+/// when that freed more than [`TRIM_AFTER_BYTES`].
+pub fn trim_idle_buffers() {
+    let freed = POOL.with(|pool| pool.borrow_mut().let_go_of_unused());
+    if freed >= TRIM_AFTER_BYTES {
+        sluice_net::fd::release_free_memory();
+    }
 }
 
 impl Drop for InBuf {

@@ -11,7 +11,6 @@
 pub mod body;
 pub mod buffer;
 pub mod exchange;
-pub mod heap;
 mod invalid;
 pub mod normalize;
 pub mod persist;
@@ -26,8 +25,7 @@ pub mod stats_page;
 
 /// Runs for the life of an event-loop thread, never returning: every
 /// [`buffer::TRIM_PERIOD`], lets go of the input buffers and the idle server connections the
-/// thread's traffic no longer needs ([`buffer::trim_idle_buffers`], [`pool::purge_due`]), and
-/// trims the allocator's heap when that is worth it ([`heap`]).
+/// thread's traffic no longer needs ([`buffer::trim_idle_buffers`], [`pool::purge_due`]).
 /// The period timer also keeps a timer always standing within the next quarter second:
 /// tokio wakes its own poller (an eventfd write, then one more event to read) whenever a
 /// timer is set earlier than every other, which, between connections that leave no timer
@@ -37,8 +35,7 @@ pub async fn upkeep() -> ! {
     period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         period.tick().await;
-        let buffers_freed = buffer::trim_idle_buffers();
+        buffer::trim_idle_buffers();
         pool::purge_due();
-        heap::period_ended(buffers_freed);
     }
 }

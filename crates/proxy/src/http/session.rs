@@ -114,10 +114,7 @@ pub fn run<'s>(
                 &mut input,
                 (waited_since, first),
             ));
-            let state_bytes = std::mem::size_of_val(&*serving);
-            let served = serving.await;
-            super::heap::state_freed(state_bytes);
-            let limit = match served {
+            let limit = match serving.await {
                 Served::Closed => return,
                 Served::Idle(limit) => limit,
                 Served::Tunnel(tunnel) => {
