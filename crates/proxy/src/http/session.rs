@@ -91,14 +91,7 @@ pub fn run<'s>(
                 Some(Err(_)) => return,
                 None => {
                     scope.frontend.request_errors.incr();
-                    let answered = Answered {
-                        status: 408,
-                        bytes: 0,
-                        cause: Cause::ClientTimeout,
-                        phase: Phase::Request,
-                        request: None,
-                        head: None,
-                    };
+                    let answered = Answered::without_head(408, 0, Cause::ClientTimeout);
                     log_answer(scope, accepted, answered);
                     return;
                 }
@@ -200,15 +193,7 @@ fn serve<'x, 's: 'x>(
                     Err(HeadEnd::Quiet) => break,
                     Err(HeadEnd::Unanswered(status, cause)) => {
                         frontend.request_errors.incr();
-                        let answered = Answered {
-                            status,
-                            bytes: 0,
-                            cause,
-                            phase: Phase::Request,
-                            request: None,
-                            head: None,
-                        };
-                        log_answer(scope, started, answered);
+                        log_answer(scope, started, Answered::without_head(status, 0, cause));
                         break;
                     }
                     Err(HeadEnd::Answer(status)) => {
@@ -236,14 +221,7 @@ fn serve<'x, 's: 'x>(
                         } else {
                             Cause::Proxy
                         };
-                        let answered = Answered {
-                            status,
-                            bytes: page.len(),
-                            cause,
-                            phase: Phase::Request,
-                            request: None,
-                            head: None,
-                        };
+                        let answered = Answered::without_head(status, page.len(), cause);
                         log_answer(scope, started, answered);
                         break;
                     }
@@ -494,6 +472,20 @@ struct Answered<'r> {
     request: Option<(&'r [u8], std::time::Duration)>,
     /// The request head, for log formats that read it.
     head: Option<(&'r [u8], &'r RequestHead)>,
+}
+
+impl Answered<'static> {
+    /// An answer (or a silent close) to a request whose head never arrived whole.
+    fn without_head(status: u16, bytes: usize, cause: Cause) -> Self {
+        Answered {
+            status,
+            bytes,
+            cause,
+            phase: Phase::Request,
+            request: None,
+            head: None,
+        }
+    }
 }
 
 /// Reports a request the proxy answered itself (error, rule, monitor) to the logs.
