@@ -273,12 +273,7 @@ fn session(
             endpoints: &endpoints,
             vars: &vars,
         };
-        // Two statements, not `registered.scope(established(..)).await`: a temporary lives
-        // to the end of its statement, so the `established` future, moved into its box by
-        // `scope`, would still have room reserved in this future's state, across the await,
-        // for the whole session (512 bytes more in every connection's task).
-        let running = registered.scope(established(&scope, &mut client));
-        running.await;
+        registered.scope(established(&scope, &mut client)).await;
     }
 }
 
