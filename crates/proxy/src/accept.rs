@@ -298,23 +298,15 @@ async fn established(scope: &Scope<'_>, client: &mut Stream) {
     };
     // The TCP session's state is boxed, and the HTTP session boxes what it needs while a
     // request is in flight (`http::session::run`): an idle HTTP connection holds neither.
-    let inspected = match frontend.plan.mode {
+    let input = match frontend.plan.mode {
         Mode::Tcp => match Box::pin(tcp::serve(scope, client)).await {
             // `tcp-request content switch-mode http` upgraded the connection.
-            Some(inspected) => Some(inspected),
+            Some(inspected) => inspected,
             None => return,
         },
-        Mode::Http => None,
+        Mode::Http => http::buffer::InBuf::new(buffers.bufsize as usize),
     };
-    // The buffer is made in the call: a named local moved into it would keep its room in
-    // this future (which lives as long as the connection) beside the callee's own copy.
-    http::session::run(
-        scope,
-        client,
-        buffers,
-        inspected.unwrap_or_else(|| http::buffer::InBuf::new(buffers.bufsize as usize)),
-    )
-    .await
+    http::session::run(scope, client, buffers, input).await
 }
 
 #[cfg(test)]
