@@ -65,41 +65,44 @@ pub fn run<'s>(
 ) -> impl std::future::Future<Output = ()> + 's {
     // An `async move` block, not an `async fn`: see `accept::session`.
     async move {
-        // A new connection waits for its first request here too, outside the boxed state:
-        // a client that connects and says nothing yet (a browser's preconnection, a slow
-        // client) holds no more than an idle kept-alive one. `timeout http-request` counts
-        // from the accept (`serve` goes on from this moment), and a request that never
-        // started is logged as the 408 `cR` HAProxy logs for it.
-        let accepted = (clock::now_std(), SystemTime::now());
-        if input.is_empty() {
-            let limit = {
-                let settings = HttpSettings::new(scope.frontend, buffers);
-                match (settings.http_request, settings.client) {
-                    (Some(r), Some(c)) => Some(r.min(c)),
-                    (r, c) => r.or(c),
-                }
-            };
-            let arrived = match limit {
-                Some(limit) => clock::timeout(limit, first_bytes(client, &mut input))
-                    .await
-                    .ok(),
-                None => Some(first_bytes(client, &mut input).await),
-            };
-            match arrived {
-                Some(Ok(())) => {}
-                // The client left without a word: so do we.
-                Some(Err(_)) => return,
-                None => {
-                    scope.frontend.request_errors.incr();
-                    let answered = Answered::without_head(408, 0, Cause::ClientTimeout);
-                    log_answer(scope, accepted, answered);
-                    return;
+        // A new connection waits for its first request here too, outside the boxed state, as
+        // an idle kept-alive one waits for its next: a client that connects and says nothing
+        // yet (a browser's preconnection, a slow client) holds no more than an idle one. For
+        // the first request `timeout http-request` counts from the accept (`serve` goes on
+        // from `waited_since`), and one that never starts is logged as the 408 `cR` HAProxy
+        // logs for it. The same few variables serve both waits: this future is what every
+        // idle connection holds.
+        let mut waited_since = (clock::now_std(), SystemTime::now());
+        let mut first = true;
+        let mut limit = {
+            let settings = HttpSettings::new(scope.frontend, buffers);
+            match (settings.http_request, settings.client) {
+                (Some(r), Some(c)) => Some(r.min(c)),
+                (r, c) => r.or(c),
+            }
+        };
+        loop {
+            if input.is_empty() {
+                let waited = match limit {
+                    Some(limit) => clock::timeout(limit, first_bytes(client, &mut input))
+                        .await
+                        .ok(),
+                    None => Some(first_bytes(client, &mut input).await),
+                };
+                match waited {
+                    Some(Ok(())) => {}
+                    // Nothing came in time for a first request: HAProxy's 408 `cR`, unanswered.
+                    None if first => {
+                        scope.frontend.request_errors.incr();
+                        let answered = Answered::without_head(408, 0, Cause::ClientTimeout);
+                        log_answer(scope, waited_since, answered);
+                        return;
+                    }
+                    // The client left, or `timeout http-keep-alive` passed: close without a
+                    // word.
+                    _ => return,
                 }
             }
-        }
-        let mut waited_since = Some(accepted);
-        let mut first = true;
-        loop {
             let serving = Box::pin(serve(
                 scope,
                 &mut *client,
@@ -107,7 +110,7 @@ pub fn run<'s>(
                 &mut input,
                 (waited_since, first),
             ));
-            let limit = match serving.await {
+            limit = match serving.await {
                 Served::Closed => return,
                 Served::Idle(limit) => limit,
                 Served::Tunnel(tunnel) => {
@@ -125,18 +128,8 @@ pub fn run<'s>(
             };
             // Idle: the next request's wait counts from here in its log (as it did when the
             // wait was part of `serve`).
-            waited_since = Some((clock::now_std(), SystemTime::now()));
+            waited_since = (clock::now_std(), SystemTime::now());
             first = false;
-            let waited = match limit {
-                Some(limit) => clock::timeout(limit, first_bytes(client, &mut input))
-                    .await
-                    .ok(),
-                None => Some(first_bytes(client, &mut input).await),
-            };
-            // The client left, or `timeout http-keep-alive` passed: close without a word.
-            if !matches!(waited, Some(Ok(()))) {
-                return;
-            }
         }
     }
 }
@@ -162,9 +155,12 @@ fn serve<'x, 's: 'x>(
     client: &'x mut Stream,
     buffers: BufferSizes,
     input: &'x mut InBuf,
-    (mut waited_since, mut first): (Option<(std::time::Instant, SystemTime)>, bool),
+    (waited_since, mut first): ((std::time::Instant, SystemTime), bool),
 ) -> impl std::future::Future<Output = Served<'s>> + 'x {
     async move {
+        // The first request's wait started in `run`; later ones here (pipelined requests,
+        // or a connection kept with its private server connection) start when asked.
+        let mut waited_since = Some(waited_since);
         let (process, frontend, vars) = (scope.process, scope.frontend, scope.vars);
         let settings = HttpSettings::new(frontend, buffers);
         let mut attached: Option<Attached> = None;
