@@ -210,8 +210,8 @@ fn serve<'x, 's: 'x>(
                         }
                         let page = rules::finish_page(scope, None, settings.request_error(status));
                         Box::pin(answer(client, &page, settings.client)).await;
-                        // configuration.txt §8.5: a refused request is "PR", a request that did not
-                        // arrive in time "cR".
+                        // configuration.txt §8.5: a refused request is "PR", a request that
+                        // did not arrive in time "cR".
                         let cause = if status == 408 {
                             Cause::ClientTimeout
                         } else {
