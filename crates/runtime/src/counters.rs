@@ -98,15 +98,9 @@ pub struct SessionMark<'a>(&'a Traffic);
 impl<'a> SessionMark<'a> {
     /// Counts a new session on `traffic`.
     pub fn open(traffic: &'a Traffic) -> Self {
-        Self::open_at(traffic, crate::freq::now_ms())
-    }
-
-    /// Counts a new session on `traffic` at `ms` (the rates' clock, [`crate::freq::now_ms`]),
-    /// for a caller that opens several at the same moment and reads the clock once.
-    pub fn open_at(traffic: &'a Traffic, ms: u64) -> Self {
         traffic.sessions.incr();
         traffic.total_sessions.incr();
-        traffic.session_rate.incr_at(ms);
+        traffic.session_rate.incr();
         SessionMark(traffic)
     }
 }

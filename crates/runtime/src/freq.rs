@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Milliseconds since the first use in the process: the rates' clock.
-pub fn now_ms() -> u64 {
+fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     crate::clock::since(*START.get_or_init(Instant::now)).as_millis() as u64
 }
@@ -53,8 +53,7 @@ impl Rate {
         self.max.store(0, Ordering::Relaxed);
     }
 
-    /// Counts one event at `ms` ([`now_ms`]).
-    pub fn incr_at(&self, ms: u64) {
+    fn incr_at(&self, ms: u64) {
         let second = (ms / 1000) as u32;
         let mut seen = self.current.load(Ordering::Relaxed);
         loop {

@@ -534,28 +534,27 @@ async fn exchange<'a>(
         }
         _ => None,
     };
-    let (picked, queued) = wait_timed(async {
-        match target {
-            // `option persist`/`force-persist`: the down server is used on purpose, no queue.
-            Some(target) if target.forced => ctx
-                .backend
-                .lease_server_forced(target.index)
-                .ok_or(Unserved::NoServer),
-            // A persisted or `use-server` server: its own queue when full; a full queue or an
-            // unusable server gives the request back to the balancing (configuration.txt §5.2
-            // `maxqueue`).
-            Some(target) => match ctx.backend.acquire_server_at(target.index).await {
-                Err(Unserved::QueueFull | Unserved::NoServer) => {
-                    persist_state.direct = false;
-                    ctx.backend.acquire_server(balance_key).await
-                }
-                other => other,
-            },
-            None => ctx.backend.acquire_server(balance_key).await,
-        }
-    })
-    .await;
-    facts.queue = Some(queued);
+    // The session's clock: no clock reading unless the request waited in a queue.
+    let queued_at = clock::now_std();
+    let picked = match target {
+        // `option persist`/`force-persist`: the down server is used on purpose, no queue.
+        Some(target) if target.forced => ctx
+            .backend
+            .lease_server_forced(target.index)
+            .ok_or(Unserved::NoServer),
+        // A persisted or `use-server` server: its own queue when full; a full queue or an
+        // unusable server gives the request back to the balancing (configuration.txt §5.2
+        // `maxqueue`).
+        Some(target) => match ctx.backend.acquire_server_at(target.index).await {
+            Err(Unserved::QueueFull | Unserved::NoServer) => {
+                persist_state.direct = false;
+                ctx.backend.acquire_server(balance_key).await
+            }
+            other => other,
+        },
+        None => ctx.backend.acquire_server(balance_key).await,
+    };
+    facts.queue = Some(clock::since(queued_at));
     let mut lease = match picked {
         Ok(lease) => lease,
         Err(unserved) => {
@@ -590,10 +589,8 @@ async fn exchange<'a>(
         .await;
         return Ending::close(Some(302), Cause::Local, Phase::Done);
     }
-    // One reading of the rates' clock for both.
-    let opened_ms = sluice_runtime::freq::now_ms();
-    let _backend_session = SessionMark::open_at(&ctx.backend.traffic, opened_ms);
-    let mut _server_session = SessionMark::open_at(&server.traffic, opened_ms);
+    let _backend_session = SessionMark::open(&ctx.backend.traffic);
+    let mut _server_session = SessionMark::open(&server.traffic);
     let mut key = pool_key(ctx, server);
 
     let mut request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
@@ -863,23 +860,6 @@ fn layer7_verdict<T>(
         (Err(ResponseFailure::Status(502)), None) => Some(Err(Observed::InvalidResponse)),
         _ => None,
     }
-}
-
-/// Awaits `waiting` and says how long it waited: the clock is read only if the first poll
-/// did not complete it, so a request that finds a server free at once (the usual case)
-/// costs no clock read for its queue time (Tw = 0).
-async fn wait_timed<F: std::future::Future>(waiting: F) -> (F::Output, Duration) {
-    let mut waiting = std::pin::pin!(waiting);
-    let mut since = None;
-    let output = std::future::poll_fn(|cx| {
-        let polled = waiting.as_mut().poll(cx);
-        if polled.is_pending() && since.is_none() {
-            since = Some(clock::now_std());
-        }
-        polled
-    })
-    .await;
-    (output, since.map_or(Duration::ZERO, clock::since))
 }
 
 /// The key of `server`'s connections in the thread's pool.
