@@ -263,14 +263,23 @@ impl Drop for InUse {
     }
 }
 
+/// The thread's entry for `key`, made on first use.
+fn server_pool<'p>(
+    pools: &'p mut FxHashMap<ServerKey, ServerPool>,
+    key: ServerKey,
+    limits: &Limits,
+) -> &'p mut ServerPool {
+    pools
+        .entry(key)
+        .or_insert_with(|| ServerPool::new(key, limits.purge_delay))
+}
+
 /// Counts a connection to `key` that was not taken from the pool (a new one, or one kept
 /// by its session) as carrying a request.
 pub fn in_use(key: ServerKey, limits: &Limits) -> InUse {
     POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
-        let pool = pools
-            .entry(key)
-            .or_insert_with(|| ServerPool::new(key, limits.purge_delay));
+        let pool = server_pool(&mut pools, key, limits);
         pool.usage = pool.usage.taken();
         pool.publish();
     });
@@ -310,9 +319,7 @@ pub fn put(in_use: InUse, stream: Stream, reused: bool, limits: &Limits) {
     let key = in_use.into_key();
     POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
-        let pool = pools
-            .entry(key)
-            .or_insert_with(|| ServerPool::new(key, limits.purge_delay));
+        let pool = server_pool(&mut pools, key, limits);
         if admits(pool.usage, pool.idle_count(), reused, limits) {
             pool.push(IdleConn { stream, reused });
         }

@@ -76,10 +76,7 @@ pub fn run<'s>(
         let mut first = true;
         let mut limit = {
             let settings = HttpSettings::new(scope.frontend, buffers);
-            match (settings.http_request, settings.client) {
-                (Some(r), Some(c)) => Some(r.min(c)),
-                (r, c) => r.or(c),
-            }
+            sooner(settings.http_request, settings.client)
         };
         loop {
             if input.is_empty() {
@@ -579,10 +576,7 @@ async fn read_head(
                 .or(settings.client)
         } else {
             let remaining = deadline.map(|d| d.saturating_duration_since(clock::now()));
-            match (remaining, settings.client) {
-                (Some(r), Some(c)) => Some(r.min(c)),
-                (r, c) => r.or(c),
-            }
+            sooner(remaining, settings.client)
         };
         if input.is_empty() {
             // Wait for the client's first bytes without holding a buffer (HAProxy keeps no
@@ -622,6 +616,14 @@ async fn read_head(
                 return Err(HeadEnd::Unanswered(400, Cause::ClientAbort));
             }
         }
+    }
+}
+
+/// The shorter of two time limits, either of which may be unset.
+fn sooner(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
