@@ -2,7 +2,8 @@
 //! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over), owning the
 //! descriptors another process passed in an `SCM_RIGHTS` message (`-x`), ending the
 //! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's),
-//! and asking the C allocator to give its free memory back to the system after a burst.
+//! asking the C allocator to give its free memory back to the system after a burst, and
+//! registering an epoll instance with tokio's event loop.
 //!
 //! This is the one module of the project allowed to use `unsafe`; each block says why it is
 //! sound. Everything else goes through safe wrappers from std, socket2 and tokio.
@@ -139,6 +140,39 @@ pub fn map_buffers_apart(buffer_size: usize) -> bool {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn map_buffers_apart(_buffer_size: usize) -> bool {
     false
+}
+
+/// An epoll instance, as tokio's `AsyncFd` wants it (see [`register_epoll`]).
+pub struct EpollFd(nix::sys::epoll::Epoll);
+
+impl EpollFd {
+    /// The instance.
+    pub fn epoll(&self) -> &nix::sys::epoll::Epoll {
+        &self.0
+    }
+}
+
+impl std::os::fd::AsRawFd for EpollFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.0.as_raw_fd()
+    }
+}
+
+/// Registers an epoll instance with the current tokio runtime's event loop, which then says
+/// when the instance has ready events (`crate::readiness`).
+pub fn register_epoll(
+    epoll: nix::sys::epoll::Epoll,
+) -> io::Result<tokio::io::unix::AsyncFd<EpollFd>> {
+    // SAFETY: tokio requires the descriptor to stay open and the same for the `AsyncFd`'s
+    // whole life. `EpollFd` owns it (an `OwnedFd` no other code can reach: the field is
+    // private and `epoll()` lends the instance only by reference), so it is closed only
+    // when the `AsyncFd` drops it, and `as_raw_fd` always returns that one descriptor.
+    Ok(unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(
+            EpollFd(epoll),
+            tokio::io::Interest::READABLE,
+        )
+    }?)
 }
 
 #[cfg(test)]

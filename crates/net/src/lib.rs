@@ -13,5 +13,6 @@ pub mod fd_pass;
 pub mod listen;
 pub mod proxy_io;
 pub mod proxy_protocol;
+pub mod readiness;
 pub mod splice;
 pub mod stream;

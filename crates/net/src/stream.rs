@@ -196,6 +196,15 @@ impl Stream {
         drained.map_or(result, Ok)
     }
 
+    /// Takes the socket out of the event loop, for a connection that will sit idle in a
+    /// [`crate::readiness::ReadinessSet`] instead of a task of its own.
+    pub fn park(self) -> io::Result<ParkedStream> {
+        Ok(match self {
+            Stream::Tcp(s) => ParkedStream::Tcp(s.into_std()?),
+            Stream::Unix(s) => ParkedStream::Unix(s.into_std()?),
+        })
+    }
+
     /// Waits until the socket has something to read (or is closed), without reading: lets an
     /// idle connection wait without holding a buffer.
     pub async fn readable(&self) -> io::Result<()> {
@@ -218,6 +227,35 @@ impl Stream {
                 let (r, w) = s.split();
                 (ReadSide::Unix(r), WriteSide::Unix(w))
             }
+        }
+    }
+}
+
+/// A [`Stream`] taken out of the event loop by [`Stream::park`]: a plain non-blocking socket,
+/// with no readiness state on the heap.
+#[derive(Debug)]
+pub enum ParkedStream {
+    /// TCP.
+    Tcp(std::net::TcpStream),
+    /// Unix stream.
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl ParkedStream {
+    /// Registers the socket with the current event loop again.
+    pub fn resume(self) -> io::Result<Stream> {
+        Ok(match self {
+            ParkedStream::Tcp(s) => Stream::Tcp(TcpStream::from_std(s)?),
+            ParkedStream::Unix(s) => Stream::Unix(UnixStream::from_std(s)?),
+        })
+    }
+}
+
+impl std::os::fd::AsFd for ParkedStream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            ParkedStream::Tcp(s) => s.as_fd(),
+            ParkedStream::Unix(s) => s.as_fd(),
         }
     }
 }

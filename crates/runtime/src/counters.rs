@@ -91,6 +91,20 @@ pub struct Traffic {
     pub session_rate: crate::freq::Rate,
 }
 
+impl Traffic {
+    /// Counts a new session; [`Traffic::close_session`] must follow when it ends.
+    pub fn open_session(&self) {
+        self.sessions.incr();
+        self.total_sessions.incr();
+        self.session_rate.incr();
+    }
+
+    /// Counts the end of a session counted by [`Traffic::open_session`].
+    pub fn close_session(&self) {
+        self.sessions.decr();
+    }
+}
+
 /// Tracks one open session on a [`Traffic`]; the count drops when this is dropped.
 #[derive(Debug)]
 pub struct SessionMark<'a>(&'a Traffic);
@@ -98,16 +112,14 @@ pub struct SessionMark<'a>(&'a Traffic);
 impl<'a> SessionMark<'a> {
     /// Counts a new session on `traffic`.
     pub fn open(traffic: &'a Traffic) -> Self {
-        traffic.sessions.incr();
-        traffic.total_sessions.incr();
-        traffic.session_rate.incr();
+        traffic.open_session();
         SessionMark(traffic)
     }
 }
 
 impl Drop for SessionMark<'_> {
     fn drop(&mut self) {
-        self.0.sessions.decr();
+        self.0.close_session();
     }
 }
 

@@ -14,8 +14,10 @@ use crate::proxy::Frontend;
 use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::{Instant, SystemTime};
 
 const SHARDS: usize = 16;
@@ -156,34 +158,40 @@ impl Registered<'_> {
     /// Runs `session` as this stream: [`note_server`] calls inside it report to it, and it
     /// stops when the stream is killed. A session relaying data learns of the kill by
     /// itself (its server's `KillSignal` fires too) and ends with its log line; one in
-    /// another phase is dropped after [`KILL_GRACE`].
+    /// another phase is dropped after [`KILL_GRACE`]. The session's output, unless it was
+    /// killed.
     ///
     /// The session is boxed here, once: an `async` wrapper holding it by value would keep
     /// two or three copies of its state (the argument, the pinned local), and this future
     /// lives as long as the connection, idle keep-alive time included.
-    pub fn scope<'s, F: Future<Output = ()> + 's>(
+    pub fn scope<'s, T: 's, F: Future<Output = T> + 's>(
         &'s self,
         session: F,
-    ) -> impl Future<Output = ()> + 's {
+    ) -> impl Future<Output = Option<T>> + 's {
         let mut session = Box::pin(session);
         let info = &self.info;
-        CURRENT.scope(Arc::clone(info), async move {
+        // After a kill, the grace period's timer (boxed: only needed then).
+        let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        CURRENT.scope(
+            Arc::clone(info),
             // The session first: a kill is rare, and fixed order costs no random draw. A
             // plain poll of both, not `select!`: this wait is in every connection's task for
-            // its whole life, and this way it holds two references. Each poll of the session
-            // reads the clock once for all it does (`clock`).
-            let finished = std::future::poll_fn(|cx| {
-                if crate::clock::polling(|| session.as_mut().poll(cx)).is_ready() {
-                    return std::task::Poll::Ready(true);
+            // its whole life, and this way it holds three pointers, and never the session's
+            // output. Each poll of the session reads the clock once for all it does (`clock`).
+            std::future::poll_fn(move |cx| {
+                if let Poll::Ready(output) = crate::clock::polling(|| session.as_mut().poll(cx)) {
+                    return Poll::Ready(grace.is_none().then_some(output));
                 }
-                info.poll_killed(cx).map(|()| false)
-            })
-            .await;
-            if !finished {
-                // Boxed: the grace period's timer is only needed after a kill.
-                let _ = Box::pin(tokio::time::timeout(KILL_GRACE, session)).await;
-            }
-        })
+                if let Some(timer) = grace.as_mut() {
+                    return timer.as_mut().poll(cx).map(|()| None);
+                }
+                if info.poll_killed(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let timer = grace.insert(Box::pin(tokio::time::sleep(KILL_GRACE)));
+                timer.as_mut().poll(cx).map(|()| None)
+            }),
+        )
     }
 }
 
