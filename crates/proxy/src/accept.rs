@@ -18,6 +18,8 @@
 //! short error line.
 
 use crate::http::rules::{Scope, TcpVerdict, run_tcp_rules};
+use crate::http::session::Start;
+use crate::park::{self, Parked, Parking};
 use crate::report::report_connection_error;
 use crate::stream_context::StreamView;
 use crate::track::Stage;
@@ -27,7 +29,6 @@ use sluice_config::proxy::Mode;
 use sluice_net::listen::{Endpoints, Listener};
 use sluice_net::proxy_io;
 use sluice_net::stream::Stream;
-use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::proxy::Frontend;
 use sluice_runtime::streams::Origin;
@@ -114,12 +115,17 @@ pub async fn run_listener(
                 // wait in the kernel's queue, as with a full `maxconn`.
                 process.accept_limits.admit().await;
                 // Sessions stay on this thread (its LocalSet): no Send bound, no migration.
-                tokio::task::spawn_local(session(
-                    Arc::clone(&process),
-                    Arc::clone(&frontend),
-                    stream,
+                let held = Held {
+                    process: Arc::clone(&process),
+                    frontend: Arc::clone(&frontend),
                     endpoints,
-                    slots,
+                    vars: Vars::default(),
+                    _slots: slots,
+                    counted: false,
+                };
+                tokio::task::spawn_local(session(
+                    held,
+                    stream,
                     (accept_proxy, Arc::clone(&bind_name)),
                 ));
                 if batch.accepted() {
@@ -200,7 +206,38 @@ fn is_resource_exhaustion(err: &io::Error) -> bool {
     )
 }
 
-/// A session from its accept to its end, as one task.
+/// What a session owns from its accept to its end, whether it runs in a task or waits
+/// parked between two requests ([`crate::park`]): its proxies, its addresses (those of the
+/// PROXY header once read), its variables and stick counters, its connection slots. Once
+/// counted as a session, dropping it ends the session in the counters.
+pub(crate) struct Held {
+    process: Arc<Process>,
+    frontend: Arc<Frontend>,
+    endpoints: Endpoints,
+    vars: Vars,
+    _slots: Slots,
+    counted: bool,
+}
+
+impl Held {
+    /// Counts the session on the process and its frontend, for as long as this lives.
+    fn count(&mut self) {
+        self.process.traffic.open_session();
+        self.frontend.traffic.open_session();
+        self.counted = true;
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.counted {
+            self.process.traffic.close_session();
+            self.frontend.traffic.close_session();
+        }
+    }
+}
+
+/// A session from its accept to its end, or to its first parked wait, as one task.
 ///
 /// Written as a function returning an `async move` block rather than as an `async fn`: an
 /// `async fn` keeps a second copy of every argument it still uses after an `await`, and this
@@ -208,105 +245,141 @@ fn is_resource_exhaustion(err: &io::Error) -> bool {
 // Not an `async fn`: it would keep a second copy of the arguments it uses after an `await`.
 #[allow(clippy::manual_async_fn)]
 fn session(
-    process: Arc<Process>,
-    frontend: Arc<Frontend>,
+    mut held: Held,
     mut client: Stream,
-    mut endpoints: Endpoints,
-    slots: Slots,
     (accept_proxy, bind_name): (bool, Arc<str>),
 ) -> impl std::future::Future<Output = ()> {
     async move {
-        // Naming the slots makes this block own them: they are released when it ends.
-        let _slots = &slots;
-        let vars = Vars::default();
         // `tcp-request connection` rules see the connection as it is, before any PROXY header
         // (configuration.txt §4.2: they run before the handshakes).
-        let connection_rules = &frontend.plan.rules.tcp_connection;
+        let connection_rules = &held.frontend.plan.rules.tcp_connection;
         if !connection_rules.is_empty() {
-            let view = StreamView::new(&process, &frontend, endpoints, &vars);
-            if run_tcp_rules(&view, &vars, connection_rules, Stage::Connection, &mut 0)
-                == Some(TcpVerdict::Reject)
+            let view = StreamView::new(&held.process, &held.frontend, held.endpoints, &held.vars);
+            if run_tcp_rules(
+                &view,
+                &held.vars,
+                connection_rules,
+                Stage::Connection,
+                &mut 0,
+            ) == Some(TcpVerdict::Reject)
             {
-                frontend.denied_connections.incr();
+                held.frontend.denied_connections.incr();
                 return;
             }
         }
-        if accept_proxy || vars.expects_proxy() {
+        if accept_proxy || held.vars.expects_proxy() {
             // For the error log, should the header fail.
             let accepted = (SystemTime::now(), Instant::now());
             // Boxed: the header's reading state is only needed at the start of the session. The
             // future is built inside `Box::pin`: bound to a local first, it would keep its size
             // in this future's state for the whole session.
-            let timeout = frontend.plan.timeouts.client;
-            match Box::pin(proxy_io::read_header(&mut client, endpoints, timeout)).await {
-                Ok(announced) => endpoints = announced,
+            let timeout = held.frontend.plan.timeouts.client;
+            match Box::pin(proxy_io::read_header(&mut client, held.endpoints, timeout)).await {
+                Ok(announced) => held.endpoints = announced,
                 Err(err) => {
-                    frontend.request_errors.incr();
-                    let view = StreamView::new(&process, &frontend, endpoints, &vars);
+                    held.frontend.request_errors.incr();
+                    let view =
+                        StreamView::new(&held.process, &held.frontend, held.endpoints, &held.vars);
                     report_connection_error(view, accepted, &bind_name, &err);
                     return;
                 }
             }
         }
         // `tcp-request session` rules: after the PROXY header, before any content.
-        let session_rules = &frontend.plan.rules.tcp_session;
+        let session_rules = &held.frontend.plan.rules.tcp_session;
         if !session_rules.is_empty() {
-            let view = StreamView::new(&process, &frontend, endpoints, &vars);
-            if run_tcp_rules(&view, &vars, session_rules, Stage::Session, &mut 0)
+            let view = StreamView::new(&held.process, &held.frontend, held.endpoints, &held.vars);
+            if run_tcp_rules(&view, &held.vars, session_rules, Stage::Session, &mut 0)
                 == Some(TcpVerdict::Reject)
             {
-                frontend.denied_sessions.incr();
+                held.frontend.denied_sessions.incr();
                 return;
             }
         }
-        vars.trackers.session_accepted();
-        let registered = process.streams.register(
-            Origin::Client(Arc::clone(&frontend)),
-            endpoints.client,
-            endpoints.local,
-            std::os::fd::AsRawFd::as_raw_fd(&client),
-        );
-        // `shutdown session` ends the stream by dropping it here, closing both sides.
-        let scope = Scope {
-            process: &process,
-            frontend: &frontend,
-            endpoints: &endpoints,
-            vars: &vars,
-        };
-        registered.scope(established(&scope, &mut client)).await;
+        held.vars.trackers.session_accepted();
+        held.count();
+        if let Some(parking) = live(&held, &mut client, Start::New).await {
+            park::park(held, client, parking);
+        }
     }
 }
 
-/// The rest of a session once its connection is accepted and registered.
+/// A parked session woken by its client's next request (or its leaving), as a new task that
+/// runs until the session ends or parks again.
+// Not an `async fn`: see `session`.
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn resumed(parked: Parked) -> impl std::future::Future<Output = ()> {
+    async move {
+        let Ok(mut client) = parked.client.resume() else {
+            return;
+        };
+        if let Some(parking) =
+            live(&parked.held, &mut client, Start::Resumed(&parked.parking)).await
+        {
+            park::park(parked.held, client, parking);
+        }
+    }
+}
+
+/// One stretch of a session in a task, registered as a stream for `show sess`: until the
+/// session ends (or is killed), or until it is idle long enough to be parked (the wait to
+/// park is returned).
+async fn live(held: &Held, client: &mut Stream, start: Start<'_>) -> Option<Parking> {
+    let registered = held.process.streams.register(
+        Origin::Client(Arc::clone(&held.frontend)),
+        held.endpoints.client,
+        held.endpoints.local,
+        std::os::fd::AsRawFd::as_raw_fd(client),
+    );
+    // `shutdown session` ends the stream by dropping it here, closing both sides.
+    registered
+        .scope(established(held, client, start))
+        .await
+        .flatten()
+}
+
+/// The rest of a session once its connection is accepted and registered (or woken).
 ///
 /// This future lives as long as the connection, idle keep-alive time included, so it holds
-/// what the session owns by reference: each value an `async fn` takes by value stays in its
-/// state, once per level it is passed down.
-async fn established(scope: &Scope<'_>, client: &mut Stream) {
-    let (process, frontend) = (scope.process, scope.frontend);
-    let _process_session = SessionMark::open(&process.traffic);
-    let _frontend_session = SessionMark::open(&frontend.traffic);
-    frontend.log_connection(scope.endpoints.client, scope.endpoints.local);
-    // TCP_NODELAY and the ACK policy came with the socket from its listener.
-    if frontend.plan.clitcpka && client.set_keepalive().is_err() {
-        return;
+/// what the session owns by reference, and the scope it makes from it (boxed with it by
+/// [`Registered::scope`](sluice_runtime::streams::Registered::scope), not in the task).
+// Not an `async fn`: it would keep a second copy of its arguments (see `session`).
+#[allow(clippy::manual_async_fn)]
+fn established<'a>(
+    held: &'a Held,
+    client: &'a mut Stream,
+    start: Start<'a>,
+) -> impl std::future::Future<Output = Option<Parking>> + 'a {
+    async move {
+        let scope = Scope {
+            process: &held.process,
+            frontend: &held.frontend,
+            endpoints: &held.endpoints,
+            vars: &held.vars,
+        };
+        let (process, frontend) = (scope.process, scope.frontend);
+        let global = &process.global;
+        let buffers = http::settings::BufferSizes {
+            bufsize: global.bufsize(),
+            maxrewrite: global.maxrewrite(),
+        };
+        // The TCP session's state is boxed, and the HTTP session boxes what it needs while a
+        // request is in flight (`http::session::run`): an idle HTTP connection holds neither.
+        let input = if matches!(start, Start::New) {
+            frontend.log_connection(scope.endpoints.client, scope.endpoints.local);
+            // TCP_NODELAY and the ACK policy came with the socket from its listener.
+            if frontend.plan.clitcpka && client.set_keepalive().is_err() {
+                return None;
+            }
+            match frontend.plan.mode {
+                Mode::Tcp => Box::pin(tcp::serve(&scope, client)).await?,
+                Mode::Http => http::buffer::InBuf::new(buffers.bufsize as usize),
+            }
+        } else {
+            http::buffer::InBuf::new(buffers.bufsize as usize)
+        };
+        http::session::run(&scope, client, buffers, input, start).await
     }
-    let global = &process.global;
-    let buffers = http::settings::BufferSizes {
-        bufsize: global.bufsize(),
-        maxrewrite: global.maxrewrite(),
-    };
-    // The TCP session's state is boxed, and the HTTP session boxes what it needs while a
-    // request is in flight (`http::session::run`): an idle HTTP connection holds neither.
-    let input = match frontend.plan.mode {
-        Mode::Tcp => match Box::pin(tcp::serve(scope, client)).await {
-            // `tcp-request content switch-mode http` upgraded the connection.
-            Some(inspected) => inspected,
-            None => return,
-        },
-        Mode::Http => http::buffer::InBuf::new(buffers.bufsize as usize),
-    };
-    http::session::run(scope, client, buffers, input).await
 }
 
 #[cfg(test)]

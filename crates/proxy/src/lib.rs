@@ -11,6 +11,7 @@ pub mod connect;
 pub mod forward;
 pub mod http;
 pub mod inspect;
+pub mod park;
 pub mod report;
 pub mod stick_rules;
 pub mod stream_context;

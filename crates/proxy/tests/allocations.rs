@@ -322,6 +322,48 @@ fn bytes_per_idle_connection(config: &str, count: usize) -> f64 {
     after.wrapping_sub(before) as f64 / count as f64
 }
 
+/// Heap bytes the proxy's thread holds per kept-alive connection parked after its request
+/// (`sluice_proxy::park`), with its place in the thread's table of parked sessions: `count`
+/// clients each make one request and stay connected until every session is parked (none is
+/// left in the stream registry, all still count as sessions).
+fn bytes_per_parked_connection(config: &str, count: usize) -> f64 {
+    let proxy = proxy(config);
+    let port = proxy.port;
+    let all_parked = |sessions: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !(proxy.process.streams.list().is_empty()
+            && proxy.process.traffic.sessions.get() == sessions as u64)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sessions never parked"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    let mut warm = Vec::new();
+    for _ in 0..8 {
+        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        requests(&mut client, 1);
+        warm.push(client);
+    }
+    all_parked(warm.len());
+    let before = proxy.live_bytes();
+    let mut parked = Vec::new();
+    for _ in 0..count {
+        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        requests(&mut client, 1);
+        parked.push(client);
+    }
+    all_parked(warm.len() + parked.len());
+    let after = proxy.live_bytes();
+    // Parked connections still answer.
+    for client in &mut parked {
+        requests(client, 1);
+    }
+    after.wrapping_sub(before) as f64 / count as f64 + sluice_proxy::park::ENTRY_BYTES as f64
+}
+
 /// Heap bytes the proxy's thread holds per connection that is open but has not sent its
 /// first request yet (a browser's preconnection, a slow client): `count` such connections,
 /// counted once the process sees them all as sessions.
@@ -375,6 +417,23 @@ fn idle_connections_hold_a_bounded_heap() {
         "{per_connection:.0} heap bytes per idle connection"
     );
 }
+
+#[test]
+fn parked_connections_hold_a_small_heap() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = origin();
+    let per_connection = bytes_per_parked_connection(&config(origin, ""), 256);
+    println!("heap bytes per parked connection: {per_connection:.0}");
+    assert!(
+        per_connection <= PARKED_CONNECTION_BUDGET,
+        "{per_connection:.0} heap bytes per parked connection"
+    );
+}
+
+/// What a parked connection may hold: its place in the thread's table of parked sessions
+/// (the session's proxies, addresses, variables, slots and the bare socket), and what the
+/// table holds beside: measured 310; the session's own state grows it, which this budget catches.
+const PARKED_CONNECTION_BUDGET: f64 = 400.0;
 
 /// What an idle kept-alive connection may hold: its task (tokio's cell around the session's
 /// future, aligned to 128 bytes), the boxed session waiting for the next request, its entry in

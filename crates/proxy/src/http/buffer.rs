@@ -119,13 +119,11 @@ pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
 }
 
 /// Frees the buffers the thread's traffic did not need since the last call (one
-/// [`TRIM_PERIOD`] ago), and asks the C allocator to return its free pages to the system
-/// when that freed more than [`TRIM_AFTER_BYTES`].
-pub fn trim_idle_buffers() {
+/// [`TRIM_PERIOD`] ago); says whether that freed more than [`TRIM_AFTER_BYTES`], worth asking
+/// the C allocator to return its free pages to the system.
+pub fn trim_idle_buffers() -> bool {
     let freed = POOL.with(|pool| pool.borrow_mut().let_go_of_unused());
-    if freed >= TRIM_AFTER_BYTES {
-        sluice_net::fd::release_free_memory();
-    }
+    freed >= TRIM_AFTER_BYTES
 }
 
 impl Drop for InBuf {

@@ -23,9 +23,15 @@ pub mod session;
 pub mod settings;
 pub mod stats_page;
 
+/// Connections parked since the last look after which the allocator is asked to return its
+/// free pages: each left about a kilobyte of its task's memory free, scattered among blocks
+/// still in use.
+const PARKS_BEFORE_TRIM: usize = 64;
+
 /// Runs for the life of an event-loop thread, never returning: every
 /// [`buffer::TRIM_PERIOD`], lets go of the input buffers and the idle server connections the
-/// thread's traffic no longer needs ([`buffer::trim_idle_buffers`], [`pool::purge_due`]).
+/// thread's traffic no longer needs ([`buffer::trim_idle_buffers`], [`pool::purge_due`]), and
+/// has the allocator return the memory that this and parked connections' tasks left free.
 /// The period timer also keeps a timer always standing within the next quarter second:
 /// tokio wakes its own poller (an eventfd write, then one more event to read) whenever a
 /// timer is set earlier than every other, which, between connections that leave no timer
@@ -35,7 +41,10 @@ pub async fn upkeep() -> ! {
     period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         period.tick().await;
-        buffer::trim_idle_buffers();
+        let buffers_freed = buffer::trim_idle_buffers();
         pool::purge_due();
+        if buffers_freed || crate::park::parked_since_last_look() >= PARKS_BEFORE_TRIM {
+            sluice_net::fd::release_free_memory();
+        }
     }
 }

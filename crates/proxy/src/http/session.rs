@@ -15,6 +15,7 @@ use super::exchange::{self, Attached, Next};
 use super::invalid;
 use super::rules::{self, RequestVerdict, Scope};
 use super::settings::{BufferSizes, HttpSettings};
+use crate::park::{self, Parking};
 use crate::report::report;
 use crate::stream_context::StreamView;
 use sluice_config::http_options::HttpConnMode;
@@ -47,8 +48,21 @@ enum HeadEnd {
     Unanswered(u16, Cause),
 }
 
+/// Where [`run`] takes a client connection up. A reference to the parked wait, which the
+/// woken session's task holds anyway: every future level this passes through keeps its
+/// argument for the connection's whole life.
+#[derive(Clone, Copy)]
+pub enum Start<'p> {
+    /// Just accepted (or switched from TCP): its first request is awaited.
+    New,
+    /// Woken from the parked wait for its next request ([`crate::park`]).
+    Resumed(&'p Parking),
+}
+
 /// Serves one client connection of an HTTP frontend; `input` is empty, or holds the bytes a
-/// TCP frontend inspected before `switch-mode http`.
+/// TCP frontend inspected before `switch-mode http`. Returns when the connection closed, or
+/// with the wait to hand to [`crate::park`] when it has been idle between two requests for
+/// [`park::PARK_AFTER`].
 ///
 /// While a connection is idle between requests, only this future's small state remains: the
 /// input buffer (holding no memory while empty) and the wait for the next request's first
@@ -62,7 +76,8 @@ pub fn run<'s>(
     client: &'s mut Stream,
     buffers: BufferSizes,
     mut input: InBuf,
-) -> impl std::future::Future<Output = ()> + 's {
+    start: Start<'s>,
+) -> impl std::future::Future<Output = Option<Parking>> + 's {
     // An `async move` block, not an `async fn`: see `accept::session`.
     async move {
         // A new connection waits for its first request here too, outside the boxed state, as
@@ -71,33 +86,53 @@ pub fn run<'s>(
         // the first request `timeout http-request` counts from the accept (`serve` goes on
         // from `waited_since`), and one that never starts is logged as the 408 `cR` HAProxy
         // logs for it. The same few variables serve both waits: this future is what every
-        // idle connection holds.
-        let mut waited_since = (clock::now_std(), SystemTime::now());
-        let mut first = true;
-        let mut limit = {
-            let settings = HttpSettings::new(scope.frontend, buffers);
-            sooner(settings.http_request, settings.client)
+        // idle connection holds until it is parked.
+        let (mut waited_since, mut first, mut deadline) = match start {
+            Start::New => {
+                let settings = HttpSettings::new(scope.frontend, buffers);
+                let now = clock::now_std();
+                let limit = sooner(settings.http_request, settings.client);
+                (
+                    (now, SystemTime::now()),
+                    true,
+                    limit.map(|limit| now + limit),
+                )
+            }
+            Start::Resumed(parking) => (parking.since, false, parking.deadline),
         };
         loop {
             if input.is_empty() {
-                let waited = match limit {
-                    Some(limit) => clock::timeout(limit, first_bytes(client, &mut input))
+                // Between two requests, a connection still idle after `PARK_AFTER` leaves
+                // this task for the thread's parking lot, unless its limit comes first.
+                let limit = deadline.map(|at| at.saturating_duration_since(clock::now_std()));
+                let parks = !first
+                    && limit.is_none_or(|limit| limit > park::PARK_AFTER)
+                    && park::available();
+                let wait = if parks { Some(park::PARK_AFTER) } else { limit };
+                let waited = match wait {
+                    Some(wait) => clock::timeout(wait, first_bytes(client, &mut input))
                         .await
                         .ok(),
                     None => Some(first_bytes(client, &mut input).await),
                 };
                 match waited {
                     Some(Ok(())) => {}
+                    None if parks => {
+                        return Some(Parking {
+                            since: waited_since,
+                            deadline,
+                        });
+                    }
                     // Nothing came in time for a first request: HAProxy's 408 `cR`, unanswered.
                     None if first => {
                         scope.frontend.request_errors.incr();
                         let answered = Answered::without_head(408, 0, Cause::ClientTimeout);
                         log_answer(scope, waited_since, answered);
-                        return;
+                        return None;
                     }
                     // The client left, or `timeout http-keep-alive` passed: close without a
                     // word.
-                    _ => return,
+                    _ => return None,
                 }
             }
             let serving = Box::pin(serve(
@@ -107,8 +142,8 @@ pub fn run<'s>(
                 &mut input,
                 (waited_since, first),
             ));
-            limit = match serving.await {
-                Served::Closed => return,
+            let limit = match serving.await {
+                Served::Closed => return None,
                 Served::Idle(limit) => limit,
                 Served::Tunnel(tunnel) => {
                     // The request's state is gone: the relay runs from the tunnel's own,
@@ -120,12 +155,14 @@ pub fn run<'s>(
                         close_after_exchange(client, close_within, false).await;
                     })
                     .await;
-                    return;
+                    return None;
                 }
             };
             // Idle: the next request's wait counts from here in its log (as it did when the
             // wait was part of `serve`).
-            waited_since = (clock::now_std(), SystemTime::now());
+            let now = clock::now_std();
+            waited_since = (now, SystemTime::now());
+            deadline = limit.map(|limit| now + limit);
             first = false;
         }
     }

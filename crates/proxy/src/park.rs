@@ -1,0 +1,388 @@
+//! The parking lot: kept-alive client connections idle between two requests, held outside
+//! any task.
+//!
+//! A session waits for its client's next request in its own task, its socket registered with
+//! the event loop. That costs about 1.2 KB of heap per connection (tokio's task cell, the
+//! session's boxed state, its `show sess` entry, tokio's readiness record), which is what a
+//! thousand idle browser connections would hold for minutes. So a connection still idle after
+//! [`PARK_AFTER`] ends its task: what the session owns ([`Held`]: its proxies, addresses,
+//! variables, stick counters and connection slots) moves here with the bare socket, taken
+//! out of the event loop, and the socket goes into the thread's [`ReadinessSet`]. When the
+//! client sends its next request (or leaves), the connection gets a new task and a new stream
+//! (HAProxy likewise makes a new stream per request, and `show sess` does not list its idle
+//! connections either). When its wait limit (`timeout http-keep-alive`, else `http-request`,
+//! else `client`) passes first, the lot closes it without a word, as the task would have.
+//!
+//! Parking and waking cost four `epoll_ctl` calls and a task: small beside what
+//! [`PARK_AFTER`] of idleness means, and nothing to a client whose requests follow each other
+//! closely, which never parks. A session still counts as one while parked, and keeps its
+//! slots, so `maxconn`, `show stat` and a soft stop see no difference. Each event-loop
+//! thread has its own lot, made on first use.
+
+use crate::accept::{self, Held};
+use sluice_net::readiness::ReadinessSet;
+use sluice_net::stream::{ParkedStream, Stream};
+use std::cell::{OnceCell, RefCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::os::fd::AsFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Instant, SystemTime};
+use tokio::sync::Notify;
+
+/// How long a kept-alive connection waits for its next request in its task before it is
+/// parked.
+pub const PARK_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How a session waits parked: the wait's start, for the next request's log (as if the task
+/// had waited), and when the wait ends (none: it never does).
+#[derive(Clone, Copy, Debug)]
+pub struct Parking {
+    /// When the wait for the next request started (monotonic, and the wall clock).
+    pub since: (Instant, SystemTime),
+    /// When the wait ends without a request.
+    pub deadline: Option<Instant>,
+}
+
+/// What each parked session takes in its thread's table (the table holds no other memory per
+/// session).
+pub const ENTRY_BYTES: usize = std::mem::size_of::<Slot<Parked>>();
+
+/// A parked session.
+pub(crate) struct Parked {
+    pub(crate) held: Held,
+    pub(crate) client: ParkedStream,
+    pub(crate) parking: Parking,
+}
+
+/// Connections parked now, over every thread (for tests and the benchmarks' checks).
+static PARKED: AtomicUsize = AtomicUsize::new(0);
+
+/// Connections parked since [`parked_since_last_look`] last looked, over every thread.
+static PARKED_SINCE_LOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// How many connections are parked now, over every thread.
+pub fn parked_connections() -> usize {
+    PARKED.load(Ordering::Relaxed)
+}
+
+/// How many connections were parked since the last call: each left the heap memory of its
+/// task free, in blocks the allocator may only give back to the system when asked
+/// (`sluice_net::fd::release_free_memory`), since the tasks of connections that came later
+/// or stay busy are interleaved with them.
+pub fn parked_since_last_look() -> usize {
+    PARKED_SINCE_LOOK.swap(0, Ordering::Relaxed)
+}
+
+/// One thread's parked sessions.
+struct Lot {
+    set: ReadinessSet,
+    entries: RefCell<Entries<Parked>>,
+    /// Told when a parked session's deadline comes before every other.
+    sooner: Notify,
+}
+
+/// The parked sessions by token (their place in `slots`), and their deadlines in order.
+///
+/// Both tables are plain vectors, with no allocation per session: once large they are
+/// mapped apart from the heap (`sluice_net::fd::map_buffers_apart`), so the heap memory the
+/// sessions' tasks held becomes wholly free when they park, and can be given back (see
+/// [`parked_since_last_look`]); a table's spare room is address space, not memory.
+struct Entries<T> {
+    slots: Vec<Slot<T>>,
+    vacant: Vec<usize>,
+    /// Earliest first, by (deadline, token, generation). A session woken before its
+    /// deadline leaves its entry behind (a slot's generation changes when it is emptied,
+    /// so the entry is known stale); the heap is rebuilt when such entries outnumber live
+    /// ones, which keeps it within twice the parked sessions.
+    deadlines: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    stale: usize,
+    len: usize,
+}
+
+/// A place for one parked session.
+struct Slot<T> {
+    generation: u32,
+    item: Option<T>,
+    deadline: Option<Instant>,
+}
+
+impl<T> Default for Entries<T> {
+    fn default() -> Self {
+        Entries {
+            slots: Vec::new(),
+            vacant: Vec::new(),
+            deadlines: BinaryHeap::new(),
+            stale: 0,
+            len: 0,
+        }
+    }
+}
+
+impl<T> Entries<T> {
+    /// Adds `item`, due at `deadline`; returns its token.
+    fn insert(&mut self, item: T, deadline: Option<Instant>) -> usize {
+        let token = self.vacant.pop().unwrap_or_else(|| {
+            self.slots.push(Slot {
+                generation: 0,
+                item: None,
+                deadline: None,
+            });
+            self.slots.len() - 1
+        });
+        let slot = &mut self.slots[token];
+        slot.item = Some(item);
+        slot.deadline = deadline;
+        if let Some(at) = deadline {
+            self.deadlines.push(Reverse((at, token, slot.generation)));
+        }
+        self.len += 1;
+        token
+    }
+
+    /// The item under `token`.
+    fn get(&self, token: usize) -> Option<&T> {
+        self.slots.get(token)?.item.as_ref()
+    }
+
+    /// Takes out the item under `token`; its deadline's entry stays in the heap, stale.
+    fn remove(&mut self, token: usize) -> Option<T> {
+        let (item, deadline) = self.vacate(token)?;
+        if deadline.is_some() {
+            self.stale += 1;
+            if self.stale > self.deadlines.len() / 2 {
+                let slots = &self.slots;
+                self.deadlines.retain(|Reverse((_, token, generation))| {
+                    slots[*token].generation == *generation
+                });
+                self.stale = 0;
+            }
+        }
+        Some(item)
+    }
+
+    fn vacate(&mut self, token: usize) -> Option<(T, Option<Instant>)> {
+        let slot = self.slots.get_mut(token)?;
+        let item = slot.item.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.vacant.push(token);
+        self.len -= 1;
+        Some((item, slot.deadline))
+    }
+
+    /// The earliest deadline.
+    fn earliest(&mut self) -> Option<Instant> {
+        while let Some(Reverse((at, token, generation))) = self.deadlines.peek().copied() {
+            if self.slots[token].generation == generation {
+                return Some(at);
+            }
+            self.deadlines.pop();
+            self.stale -= 1;
+        }
+        None
+    }
+
+    /// The first item whose deadline is `now` or past, taken out.
+    fn take_due(&mut self, now: Instant) -> Option<T> {
+        if self.earliest()? > now {
+            return None;
+        }
+        let Reverse((_, token, _)) = self.deadlines.pop()?;
+        self.vacate(token).map(|(item, _)| item)
+    }
+
+    /// Every item, taken out.
+    fn take_all(&mut self) -> Vec<T> {
+        let all = self
+            .slots
+            .iter_mut()
+            .filter_map(|slot| slot.item.take())
+            .collect();
+        *self = Entries::default();
+        all
+    }
+}
+
+thread_local! {
+    /// This thread's lot; `None` if it could not be made (no epoll instance to be had).
+    static LOT: OnceCell<Option<Rc<Lot>>> = const { OnceCell::new() };
+}
+
+/// This thread's lot, made (and its task started) on first use.
+fn lot() -> Option<Rc<Lot>> {
+    LOT.with(|lot| {
+        lot.get_or_init(|| {
+            let set = ReadinessSet::new().ok()?;
+            let lot = Rc::new(Lot {
+                set,
+                entries: RefCell::default(),
+                sooner: Notify::new(),
+            });
+            tokio::task::spawn_local(watch(Rc::clone(&lot)));
+            Some(lot)
+        })
+        .clone()
+    })
+}
+
+/// Whether this thread can park connections.
+pub fn available() -> bool {
+    lot().is_some()
+}
+
+/// Parks an idle session. Should the event loop or the kernel refuse to let the socket go
+/// or to watch it (out of memory), the connection is closed as at the end of its wait.
+pub(crate) fn park(held: Held, client: Stream, parking: Parking) {
+    let Some(lot) = lot() else {
+        return;
+    };
+    let Ok(client) = client.park() else {
+        return;
+    };
+    let earliest = lot.entries.borrow_mut().earliest();
+    let parked = Parked {
+        held,
+        client,
+        parking,
+    };
+    if lot.insert(parked).is_some()
+        && parking
+            .deadline
+            .is_some_and(|at| earliest.is_none_or(|earliest| at < earliest))
+    {
+        lot.sooner.notify_one();
+    }
+}
+
+impl Lot {
+    /// Parks a session and watches its socket; `None` (the session dropped, its connection
+    /// closed) if the socket cannot be watched.
+    fn insert(&self, parked: Parked) -> Option<()> {
+        let mut entries = self.entries.borrow_mut();
+        let deadline = parked.parking.deadline;
+        let token = entries.insert(parked, deadline);
+        let watched = entries
+            .get(token)
+            .map(|parked| self.set.add(parked.client.as_fd(), token as u64));
+        if !matches!(watched, Some(Ok(()))) {
+            let refused = entries.remove(token);
+            drop(entries);
+            drop(refused);
+            return None;
+        }
+        PARKED.fetch_add(1, Ordering::Relaxed);
+        PARKED_SINCE_LOOK.fetch_add(1, Ordering::Relaxed);
+        Some(())
+    }
+
+    /// Takes out a parked session and stops watching its socket.
+    fn unwatched(&self, parked: Option<Parked>) -> Option<Parked> {
+        let parked = parked?;
+        // Removing a socket this set holds cannot fail; were it to, closing or resuming
+        // the socket takes it out of the set anyway.
+        let _ = self.set.remove(parked.client.as_fd());
+        PARKED.fetch_sub(1, Ordering::Relaxed);
+        Some(parked)
+    }
+}
+
+/// The lot's task: wakes the sessions whose clients send something, closes those whose wait
+/// ends first.
+async fn watch(lot: Rc<Lot>) {
+    let mut ready = Vec::new();
+    let sleep = tokio::time::sleep(PARK_AFTER);
+    tokio::pin!(sleep);
+    loop {
+        let next = lot.entries.borrow_mut().earliest();
+        if let Some(at) = next {
+            sleep.as_mut().reset(at.into());
+        }
+        tokio::select! {
+            woke = lot.set.ready(&mut ready) => {
+                if woke.is_err() {
+                    // Not expected of epoll with valid arguments; were it to happen, the
+                    // parked connections close rather than wait unwatched.
+                    let all = lot.entries.borrow_mut().take_all();
+                    PARKED.fetch_sub(all.len(), Ordering::Relaxed);
+                    return;
+                }
+                for token in ready.drain(..) {
+                    let taken = lot.entries.borrow_mut().remove(token as usize);
+                    if let Some(parked) = lot.unwatched(taken) {
+                        tokio::task::spawn_local(accept::resumed(parked));
+                    }
+                }
+            }
+            () = &mut sleep, if next.is_some() => {
+                // Each one due is closed without a word, as its task would have done.
+                let now = Instant::now();
+                loop {
+                    let due = lot.entries.borrow_mut().take_due(now);
+                    if lot.unwatched(due).is_none() {
+                        break;
+                    }
+                }
+            }
+            () = lot.sooner.notified() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn items_come_due_in_deadline_order_and_removed_ones_never() {
+        let start = Instant::now();
+        let at = |ms| Some(start + Duration::from_millis(ms));
+        let mut entries = Entries::default();
+        let late = entries.insert("late", at(30));
+        let early = entries.insert("early", at(10));
+        let never = entries.insert("never", None);
+        let woken = entries.insert("woken", at(5));
+        assert_eq!(entries.remove(woken), Some("woken"));
+        assert_eq!(entries.earliest(), at(10));
+        assert_eq!(entries.take_due(start + Duration::from_millis(9)), None);
+        let all_due = start + Duration::from_millis(100);
+        assert_eq!(entries.take_due(all_due), Some("early"));
+        assert_eq!(entries.take_due(all_due), Some("late"));
+        assert_eq!(entries.take_due(all_due), None);
+        assert_eq!(entries.get(never), Some(&"never"));
+        assert_eq!((entries.get(early), entries.get(late)), (None, None));
+        assert_eq!(entries.len, 1);
+    }
+
+    #[test]
+    fn a_reused_slot_is_not_due_at_its_previous_deadline() {
+        let start = Instant::now();
+        let mut entries = Entries::default();
+        let first = entries.insert(1, Some(start));
+        entries.remove(first);
+        let second = entries.insert(2, Some(start + Duration::from_secs(60)));
+        assert_eq!(first, second, "the vacant slot is reused");
+        assert_eq!(entries.take_due(start + Duration::from_secs(1)), None);
+        assert_eq!(entries.earliest(), Some(start + Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn stale_deadlines_never_outnumber_live_ones() {
+        let start = Instant::now();
+        let mut entries = Entries::default();
+        let kept: Vec<usize> = (0..10)
+            .map(|i| entries.insert(i, Some(start + Duration::from_secs(i))))
+            .collect();
+        // A connection parked and woken over and over leaves an entry each time.
+        for round in 0..1000 {
+            let token = entries.insert(100 + round, Some(start + Duration::from_secs(500)));
+            entries.remove(token);
+            assert!(entries.deadlines.len() <= 2 * entries.len + 2);
+        }
+        assert_eq!(entries.len, kept.len());
+        let all_due = start + Duration::from_secs(1000);
+        let due: Vec<u64> = std::iter::from_fn(|| entries.take_due(all_due)).collect();
+        assert_eq!(due, (0..10).collect::<Vec<_>>());
+    }
+}
