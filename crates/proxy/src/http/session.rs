@@ -100,14 +100,15 @@ pub fn run<'s>(
             }
             Start::Resumed(parking) => (parking.since, false, parking.deadline),
         };
+        // Set if this thread turns out unable to park connections.
+        let mut no_lot = false;
         loop {
             if input.is_empty() {
                 // Between two requests, a connection still idle after `PARK_AFTER` leaves
                 // this task for the thread's parking lot, unless its limit comes first.
                 let limit = deadline.map(|at| at.saturating_duration_since(clock::now_std()));
-                let parks = !first
-                    && limit.is_none_or(|limit| limit > park::PARK_AFTER)
-                    && park::available();
+                // Only a kept-alive connection waiting for its next request parks.
+                let parks = !first && !no_lot && limit.is_none_or(|limit| limit > park::PARK_AFTER);
                 let wait = if parks { Some(park::PARK_AFTER) } else { limit };
                 let waited = match wait {
                     Some(wait) => clock::timeout(wait, first_bytes(client, &mut input))
@@ -117,11 +118,16 @@ pub fn run<'s>(
                 };
                 match waited {
                     Some(Ok(())) => {}
-                    None if parks => {
+                    None if parks && park::available() => {
                         return Some(Parking {
                             since: waited_since,
                             deadline,
                         });
+                    }
+                    // This thread cannot park connections: wait here for the rest.
+                    None if parks => {
+                        no_lot = true;
+                        continue;
                     }
                     // Nothing came in time for a first request: HAProxy's 408 `cR`, unanswered.
                     None if first => {
