@@ -56,16 +56,8 @@ pub(crate) struct Parked {
     pub(crate) parking: Parking,
 }
 
-/// Connections parked now, over every thread (for tests and the benchmarks' checks).
-static PARKED: AtomicUsize = AtomicUsize::new(0);
-
 /// Connections parked since [`parked_since_last_look`] last looked, over every thread.
 static PARKED_SINCE_LOOK: AtomicUsize = AtomicUsize::new(0);
-
-/// How many connections are parked now, over every thread.
-pub fn parked_connections() -> usize {
-    PARKED.load(Ordering::Relaxed)
-}
 
 /// How many connections were parked since the last call: each left the heap memory of its
 /// task free, in blocks the allocator may only give back to the system when asked
@@ -271,7 +263,6 @@ impl Lot {
             drop(refused);
             return None;
         }
-        PARKED.fetch_add(1, Ordering::Relaxed);
         PARKED_SINCE_LOOK.fetch_add(1, Ordering::Relaxed);
         Some(())
     }
@@ -282,7 +273,6 @@ impl Lot {
         // Removing a socket this set holds cannot fail; were it to, closing or resuming
         // the socket takes it out of the set anyway.
         let _ = self.set.remove(parked.client.as_fd());
-        PARKED.fetch_sub(1, Ordering::Relaxed);
         Some(parked)
     }
 }
@@ -303,8 +293,7 @@ async fn watch(lot: Rc<Lot>) {
                 if woke.is_err() {
                     // Not expected of epoll with valid arguments; were it to happen, the
                     // parked connections close rather than wait unwatched.
-                    let all = lot.entries.borrow_mut().take_all();
-                    PARKED.fetch_sub(all.len(), Ordering::Relaxed);
+                    drop(lot.entries.borrow_mut().take_all());
                     return;
                 }
                 for token in ready.drain(..) {
