@@ -257,16 +257,7 @@ fn report_end(
 ) {
     // The averages of `show stat` cover the requests a server took.
     if let Some(server) = facts.chosen {
-        let timers = Timers {
-            request: Some(ctx.head_at.duration_since(ctx.request_start)),
-            queue: facts.queue,
-            connect: facts.connect,
-            response: facts
-                .request_sent
-                .zip(facts.response_head)
-                .map(|(sent, head)| head.saturating_duration_since(sent)),
-            total: clock::since(ctx.request_start),
-        };
+        let timers = timers(ctx, facts, facts.response_head);
         ctx.backend.stats.note_times(&timers);
         server.stats.note_times(&timers);
     }
@@ -393,24 +384,29 @@ struct Outcome {
     early: bool,
 }
 
+/// The exchange's times until now, the response head's arrival being `response_head`.
+fn timers(ctx: &Context<'_>, facts: &Facts<'_>, response_head: Option<Instant>) -> Timers {
+    Timers {
+        request: Some(ctx.head_at.duration_since(ctx.request_start)),
+        queue: facts.queue,
+        connect: facts.connect,
+        response: facts
+            .request_sent
+            .zip(response_head)
+            .map(|(sent, head)| head.saturating_duration_since(sent)),
+        total: clock::since(ctx.request_start),
+    }
+}
+
 /// Writes the exchange's log line (and the `-d` debug line).
 fn log_exchange(
     ctx: &Context<'_>,
     facts: &Facts<'_>,
     outcome: &Outcome,
     request_line: Option<&[u8]>,
-    logged_head: Option<&(Vec<u8>, RequestHead)>,
+    logged_head: Option<&LoggedHead>,
 ) {
-    let timers = Timers {
-        request: Some(ctx.head_at.duration_since(ctx.request_start)),
-        queue: facts.queue,
-        connect: facts.connect,
-        response: facts
-            .request_sent
-            .zip(outcome.response_head)
-            .map(|(sent, head)| head.saturating_duration_since(sent)),
-        total: clock::since(ctx.request_start),
-    };
+    let timers = timers(ctx, facts, outcome.response_head);
     let captures = ctx.scope.vars.captures();
     let mut record = StreamRecord {
         start: ctx.request_start_at,
