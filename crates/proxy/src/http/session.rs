@@ -90,13 +90,9 @@ pub fn run<'s>(
         let (mut waited_since, mut first, mut deadline) = match start {
             Start::New => {
                 let settings = HttpSettings::new(scope.frontend, buffers);
-                let now = clock::now_std();
-                let limit = sooner(settings.http_request, settings.client);
-                (
-                    (now, SystemTime::now()),
-                    true,
-                    limit.map(|limit| now + limit),
-                )
+                let (since, deadline) =
+                    wait_from_now(sooner(settings.http_request, settings.client));
+                (since, true, deadline)
             }
             Start::Resumed(parking) => (parking.since, false, parking.deadline),
         };
@@ -166,9 +162,7 @@ pub fn run<'s>(
             };
             // Idle: the next request's wait counts from here in its log (as it did when the
             // wait was part of `serve`).
-            let now = clock::now_std();
-            waited_since = (now, SystemTime::now());
-            deadline = limit.map(|limit| now + limit);
+            (waited_since, deadline) = wait_from_now(limit);
             first = false;
         }
     }
@@ -668,6 +662,15 @@ fn sooner(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// A wait for a request starting now, for at most `limit`: its start (monotonic, and the wall
+/// clock for the log) and its deadline.
+fn wait_from_now(
+    limit: Option<Duration>,
+) -> ((std::time::Instant, SystemTime), Option<std::time::Instant>) {
+    let now = clock::now_std();
+    ((now, SystemTime::now()), limit.map(|limit| now + limit))
 }
 
 /// Waits for the client's first bytes and reads them into the (empty) `input`; an error at
