@@ -90,7 +90,6 @@ struct Entries<T> {
     /// ones, which keeps it within twice the parked sessions.
     deadlines: BinaryHeap<Reverse<(Instant, usize, u32)>>,
     stale: usize,
-    len: usize,
 }
 
 /// A place for one parked session.
@@ -107,7 +106,6 @@ impl<T> Default for Entries<T> {
             vacant: Vec::new(),
             deadlines: BinaryHeap::new(),
             stale: 0,
-            len: 0,
         }
     }
 }
@@ -129,7 +127,6 @@ impl<T> Entries<T> {
         if let Some(at) = deadline {
             self.deadlines.push(Reverse((at, token, slot.generation)));
         }
-        self.len += 1;
         token
     }
 
@@ -159,7 +156,6 @@ impl<T> Entries<T> {
         let item = slot.item.take()?;
         slot.generation = slot.generation.wrapping_add(1);
         self.vacant.push(token);
-        self.len -= 1;
         Some((item, slot.deadline))
     }
 
@@ -182,6 +178,12 @@ impl<T> Entries<T> {
         }
         let Reverse((_, token, _)) = self.deadlines.pop()?;
         self.vacate(token).map(|(item, _)| item)
+    }
+
+    /// How many items there are.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.slots.len() - self.vacant.len()
     }
 
     /// Every item, taken out.
@@ -238,7 +240,7 @@ pub(crate) fn park(held: Held, client: Stream, parking: Parking) {
         client,
         parking,
     };
-    if lot.insert(parked).is_some()
+    if lot.insert(parked)
         && parking
             .deadline
             .is_some_and(|at| earliest.is_none_or(|earliest| at < earliest))
@@ -248,23 +250,23 @@ pub(crate) fn park(held: Held, client: Stream, parking: Parking) {
 }
 
 impl Lot {
-    /// Parks a session and watches its socket; `None` (the session dropped, its connection
+    /// Parks a session and watches its socket; false (the session dropped, its connection
     /// closed) if the socket cannot be watched.
-    fn insert(&self, parked: Parked) -> Option<()> {
+    fn insert(&self, parked: Parked) -> bool {
         let mut entries = self.entries.borrow_mut();
         let deadline = parked.parking.deadline;
         let token = entries.insert(parked, deadline);
         let watched = entries
             .get(token)
-            .map(|parked| self.set.add(parked.client.as_fd(), token as u64));
-        if !matches!(watched, Some(Ok(()))) {
+            .is_some_and(|parked| self.set.add(parked.client.as_fd(), token as u64).is_ok());
+        if !watched {
             let refused = entries.remove(token);
             drop(entries);
             drop(refused);
-            return None;
+            return false;
         }
         PARKED_SINCE_LOOK.fetch_add(1, Ordering::Relaxed);
-        Some(())
+        true
     }
 
     /// Takes out a parked session and stops watching its socket.
@@ -341,7 +343,7 @@ mod tests {
         assert_eq!(entries.take_due(all_due), None);
         assert_eq!(entries.get(never), Some(&"never"));
         assert_eq!((entries.get(early), entries.get(late)), (None, None));
-        assert_eq!(entries.len, 1);
+        assert_eq!(entries.len(), 1);
     }
 
     #[test]
@@ -367,9 +369,9 @@ mod tests {
         for round in 0..1000 {
             let token = entries.insert(100 + round, Some(start + Duration::from_secs(500)));
             entries.remove(token);
-            assert!(entries.deadlines.len() <= 2 * entries.len + 2);
+            assert!(entries.deadlines.len() <= 2 * entries.len() + 2);
         }
-        assert_eq!(entries.len, kept.len());
+        assert_eq!(entries.len(), kept.len());
         let all_due = start + Duration::from_secs(1000);
         let due: Vec<u64> = std::iter::from_fn(|| entries.take_due(all_due)).collect();
         assert_eq!(due, (0..10).collect::<Vec<_>>());
