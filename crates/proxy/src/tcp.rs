@@ -222,7 +222,10 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                                 up_way,
                                 down_way,
                             );
+                            // `biased`: the kill signal is checked on every wake-up
+                            // anyway; a fixed order spares a random draw per poll.
                             let outcome = tokio::select! {
+                                biased;
                                 outcome = relay => Some(outcome),
                                 () = killed.wait() => None,
                             };

@@ -227,7 +227,10 @@ pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
         forward::Direction::Copy(s.bufsize),
         forward::Direction::Copy(s.bufsize),
     );
+    // `biased`: the kill signal is checked on every wake-up anyway; a fixed order spares the
+    // random draw an unbiased `select!` makes on each poll.
     let termination = tokio::select! {
+        biased;
         moved = relay => {
             count_bytes(ctx, parts.server, facts, moved.client_to_server, moved.server_to_client);
             Termination::NORMAL
@@ -699,7 +702,10 @@ async fn exchange<'a>(
             },
             &response_head,
         );
+        // `biased`: the kill signal is checked on every wake-up anyway; a fixed order spares
+        // the random draw an unbiased `select!` makes on each poll.
         let outcome = tokio::select! {
+            biased;
             outcome = transferring => outcome,
             () = killed.wait() => {
                 let status = response_head.get().map(|(_, status)| status);
@@ -1200,7 +1206,10 @@ async fn transfer(
     tokio::pin!(upload, download);
     let mut uploaded: Option<Result<u64, UploadFailure>> = None;
     let response = loop {
+        // `biased`: both halves belong to this one exchange, so fairness between them buys
+        // nothing, and a fixed order spares a random draw on each poll.
         tokio::select! {
+            biased;
             up = &mut upload, if uploaded.is_none() => {
                 match up {
                     Ok(n) => uploaded = Some(Ok(n)),
