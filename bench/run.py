@@ -58,13 +58,32 @@ def process_tree(pid):
     return pids
 
 
-def cpu_seconds(pid):
-    """User+system CPU time of a process tree (all threads), from /proc."""
+def cpu_time_ns(pid):
+    """Time on CPU of a process tree (all threads), in nanoseconds: the scheduler's own
+    account (`schedstat`), exact where `/proc/PID/stat` counts in clock ticks."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            threads = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except OSError:
+                pass
+    return total
+
+
+def cpu_seconds(pid, system=True):
+    """User+system CPU time of a process tree (all threads), from /proc; user time only
+    without `system`."""
     total = 0
     for p in process_tree(pid):
         with open(f"/proc/{p}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
+        total += int(fields[11]) + (int(fields[12]) if system else 0)
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -265,27 +284,42 @@ def idle_websockets(pid, count):
     return (after - before) / 1024.0
 
 
-def fixed_rate_latency(seconds, rate, connections=10):
-    """p99 and p50 (ms) of requests sent at a fixed total `rate` over kept-alive connections.
+def paced_load(seconds, rate, connections):
+    """Sends requests at a fixed total `rate` over kept-alive connections; returns each
+    request's time in ms, from h2load's per-request log.
 
     h2load paces each connection (`--rps`), so the load is the same for every proxy and the
-    figures are not distorted by the proxy's own speed (coordinated omission); every
-    request's time comes from h2load's per-request log."""
-    with tempfile.NamedTemporaryFile(prefix="sluice-bench-latency-") as log:
+    figures are not distorted by the proxy's own speed (coordinated omission)."""
+    with tempfile.NamedTemporaryFile(prefix="sluice-bench-paced-") as log:
         out = subprocess.run(["taskset", "-c", LOAD_CPU, "h2load", "--h1", f"-c{connections}",
                               f"--rps={max(1, rate // connections)}", f"-D{seconds}", f"--log-file={log.name}",
                               f"http://127.0.0.1:{PROXY_PORT}/small"],
                              capture_output=True, text=True, timeout=seconds + 30).stdout
         if not re.search(r" 0 failed, 0 errored, 0 timeout", out):
-            raise RuntimeError(f"latency run had failures:\n{out}")
+            raise RuntimeError(f"paced run had failures:\n{out}")
         times = []
         for line in log.read().decode().splitlines():
             _, status, micros = line.split("\t")[:3]
             if not status.startswith("2"):
-                raise RuntimeError(f"latency run got status {status}")
+                raise RuntimeError(f"paced run got status {status}")
             times.append(int(micros) / 1000.0)
-    times.sort()
+    return times
+
+
+def fixed_rate_latency(seconds, rate, connections=10):
+    """p99 and p50 (ms) of requests sent at a fixed total `rate` over kept-alive connections."""
+    times = sorted(paced_load(seconds, rate, connections))
     return times[int(len(times) * 0.99) - 1], times[len(times) // 2]
+
+
+def cpu_at_rate(pid, seconds, rate, connections=50):
+    """The proxy's CPU time per request (microseconds, all of it and the user part) while
+    requests come at a fixed total `rate`: the same work for every proxy, so the figure is
+    the proxy's cost per request, not a rate it could reach."""
+    ns0, user0 = cpu_time_ns(pid), cpu_seconds(pid, system=False)
+    requests = len(paced_load(seconds, rate, connections))
+    user = cpu_seconds(pid, system=False) - user0
+    return (cpu_time_ns(pid) - ns0) / 1000 / requests, user * 1e6 / requests
 
 
 SCENARIOS = {
@@ -295,13 +329,15 @@ SCENARIOS = {
     "tcp-throughput": ("tcp", "Gbit/s"),
     "tcp-splice": ("tcp", "Gbit/s (option splice-auto; nginx copies)"),
     "latency": ("http", "p99 ms at a fixed total rate over 10 kept-alive connections (p50 in the per-CPU column)"),
+    "cpu-at-rate": ("http", "proxy CPU us per request at a fixed total rate over 50 kept-alive connections "
+                            "(user part in the per-CPU column; lower is better)"),
     "rules": ("http", "req/s with 20 ACLs, rewrites and a map (nginx without rules)"),
     "idle-memory": ("http", "MiB for N idle connections"),
     "idle-websocket": ("http", "MiB for N idle upgraded WebSocket connections"),
 }
 
 
-def run_once(scenario, kind, work, binary, seconds, idle, latency_rate):
+def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate):
     mode = SCENARIOS[scenario][0]
     proc = start_proxy(kind, mode, work, binary, scenario)
     try:
@@ -312,6 +348,8 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate):
         elif scenario == "latency":
             # Lower is better here; the second column carries the median instead of a rate.
             return fixed_rate_latency(seconds, latency_rate)
+        elif scenario == "cpu-at-rate":
+            return cpu_at_rate(proc.pid, seconds, cpu_rate)
         elif scenario == "http-close":
             rate, _, requests = wrk("/small", seconds, 50, ("-H", "Connection: close"))
             value = rate
@@ -345,6 +383,8 @@ def main():
     parser.add_argument("--idle", type=int, default=2000, help="idle connections for idle-memory")
     parser.add_argument("--latency-rate", type=int, default=2000,
                         help="total requests per second of the latency scenario")
+    parser.add_argument("--cpu-rate", type=int, default=20000,
+                        help="total requests per second of the cpu-at-rate scenario")
     parser.add_argument("--proxies", default="sluice,haproxy,nginx")
     parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS))
     args = parser.parse_args()
@@ -368,7 +408,7 @@ def main():
             for _ in range(args.rounds):
                 for kind in proxies:
                     value, per_cpu = run_once(scenario, kind, work, args.binary, args.seconds, args.idle,
-                                              args.latency_rate)
+                                              args.latency_rate, args.cpu_rate)
                     results[kind][0].append(value)
                     if per_cpu is not None:
                         results[kind][1].append(per_cpu)
