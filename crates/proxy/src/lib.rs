@@ -7,6 +7,7 @@
 //! inactivity timeouts until both sides are done.
 
 pub mod accept;
+pub mod batch;
 pub mod connect;
 pub mod forward;
 pub mod http;

@@ -61,6 +61,8 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     // accepted it, so its state needs no Send or Sync.
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
+        // Ends each round of the loop: head writes wait for the round's reads.
+        tokio::task::spawn_local(sluice_proxy::batch::run_rounds());
         for spec in sockets {
             let tuned = spec.socket.tune_accepted(spec.frontend.plan.smart_accept);
             match tuned.and_then(|()| spec.socket.into_async()) {

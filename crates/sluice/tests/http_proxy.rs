@@ -689,3 +689,43 @@ fn errorfile_replaces_request_errors_and_dev_null_closes_silently() {
         String::from_utf8_lossy(silent.data())
     );
 }
+
+/// Many clients' exchanges in progress at once on one event loop: each head write then waits
+/// for the loop's round of reads (`sluice_proxy::batch`). Every answer must still come, on its
+/// own connection, in order.
+#[test]
+fn concurrent_kept_alive_exchanges_are_each_answered_on_their_connection() {
+    let (backend, log) = http_backend(|req| {
+        let target = req
+            .request_line()
+            .split(' ')
+            .nth(1)
+            .unwrap_or("")
+            .to_owned();
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{target}",
+            target.len()
+        )
+    });
+    let (_p, addr) = proxy(backend.addr(), "");
+    const CLIENTS: usize = 16;
+    const REQUESTS: usize = 40;
+    std::thread::scope(|scope| {
+        for c in 0..CLIENTS {
+            scope.spawn(move || {
+                let client = connect(addr);
+                let mut reader = BufReader::new(client.try_clone().unwrap());
+                for r in 0..REQUESTS {
+                    let target = format!("/c{c}/r{r}");
+                    (&client)
+                        .write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                        .unwrap();
+                    let answer = read_message(&mut reader).expect("an answer for each request");
+                    assert_eq!(answer.request_line(), "HTTP/1.1 200 OK");
+                    assert_eq!(String::from_utf8(answer.body).unwrap(), target);
+                }
+            });
+        }
+    });
+    assert_eq!(log.lock().unwrap().len(), CLIENTS * REQUESTS);
+}

@@ -460,6 +460,8 @@ async fn exchange<'a>(
     on_head: Option<EarlyLog<'_>>,
 ) -> Ending {
     let s = &ctx.settings;
+    // Other exchanges' head writes wait for this one's reads in a round (`batch`).
+    let _carrying = crate::batch::Carrying::start();
     // Persistence (use-server, the cookie) reads the request as the client sent it, then may
     // rewrite its cookies: it runs before anything else reads the head.
     let limits = Limits {
@@ -1147,6 +1149,8 @@ async fn transfer(
     };
 
     let upload = async {
+        // The head leaves with the round's other sends, after the round's reads.
+        crate::batch::after_reads().await;
         body::write(&mut server_write, outgoing.head, s.server)
             .await
             .map_err(|_| UploadFailure::Server)?;
@@ -1450,6 +1454,8 @@ where
             inline_body = Some(length as u64);
         }
         started.set(Some((clock::now_std(), head.status)));
+        // The head leaves with the round's other sends, after the round's reads.
+        crate::batch::after_reads().await;
         body::write(client, &out, s.client)
             .await
             .map_err(client_write_failure)?;
