@@ -85,8 +85,10 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
         // Sessions outlive their listeners during a soft stop; the control loop decides when
         // the process exits. Meanwhile the thread gives back the buffers and idle server
         // connections its traffic stopped needing, on a period timer that also keeps a
-        // timer always standing (see `upkeep`).
-        sluice_proxy::http::upkeep().await;
+        // timer always standing (see `upkeep`). It is a task of its own: the future given to
+        // `block_on` is polled on every wake-up of the loop, a task only when its timer fires.
+        tokio::task::spawn_local(sluice_proxy::http::upkeep());
+        std::future::pending::<()>().await;
     });
 }
 
