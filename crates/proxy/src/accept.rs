@@ -220,6 +220,16 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// The session's parts that rules, logs and views read.
+    pub(crate) fn scope(&self) -> Scope<'_> {
+        Scope {
+            process: &self.process,
+            frontend: &self.frontend,
+            endpoints: &self.endpoints,
+            vars: &self.vars,
+        }
+    }
+
     /// Counts the session on the process and its frontend, for as long as this lives.
     fn count(&mut self) {
         self.process.traffic.open_session();
@@ -351,12 +361,7 @@ fn established<'a>(
     start: Start<'a>,
 ) -> impl std::future::Future<Output = Option<Parking>> + 'a {
     async move {
-        let scope = Scope {
-            process: &held.process,
-            frontend: &held.frontend,
-            endpoints: &held.endpoints,
-            vars: &held.vars,
-        };
+        let scope = held.scope();
         let (process, frontend) = (scope.process, scope.frontend);
         let global = &process.global;
         let buffers = http::settings::BufferSizes {

@@ -1,17 +1,20 @@
-//! The parking lot: kept-alive client connections idle between two requests, held outside
-//! any task.
+//! The parking lot: idle HTTP client connections, waiting for their first request or between
+//! two, held outside any task.
 //!
 //! A session waits for its client's next request in its own task, its socket registered with
 //! the event loop. That costs about 1.2 KB of heap per connection (tokio's task cell, the
 //! session's boxed state, its `show sess` entry, tokio's readiness record), which is what a
-//! thousand idle browser connections would hold for minutes. So a connection still idle after
+//! thousand idle browser connections (or preconnections that have not spoken yet) would hold
+//! for minutes. So a connection still idle after
 //! [`PARK_AFTER`] ends its task: what the session owns ([`Held`]: its proxies, addresses,
 //! variables, stick counters and connection slots) moves here with the bare socket, taken
 //! out of the event loop, and the socket goes into the thread's [`ReadinessSet`]. When the
 //! client sends its next request (or leaves), the connection gets a new task and a new stream
 //! (HAProxy likewise makes a new stream per request, and `show sess` does not list its idle
 //! connections either). When its wait limit (`timeout http-keep-alive`, else `http-request`,
-//! else `client`) passes first, the lot closes it without a word, as the task would have.
+//! else `client`; `http-request`, else `client`, for a first request) passes first, the lot
+//! closes it without a word, as the task would have, having logged the 408 `cR` of a first
+//! request that never came.
 //!
 //! Parking and waking cost four `epoll_ctl` calls and a task: small beside what
 //! [`PARK_AFTER`] of idleness means, and nothing to a client whose requests follow each other
@@ -31,18 +34,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 use tokio::sync::Notify;
 
-/// How long a kept-alive connection waits for its next request in its task before it is
+/// How long an idle connection waits for its first or next request in its task before it is
 /// parked.
 pub const PARK_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How a session waits parked: the wait's start, for the next request's log (as if the task
-/// had waited), and when the wait ends (none: it never does).
+/// had waited), when the wait ends (none: it never does), and whether the request awaited is
+/// the connection's first.
 #[derive(Clone, Copy, Debug)]
 pub struct Parking {
     /// When the wait for the next request started (monotonic, and the wall clock).
     pub since: (Instant, SystemTime),
     /// When the wait ends without a request.
     pub deadline: Option<Instant>,
+    /// Whether no request came yet on the connection: its wait ending is then logged (a 408
+    /// `cR`, as HAProxy logs it), where a kept-alive connection closes without a word.
+    pub first: bool,
 }
 
 /// What each parked session takes in its thread's table (the table holds no other memory per
@@ -306,12 +313,17 @@ async fn watch(lot: Rc<Lot>) {
                 }
             }
             () = &mut sleep, if next.is_some() => {
-                // Each one due is closed without a word, as its task would have done.
+                // Each one due is closed as its task would have done: without a word, after
+                // logging the 408 of a first request that never came.
                 let now = Instant::now();
                 loop {
                     let due = lot.entries.borrow_mut().take_due(now);
-                    if lot.unwatched(due).is_none() {
+                    let Some(parked) = lot.unwatched(due) else {
                         break;
+                    };
+                    if parked.parking.first {
+                        let scope = parked.held.scope();
+                        crate::http::session::first_request_never_came(&scope, parked.parking.since);
                     }
                 }
             }

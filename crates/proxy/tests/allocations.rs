@@ -322,11 +322,11 @@ fn bytes_per_idle_connection(config: &str, count: usize) -> f64 {
     after.wrapping_sub(before) as f64 / count as f64
 }
 
-/// Heap bytes the proxy's thread holds per kept-alive connection parked after its request
-/// (`sluice_proxy::park`), with its place in the thread's table of parked sessions: `count`
-/// clients each make one request and stay connected until every session is parked (none is
-/// left in the stream registry, all still count as sessions).
-fn bytes_per_parked_connection(config: &str, count: usize) -> f64 {
+/// Heap bytes the proxy's thread holds per connection parked (`sluice_proxy::park`), with its
+/// place in the thread's table of parked sessions: `count` clients each make `asked`
+/// requests (none: a connection that has not spoken yet) and stay connected until every
+/// session is parked (none is left in the stream registry, all still count as sessions).
+fn bytes_per_parked_connection(config: &str, count: usize, asked: usize) -> f64 {
     let proxy = proxy(config);
     let port = proxy.port;
     let all_parked = |sessions: usize| {
@@ -352,7 +352,7 @@ fn bytes_per_parked_connection(config: &str, count: usize) -> f64 {
     let mut parked = Vec::new();
     for _ in 0..count {
         let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        requests(&mut client, 1);
+        requests(&mut client, asked);
         parked.push(client);
     }
     all_parked(warm.len() + parked.len());
@@ -422,11 +422,23 @@ fn idle_connections_hold_a_bounded_heap() {
 fn parked_connections_hold_a_small_heap() {
     let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let origin = origin();
-    let per_connection = bytes_per_parked_connection(&config(origin, ""), 256);
+    let per_connection = bytes_per_parked_connection(&config(origin, ""), 256, 1);
     println!("heap bytes per parked connection: {per_connection:.0}");
     assert!(
         per_connection <= PARKED_CONNECTION_BUDGET,
         "{per_connection:.0} heap bytes per parked connection"
+    );
+}
+
+#[test]
+fn connections_parked_before_their_first_request_hold_a_small_heap() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = origin();
+    let per_connection = bytes_per_parked_connection(&config(origin, ""), 256, 0);
+    println!("heap bytes per connection parked before its first request: {per_connection:.0}");
+    assert!(
+        per_connection <= PARKED_CONNECTION_BUDGET,
+        "{per_connection:.0} heap bytes per connection parked before its first request"
     );
 }
 

@@ -1,8 +1,9 @@
-//! Kept-alive client connections idle between two requests, once parked outside any task
-//! (`sluice_proxy::park`): they leave `show sess` (as HAProxy's idle connections have no
-//! stream) but still count as sessions, keep their session's variables, answer their next
-//! request, close at `timeout http-keep-alive`, and give their `maxconn` slot back when the
-//! client leaves.
+//! Idle client connections, once parked outside any task (`sluice_proxy::park`): kept-alive
+//! ones between two requests, and new ones that have not sent their first request. They leave
+//! `show sess` (as HAProxy's idle connections have no stream) but still count as sessions,
+//! keep their session's variables, answer their next request, close at `timeout
+//! http-keep-alive` (a first request: at `timeout http-request`, counted as a request error),
+//! and give their `maxconn` slot back when the client leaves.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -48,16 +49,31 @@ fn listed(proxy: &common::Sluice, client: &TcpStream) -> bool {
     proxy.cli("show sess").lines().any(|l| l.contains(&source))
 }
 
-/// The frontend's current sessions (`scur` of `show stat`).
-fn sessions(proxy: &common::Sluice) -> String {
+/// The frontend's `field` in `show stat`.
+fn frontend_stat(proxy: &common::Sluice, field: &str) -> String {
     let csv = proxy.cli("show stat");
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap()[2..].split(',').collect();
-    let scur = header.iter().position(|h| *h == "scur").unwrap();
+    let column = header.iter().position(|h| *h == field).unwrap();
     let row = lines
         .find(|l| l.starts_with("px,FRONTEND,"))
         .unwrap_or_else(|| panic!("no frontend row in {csv}"));
-    row.split(',').nth(scur).unwrap().to_owned()
+    row.split(',').nth(column).unwrap().to_owned()
+}
+
+/// The frontend's current sessions (`scur` of `show stat`).
+fn sessions(proxy: &common::Sluice) -> String {
+    frontend_stat(proxy, "scur")
+}
+
+/// Waits until the new connection of `client`, which has sent nothing yet, is parked: first
+/// listed by `show sess` (accepted), then out of it.
+fn wait_parked_silent(proxy: &common::Sluice, client: &TcpStream) {
+    assert!(
+        wait_until(LIMIT, || listed(proxy, client)),
+        "the connection was never listed"
+    );
+    wait_parked(proxy, client);
 }
 
 /// Waits until the idle connection of `client` is parked: out of `show sess`.
@@ -106,4 +122,29 @@ fn a_client_leaving_while_parked_frees_its_slot() {
     assert!(wait_until(LIMIT, || sessions(&proxy) == "0"));
     let second = common::connect(addr);
     assert_eq!(request(&second), "1");
+}
+
+#[test]
+fn a_connection_that_has_not_spoken_yet_parks_and_is_served_when_it_does() {
+    let (proxy, addr, _origin) = start("    timeout http-keep-alive 30s");
+    let client = common::connect(addr);
+    wait_parked_silent(&proxy, &client);
+    assert_eq!(sessions(&proxy), "1");
+    // Its first request, with the session's variables starting from nothing.
+    assert_eq!(request(&client), "1");
+    wait_parked(&proxy, &client);
+    assert_eq!(request(&client), "2");
+}
+
+#[test]
+fn a_first_request_that_never_comes_is_a_408_at_timeout_http_request_even_parked() {
+    let (proxy, addr, _origin) = start("    timeout http-request 1500ms");
+    let mut client = common::connect(addr);
+    wait_parked_silent(&proxy, &client);
+    assert_eq!(frontend_stat(&proxy, "ereq"), "0");
+    // No answer (an idle preconnection gets no error page), but a request error counted, as
+    // HAProxy counts and logs the 408 `cR` (the log line: `logging.rs`).
+    assert_eq!(read_to_close(&mut client, LIMIT), Closed::Eof(Vec::new()));
+    assert!(wait_until(LIMIT, || sessions(&proxy) == "0"));
+    assert_eq!(frontend_stat(&proxy, "ereq"), "1");
 }

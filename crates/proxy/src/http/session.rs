@@ -61,8 +61,8 @@ pub enum Start<'p> {
 
 /// Serves one client connection of an HTTP frontend; `input` is empty, or holds the bytes a
 /// TCP frontend inspected before `switch-mode http`. Returns when the connection closed, or
-/// with the wait to hand to [`crate::park`] when it has been idle between two requests for
-/// [`park::PARK_AFTER`].
+/// with the wait to hand to [`crate::park`] when it has been idle (before its first request
+/// or between two) for [`park::PARK_AFTER`].
 ///
 /// While a connection is idle between requests, only this future's small state remains: the
 /// input buffer (holding no memory while empty) and the wait for the next request's first
@@ -85,8 +85,9 @@ pub fn run<'s>(
         // yet (a browser's preconnection, a slow client) holds no more than an idle one. For
         // the first request `timeout http-request` counts from the accept (`serve` goes on
         // from `waited_since`), and one that never starts is logged as the 408 `cR` HAProxy
-        // logs for it. The same few variables serve both waits: this future is what every
-        // idle connection holds until it is parked.
+        // logs for it (here, or by the parking lot if the connection was parked). The same
+        // few variables serve both waits: this future is what every idle connection holds
+        // until it is parked.
         let (mut waited_since, mut first, mut deadline) = match start {
             Start::New => {
                 let settings = HttpSettings::new(scope.frontend, buffers);
@@ -94,17 +95,17 @@ pub fn run<'s>(
                     wait_from_now(sooner(settings.http_request, settings.client));
                 (since, true, deadline)
             }
-            Start::Resumed(parking) => (parking.since, false, parking.deadline),
+            Start::Resumed(parking) => (parking.since, parking.first, parking.deadline),
         };
         // Set if this thread turns out unable to park connections.
         let mut no_lot = false;
         loop {
             if input.is_empty() {
-                // Between two requests, a connection still idle after `PARK_AFTER` leaves
-                // this task for the thread's parking lot, unless its limit comes first.
+                // A connection still idle after `PARK_AFTER`, before its first request or
+                // between two, leaves this task for the thread's parking lot, unless its
+                // limit comes first.
                 let limit = deadline.map(|at| at.saturating_duration_since(clock::now_std()));
-                // Only a kept-alive connection waiting for its next request parks.
-                let parks = !first && !no_lot && limit.is_none_or(|limit| limit > park::PARK_AFTER);
+                let parks = !no_lot && limit.is_none_or(|limit| limit > park::PARK_AFTER);
                 let wait = if parks { Some(park::PARK_AFTER) } else { limit };
                 let waited = match wait {
                     Some(wait) => clock::timeout(wait, first_bytes(client, &mut input))
@@ -118,6 +119,7 @@ pub fn run<'s>(
                         return Some(Parking {
                             since: waited_since,
                             deadline,
+                            first,
                         });
                     }
                     // This thread cannot park connections: wait here for the rest.
@@ -125,11 +127,8 @@ pub fn run<'s>(
                         no_lot = true;
                         continue;
                     }
-                    // Nothing came in time for a first request: HAProxy's 408 `cR`, unanswered.
                     None if first => {
-                        scope.frontend.request_errors.incr();
-                        let answered = Answered::without_head(408, 0, Cause::ClientTimeout);
-                        log_answer(scope, waited_since, answered);
+                        first_request_never_came(scope, waited_since);
                         return None;
                     }
                     // The client left, or `timeout http-keep-alive` passed: close without a
@@ -654,6 +653,21 @@ async fn read_head(
             }
         }
     }
+}
+
+/// Nothing came within the wait for a connection's first request: HAProxy's 408 `cR`,
+/// logged but not answered (an idle browser preconnection must not get an error page).
+/// Called where the wait ends: in the session's task, or in the parking lot.
+pub(crate) fn first_request_never_came(
+    scope: &Scope<'_>,
+    waited_since: (std::time::Instant, SystemTime),
+) {
+    scope.frontend.request_errors.incr();
+    log_answer(
+        scope,
+        waited_since,
+        Answered::without_head(408, 0, Cause::ClientTimeout),
+    );
 }
 
 /// The shorter of two time limits, either of which may be unset.
