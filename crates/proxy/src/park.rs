@@ -5,20 +5,19 @@
 //! the event loop. That costs about 1.2 KB of heap per connection (tokio's task cell, the
 //! session's boxed state, its `show sess` entry, tokio's readiness record), which is what a
 //! thousand idle browser connections (or preconnections that have not spoken yet) would hold
-//! for minutes. So a connection still idle after
-//! [`PARK_AFTER`] ends its task: what the session owns ([`Held`]: its proxies, addresses,
-//! variables, stick counters and connection slots) moves here with the bare socket, taken
-//! out of the event loop, and the socket goes into the thread's [`ReadinessSet`]. When the
-//! client sends its next request (or leaves), the connection gets a new task and a new stream
-//! (HAProxy likewise makes a new stream per request, and `show sess` does not list its idle
-//! connections either). When its wait limit (`timeout http-keep-alive`, else `http-request`,
+//! for minutes. So a connection still idle after [`PARK_AFTER`] ends its task: what the
+//! session owns ([`Held`]: its proxies, addresses, variables, stick counters and connection
+//! slots) moves here with the bare socket, taken out of the event loop, and the socket goes
+//! into the thread's [`ReadinessSet`]. When the client sends its next request (or leaves),
+//! the connection gets a new task and a new stream (HAProxy likewise makes a new stream per
+//! request, and `show sess` does not list its idle connections either). When its wait limit (`timeout http-keep-alive`, else `http-request`,
 //! else `client`; `http-request`, else `client`, for a first request) passes first, the lot
 //! closes it without a word, as the task would have, having logged the 408 `cR` of a first
 //! request that never came.
 //!
 //! Parking and waking cost four `epoll_ctl` calls and a task: small beside what
-//! [`PARK_AFTER`] of idleness means, and nothing to a client whose requests follow each other
-//! closely, which never parks. A session still counts as one while parked, and keeps its
+//! [`PARK_AFTER`] of idleness means, and nothing to a client that speaks at once and whose
+//! requests follow each other closely, which never parks. A session still counts as one while parked, and keeps its
 //! slots, so `maxconn`, `show stat` and a soft stop see no difference. Each event-loop
 //! thread has its own lot, made on first use.
 
