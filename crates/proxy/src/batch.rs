@@ -128,77 +128,59 @@ mod tests {
         tokio::task::LocalSet::new().block_on(&runtime, body);
     }
 
-    /// Two exchange tasks woken in one round, each reading then sending; returns once both
-    /// are done.
-    async fn two_exchanges(events: &Rc<RefCell<Vec<&'static str>>>) {
-        let first = {
-            let events = Rc::clone(events);
-            tokio::task::spawn_local(async move {
-                let _carrying = Carrying::start();
-                events.borrow_mut().push("first reads");
-                after_reads().await;
-                events.borrow_mut().push("first sends");
-            })
-        };
-        let second = {
-            let events = Rc::clone(events);
-            tokio::task::spawn_local(async move {
-                let _carrying = Carrying::start();
-                events.borrow_mut().push("second reads");
-                after_reads().await;
-                events.borrow_mut().push("second sends");
-            })
-        };
-        first.await.unwrap();
-        second.await.unwrap();
+    /// The order in which two exchange tasks, woken in one round, read and send: with or
+    /// without a round task on the thread, and with or without a third exchange in progress
+    /// all along (as when one poll wakes both).
+    fn order(with_rounds: bool, another_in_progress: bool) -> Vec<&'static str> {
+        let events = Rc::new(RefCell::new(Vec::new()));
+        let seen = Rc::clone(&events);
+        local(async move {
+            if with_rounds {
+                tokio::task::spawn_local(run_rounds());
+                tokio::task::yield_now().await;
+            }
+            let _another = another_in_progress.then(Carrying::start);
+            let exchanges = [
+                ("first reads", "first sends"),
+                ("second reads", "second sends"),
+            ]
+            .map(|(read, send)| {
+                let events = Rc::clone(&seen);
+                tokio::task::spawn_local(async move {
+                    let _carrying = Carrying::start();
+                    events.borrow_mut().push(read);
+                    after_reads().await;
+                    events.borrow_mut().push(send);
+                })
+            });
+            for exchange in exchanges {
+                exchange.await.unwrap();
+            }
+        });
+        events.take()
     }
+
+    const ONE_AFTER_THE_OTHER: [&str; 4] =
+        ["first reads", "first sends", "second reads", "second sends"];
 
     #[test]
     fn a_lone_exchange_sends_at_once() {
-        local(async {
-            tokio::task::spawn_local(run_rounds());
-            tokio::task::yield_now().await;
-            let events = Rc::new(RefCell::new(Vec::new()));
-            // The first exchange is the only one in progress when it sends, and has ended
-            // when the second starts.
-            two_exchanges(&events).await;
-            let seen = events.borrow().clone();
-            assert_eq!(
-                seen,
-                ["first reads", "first sends", "second reads", "second sends"]
-            );
-        });
+        // The first exchange is the only one in progress when it sends, and has ended when
+        // the second starts.
+        assert_eq!(order(true, false), ONE_AFTER_THE_OTHER);
     }
 
     #[test]
     fn a_send_waits_for_the_reads_woken_in_the_same_round() {
-        local(async {
-            tokio::task::spawn_local(run_rounds());
-            tokio::task::yield_now().await;
-            let events = Rc::new(RefCell::new(Vec::new()));
-            // Both exchanges are in progress before either runs, as when one poll wakes both.
-            let _outer = Carrying::start();
-            two_exchanges(&events).await;
-            let seen = events.borrow().clone();
-            assert_eq!(
-                seen,
-                ["first reads", "second reads", "first sends", "second sends"]
-            );
-        });
+        assert_eq!(
+            order(true, true),
+            ["first reads", "second reads", "first sends", "second sends"]
+        );
     }
 
     #[test]
     fn without_a_round_task_nothing_waits() {
-        local(async {
-            let events = Rc::new(RefCell::new(Vec::new()));
-            let _outer = Carrying::start();
-            two_exchanges(&events).await;
-            let seen = events.borrow().clone();
-            assert_eq!(
-                seen,
-                ["first reads", "first sends", "second reads", "second sends"]
-            );
-        });
+        assert_eq!(order(false, true), ONE_AFTER_THE_OTHER);
     }
 
     #[test]
