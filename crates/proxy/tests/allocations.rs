@@ -422,24 +422,15 @@ fn idle_connections_hold_a_bounded_heap() {
 fn parked_connections_hold_a_small_heap() {
     let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let origin = origin();
-    let per_connection = bytes_per_parked_connection(&config(origin, ""), 256, 1);
-    println!("heap bytes per parked connection: {per_connection:.0}");
-    assert!(
-        per_connection <= PARKED_CONNECTION_BUDGET,
-        "{per_connection:.0} heap bytes per parked connection"
-    );
-}
-
-#[test]
-fn connections_parked_before_their_first_request_hold_a_small_heap() {
-    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
-    let origin = origin();
-    let per_connection = bytes_per_parked_connection(&config(origin, ""), 256, 0);
-    println!("heap bytes per connection parked before its first request: {per_connection:.0}");
-    assert!(
-        per_connection <= PARKED_CONNECTION_BUDGET,
-        "{per_connection:.0} heap bytes per connection parked before its first request"
-    );
+    // Parked after one request, and parked before the first one.
+    for (asked, which) in [(1, "after a request"), (0, "before its first request")] {
+        let per_connection = bytes_per_parked_connection(&config(origin, ""), 256, asked);
+        println!("heap bytes per connection parked {which}: {per_connection:.0}");
+        assert!(
+            per_connection <= PARKED_CONNECTION_BUDGET,
+            "{per_connection:.0} heap bytes per connection parked {which}"
+        );
+    }
 }
 
 /// What a parked connection may hold: its place in the thread's table of parked sessions
