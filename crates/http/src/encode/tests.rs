@@ -158,3 +158,22 @@ fn status_codes_are_written_in_decimal() {
         assert_eq!(out, status.to_string().as_bytes());
     }
 }
+
+#[test]
+fn lines_kept_as_sent_and_rewritten_ones_keep_their_order_around_removed_ones() {
+    // Lines already canonical, a removed one between them, lines that need rewriting (no
+    // space, extra spaces, a bare LF) between canonical ones, and an empty value.
+    let buf = b"GET / HTTP/1.1\r\nHost: h\r\nB: 2\r\nConnection: close\r\nC: 3\r\nD:4\r\nE: 5\r\nF:  6 \r\nG: 7\nH: \r\nI: 9\r\n\r\n";
+    let head = request(buf);
+    let mut out = Vec::new();
+    let edits = HeadEdits {
+        hop_by_hop: Some(false),
+        add: &[("J", b"10")],
+        ..HeadEdits::default()
+    };
+    encode_request(buf, &head, &edits, &mut out);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "GET / HTTP/1.1\r\nHost: h\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\nF: 6\r\nG: 7\r\nH: \r\nI: 9\r\nJ: 10\r\n\r\n"
+    );
+}
