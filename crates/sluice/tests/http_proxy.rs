@@ -691,20 +691,19 @@ fn errorfile_replaces_request_errors_and_dev_null_closes_silently() {
 }
 
 /// Many clients' exchanges in progress at once on one event loop: each head write then waits
-/// for the loop's round of reads (`sluice_proxy::batch`). Every answer must still come, on its
-/// own connection, in order.
+/// for the loop's round of reads (`sluice_proxy::batch`), and a request body follows its held
+/// head. Every answer must still come, on its own connection, in order, and every body reach
+/// the server whole.
 #[test]
 fn concurrent_kept_alive_exchanges_are_each_answered_on_their_connection() {
+    // The server answers with the request's target and the digest of its body.
     let (backend, log) = http_backend(|req| {
-        let target = req
-            .request_line()
-            .split(' ')
-            .nth(1)
-            .unwrap_or("")
-            .to_owned();
+        let target = req.request_line().split(' ').nth(1).unwrap_or("");
+        let sum: u64 = req.body.iter().map(|&b| u64::from(b)).sum();
+        let answer = format!("{target} {} {sum}", req.body.len());
         format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{target}",
-            target.len()
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{answer}",
+            answer.len()
         )
     });
     let (_p, addr) = proxy(backend.addr(), "");
@@ -717,12 +716,23 @@ fn concurrent_kept_alive_exchanges_are_each_answered_on_their_connection() {
                 let mut reader = BufReader::new(client.try_clone().unwrap());
                 for r in 0..REQUESTS {
                     let target = format!("/c{c}/r{r}");
-                    (&client)
-                        .write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-                        .unwrap();
+                    // Every other request carries a body, some larger than a buffer.
+                    let body: Vec<u8> = (0..(r % 2) * (c * 3000 + r * 7))
+                        .map(|i| (i % 251) as u8)
+                        .collect();
+                    let head = format!(
+                        "POST {target} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    (&client).write_all(head.as_bytes()).unwrap();
+                    (&client).write_all(&body).unwrap();
                     let answer = read_message(&mut reader).expect("an answer for each request");
                     assert_eq!(answer.request_line(), "HTTP/1.1 200 OK");
-                    assert_eq!(String::from_utf8(answer.body).unwrap(), target);
+                    let sum: u64 = body.iter().map(|&b| u64::from(b)).sum();
+                    assert_eq!(
+                        String::from_utf8(answer.body).unwrap(),
+                        format!("{target} {} {sum}", body.len())
+                    );
                 }
             });
         }
