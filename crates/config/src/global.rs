@@ -126,6 +126,9 @@ pub const DEFAULT_BUFSIZE: u32 = 16384;
 pub const DEFAULT_MAXREWRITE: u32 = 1024;
 /// HAProxy's default `tune.maxaccept`.
 pub const DEFAULT_MAXACCEPT: u32 = 4;
+/// HAProxy's default `tune.maxpollevents` on Linux, the value its manual weighs latency
+/// against bandwidth around.
+pub const DEFAULT_MAXPOLLEVENTS: u32 = 200;
 
 impl GlobalConf {
     /// How many connections a listener accepts in a row before letting other work run;
@@ -141,6 +144,11 @@ impl GlobalConf {
     /// The buffer size in force.
     pub fn bufsize(&self) -> u32 {
         self.bufsize.unwrap_or(DEFAULT_BUFSIZE)
+    }
+
+    /// The events an event loop takes from one poll (`tune.maxpollevents`).
+    pub fn maxpollevents(&self) -> u32 {
+        self.maxpollevents.unwrap_or(DEFAULT_MAXPOLLEVENTS)
     }
 
     /// The rewrite reserve in force (never more than half a buffer, as HAProxy enforces).
@@ -413,4 +421,25 @@ fn parse_stats_socket(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<Stat
         i += 2;
     }
     ok.then_some(socket)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuning_defaults_are_haproxys_and_configured_values_win() {
+        let mut conf = GlobalConf::default();
+        assert_eq!(
+            (conf.bufsize(), conf.maxrewrite(), conf.maxpollevents()),
+            (16384, 1024, 200)
+        );
+        conf.bufsize = Some(1024);
+        conf.maxpollevents = Some(7);
+        // The rewrite reserve never exceeds half a buffer.
+        assert_eq!(
+            (conf.bufsize(), conf.maxrewrite(), conf.maxpollevents()),
+            (1024, 512, 7)
+        );
+    }
 }

@@ -46,10 +46,10 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
 fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
-    // `tune.maxpollevents`: how many readiness events one poll hands over.
-    if let Some(events) = process.global.maxpollevents {
-        builder.max_io_events_per_tick(events as usize);
-    }
+    // `tune.maxpollevents`: how many readiness events one poll hands over (HAProxy's 200 by
+    // default, where tokio's is 1024). It also bounds a round (`sluice_proxy::batch`), the
+    // sessions one poll wakes, whose reads a held head write waits for.
+    builder.max_io_events_per_tick(process.global.maxpollevents() as usize);
     let runtime = match builder.build() {
         Ok(rt) => rt,
         Err(err) => {
