@@ -116,6 +116,8 @@ pub struct GlobalConf {
     pub maxsessrate: Option<u32>,
     /// `nosplice`: never use `splice(2)`, whatever the proxies say.
     pub nosplice: bool,
+    /// `busy-polling`: the event loops never sleep in the poller.
+    pub busy_polling: bool,
     /// `spread-checks`: random jitter added to check intervals, in percent (0 to 50).
     pub spread_checks: Option<u32>,
 }
@@ -270,6 +272,18 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "nosplice" => {
             if d.no_more_than(1, diags) {
                 conf.nosplice = true;
+            }
+        }
+        "busy-polling" => {
+            if d.no_more_than(1, diags) {
+                conf.busy_polling = true;
+            }
+        }
+        // The global keywords that take a `no` prefix: only `busy-polling` among those
+        // Sluice knows.
+        "no" if line.words.get(1).is_some_and(|w| w == "busy-polling") => {
+            if d.no_more_than(2, diags) {
+                conf.busy_polling = false;
             }
         }
         "log-tag" => {

@@ -63,6 +63,9 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     local.block_on(&runtime, async move {
         // Ends each round of the loop: head writes wait for the round's reads.
         tokio::task::spawn_local(sluice_proxy::batch::run_rounds());
+        if process.global.busy_polling {
+            tokio::task::spawn_local(busy_poll(Arc::clone(&process)));
+        }
         for spec in sockets {
             let tuned = spec.socket.tune_accepted(spec.frontend.plan.smart_accept);
             match tuned.and_then(|()| spec.socket.into_async()) {
@@ -90,6 +93,18 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
         tokio::task::spawn_local(sluice_proxy::http::upkeep());
         std::future::pending::<()>().await;
     });
+}
+
+/// `busy-polling`: keeps the event loop from ever sleeping in the poller, trading a busy CPU
+/// for the wake-up latency of an idle one (and for the cost, to whoever sends to this
+/// process, of waking a sleeping thread). A task that is always ready does it: tokio runs a
+/// task that yields again only after its next poll of the I/O driver, which then cannot
+/// wait. As in HAProxy, it ends when the process stops listening for good (a soft stop,
+/// the old process of a reload), so a process that only finishes its sessions does not spin.
+async fn busy_poll(process: Arc<Process>) {
+    while process.listen_state() != ListenState::Stopped {
+        tokio::task::yield_now().await;
+    }
 }
 
 /// Runs the control loop on the calling thread until the process must exit; returns the exit

@@ -3,7 +3,8 @@
 //! refused, live sessions keep relaying, the process exits 0 once the last one ends, and
 //! `hard-stop-after` bounds the wait); SIGTTOU pauses the listeners (new connections are not
 //! served, live sessions go on) and SIGTTIN resumes them. A reload (`-sf`/`-st`) starts a new
-//! process on the same address while the old one still listens.
+//! process on the same address while the old one still listens. `busy-polling` keeps an idle
+//! event loop awake until a soft stop.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -121,6 +122,55 @@ fn sigusr1_without_sessions_exits_zero_at_once() {
     let (mut proxy, _addr) = echo_proxy(&backend, "");
     proxy.signal(Signal::SIGUSR1);
     assert_exit_zero(&mut proxy);
+}
+
+/// Share of one CPU the process used over `window`, from the scheduler's account of its
+/// threads (`schedstat`, in nanoseconds).
+fn cpu_share(pid: u32, window: Duration) -> f64 {
+    let on_cpu = || -> u64 {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|task| {
+                let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+                stat.split_whitespace().next()?.parse::<u64>().ok()
+            })
+            .sum()
+    };
+    let (before, start) = (on_cpu(), Instant::now());
+    std::thread::sleep(window);
+    (on_cpu() - before) as f64 / start.elapsed().as_nanos() as f64
+}
+
+/// `busy-polling`: an idle event loop never sleeps in the poller, so the process keeps a CPU
+/// busy, until a soft stop ends it (HAProxy turns it off on the old process of a reload).
+/// Without it, an idle process sleeps.
+#[test]
+fn busy_polling_keeps_an_idle_loop_awake_until_a_soft_stop() {
+    let backend = Backend::echo();
+    let (proxy, addr) = echo_proxy(&backend, "global\n    nbthread 1\n    busy-polling\n");
+    let (quiet, _) = echo_proxy(&backend, "global\n    nbthread 1\n");
+    let c = live_session(addr);
+    // Lenient bounds: a spinning thread gets a large share of a CPU even beside other tests,
+    // and a sleeping one next to nothing.
+    let spinning = cpu_share(proxy.pid(), Duration::from_millis(500));
+    assert!(spinning > 0.2, "busy-polling used {spinning:.2} of a CPU");
+    let sleeping = cpu_share(quiet.pid(), Duration::from_millis(500));
+    assert!(
+        sleeping < 0.05,
+        "an idle process used {sleeping:.2} of a CPU"
+    );
+    // A soft stop: the process stays for the live session, but no longer spins.
+    proxy.signal(Signal::SIGUSR1);
+    assert!(
+        common::wait_until(GENEROUS, || TcpStream::connect(addr).is_err()),
+        "the listener still accepts connections after SIGUSR1"
+    );
+    let stopping = cpu_share(proxy.pid(), Duration::from_millis(500));
+    assert!(
+        stopping < 0.05,
+        "still spinning after a soft stop: {stopping:.2}"
+    );
+    drop(c);
 }
 
 #[test]
