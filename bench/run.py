@@ -78,6 +78,17 @@ def cpu_time_ns(pid):
     return total
 
 
+def load_cpu_busy():
+    """Busy time (seconds) of the load generator's CPU so far, from /proc/stat: everything
+    that ran there (wrk, the origin, the kernel on their behalf), idle and iowait excluded."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{LOAD_CPU} "):
+                ticks = [int(t) for t in line.split()[1:9]]
+                return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def cpu_seconds(pid, system=True):
     """User+system CPU time of a process tree (all threads), from /proc; user time only
     without `system`."""
@@ -345,7 +356,7 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
     mode = SCENARIOS[scenario][0]
     proc = start_proxy(kind, mode, work, binary, scenario)
     try:
-        cpu0 = cpu_seconds(proc.pid)
+        cpu0, load0 = cpu_seconds(proc.pid), load_cpu_busy()
         if scenario in ("http-keepalive", "rules"):
             rate, _, requests = wrk("/small", seconds, 50)
             value = rate
@@ -353,9 +364,9 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             # Lower is better here; the second column carries the median instead of a rate.
             # At least LATENCY_SECONDS: the p99 of a 3 s run at 2000 req/s is its 60th slowest
             # request, which a single stall of the host moves.
-            return fixed_rate_latency(max(seconds, LATENCY_SECONDS), latency_rate)
+            return (*fixed_rate_latency(max(seconds, LATENCY_SECONDS), latency_rate), None)
         elif scenario == "cpu-at-rate":
-            return cpu_at_rate(proc.pid, seconds, cpu_rate)
+            return (*cpu_at_rate(proc.pid, seconds, cpu_rate), None)
         elif scenario == "http-close":
             rate, _, requests = wrk("/small", seconds, 50, ("-H", "Connection: close"))
             value = rate
@@ -370,7 +381,10 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             value = idle_memory(proc.pid, idle)
         cpu = cpu_seconds(proc.pid) - cpu0
         per_cpu = requests / cpu if cpu > 0 and requests else None
-        return value, per_cpu
+        # What each request cost the other side (load generator and origin): on a 2-core
+        # machine its CPU is often the ceiling, and what the proxy does changes that cost.
+        load = (load_cpu_busy() - load0) * 1e6 / requests if requests else None
+        return value, per_cpu, load
     finally:
         stop_proxy(proc)
 
@@ -408,21 +422,23 @@ def main():
                                   os.path.join(ROOT, "bench", "ws_origin.py"), str(WS_ORIGIN_PORT)])
     wait_port(WS_ORIGIN_PORT)
     try:
-        print(f"{'scenario':<16} {'proxy':<8} {'value (median [min-max])':<34} {'per proxy CPU-s':<26} ratio")
+        print(f"{'scenario':<16} {'proxy':<8} {'value (median [min-max])':<34} {'per proxy CPU-s':<26} "
+              f"{'ratio':<6} load CPU µs per request/object")
         for scenario in args.scenarios:
-            results = {p: ([], []) for p in proxies}
+            results = {p: ([], [], []) for p in proxies}
             for _ in range(args.rounds):
                 for kind in proxies:
-                    value, per_cpu = run_once(scenario, kind, work, args.binary, args.seconds, args.idle,
-                                              args.latency_rate, args.cpu_rate)
-                    results[kind][0].append(value)
-                    if per_cpu is not None:
-                        results[kind][1].append(per_cpu)
+                    measured = run_once(scenario, kind, work, args.binary, args.seconds, args.idle,
+                                        args.latency_rate, args.cpu_rate)
+                    for column, figure in zip(results[kind], measured):
+                        if figure is not None:
+                            column.append(figure)
             reference = statistics.median(results["haproxy"][0]) if "haproxy" in results else None
             for kind in proxies:
-                values, per_cpu = results[kind]
+                values, per_cpu, load = results[kind]
                 ratio = f"{statistics.median(values) / reference:.2f}" if reference else "-"
-                print(f"{scenario:<16} {kind:<8} {fmt(values):<34} {fmt(per_cpu):<26} {ratio}")
+                print(f"{scenario:<16} {kind:<8} {fmt(values):<34} {fmt(per_cpu):<26} {ratio:<6} "
+                      f"{fmt(load) if load else '-'}")
             print(f"{'':<16} unit: {SCENARIOS[scenario][1]}")
     finally:
         ws_origin.terminate()
