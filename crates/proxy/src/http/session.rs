@@ -266,8 +266,9 @@ fn serve<'x, 's: 'x>(
             // Not boxed on its own: this whole future is (`run` boxes it while the connection
             // is busy and drops it when it goes idle), so what a request needs while it is
             // handled (rules, the exchange with both bodies in flight) costs one allocation
-            // per busy period, and an idle connection holds none of it. Only a connection
-            // that keeps a private server connection waits idle in here, with this state.
+            // per busy period, requests that follow within `STAY_AFTER_ANSWER` included, and
+            // an idle connection holds none of it. Only a connection that keeps a private
+            // server connection waits idle in here for longer, with this state.
             let request = (head, framing);
             let mut tunnel = None;
             let handled = session
