@@ -21,7 +21,6 @@ use crate::http::rules::{Scope, TcpVerdict, run_tcp_rules};
 use crate::http::session::Start;
 use crate::park::{self, Parked, Parking};
 use crate::report::report_connection_error;
-use crate::stream_context::StreamView;
 use crate::track::Stage;
 use crate::vars::Vars;
 use crate::{http, tcp};
@@ -264,7 +263,7 @@ fn session(
         // (configuration.txt §4.2: they run before the handshakes).
         let connection_rules = &held.frontend.plan.rules.tcp_connection;
         if !connection_rules.is_empty() {
-            let view = StreamView::new(&held.process, &held.frontend, held.endpoints, &held.vars);
+            let view = held.scope().view(None, None);
             if run_tcp_rules(
                 &view,
                 &held.vars,
@@ -288,8 +287,7 @@ fn session(
                 Ok(announced) => held.endpoints = announced,
                 Err(err) => {
                     held.frontend.request_errors.incr();
-                    let view =
-                        StreamView::new(&held.process, &held.frontend, held.endpoints, &held.vars);
+                    let view = held.scope().view(None, None);
                     report_connection_error(view, accepted, &bind_name, &err);
                     return;
                 }
@@ -298,7 +296,7 @@ fn session(
         // `tcp-request session` rules: after the PROXY header, before any content.
         let session_rules = &held.frontend.plan.rules.tcp_session;
         if !session_rules.is_empty() {
-            let view = StreamView::new(&held.process, &held.frontend, held.endpoints, &held.vars);
+            let view = held.scope().view(None, None);
             if run_tcp_rules(&view, &held.vars, session_rules, Stage::Session, &mut 0)
                 == Some(TcpVerdict::Reject)
             {
