@@ -118,6 +118,9 @@ pub struct GlobalConf {
     pub nosplice: bool,
     /// `busy-polling`: the event loops never sleep in the poller.
     pub busy_polling: bool,
+    /// `no strict-limits`: start even when the descriptor limit cannot be raised to what
+    /// `maxconn` or `ulimit-n` asks (strict, the default, refuses to start).
+    pub lax_limits: bool,
     /// `spread-checks`: random jitter added to check intervals, in percent (0 to 50).
     pub spread_checks: Option<u32>,
 }
@@ -279,11 +282,20 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 conf.busy_polling = true;
             }
         }
-        // The global keywords that take a `no` prefix: only `busy-polling` among those
-        // Sluice knows.
+        "strict-limits" => {
+            if d.no_more_than(1, diags) {
+                conf.lax_limits = false;
+            }
+        }
+        // The global keywords that take a `no` prefix, among those Sluice knows.
         "no" if line.words.get(1).is_some_and(|w| w == "busy-polling") => {
             if d.no_more_than(2, diags) {
                 conf.busy_polling = false;
+            }
+        }
+        "no" if line.words.get(1).is_some_and(|w| w == "strict-limits") => {
+            if d.no_more_than(2, diags) {
+                conf.lax_limits = true;
             }
         }
         "log-tag" => {

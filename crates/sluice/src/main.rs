@@ -116,8 +116,30 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     let (maxconn, ulimit_n) = if opts.check_only {
         (maxconn_wanted.unwrap_or(1), ulimit_wanted.unwrap_or(0))
     } else {
-        system::apply_limits(maxconn_wanted, ulimit_wanted)
-            .map_err(|e| vec![format!("[ALERT] cannot set the file descriptor limit: {e}")])?
+        let limits = system::apply_limits(maxconn_wanted, ulimit_wanted)
+            .map_err(|e| vec![format!("[ALERT] cannot set the file descriptor limit: {e}")])?;
+        if let Some(wanted) = limits.short_of {
+            let what = format!(
+                "{} file descriptors and the limit cannot be raised above {}",
+                if ulimit_wanted.is_some() {
+                    format!("'ulimit-n' asks for {wanted}")
+                } else {
+                    format!("'maxconn' needs {wanted}")
+                },
+                limits.ulimit_n,
+            );
+            // `strict-limits`, on unless `no strict-limits` says otherwise.
+            if !plan.global.lax_limits {
+                return Err(vec![format!(
+                    "[ALERT] {what}: lower it, raise the hard limit, or set 'no strict-limits'"
+                )]);
+            }
+            eprintln!(
+                "[WARNING] {what}; running with {} ('no strict-limits')",
+                limits.ulimit_n
+            );
+        }
+        (limits.maxconn, limits.ulimit_n)
     };
     let handoff = master::Handoff::from_env();
     // A master keeps the checked plan (the live objects are built only to check them).

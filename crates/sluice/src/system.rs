@@ -17,18 +17,25 @@ const RESERVED_FDS: u64 = 64;
 /// HAProxy caps the automatic descriptor limit (`fd-hard-limit`, configuration.txt §3.2).
 const FD_HARD_LIMIT: u64 = 1_048_576;
 
+/// The descriptor limit in force after [`apply_limits`], and the connection limit with it.
+pub struct Limits {
+    /// The process-wide connection limit: `maxconn`, else what the descriptors allow.
+    pub maxconn: u32,
+    /// The descriptor limit in force.
+    pub ulimit_n: u64,
+    /// The limit `maxconn` or `ulimit-n` asked for, when it could not be had (HAProxy's
+    /// `strict-limits` refuses to start then).
+    pub short_of: Option<u64>,
+}
+
 /// Raises the descriptor limit and works out the process-wide connection limit.
 ///
 /// Each forwarded connection needs two descriptors (client and server). With `ulimit-n` set,
 /// that limit is applied; otherwise the soft limit is raised to the hard one (capped). Without
-/// an explicit `maxconn`, it is derived from the limit. Returns (maxconn, ulimit_n).
-pub fn apply_limits(maxconn: Option<u32>, ulimit_n: Option<u64>) -> io::Result<(u32, u64)> {
+/// an explicit `maxconn`, it is derived from the limit.
+pub fn apply_limits(maxconn: Option<u32>, ulimit_n: Option<u64>) -> io::Result<Limits> {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
-    let wanted = match (ulimit_n, maxconn) {
-        (Some(n), _) => n,
-        (None, Some(conns)) => (u64::from(conns) * 2 + RESERVED_FDS).max(soft),
-        (None, None) => hard.min(FD_HARD_LIMIT).max(soft),
-    };
+    let wanted = wanted_limit(maxconn, ulimit_n, soft, hard);
     let limit = if wanted != soft {
         let new_hard = hard.max(wanted);
         match setrlimit(Resource::RLIMIT_NOFILE, wanted, new_hard) {
@@ -43,7 +50,22 @@ pub fn apply_limits(maxconn: Option<u32>, ulimit_n: Option<u64>) -> io::Result<(
         soft
     };
     let derived = (limit.saturating_sub(RESERVED_FDS) / 2).clamp(1, u64::from(u32::MAX)) as u32;
-    Ok((maxconn.unwrap_or(derived), limit))
+    Ok(Limits {
+        maxconn: maxconn.unwrap_or(derived),
+        ulimit_n: limit,
+        short_of: (limit < wanted).then_some(wanted),
+    })
+}
+
+/// The descriptor limit to ask for, given the current soft and hard ones: `ulimit-n` if set;
+/// else what `maxconn` connections need (never lowering the soft limit); else the hard limit,
+/// capped as HAProxy caps its automatic one. Only the first two can be out of reach.
+fn wanted_limit(maxconn: Option<u32>, ulimit_n: Option<u64>, soft: u64, hard: u64) -> u64 {
+    match (ulimit_n, maxconn) {
+        (Some(n), _) => n,
+        (None, Some(conns)) => (u64::from(conns) * 2 + RESERVED_FDS).max(soft),
+        (None, None) => hard.min(FD_HARD_LIMIT).max(soft),
+    }
 }
 
 /// Detaches from the terminal: fork, new session, standard streams to /dev/null.
@@ -109,5 +131,23 @@ fn resolve_group(owner: &Owner) -> io::Result<Gid> {
             .ok_or_else(|| {
                 io::Error::new(io::ErrorKind::NotFound, format!("unknown group '{name}'"))
             }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_asked_for_follows_ulimit_n_then_maxconn_then_the_hard_limit() {
+        assert_eq!(wanted_limit(Some(1000), Some(5000), 1024, 4096), 5000);
+        assert_eq!(
+            wanted_limit(Some(1000), None, 1024, 4096),
+            2 * 1000 + RESERVED_FDS
+        );
+        // Never below the soft limit for a small maxconn.
+        assert_eq!(wanted_limit(Some(10), None, 1024, 4096), 1024);
+        assert_eq!(wanted_limit(None, None, 1024, 4096), 4096);
+        assert_eq!(wanted_limit(None, None, 1024, u64::MAX), FD_HARD_LIMIT);
     }
 }

@@ -144,3 +144,59 @@ fn show_info_reports_the_configured_maxconn() {
     let info = proxy.cli("show info");
     assert_eq!(common::info_field(&info, "Maxconn"), Some("42"), "{info}");
 }
+
+/// A `maxconn` whose descriptors (two per connection) no hard limit can grant: the kernel
+/// caps any descriptor limit at `fs.nr_open`, at most about 2^30.
+const UNREACHABLE_MAXCONN: &str = "2000000000";
+
+#[test]
+fn a_descriptor_limit_out_of_reach_stops_the_start_under_strict_limits() {
+    // `strict-limits` is HAProxy's default: the process refuses to start rather than run
+    // short of descriptors.
+    // The limit is applied before any socket is bound: this address is never reached.
+    let (_held, addr) = frontend();
+    let dir = common::TempDir::new();
+    let cfg = dir.write(
+        "limits.cfg",
+        &format!(
+            "global\n    maxconn {UNREACHABLE_MAXCONN}\n{TCP_DEFAULTS}\nlisten app\n    bind {addr}\n    server s1 127.0.0.1:9\n"
+        ),
+    );
+    let out = common::run(&["-db", "-f", cfg.to_str().unwrap()], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("[ALERT] 'maxconn' needs 4000000064 file descriptors")
+            && stderr.contains("'no strict-limits'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn no_strict_limits_starts_short_of_descriptors_with_a_warning() {
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "global\n    maxconn {UNREACHABLE_MAXCONN}\n    no strict-limits\n{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 127.0.0.1:9\n",
+        fd_bind(&fe)
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let info = proxy.cli("show info");
+    // The configured limit stands, as in HAProxy; the descriptors are what could be had.
+    assert_eq!(
+        common::info_field(&info, "Maxconn"),
+        Some(UNREACHABLE_MAXCONN),
+        "{info}"
+    );
+    let ulimit: u64 = common::info_field(&info, "Ulimit-n")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ulimit < 4_000_000_064, "{info}");
+    assert!(
+        proxy
+            .stderr()
+            .contains("[WARNING] 'maxconn' needs 4000000064 file descriptors"),
+        "{}",
+        proxy.stderr()
+    );
+}
