@@ -10,6 +10,7 @@ time.
 """
 import argparse
 import os
+import resource
 import re
 import shutil
 import signal
@@ -172,12 +173,17 @@ def proxy_config(kind, mode, work, scenario=""):
             f.writelines(f"/section{n}/ backend{n}\n" for n in range(200))
             f.write("/ origin\n")
         extra = RULES.replace("@ROUTES_MAP@", os.path.join(work, "routes.map"))
+    # `maxconn` covers the idle scenarios' default 10,000 connections. Both proxies raise their
+    # descriptor limit to what it needs (two per connection) if they may; where they may not
+    # (a container's hard limit of 20000), `no strict-limits` lets them run short of it, which
+    # only the upgraded connections (two descriptors each, see websocket_capacity) would feel.
     if kind in ("sluice", "haproxy"):
         path = os.path.join(work, f"{kind}-{mode}-{scenario}.cfg")
         with open(path, "w") as f:
             f.write(f"""global
     nbthread 1
-    maxconn 9000
+    maxconn 12000
+    no strict-limits
 {global_extra}defaults
     mode {mode}
     timeout connect 5s
@@ -269,13 +275,29 @@ def idle_memory(pid, count):
         s = socket.create_connection(("127.0.0.1", PROXY_PORT))
         s.sendall(b"GET /small HTTP/1.1\r\nHost: bench\r\n\r\n")
         socks.append(s)
-    for s in socks:
-        s.recv(4096)
+    for n, s in enumerate(socks):
+        # Well inside `timeout client` (30 s): a connection the proxy did not take (a
+        # `maxconn` below `count`) is an error, not an answer after others timed out.
+        s.settimeout(10)
+        try:
+            s.recv(4096)
+        except TimeoutError:
+            raise RuntimeError(f"idle connection {n} of {count} not answered in 10 s")
     time.sleep(1)
     after = rss_kib(pid)
     for s in socks:
         s.close()
     return (after - before) / 1024.0
+
+
+def websocket_capacity(count):
+    """How many of `count` upgraded connections every proxy can hold here. Each takes two of
+    the proxy's descriptors (client and server), and without the right to raise the hard
+    limit (a container without CAP_SYS_RESOURCE: 20000) that falls short of 10,000; nginx
+    resets new connections from about 9,500 on at that limit, so a tenth of the
+    descriptors is kept aside."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return min(count, hard * 9 // 10 // 2)
 
 
 def idle_websockets(pid, count):
@@ -287,9 +309,12 @@ def idle_websockets(pid, count):
         s.sendall(b"GET /ws HTTP/1.1\r\nHost: bench\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
         socks.append(s)
-    for s in socks:
+    for n, s in enumerate(socks):
         s.settimeout(10)
-        answer = s.recv(4096)
+        try:
+            answer = s.recv(4096)
+        except TimeoutError:
+            raise RuntimeError(f"upgraded connection {n} of {count} not answered in 10 s")
         if not answer.startswith(b"HTTP/1.1 101"):
             raise RuntimeError(f"upgrade refused: {answer[:200]!r}")
     time.sleep(1)
@@ -375,7 +400,7 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             value = gbits
         elif scenario == "idle-websocket":
             requests = 0
-            value = idle_websockets(proc.pid, idle)
+            value = idle_websockets(proc.pid, websocket_capacity(idle))
         else:
             requests = 0
             value = idle_memory(proc.pid, idle)
@@ -400,7 +425,7 @@ def main():
     parser.add_argument("--binary", default=os.path.join(ROOT, "target/release/sluice"))
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per scenario")
     parser.add_argument("--seconds", type=int, default=5, help="duration of each load run")
-    parser.add_argument("--idle", type=int, default=2000, help="idle connections for idle-memory")
+    parser.add_argument("--idle", type=int, default=10000, help="idle connections for idle-memory")
     parser.add_argument("--latency-rate", type=int, default=2000,
                         help="total requests per second of the latency scenario")
     parser.add_argument("--cpu-rate", type=int, default=20000,
@@ -413,6 +438,10 @@ def main():
         need(tool, package)
     if not os.access(args.binary, os.X_OK):
         sys.exit(f"bench: build Sluice first (cargo build --release): {args.binary} missing")
+    # The idle scenarios hold `--idle` client sockets here, and the WebSocket origin (a child)
+    # as many server ones: take the whole descriptor limit allowed.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     proxies = args.proxies.split(",")
     work = tempfile.mkdtemp(prefix="sluice-bench-")
     # nginx workers run as an unprivileged user: the origin's files must be readable by it.
@@ -439,7 +468,12 @@ def main():
                 ratio = f"{statistics.median(values) / reference:.2f}" if reference else "-"
                 print(f"{scenario:<16} {kind:<8} {fmt(values):<34} {fmt(per_cpu):<26} {ratio:<6} "
                       f"{fmt(load) if load else '-'}")
-            print(f"{'':<16} unit: {SCENARIOS[scenario][1]}")
+            unit = SCENARIOS[scenario][1]
+            if scenario == "idle-memory":
+                unit = unit.replace("N ", f"{args.idle} ")
+            elif scenario == "idle-websocket":
+                unit = unit.replace("N ", f"{websocket_capacity(args.idle)} ")
+            print(f"{'':<16} unit: {unit}")
     finally:
         ws_origin.terminate()
         ws_origin.wait()
