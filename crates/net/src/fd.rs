@@ -2,8 +2,10 @@
 //! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over), owning the
 //! descriptors another process passed in an `SCM_RIGHTS` message (`-x`), ending the
 //! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's),
-//! asking the C allocator to give its free memory back to the system after a burst, and
-//! registering an epoll instance with tokio's event loop.
+//! asking the C allocator to give its free memory back to the system after a burst,
+//! registering an epoll instance with tokio's event loop, and receiving into a buffer's
+//! uninitialised room (a socket read outside tokio, for connections not yet in its event
+//! loop: see [`crate::stream::LazyTcp`]).
 //!
 //! This is the one module of the project allowed to use `unsafe`; each block says why it is
 //! sound. Everything else goes through safe wrappers from std, socket2 and tokio.
@@ -173,6 +175,101 @@ pub fn register_epoll(
             tokio::io::Interest::READABLE,
         )
     }?)
+}
+
+/// Receives what has arrived on `socket` into the unfilled part of `buf`, without zeroing it
+/// first (16 KiB per read otherwise), and marks the bytes received as filled.
+pub fn recv_into_read_buf(
+    socket: &std::net::TcpStream,
+    buf: &mut tokio::io::ReadBuf<'_>,
+) -> io::Result<usize> {
+    // SAFETY: `recv` only writes into the slice, never de-initialises it.
+    let room = unsafe { buf.unfilled_mut() };
+    let n = socket2::SockRef::from(socket).recv(room)?;
+    // SAFETY: the kernel wrote the first `n` bytes of the unfilled part.
+    unsafe { buf.assume_init(n) };
+    buf.advance(n);
+    Ok(n)
+}
+
+/// Receives what has arrived on `socket` into the spare room of `buf` (its first chunk),
+/// without zeroing it first, and advances `buf` past the bytes received.
+pub fn recv_into_buf_mut<B: bytes::BufMut>(
+    socket: &std::net::TcpStream,
+    buf: &mut B,
+) -> io::Result<usize> {
+    // SAFETY: `recv` only writes into the slice, never de-initialises it.
+    let room = unsafe { buf.chunk_mut().as_uninit_slice_mut() };
+    let n = socket2::SockRef::from(socket).recv(room)?;
+    // SAFETY: the kernel wrote the first `n` bytes of the chunk.
+    unsafe { buf.advance_mut(n) };
+    Ok(n)
+}
+
+/// A listening TCP socket registered with the current tokio event loop for readability, so
+/// that connections can be accepted outside tokio's own `TcpListener` (which registers every
+/// accepted socket at once).
+pub fn register_listener(
+    listener: std::net::TcpListener,
+) -> io::Result<tokio::io::unix::AsyncFd<std::net::TcpListener>> {
+    // SAFETY: the `AsyncFd` owns the listener, which owns its descriptor: it stays open,
+    // and `as_raw_fd` keeps returning it, until the `AsyncFd` drops the listener.
+    Ok(unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(listener, tokio::io::Interest::READABLE)
+    }?)
+}
+
+/// A TCP socket and, once asked for, its registration with the thread's tokio event loop
+/// (readable and writable): what `crate::stream::LazyTcp` is built on.
+#[derive(Debug)]
+pub struct DeferredRegistration {
+    // Declared first, so dropped first: the registration goes while the socket is open.
+    registration: std::sync::OnceLock<tokio::io::unix::AsyncFd<RawFd>>,
+    socket: std::net::TcpStream,
+}
+
+impl DeferredRegistration {
+    /// A socket not in the event loop yet.
+    pub fn new(socket: std::net::TcpStream) -> DeferredRegistration {
+        DeferredRegistration {
+            registration: std::sync::OnceLock::new(),
+            socket,
+        }
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &std::net::TcpStream {
+        &self.socket
+    }
+
+    /// The registration, if the socket is in the event loop.
+    pub fn registered(&self) -> Option<&tokio::io::unix::AsyncFd<RawFd>> {
+        self.registration.get()
+    }
+
+    /// The registration, made now if the socket is not in the event loop yet.
+    pub fn register(&self) -> io::Result<&tokio::io::unix::AsyncFd<RawFd>> {
+        if let Some(registration) = self.registration.get() {
+            return Ok(registration);
+        }
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is the one of `self.socket`, which this value owns and never
+        // lends mutably nor gives away while the registration lives: the registration is
+        // dropped before the socket (field order), and `into_socket` drops it first too. So
+        // the descriptor stays open, and the same, for the registration's whole life.
+        let registration = unsafe { tokio::io::unix::AsyncFd::register(self.socket.as_raw_fd()) }?;
+        Ok(self.registration.get_or_init(|| registration))
+    }
+
+    /// The socket, out of the event loop.
+    pub fn into_socket(self) -> std::net::TcpStream {
+        let DeferredRegistration {
+            registration,
+            socket,
+        } = self;
+        drop(registration);
+        socket
+    }
 }
 
 #[cfg(test)]

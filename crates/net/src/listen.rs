@@ -6,7 +6,7 @@
 //! [`Listener`] registered with its own reactor: all threads accept from the same kernel queue.
 
 use crate::fd;
-use crate::stream::Stream;
+use crate::stream::{LazyTcp, Stream};
 use sluice_config::addr::{Family, Host, ListenAddr};
 use socket2::{Domain, Socket, Type};
 use std::io;
@@ -14,6 +14,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixListener as StdUnixListener;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 
 /// Socket options of a `bind` line that matter when creating the socket.
 #[derive(Clone, Debug, Default)]
@@ -70,7 +72,7 @@ impl BoundListener {
                 // Bound to one address, every connection's local end is that address: no
                 // `getsockname` per connection then, only for wildcard binds.
                 let local = l.local_addr().ok().filter(|a| !a.ip().is_unspecified());
-                Listener::Tcp(tokio::net::TcpListener::from_std(l)?, local)
+                Listener::Tcp(fd::register_listener(l)?, local)
             }
             BoundListener::Unix(l) => {
                 l.set_nonblocking(true)?;
@@ -110,7 +112,7 @@ impl AsFd for BoundListener {
 #[derive(Debug)]
 pub enum Listener {
     /// TCP, with the local address of its connections when it is always the same.
-    Tcp(tokio::net::TcpListener, Option<SocketAddr>),
+    Tcp(AsyncFd<std::net::TcpListener>, Option<SocketAddr>),
     /// Unix stream.
     Unix(tokio::net::UnixListener),
 }
@@ -129,12 +131,19 @@ impl Listener {
     pub async fn accept(&self) -> io::Result<(Stream, Endpoints)> {
         match self {
             Listener::Tcp(l, fixed) => {
-                let (stream, client) = l.accept().await?;
+                // Accepted outside tokio, so that the connection joins the event loop only
+                // if it has to wait (see `LazyTcp`).
+                let (socket, client) = l
+                    .async_io(Interest::READABLE, |l| {
+                        socket2::SockRef::from(l).accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+                    })
+                    .await?;
+                let stream = std::net::TcpStream::from(socket);
                 let local = fixed.or_else(|| stream.local_addr().ok());
                 Ok((
-                    Stream::Tcp(stream),
+                    Stream::Lazy(LazyTcp::new(stream)),
                     Endpoints {
-                        client: Some(client),
+                        client: client.as_socket(),
                         local,
                     },
                 ))
@@ -392,11 +401,11 @@ mod tests {
         assert!(!socket2::SockRef::from(l).quickack().unwrap());
         let listener = bound.into_async().unwrap();
         let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (Stream::Tcp(accepted), _) = listener.accept().await.unwrap() else {
+        let (Stream::Lazy(accepted), _) = listener.accept().await.unwrap() else {
             panic!("expected tcp")
         };
         // No setsockopt on the accepted socket: TCP_NODELAY came with it.
-        assert!(accepted.nodelay().unwrap());
+        assert!(accepted.socket().nodelay().unwrap());
     }
 
     #[test]

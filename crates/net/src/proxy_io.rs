@@ -167,6 +167,9 @@ async fn peek(stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
         // waits for new data.
         let result = match stream {
             Stream::Tcp(s) => s.try_io(Interest::READABLE, || recv_peek(s.as_raw_fd(), buf)),
+            Stream::Lazy(s) => s.try_io(Interest::READABLE, || {
+                recv_peek(s.socket().as_raw_fd(), buf)
+            }),
             Stream::Unix(s) => s.try_io(Interest::READABLE, || recv_peek(s.as_raw_fd(), buf)),
         };
         match result {

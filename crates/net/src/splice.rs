@@ -186,6 +186,8 @@ impl Pipe {
 pub enum SocketRef<'a> {
     /// TCP.
     Tcp(&'a tokio::net::TcpStream),
+    /// TCP, accepted (in the event loop once it had to wait).
+    Lazy(&'a crate::stream::LazyTcp),
     /// Unix stream.
     Unix(&'a tokio::net::UnixStream),
 }
@@ -201,6 +203,7 @@ pub trait SpliceEnd: AsFd {
         match (self.socket(), interest.is_readable()) {
             (SocketRef::Tcp(s), true) => s.poll_read_ready(cx),
             (SocketRef::Tcp(s), false) => s.poll_write_ready(cx),
+            (SocketRef::Lazy(s), _) => s.poll_ready(cx, interest),
             (SocketRef::Unix(s), true) => s.poll_read_ready(cx),
             (SocketRef::Unix(s), false) => s.poll_write_ready(cx),
         }
@@ -215,6 +218,7 @@ pub trait SpliceEnd: AsFd {
     ) -> io::Result<R> {
         match self.socket() {
             SocketRef::Tcp(s) => s.try_io(interest, f),
+            SocketRef::Lazy(s) => s.try_io(interest, f),
             SocketRef::Unix(s) => s.try_io(interest, f),
         }
     }
@@ -224,6 +228,7 @@ impl SpliceEnd for Stream {
     fn socket(&self) -> SocketRef<'_> {
         match self {
             Stream::Tcp(s) => SocketRef::Tcp(s),
+            Stream::Lazy(s) => SocketRef::Lazy(s),
             Stream::Unix(s) => SocketRef::Unix(s),
         }
     }
@@ -233,6 +238,7 @@ impl SpliceEnd for ReadSide<'_> {
     fn socket(&self) -> SocketRef<'_> {
         match self {
             ReadSide::Tcp(s) => SocketRef::Tcp(s.as_ref()),
+            ReadSide::Lazy(s) => SocketRef::Lazy(s),
             ReadSide::Unix(s) => SocketRef::Unix(s.as_ref()),
         }
     }
@@ -242,6 +248,7 @@ impl SpliceEnd for WriteSide<'_> {
     fn socket(&self) -> SocketRef<'_> {
         match self {
             WriteSide::Tcp(s) => SocketRef::Tcp(s.as_ref()),
+            WriteSide::Lazy(s) => SocketRef::Lazy(s),
             WriteSide::Unix(s) => SocketRef::Unix(s.as_ref()),
         }
     }

@@ -2,23 +2,116 @@
 //!
 //! The data path is written once against [`Stream`], which forwards `AsyncRead`/`AsyncWrite`
 //! to the socket it holds. `poll_shutdown` sends a FIN (a half-close), which is what the TCP
-//! forwarder needs to pass an end of stream from one side to the other.
+//! forwarder needs to pass an end of stream from one side to the other. Accepted TCP
+//! connections join the event loop only when they first have to wait ([`LazyTcp`]).
 
-use std::io;
+use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
 /// A connected stream socket.
 #[derive(Debug)]
 pub enum Stream {
-    /// TCP.
+    /// TCP, in the event loop.
     Tcp(TcpStream),
+    /// TCP, accepted: in the event loop once it had to wait.
+    Lazy(LazyTcp),
     /// Unix stream.
     Unix(UnixStream),
+}
+
+/// An accepted TCP connection that joins the event loop (`epoll_ctl` ADD) only when an
+/// operation would block, as HAProxy polls a new connection only once a read finds nothing.
+///
+/// Most clients send their request with or right after the handshake, so it is there when the
+/// connection is accepted: a connection that is read, answered and closed without ever
+/// waiting then costs neither the registration nor its removal (two system calls, a heap
+/// allocation, and the "writable" event every new registration reports at once).
+#[derive(Debug)]
+pub struct LazyTcp(crate::fd::DeferredRegistration);
+
+impl LazyTcp {
+    /// Wraps a non-blocking socket, not in the event loop yet.
+    pub fn new(socket: std::net::TcpStream) -> LazyTcp {
+        LazyTcp(crate::fd::DeferredRegistration::new(socket))
+    }
+
+    /// Polls until the socket is ready for `interest` (registering it).
+    pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
+        let registration = self.0.register()?;
+        let ready = if interest.is_readable() {
+            registration.poll_read_ready(cx)
+        } else {
+            registration.poll_write_ready(cx)
+        };
+        // The guard is dropped without clearing: only a "would block" clears readiness.
+        ready.map_ok(|_| ())
+    }
+
+    /// Runs `op` once: at once while the socket is not in the event loop (nothing is known
+    /// of its readiness), else only if the event loop saw it ready for `interest`, a "would
+    /// block" clearing that readiness (as `TcpStream::try_io`).
+    pub fn try_io<R>(
+        &self,
+        interest: Interest,
+        op: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
+        match self.0.registered() {
+            None => op(),
+            Some(registration) => registration.try_io(interest, |_| op()),
+        }
+    }
+
+    /// Runs `op` until it does not "would block", waiting for readiness (and registering the
+    /// socket) only after a first "would block".
+    fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        interest: Interest,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        if self.0.registered().is_none() {
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return Poll::Ready(done),
+            }
+        }
+        let registration = self.0.register()?;
+        loop {
+            let mut guard = ready!(if interest.is_readable() {
+                registration.poll_read_ready(cx)
+            } else {
+                registration.poll_write_ready(cx)
+            })?;
+            if let Ok(done) = guard.try_io(|_| op()) {
+                return Poll::Ready(done);
+            }
+        }
+    }
+
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.poll_io(cx, Interest::READABLE, || {
+            crate::fd::recv_into_read_buf(self.socket(), buf).map(|_| ())
+        })
+    }
+
+    fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_io(cx, Interest::WRITABLE, || (&mut self.socket()).write(buf))
+    }
+
+    fn shutdown(&self) -> Poll<io::Result<()>> {
+        Poll::Ready(self.socket().shutdown(std::net::Shutdown::Write))
+    }
+
+    /// The socket itself, for socket options.
+    pub fn socket(&self) -> &std::net::TcpStream {
+        self.0.socket()
+    }
 }
 
 /// Where to connect a server: an inet address or a unix socket path.
@@ -51,10 +144,11 @@ pub struct StreamOptions {
     pub delayed_ack: bool,
 }
 
-impl std::os::fd::AsRawFd for Stream {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Lazy(s) => s.socket().as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
         }
     }
@@ -104,6 +198,7 @@ impl Stream {
     pub fn set_keepalive(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(tcp) => socket2::SockRef::from(tcp).set_keepalive(true),
+            Stream::Lazy(tcp) => socket2::SockRef::from(tcp.socket()).set_keepalive(true),
             Stream::Unix(_) => Ok(()),
         }
     }
@@ -136,6 +231,15 @@ async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpSt
 }
 
 impl Stream {
+    /// False for an accepted connection not in the event loop yet ([`LazyTcp`]): reading
+    /// before waiting may spare it the registration.
+    pub fn is_registered(&self) -> bool {
+        match self {
+            Stream::Lazy(s) => s.0.registered().is_some(),
+            Stream::Tcp(_) | Stream::Unix(_) => true,
+        }
+    }
+
     /// True if an idle connection can still carry a request: the peer has neither closed it
     /// nor sent anything unasked (either would mean the connection's state is unknown).
     ///
@@ -151,6 +255,7 @@ impl Stream {
         let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
         let result = match self {
             Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut probe),
+            Stream::Lazy(s) => socket2::SockRef::from(s.socket()).peek(&mut probe),
             Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut probe),
         };
         // The socket is non-blocking: "would block" means open and silent.
@@ -162,6 +267,7 @@ impl Stream {
     pub fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Stream::Tcp(s) => s.poll_read_ready(cx),
+            Stream::Lazy(s) => s.poll_ready(cx, Interest::READABLE),
             Stream::Unix(s) => s.poll_read_ready(cx),
         }
     }
@@ -186,12 +292,15 @@ impl Stream {
             Ok(n)
         };
         let result = match self {
-            Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, || {
-                read_once(&mut |b| s.try_read_buf(b))
+            Stream::Tcp(s) => {
+                s.try_io(Interest::READABLE, || read_once(&mut |b| s.try_read_buf(b)))
+            }
+            Stream::Lazy(s) => s.try_io(Interest::READABLE, || {
+                read_once(&mut |b| crate::fd::recv_into_buf_mut(s.socket(), b))
             }),
-            Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, || {
-                read_once(&mut |b| s.try_read_buf(b))
-            }),
+            Stream::Unix(s) => {
+                s.try_io(Interest::READABLE, || read_once(&mut |b| s.try_read_buf(b)))
+            }
         };
         drained.map_or(result, Ok)
     }
@@ -201,6 +310,7 @@ impl Stream {
     pub fn park(self) -> io::Result<ParkedStream> {
         Ok(match self {
             Stream::Tcp(s) => ParkedStream::Tcp(s.into_std()?),
+            Stream::Lazy(s) => ParkedStream::Tcp(s.0.into_socket()),
             Stream::Unix(s) => ParkedStream::Unix(s.into_std()?),
         })
     }
@@ -210,6 +320,9 @@ impl Stream {
     pub async fn readable(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.readable().await,
+            Stream::Lazy(s) => {
+                std::future::poll_fn(|cx| s.poll_ready(cx, Interest::READABLE)).await
+            }
             Stream::Unix(s) => s.readable().await,
         }
     }
@@ -223,6 +336,7 @@ impl Stream {
                 let (r, w) = s.split();
                 (ReadSide::Tcp(r), WriteSide::Tcp(w))
             }
+            Stream::Lazy(s) => (ReadSide::Lazy(s), WriteSide::Lazy(s)),
             Stream::Unix(s) => {
                 let (r, w) = s.split();
                 (ReadSide::Unix(r), WriteSide::Unix(w))
@@ -265,6 +379,8 @@ impl std::os::fd::AsFd for ParkedStream {
 pub enum ReadSide<'a> {
     /// TCP.
     Tcp(tokio::net::tcp::ReadHalf<'a>),
+    /// TCP, accepted (both sides borrow the whole connection: its operations take `&self`).
+    Lazy(&'a LazyTcp),
     /// Unix stream.
     Unix(tokio::net::unix::ReadHalf<'a>),
 }
@@ -274,6 +390,8 @@ pub enum ReadSide<'a> {
 pub enum WriteSide<'a> {
     /// TCP.
     Tcp(tokio::net::tcp::WriteHalf<'a>),
+    /// TCP, accepted.
+    Lazy(&'a LazyTcp),
     /// Unix stream.
     Unix(tokio::net::unix::WriteHalf<'a>),
 }
@@ -282,6 +400,7 @@ impl std::os::fd::AsFd for ReadSide<'_> {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         match self {
             ReadSide::Tcp(s) => s.as_ref().as_fd(),
+            ReadSide::Lazy(s) => s.socket().as_fd(),
             ReadSide::Unix(s) => s.as_ref().as_fd(),
         }
     }
@@ -291,6 +410,7 @@ impl std::os::fd::AsFd for WriteSide<'_> {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         match self {
             WriteSide::Tcp(s) => s.as_ref().as_fd(),
+            WriteSide::Lazy(s) => s.socket().as_fd(),
             WriteSide::Unix(s) => s.as_ref().as_fd(),
         }
     }
@@ -304,6 +424,7 @@ impl AsyncRead for ReadSide<'_> {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ReadSide::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            ReadSide::Lazy(s) => s.poll_read(cx, buf),
             ReadSide::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
@@ -317,6 +438,7 @@ impl AsyncWrite for WriteSide<'_> {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             WriteSide::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            WriteSide::Lazy(s) => s.poll_write(cx, buf),
             WriteSide::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
@@ -324,6 +446,7 @@ impl AsyncWrite for WriteSide<'_> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WriteSide::Tcp(s) => Pin::new(s).poll_flush(cx),
+            WriteSide::Lazy(_) => Poll::Ready(Ok(())),
             WriteSide::Unix(s) => Pin::new(s).poll_flush(cx),
         }
     }
@@ -331,6 +454,7 @@ impl AsyncWrite for WriteSide<'_> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WriteSide::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            WriteSide::Lazy(s) => s.shutdown(),
             WriteSide::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
@@ -361,6 +485,7 @@ impl AsyncRead for Stream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Lazy(s) => s.poll_read(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
@@ -370,6 +495,7 @@ impl std::os::fd::AsFd for Stream {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         match self {
             Stream::Tcp(s) => s.as_fd(),
+            Stream::Lazy(s) => s.socket().as_fd(),
             Stream::Unix(s) => s.as_fd(),
         }
     }
@@ -383,6 +509,7 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Lazy(s) => s.poll_write(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
@@ -390,6 +517,7 @@ impl AsyncWrite for Stream {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Lazy(_) => Poll::Ready(Ok(())),
             Stream::Unix(s) => Pin::new(s).poll_flush(cx),
         }
     }
@@ -397,6 +525,7 @@ impl AsyncWrite for Stream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Lazy(s) => s.shutdown(),
             Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
@@ -434,6 +563,67 @@ mod tests {
         let mut limited = bytes::BufMut::limit(&mut small, 4);
         assert_eq!(stream.try_read_buf(&mut limited).unwrap(), 4);
         assert!(known_readable(&stream));
+    }
+
+    /// A connection accepted by a [`crate::listen::Listener`], and its client's end.
+    async fn accepted() -> (Stream, TcpStream) {
+        let bound = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = bound.local_addr().unwrap();
+        let listener = crate::listen::BoundListener::Tcp(bound)
+            .into_async()
+            .unwrap();
+        let client = TcpStream::connect(addr).await.unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        (stream, client)
+    }
+
+    #[tokio::test]
+    async fn a_connection_whose_request_is_there_is_served_outside_the_event_loop() {
+        let (mut stream, mut client) = accepted().await;
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        // Loopback delivers at once; reads that would block do not register the socket.
+        let mut buf = Vec::with_capacity(64);
+        let n = loop {
+            match stream.try_read_buf(&mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => tokio::task::yield_now().await,
+                read => break read.unwrap(),
+            }
+        };
+        assert_eq!(&buf[..n], b"GET / HTTP/1.1\r\n\r\n");
+        assert!(!stream.is_registered());
+        stream
+            .write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+            .await
+            .unwrap();
+        stream.shutdown().await.unwrap();
+        assert!(!stream.is_registered(), "nothing had to wait");
+        let mut answer = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut client, &mut answer)
+            .await
+            .unwrap();
+        assert_eq!(answer, b"HTTP/1.1 204 No Content\r\n\r\n");
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_has_to_wait_joins_the_event_loop_and_is_woken() {
+        let (stream, mut client) = accepted().await;
+        let mut buf = Vec::with_capacity(64);
+        assert_eq!(
+            stream.try_read_buf(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        assert!(!stream.is_registered());
+        let waiting = tokio::spawn(async move {
+            stream.readable().await.unwrap();
+            let mut buf = Vec::with_capacity(64);
+            let n = stream.try_read_buf(&mut buf).unwrap();
+            (stream.is_registered(), buf[..n].to_vec())
+        });
+        tokio::task::yield_now().await;
+        client.write_all(b"late").await.unwrap();
+        let (registered, got) = waiting.await.unwrap();
+        assert!(registered);
+        assert_eq!(got, b"late");
     }
 
     #[test]

@@ -715,9 +715,14 @@ fn first_bytes<'a>(
 ) -> impl std::future::Future<Output = std::io::Result<()>> + 'a {
     // The previous request's buffer, emptied, goes back to the pool for the wait.
     input.release_if_empty();
+    // A new connection is not in the event loop yet, and its request is most often there
+    // already: a read before the wait may spare it the registration.
+    let mut read_first = !client.is_registered();
     std::future::poll_fn(move |cx| {
         loop {
-            std::task::ready!(client.poll_read_ready(cx))?;
+            if !std::mem::take(&mut read_first) {
+                std::task::ready!(client.poll_read_ready(cx))?;
+            }
             // A read that would block clears the readiness, so the next poll waits.
             match input.try_fill(client) {
                 Ok(0) => {
