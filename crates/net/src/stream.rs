@@ -67,14 +67,19 @@ impl LazyTcp {
         }
     }
 
-    /// Runs `op` until it does not "would block", waiting for readiness (and registering the
-    /// socket) only after a first "would block".
-    fn poll_io<R>(
+    /// Runs `op`, a read or write of up to `room` bytes, until it does not "would block",
+    /// waiting for readiness (and registering the socket) only after a first "would block".
+    ///
+    /// As tokio's own sockets do, a read or write that moved less than `room` (but not
+    /// nothing) shows the socket drained or full: the readiness is cleared then, so the next
+    /// call waits for the event loop instead of trying a system call bound to "would block".
+    fn poll_io(
         &self,
         cx: &mut Context<'_>,
         interest: Interest,
-        mut op: impl FnMut() -> io::Result<R>,
-    ) -> Poll<io::Result<R>> {
+        room: usize,
+        mut op: impl FnMut() -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
         if self.0.registered().is_none() {
             match op() {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -89,19 +94,26 @@ impl LazyTcp {
                 registration.poll_write_ready(cx)
             })?;
             if let Ok(done) = guard.try_io(|_| op()) {
+                if matches!(done, Ok(n) if 0 < n && n < room) {
+                    guard.clear_ready();
+                }
                 return Poll::Ready(done);
             }
         }
     }
 
     fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.poll_io(cx, Interest::READABLE, || {
-            crate::fd::recv_into_read_buf(self.socket(), buf).map(|_| ())
+        let room = buf.remaining();
+        self.poll_io(cx, Interest::READABLE, room, || {
+            crate::fd::recv_into_read_buf(self.socket(), buf)
         })
+        .map_ok(|_| ())
     }
 
     fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.poll_io(cx, Interest::WRITABLE, || (&mut self.socket()).write(buf))
+        self.poll_io(cx, Interest::WRITABLE, buf.len(), || {
+            (&mut self.socket()).write(buf)
+        })
     }
 
     fn shutdown(&self) -> Poll<io::Result<()>> {
@@ -624,6 +636,27 @@ mod tests {
         let (registered, got) = waiting.await.unwrap();
         assert!(registered);
         assert_eq!(got, b"late");
+    }
+
+    #[tokio::test]
+    async fn a_short_read_of_a_registered_connection_waits_for_the_event_loop_next() {
+        let (mut stream, mut client) = accepted().await;
+        client.write_all(b"first").await.unwrap();
+        stream.readable().await.unwrap();
+        assert!(stream.is_registered());
+        let mut buf = [0u8; 64];
+        let n = tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+            .await
+            .unwrap();
+        assert_eq!(&buf[..n], b"first");
+        // The read did not fill the buffer: the socket is known drained, no system call is
+        // tried for the next read before the event loop reports new bytes.
+        assert!(!known_readable(&stream));
+        client.write_all(b"second").await.unwrap();
+        let n = tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+            .await
+            .unwrap();
+        assert_eq!(&buf[..n], b"second");
     }
 
     #[test]
