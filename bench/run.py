@@ -158,6 +158,10 @@ def proxy_config(kind, mode, work, scenario=""):
     origin_port = WS_ORIGIN_PORT if scenario == "idle-websocket" else ORIGIN_PORT
     extra = ""
     global_extra = ""
+    # `http-close-defer`: connections are accepted once their request has arrived
+    # (TCP_DEFER_ACCEPT: HAProxy's and Sluice's `defer-accept`, nginx's `deferred`), as they
+    # mostly are from real clients, whose request follows the handshake's last ACK at once.
+    bind_extra = " defer-accept" if scenario == "http-close-defer" else ""
     if scenario == "tcp-splice":
         # Spliced from the first byte: with `splice-auto`, HAProxy 2.6 copies these streams
         # (BENCHMARKS.md, sixth session), and the row would compare splicing with copying.
@@ -191,7 +195,7 @@ def proxy_config(kind, mode, work, scenario=""):
     timeout server 30s
     http-reuse always
 listen bench
-    bind 127.0.0.1:{PROXY_PORT}
+    bind 127.0.0.1:{PROXY_PORT}{bind_extra}
 {extra}    server origin 127.0.0.1:{origin_port}
 """)
         return path
@@ -207,7 +211,7 @@ listen bench
     keepalive_requests 1000000;
     upstream origin {{ server 127.0.0.1:{origin_port}; keepalive 128; }}
     server {{
-        listen 127.0.0.1:{PROXY_PORT} backlog=4096;
+        listen 127.0.0.1:{PROXY_PORT} backlog=4096{' deferred' if bind_extra else ''};
         location / {{ proxy_pass http://origin; proxy_http_version 1.1; {connection} }}
     }}
 }}""")
@@ -366,6 +370,7 @@ SCENARIOS = {
     # name: (mode, what it measures)
     "http-keepalive": ("http", "req/s"),
     "http-close": ("http", "conn/s"),
+    "http-close-defer": ("http", "conn/s, accepted once the request is there (defer-accept)"),
     "tcp-throughput": ("tcp", "Gbit/s"),
     "tcp-splice": ("tcp", "Gbit/s (option splice-response; nginx copies)"),
     "latency": ("http", "p99 ms at a fixed total rate over 10 kept-alive connections (p50 in the per-CPU column)"),
@@ -392,7 +397,7 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             return (*fixed_rate_latency(max(seconds, LATENCY_SECONDS), latency_rate), None)
         elif scenario == "cpu-at-rate":
             return (*cpu_at_rate(proc.pid, seconds, cpu_rate), None)
-        elif scenario == "http-close":
+        elif scenario in ("http-close", "http-close-defer"):
             rate, _, requests = wrk("/small", seconds, 50, ("-H", "Connection: close"))
             value = rate
         elif scenario in ("tcp-throughput", "tcp-splice"):
