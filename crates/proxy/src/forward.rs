@@ -608,13 +608,17 @@ where
 /// Relays `client` ⇄ `server` until both directions are closed, a timeout fires or an error
 /// occurs, each direction copying or splicing as given
 /// (`option splice-request` is the client-to-server direction, `splice-response` the other).
-pub async fn forward_streams(
-    client: &mut Stream,
-    server: &mut Stream,
+///
+/// Not an `async fn`, nor is [`relay`]: each would keep a copy of its arguments beside the
+/// copy its body works on (about 360 bytes more in every TCP session and tunnel, for as
+/// long as it lasts).
+pub fn forward_streams<'a>(
+    client: &'a mut Stream,
+    server: &'a mut Stream,
     timeouts: IdleTimeouts,
     up: Direction,
     down: Direction,
-) -> Outcome {
+) -> impl Future<Output = Outcome> + 'a {
     relay(
         client,
         server,
@@ -622,98 +626,100 @@ pub async fn forward_streams(
         StreamMover::new(down),
         timeouts,
     )
-    .await
 }
 
-async fn relay<C, S, U, D>(
-    client: &mut C,
-    server: &mut S,
+fn relay<'a, C, S, U, D>(
+    client: &'a mut C,
+    server: &'a mut S,
     mut up: U,
     mut down: D,
     timeouts: IdleTimeouts,
-) -> Outcome
+) -> impl Future<Output = Outcome> + 'a
 where
     C: ?Sized,
     S: ?Sized,
-    U: Mover<C, S>,
-    D: Mover<S, C>,
+    U: Mover<C, S> + 'a,
+    D: Mover<S, C> + 'a,
 {
-    let now = clock::now();
-    let mut client_seen = now;
-    let mut server_seen = now;
-    let mut timer: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(now));
-    let mut armed_for: Option<Instant> = None;
+    // An `async move` block, not an `async fn`: see `forward_streams`.
+    async move {
+        let now = clock::now();
+        let mut client_seen = now;
+        let mut server_seen = now;
+        let mut timer: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(now));
+        let mut armed_for: Option<Instant> = None;
 
-    let finish = poll_fn(|cx| {
-        loop {
-            match up.poll_move(cx, &mut *client, &mut *server) {
-                Ok(a) => {
-                    if a.read {
-                        client_seen = clock::now();
+        let finish = poll_fn(|cx| {
+            loop {
+                match up.poll_move(cx, &mut *client, &mut *server) {
+                    Ok(a) => {
+                        if a.read {
+                            client_seen = clock::now();
+                        }
+                        if a.wrote {
+                            server_seen = clock::now();
+                        }
                     }
-                    if a.wrote {
-                        server_seen = clock::now();
-                    }
+                    Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
+                    Err(PumpError::Write(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
                 }
-                Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
-                Err(PumpError::Write(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
-            }
-            match down.poll_move(cx, &mut *server, &mut *client) {
-                Ok(a) => {
-                    if a.read {
-                        server_seen = clock::now();
+                match down.poll_move(cx, &mut *server, &mut *client) {
+                    Ok(a) => {
+                        if a.read {
+                            server_seen = clock::now();
+                        }
+                        if a.wrote {
+                            client_seen = clock::now();
+                        }
                     }
-                    if a.wrote {
-                        client_seen = clock::now();
-                    }
+                    Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
+                    Err(PumpError::Write(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
                 }
-                Err(PumpError::Read(e)) => return Poll::Ready(Finish::Error(End::Server, e)),
-                Err(PumpError::Write(e)) => return Poll::Ready(Finish::Error(End::Client, e)),
-            }
-            if up.shut() && down.shut() {
-                return Poll::Ready(Finish::Closed);
-            }
+                if up.shut() && down.shut() {
+                    return Poll::Ready(Finish::Closed);
+                }
 
-            // `client-fin` applies once the server's end of stream was passed on to the client
-            // (only the client's close is awaited there), `server-fin` once the client's was
-            // passed on to the server, as HAProxy arms them.
-            let client_limit = pick_limit(timeouts.client, timeouts.client_fin, down.shut());
-            let server_limit = pick_limit(timeouts.server, timeouts.server_fin, up.shut());
-            let client_deadline = client_limit.map(|d| client_seen + d);
-            let server_deadline = server_limit.map(|d| server_seen + d);
-            let now = clock::now();
-            if client_deadline.is_some_and(|d| d <= now) {
-                return Poll::Ready(Finish::Timeout(End::Client));
+                // `client-fin` applies once the server's end of stream was passed on to the client
+                // (only the client's close is awaited there), `server-fin` once the client's was
+                // passed on to the server, as HAProxy arms them.
+                let client_limit = pick_limit(timeouts.client, timeouts.client_fin, down.shut());
+                let server_limit = pick_limit(timeouts.server, timeouts.server_fin, up.shut());
+                let client_deadline = client_limit.map(|d| client_seen + d);
+                let server_deadline = server_limit.map(|d| server_seen + d);
+                let now = clock::now();
+                if client_deadline.is_some_and(|d| d <= now) {
+                    return Poll::Ready(Finish::Timeout(End::Client));
+                }
+                if server_deadline.is_some_and(|d| d <= now) {
+                    return Poll::Ready(Finish::Timeout(End::Server));
+                }
+                let next = match (client_deadline, server_deadline) {
+                    (Some(c), Some(s)) => Some(c.min(s)),
+                    (c, s) => c.or(s),
+                };
+                let Some(next) = next else {
+                    return Poll::Pending;
+                };
+                // Re-arming a timer costs a trip through the timer wheel: only do it when the
+                // deadline moved.
+                if armed_for != Some(next) {
+                    timer.as_mut().reset(next);
+                    armed_for = Some(next);
+                }
+                match timer.as_mut().poll(cx) {
+                    // The deadline passed while we were computing: loop to report the timeout.
+                    Poll::Ready(()) => continue,
+                    Poll::Pending => return Poll::Pending,
+                }
             }
-            if server_deadline.is_some_and(|d| d <= now) {
-                return Poll::Ready(Finish::Timeout(End::Server));
-            }
-            let next = match (client_deadline, server_deadline) {
-                (Some(c), Some(s)) => Some(c.min(s)),
-                (c, s) => c.or(s),
-            };
-            let Some(next) = next else {
-                return Poll::Pending;
-            };
-            // Re-arming a timer costs a trip through the timer wheel: only do it when the
-            // deadline moved.
-            if armed_for != Some(next) {
-                timer.as_mut().reset(next);
-                armed_for = Some(next);
-            }
-            match timer.as_mut().poll(cx) {
-                // The deadline passed while we were computing: loop to report the timeout.
-                Poll::Ready(()) => continue,
-                Poll::Pending => return Poll::Pending,
-            }
+        })
+        .await;
+
+        Outcome {
+            finish,
+            client_to_server: up.copied(),
+            server_to_client: down.copied(),
         }
-    })
-    .await;
-
-    Outcome {
-        finish,
-        client_to_server: up.copied(),
-        server_to_client: down.copied(),
     }
 }
 
