@@ -628,6 +628,7 @@ pub fn forward_streams<'a>(
     )
 }
 
+#[allow(clippy::manual_async_fn)]
 fn relay<'a, C, S, U, D>(
     client: &'a mut C,
     server: &'a mut S,
