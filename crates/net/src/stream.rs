@@ -104,10 +104,29 @@ impl LazyTcp {
                 done => return Poll::Ready(done),
             }
         }
+        let drained = |done: &io::Result<usize>| matches!(done, Ok(n) if 0 < *n && *n < room);
         if interest.is_readable() {
-            poll_registered(self.0.register_reading()?, cx, interest, room, op)
+            let registration = self.0.register_reading()?;
+            loop {
+                let mut guard = ready!(registration.poll_read_ready(cx))?;
+                if let Ok(done) = guard.try_io(|_| op()) {
+                    if drained(&done) {
+                        guard.clear_ready();
+                    }
+                    return Poll::Ready(done);
+                }
+            }
         } else {
-            poll_registered(self.0.register_writing()?, cx, interest, room, op)
+            let registration = self.0.register_writing()?;
+            loop {
+                let mut guard = ready!(registration.poll_write_ready(cx))?;
+                if let Ok(done) = guard.try_io(|_| op()) {
+                    if drained(&done) {
+                        guard.clear_ready();
+                    }
+                    return Poll::Ready(done);
+                }
+            }
         }
     }
 
@@ -132,30 +151,6 @@ impl LazyTcp {
     /// The socket itself, for socket options.
     pub fn socket(&self) -> &std::net::TcpStream {
         self.0.socket()
-    }
-}
-
-/// Waits until `registration` is ready for `interest`, then runs `op` (a read or write of up
-/// to `room` bytes), again after each "would block"; see [`LazyTcp::poll_io`].
-fn poll_registered<T: AsRawFd>(
-    registration: &crate::fd::Registration<T>,
-    cx: &mut Context<'_>,
-    interest: Interest,
-    room: usize,
-    mut op: impl FnMut() -> io::Result<usize>,
-) -> Poll<io::Result<usize>> {
-    loop {
-        let mut guard = ready!(if interest.is_readable() {
-            registration.poll_read_ready(cx)
-        } else {
-            registration.poll_write_ready(cx)
-        })?;
-        if let Ok(done) = guard.try_io(|_| op()) {
-            if matches!(done, Ok(n) if 0 < n && n < room) {
-                guard.clear_ready();
-            }
-            return Poll::Ready(done);
-        }
     }
 }
 
