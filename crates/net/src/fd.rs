@@ -219,31 +219,20 @@ pub fn register_listener(
     }?)
 }
 
-/// A TCP socket and, once asked for, its registrations with the thread's tokio event loop:
-/// what `crate::stream::LazyTcp` is built on.
-///
-/// Reading and writing register apart. A socket registered for writing is reported writable
-/// at once: one more event, and often one more turn of the loop, for every connection, when
-/// most never wait to write (HAProxy too polls a connection for writing only once a write
-/// would block). tokio fixes a registration's interest when it is made, so the rare wait to
-/// write registers a duplicate of the descriptor, for writing only.
+/// A TCP socket and, once asked for, its registration with the thread's tokio event loop
+/// (readable and writable): what `crate::stream::LazyTcp` is built on.
 #[derive(Debug)]
 pub struct DeferredRegistration {
-    // Declared first, so dropped first: the registrations go while the socket is open.
-    reading: std::sync::OnceLock<tokio::io::unix::AsyncFd<RawFd>>,
-    writing: std::sync::OnceLock<tokio::io::unix::AsyncFd<OwnedFd>>,
+    // Declared first, so dropped first: the registration goes while the socket is open.
+    registration: std::sync::OnceLock<tokio::io::unix::AsyncFd<RawFd>>,
     socket: std::net::TcpStream,
 }
-
-/// One of a [`DeferredRegistration`]'s registrations.
-pub type Registration<T> = tokio::io::unix::AsyncFd<T>;
 
 impl DeferredRegistration {
     /// A socket not in the event loop yet.
     pub fn new(socket: std::net::TcpStream) -> DeferredRegistration {
         DeferredRegistration {
-            reading: std::sync::OnceLock::new(),
-            writing: std::sync::OnceLock::new(),
+            registration: std::sync::OnceLock::new(),
             socket,
         }
     }
@@ -253,19 +242,14 @@ impl DeferredRegistration {
         &self.socket
     }
 
-    /// The registration for reading, if the socket has one.
-    pub fn reading(&self) -> Option<&Registration<RawFd>> {
-        self.reading.get()
+    /// The registration, if the socket is in the event loop.
+    pub fn registered(&self) -> Option<&tokio::io::unix::AsyncFd<RawFd>> {
+        self.registration.get()
     }
 
-    /// The registration for writing, if the socket has one.
-    pub fn writing(&self) -> Option<&Registration<OwnedFd>> {
-        self.writing.get()
-    }
-
-    /// The registration for reading, made now if need be.
-    pub fn register_reading(&self) -> io::Result<&Registration<RawFd>> {
-        if let Some(registration) = self.reading.get() {
+    /// The registration, made now if the socket is not in the event loop yet.
+    pub fn register(&self) -> io::Result<&tokio::io::unix::AsyncFd<RawFd>> {
+        if let Some(registration) = self.registration.get() {
             return Ok(registration);
         }
         use std::os::fd::AsRawFd;
@@ -273,41 +257,17 @@ impl DeferredRegistration {
         // lends mutably nor gives away while the registration lives: the registration is
         // dropped before the socket (field order), and `into_socket` drops it first too. So
         // the descriptor stays open, and the same, for the registration's whole life.
-        let registration = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(
-                self.socket.as_raw_fd(),
-                tokio::io::Interest::READABLE,
-            )
-        }?;
-        Ok(self.reading.get_or_init(|| registration))
-    }
-
-    /// The registration for writing, made now (on a duplicate descriptor) if need be.
-    pub fn register_writing(&self) -> io::Result<&Registration<OwnedFd>> {
-        if let Some(registration) = self.writing.get() {
-            return Ok(registration);
-        }
-        use std::os::fd::AsFd;
-        let duplicate = self.socket.as_fd().try_clone_to_owned()?;
-        // SAFETY: the `AsyncFd` owns the duplicate, which nothing else can reach: it stays
-        // open, and the same, until the `AsyncFd` drops it.
-        let registration = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(
-                duplicate,
-                tokio::io::Interest::WRITABLE,
-            )
-        }?;
-        Ok(self.writing.get_or_init(|| registration))
+        let registration = unsafe { tokio::io::unix::AsyncFd::register(self.socket.as_raw_fd()) }?;
+        Ok(self.registration.get_or_init(|| registration))
     }
 
     /// The socket, out of the event loop.
     pub fn into_socket(self) -> std::net::TcpStream {
         let DeferredRegistration {
-            reading,
-            writing,
+            registration,
             socket,
         } = self;
-        drop((reading, writing));
+        drop(registration);
         socket
     }
 }

@@ -26,8 +26,7 @@ pub enum Stream {
 }
 
 /// An accepted TCP connection that joins the event loop (`epoll_ctl` ADD) only when an
-/// operation would block, for reading or for writing apart, as HAProxy polls a new
-/// connection only once a read finds nothing (and for writing once a write would block).
+/// operation would block, as HAProxy polls a new connection only once a read finds nothing.
 ///
 /// Most clients send their request with or right after the handshake, so it is there when the
 /// connection is accepted: a connection that is read, answered and closed without ever
@@ -42,46 +41,34 @@ impl LazyTcp {
         LazyTcp(crate::fd::DeferredRegistration::new(socket))
     }
 
-    /// Polls until the socket is ready for `interest` (registering it for that).
+    /// Polls until the socket is ready for `interest` (registering it).
     pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
-        // The guards are dropped without clearing: only a "would block" clears readiness.
-        if interest.is_readable() {
-            self.0
-                .register_reading()?
-                .poll_read_ready(cx)
-                .map_ok(|_| ())
+        let registration = self.0.register()?;
+        let ready = if interest.is_readable() {
+            registration.poll_read_ready(cx)
         } else {
-            self.0
-                .register_writing()?
-                .poll_write_ready(cx)
-                .map_ok(|_| ())
-        }
+            registration.poll_write_ready(cx)
+        };
+        // The guard is dropped without clearing: only a "would block" clears readiness.
+        ready.map_ok(|_| ())
     }
 
-    /// Runs `op` once: at once while the socket is not in the event loop for `interest`
-    /// (nothing is known of that readiness), else only if the event loop saw it ready, a
-    /// "would block" clearing that readiness (as `TcpStream::try_io`).
+    /// Runs `op` once: at once while the socket is not in the event loop (nothing is known
+    /// of its readiness), else only if the event loop saw it ready for `interest`, a "would
+    /// block" clearing that readiness (as `TcpStream::try_io`).
     pub fn try_io<R>(
         &self,
         interest: Interest,
         op: impl FnOnce() -> io::Result<R>,
     ) -> io::Result<R> {
-        if interest.is_readable() {
-            match self.0.reading() {
-                None => op(),
-                Some(registration) => registration.try_io(interest, |_| op()),
-            }
-        } else {
-            match self.0.writing() {
-                None => op(),
-                Some(registration) => registration.try_io(interest, |_| op()),
-            }
+        match self.0.registered() {
+            None => op(),
+            Some(registration) => registration.try_io(interest, |_| op()),
         }
     }
 
     /// Runs `op`, a read or write of up to `room` bytes, until it does not "would block",
-    /// waiting for readiness (and registering the socket for `interest`) only after a first
-    /// "would block".
+    /// waiting for readiness (and registering the socket) only after a first "would block".
     ///
     /// As tokio's own sockets do, a read or write that moved less than `room` (but not
     /// nothing) shows the socket drained or full: the readiness is cleared then, so the next
@@ -93,39 +80,24 @@ impl LazyTcp {
         room: usize,
         mut op: impl FnMut() -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        let registered = if interest.is_readable() {
-            self.0.reading().is_some()
-        } else {
-            self.0.writing().is_some()
-        };
-        if !registered {
+        if self.0.registered().is_none() {
             match op() {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 done => return Poll::Ready(done),
             }
         }
-        let drained = |done: &io::Result<usize>| matches!(done, Ok(n) if 0 < *n && *n < room);
-        if interest.is_readable() {
-            let registration = self.0.register_reading()?;
-            loop {
-                let mut guard = ready!(registration.poll_read_ready(cx))?;
-                if let Ok(done) = guard.try_io(|_| op()) {
-                    if drained(&done) {
-                        guard.clear_ready();
-                    }
-                    return Poll::Ready(done);
+        let registration = self.0.register()?;
+        loop {
+            let mut guard = ready!(if interest.is_readable() {
+                registration.poll_read_ready(cx)
+            } else {
+                registration.poll_write_ready(cx)
+            })?;
+            if let Ok(done) = guard.try_io(|_| op()) {
+                if matches!(done, Ok(n) if 0 < n && n < room) {
+                    guard.clear_ready();
                 }
-            }
-        } else {
-            let registration = self.0.register_writing()?;
-            loop {
-                let mut guard = ready!(registration.poll_write_ready(cx))?;
-                if let Ok(done) = guard.try_io(|_| op()) {
-                    if drained(&done) {
-                        guard.clear_ready();
-                    }
-                    return Poll::Ready(done);
-                }
+                return Poll::Ready(done);
             }
         }
     }
@@ -271,11 +243,11 @@ async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpSt
 }
 
 impl Stream {
-    /// False for an accepted connection not in the event loop for reading yet
-    /// ([`LazyTcp`]): reading before waiting may spare it the registration.
+    /// False for an accepted connection not in the event loop yet ([`LazyTcp`]): reading
+    /// before waiting may spare it the registration.
     pub fn is_registered(&self) -> bool {
         match self {
-            Stream::Lazy(s) => s.0.reading().is_some(),
+            Stream::Lazy(s) => s.0.registered().is_some(),
             Stream::Tcp(_) | Stream::Unix(_) => true,
         }
     }
@@ -685,32 +657,6 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(&buf[..n], b"second");
-    }
-
-    #[tokio::test]
-    async fn a_write_that_would_block_registers_for_writing_only_and_completes() {
-        let (mut stream, mut client) = accepted().await;
-        // More than the two sockets' buffers can hold: the writer has to wait for room.
-        let data: Vec<u8> = (0..32_000_000u32).map(|i| (i % 251) as u8).collect();
-        let sending = data.clone();
-        let writer = tokio::spawn(async move {
-            stream.write_all(&sending).await.unwrap();
-            stream.shutdown().await.unwrap();
-            stream
-        });
-        let mut got = Vec::new();
-        tokio::io::AsyncReadExt::read_to_end(&mut client, &mut got)
-            .await
-            .unwrap();
-        assert!(got == data, "the bytes arrived altered or incomplete");
-        let Stream::Lazy(lazy) = writer.await.unwrap() else {
-            panic!("expected an accepted connection")
-        };
-        assert!(lazy.0.writing().is_some());
-        assert!(
-            lazy.0.reading().is_none(),
-            "writing waits without a read registration"
-        );
     }
 
     #[test]
