@@ -659,6 +659,25 @@ mod tests {
         assert_eq!(&buf[..n], b"second");
     }
 
+    #[tokio::test]
+    async fn a_write_that_would_block_joins_the_event_loop_and_completes() {
+        let (mut stream, mut client) = accepted().await;
+        // More than the two sockets' buffers can hold: the writer has to wait for room.
+        let data: Vec<u8> = (0..32_000_000u32).map(|i| (i % 251) as u8).collect();
+        let sending = data.clone();
+        let writer = tokio::spawn(async move {
+            stream.write_all(&sending).await.unwrap();
+            stream.shutdown().await.unwrap();
+            stream
+        });
+        let mut got = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut client, &mut got)
+            .await
+            .unwrap();
+        assert!(got == data, "the bytes arrived altered or incomplete");
+        assert!(writer.await.unwrap().is_registered());
+    }
+
     #[test]
     fn server_port_follows_the_client_port_when_asked() {
         assert_eq!(server_port(&ServerPort::Fixed(80), Some(8080)), Some(80));
