@@ -2,13 +2,13 @@
 //! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over), owning the
 //! descriptors another process passed in an `SCM_RIGHTS` message (`-x`), ending the
 //! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's),
-//! asking the C allocator to give its free memory back to the system after a burst,
 //! registering an epoll instance with tokio's event loop, and receiving into a buffer's
 //! uninitialised room (a socket read outside tokio, for connections not yet in its event
 //! loop: see [`crate::stream::LazyTcp`]).
 //!
-//! This is the one module of the project allowed to use `unsafe`; each block says why it is
-//! sound. Everything else goes through safe wrappers from std, socket2 and tokio.
+//! With the allocator (`sluice-heap`), this is the only code of the project allowed to use
+//! `unsafe`; each block says why it is sound. Everything else goes through safe wrappers from
+//! std, socket2 and tokio.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -98,50 +98,6 @@ pub fn set_defer_accept(socket: std::os::fd::BorrowedFd<'_>, seconds: u32) -> io
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-/// Gives the C allocator's free memory back to the system (glibc's `malloc_trim(0)`): every
-/// wholly free page inside its heaps is released, not only the top of each heap, which is all
-/// `free` itself returns. After a burst of 16 KiB buffers the heap's high-water mark would
-/// otherwise stay resident for good. Returns whether memory was released; does nothing with
-/// another C library.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub fn release_free_memory() -> bool {
-    // SAFETY: malloc_trim takes no pointer from us; it works on the allocator's own free
-    // lists under the allocator's locks, so it may run on any thread at any time.
-    unsafe { libc::malloc_trim(0) != 0 }
-}
-
-/// Without glibc there is no `malloc_trim`: nothing to do.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn release_free_memory() -> bool {
-    false
-}
-
-/// The smallest size for which the C allocator maps memory of its own instead of carving it
-/// from its heaps (glibc's `M_MMAP_THRESHOLD`), set so that data buffers (`tune.bufsize`,
-/// 16 KiB by default) get their own mappings. The small objects that live as long as their
-/// connections (tasks, sessions, registrations) then sit packed in the heap: without this,
-/// a burst of buffers freed between them leaves pages the heap cannot give back, about a
-/// third of the memory of many idle connections. Buffers are pooled per thread, so a mapping
-/// is made only when a thread needs more buffers than it ever had, and unmapped when its
-/// pool lets one go. Sizes under 16 KiB are left to the heap: small buffers would make too
-/// many mappings. Returns whether the allocator took the setting.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub fn map_buffers_apart(buffer_size: usize) -> bool {
-    let threshold = buffer_size.max(16 << 10);
-    let Ok(threshold) = libc::c_int::try_from(threshold) else {
-        return false;
-    };
-    // SAFETY: mallopt takes two integers and changes a setting of the allocator under its
-    // own lock; it is called once at start-up, before the event loops start.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, threshold) == 1 }
-}
-
-/// Without glibc the allocator keeps its own policy.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn map_buffers_apart(_buffer_size: usize) -> bool {
-    false
 }
 
 /// An epoll instance, as tokio's `AsyncFd` wants it (see [`register_epoll`]).
@@ -269,18 +225,5 @@ impl DeferredRegistration {
         } = self;
         drop(registration);
         socket
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    #[test]
-    fn glibc_takes_the_buffer_mapping_threshold() {
-        assert!(super::map_buffers_apart(16 << 10));
-        // Buffers larger than the default get the same treatment; smaller ones never lower
-        // the threshold under 16 KiB.
-        assert!(super::map_buffers_apart(64 << 10));
-        assert!(super::map_buffers_apart(1024));
     }
 }

@@ -67,7 +67,7 @@ static PARKED_SINCE_LOOK: AtomicUsize = AtomicUsize::new(0);
 
 /// How many connections were parked since the last call: each left the heap memory of its
 /// task free, in blocks the allocator may only give back to the system when asked
-/// (`sluice_net::fd::release_free_memory`), since the tasks of connections that came later
+/// (`sluice_heap::release_free_memory`), since the tasks of connections that came later
 /// or stay busy are interleaved with them.
 pub fn parked_since_last_look() -> usize {
     PARKED_SINCE_LOOK.swap(0, Ordering::Relaxed)
@@ -84,7 +84,7 @@ struct Lot {
 /// The parked sessions by token (their place in `slots`), and their deadlines in order.
 ///
 /// Both tables are plain vectors, with no allocation per session: once large they are
-/// mapped apart from the heap (`sluice_net::fd::map_buffers_apart`), so the heap memory the
+/// mapped apart from the heap (`sluice_heap::map_buffers_apart`), so the heap memory the
 /// sessions' tasks held becomes wholly free when they park, and can be given back (see
 /// [`parked_since_last_look`]); a table's spare room is address space, not memory.
 struct Entries<T> {

@@ -44,6 +44,7 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
 }
 
 fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
+    sluice_heap::cache_this_thread();
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
     // `tune.maxpollevents`: how many readiness events one poll hands over (HAProxy's 200 by

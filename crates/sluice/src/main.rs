@@ -22,6 +22,10 @@ use sluice_runtime::record::{StderrLog, StreamLog};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// The C allocator, with per-thread caches of mid-size blocks on the event loops.
+#[global_allocator]
+static ALLOCATOR: sluice_heap::ThreadCachedAlloc = sluice_heap::ThreadCachedAlloc;
+
 fn main() -> ExitCode {
     let opts = match args::parse(std::env::args().skip(1)) {
         Ok(opts) => opts,
@@ -225,7 +229,7 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
 
     let process = Arc::new(process);
     // Before the event loops allocate any buffer: see `map_buffers_apart`.
-    sluice_net::fd::map_buffers_apart(process.global.bufsize() as usize);
+    sluice_heap::map_buffers_apart(process.global.bufsize() as usize);
     event_loops::start_event_loops(&process, frontend_sockets)
         .map_err(|e| vec![format!("[ALERT] cannot start the event loops: {e}")])?;
     // Health checks run on their own thread: they never share a loop with the data path.

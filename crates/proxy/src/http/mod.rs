@@ -41,10 +41,13 @@ pub async fn upkeep() -> ! {
     period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         period.tick().await;
+        // The allocator's cache first: a buffer the pool lets go of now enters it, to be
+        // unmapped at the next look if nothing takes it again.
+        sluice_heap::trim_thread_cache();
         let buffers_freed = buffer::trim_idle_buffers();
         pool::purge_due();
         if buffers_freed || crate::park::parked_since_last_look() >= PARKS_BEFORE_TRIM {
-            sluice_net::fd::release_free_memory();
+            sluice_heap::release_free_memory();
         }
     }
 }
