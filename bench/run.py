@@ -2,11 +2,11 @@
 """Side-by-side benchmark of Sluice, HAProxy and nginx on this machine (see BENCHMARKS.md).
 
 Every proxy runs pinned to CPU 0 with one thread/worker; the load generator and the origin
-server (an nginx instance serving static files) share CPU 1. Runs are interleaved
-(A B C A B C ...) and each figure is reported as median [min-max] with its ratio to HAProxy.
-Work per proxy CPU-second is reported beside raw rates, since on a 2-core machine the load
-generator is often the ceiling. Everything stays on 127.0.0.1 and every run is bounded in
-time.
+server (an nginx instance serving static files) share CPU 1. Runs are interleaved, each round
+starting with the next proxy (A B C, B C A, C A B ...), and each figure is reported as median
+[min-max] with its ratio to HAProxy. Work per proxy CPU-second is reported beside raw rates,
+since on a 2-core machine the load generator is often the ceiling. Everything stays on
+127.0.0.1 and every run is bounded in time.
 """
 import argparse
 import os
@@ -460,8 +460,11 @@ def main():
               f"{'ratio':<6} load CPU µs per request/object")
         for scenario in args.scenarios:
             results = {p: ([], [], []) for p in proxies}
-            for _ in range(args.rounds):
-                for kind in proxies:
+            for round_number in range(args.rounds):
+                # Each round starts with the next proxy (A B C, B C A, C A B, ...): no proxy
+                # always runs first, after the previous scenario or a different proxy.
+                shift = round_number % len(proxies)
+                for kind in proxies[shift:] + proxies[:shift]:
                     measured = run_once(scenario, kind, work, args.binary, args.seconds, args.idle,
                                         args.latency_rate, args.cpu_rate)
                     for column, figure in zip(results[kind], measured):
