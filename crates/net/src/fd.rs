@@ -162,14 +162,14 @@ pub fn recv_into_buf_mut<B: bytes::BufMut>(
     Ok(n)
 }
 
-/// A listening TCP socket registered with the current tokio event loop for readability, so
-/// that connections can be accepted outside tokio's own `TcpListener` (which registers every
-/// accepted socket at once).
-pub fn register_listener(
-    listener: std::net::TcpListener,
-) -> io::Result<tokio::io::unix::AsyncFd<std::net::TcpListener>> {
-    // SAFETY: the `AsyncFd` owns the listener, which owns its descriptor: it stays open,
-    // and `as_raw_fd` keeps returning it, until the `AsyncFd` drops the listener.
+/// A listening socket registered with the current tokio event loop for readability, so that
+/// connections can be accepted outside tokio's own listeners (tokio's `TcpListener` registers
+/// every accepted socket at once) and a connection's arrival can be awaited without taking it.
+pub fn register_listener<L: std::os::fd::AsRawFd>(
+    listener: L,
+) -> io::Result<tokio::io::unix::AsyncFd<L>> {
+    // SAFETY: the `AsyncFd` owns the listener (a std listener, which owns its descriptor): it
+    // stays open, and `as_raw_fd` keeps returning it, until the `AsyncFd` drops the listener.
     Ok(unsafe {
         tokio::io::unix::AsyncFd::register_with_interest(listener, tokio::io::Interest::READABLE)
     }?)

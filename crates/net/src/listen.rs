@@ -2,8 +2,11 @@
 //!
 //! [`bind`] runs at start-up, before any event loop exists, and returns blocking-mode std
 //! sockets wrapped in [`BoundListener`] (one per port of a range). Each event-loop thread then
-//! calls [`BoundListener::try_clone`] and [`BoundListener::into_async`] to get its own
-//! [`Listener`] registered with its own reactor: all threads accept from the same kernel queue.
+//! gets its own [`Listener`], registered with its own reactor ([`BoundListener::into_async`]):
+//! a TCP socket this process bound has a shard per thread ([`BoundListener::shards`]), so the
+//! kernel hands each new connection to one thread's queue and wakes that thread alone; a
+//! socket handed over by another process, or a unix one, is shared by all threads
+//! ([`BoundListener::try_clone`]), which then accept from the same queue.
 
 use crate::fd;
 use crate::stream::{LazyTcp, Stream};
@@ -50,6 +53,28 @@ impl BoundListener {
         })
     }
 
+    /// `count` more sockets listening on the same TCP address with the same options, in the
+    /// same `SO_REUSEPORT` group: the kernel spreads new connections over the group's sockets
+    /// by a hash of their addresses, and wakes only the thread whose socket got one. Given
+    /// one each, event-loop threads do not all wake for every connection to race for it
+    /// (the thundering herd of a shared socket, where all but one `accept` fail), as nginx's
+    /// `reuseport` and HAProxy's per-thread `shards` do. None for a unix socket, which has no
+    /// such group. Only for a socket this process bound: connections queued on a shard are
+    /// lost when it closes, and a process taking over the sockets (`-x`, a master's worker)
+    /// gets this one alone.
+    pub fn shards(&self, count: usize, opts: &BindOptions) -> io::Result<Vec<BoundListener>> {
+        match self {
+            BoundListener::Tcp(l) => {
+                // The address bound, with the port a `:0` bind was given.
+                let addr = l.local_addr()?;
+                (0..count)
+                    .map(|_| bind_tcp(addr, opts).map(BoundListener::Tcp))
+                    .collect()
+            }
+            BoundListener::Unix(_) => Ok(Vec::new()),
+        }
+    }
+
     /// Sets, on a TCP listening socket, the options its accepted connections start with:
     /// Linux copies them to each connection it accepts, which then needs no system call of its
     /// own. TCP_NODELAY always (responses leave as soon as they are written); quick ACKs off
@@ -76,7 +101,7 @@ impl BoundListener {
             }
             BoundListener::Unix(l) => {
                 l.set_nonblocking(true)?;
-                Listener::Unix(tokio::net::UnixListener::from_std(l)?)
+                Listener::Unix(fd::register_listener(l)?)
             }
         })
     }
@@ -114,7 +139,7 @@ pub enum Listener {
     /// TCP, with the local address of its connections when it is always the same.
     Tcp(AsyncFd<std::net::TcpListener>, Option<SocketAddr>),
     /// Unix stream.
-    Unix(tokio::net::UnixListener),
+    Unix(AsyncFd<StdUnixListener>),
 }
 
 /// Who connected, and to which of our addresses (the `src` and `dst` of HAProxy's fetches).
@@ -127,6 +152,18 @@ pub struct Endpoints {
 }
 
 impl Listener {
+    /// Waits until a connection is queued (or the socket has an error to report), without
+    /// taking it: a thread waits for one holding no connection slot (`maxconn`), so that a
+    /// slot goes to a thread that has a connection to accept.
+    pub async fn readable(&self) -> io::Result<()> {
+        // The guard is dropped without clearing the readiness: the accept that follows
+        // finds it, and clears it only if it finds no connection.
+        match self {
+            Listener::Tcp(l, _) => l.readable().await.map(drop),
+            Listener::Unix(l) => l.readable().await.map(drop),
+        }
+    }
+
     /// Waits for the next connection.
     pub async fn accept(&self) -> io::Result<(Stream, Endpoints)> {
         match self {
@@ -149,9 +186,10 @@ impl Listener {
                 ))
             }
             Listener::Unix(l) => {
-                let (stream, _) = l.accept().await?;
+                let (stream, _) = l.async_io(Interest::READABLE, |l| l.accept()).await?;
+                stream.set_nonblocking(true)?;
                 Ok((
-                    Stream::Unix(stream),
+                    Stream::Unix(tokio::net::UnixStream::from_std(stream)?),
                     Endpoints {
                         client: None,
                         local: None,
@@ -324,6 +362,51 @@ mod tests {
             backlog: 16,
             ..BindOptions::default()
         }
+    }
+
+    #[test]
+    fn shards_share_the_address_and_each_has_its_own_queue() {
+        // Each queue takes all the clients, however they are spread.
+        let roomy = BindOptions {
+            backlog: 64,
+            ..BindOptions::default()
+        };
+        let any_port = Endpoint::Tcp("127.0.0.1:0".parse().unwrap());
+        let primary = bind_endpoint(&any_port, &roomy).unwrap();
+        let shards = primary.shards(2, &roomy).unwrap();
+        assert_eq!(shards.len(), 2);
+        let port = |l: &BoundListener| match l {
+            BoundListener::Tcp(l) => l.local_addr().unwrap(),
+            BoundListener::Unix(_) => unreachable!(),
+        };
+        let all: Vec<_> = std::iter::once(&primary).chain(&shards).collect();
+        assert!(all.iter().all(|l| port(l) == port(&primary)));
+        // Connections land in the group's queues, each in one only: every client is accepted
+        // exactly once over the three, and they are spread (the kernel hashes each client's
+        // port: 48 all in one queue would be a chance of 3 in 10^23).
+        let clients: Vec<_> = (0..48)
+            .map(|_| std::net::TcpStream::connect(port(&primary)).unwrap())
+            .collect();
+        let mut accepted = Vec::new();
+        for listener in &all {
+            let BoundListener::Tcp(l) = listener else {
+                unreachable!()
+            };
+            l.set_nonblocking(true).unwrap();
+            accepted.push(std::iter::from_fn(|| l.accept().ok()).count());
+        }
+        assert_eq!(accepted.iter().sum::<usize>(), clients.len());
+        assert!(
+            accepted.iter().filter(|&&n| n > 0).count() > 1,
+            "{accepted:?}"
+        );
+        // A unix socket has no shards.
+        let dir = std::env::temp_dir().join(format!("sluice-shards-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let unix = bind_endpoint(&Endpoint::Unix(path.to_string_lossy().into()), &opts()).unwrap();
+        assert!(unix.shards(2, &opts()).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

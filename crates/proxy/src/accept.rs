@@ -96,16 +96,19 @@ pub async fn run_listener(
             return;
         };
         let mut accepting = std::pin::pin!(listener.accept());
-        let accepted = match ready_now(accepting.as_mut()) {
-            Some(accepted) => accepted,
-            None => {
-                batch.waited();
-                tokio::select! {
-                    accepted = accepting => accepted,
-                    _ = state.changed() => continue,
-                    _ = paused.changed() => continue,
-                }
+        let Some(accepted) = ready_now(accepting.as_mut()) else {
+            // No connection queued: wait for one without the slots, so that a thread whose
+            // own queue is empty (each has its own socket, `listen::BoundListener::shards`)
+            // holds none while another thread has a connection waiting for one.
+            batch.waited();
+            drop(slots);
+            tokio::select! {
+                // An error shows in the accept that follows.
+                _ = listener.readable() => {}
+                _ = state.changed() => {}
+                _ = paused.changed() => {}
             }
+            continue;
         };
         match accepted {
             Ok((stream, endpoints)) => {

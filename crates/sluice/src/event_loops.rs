@@ -17,23 +17,28 @@ use tokio::signal::unix::{SignalKind, signal};
 
 /// Starts `process.nbthread` event-loop threads serving `sockets`.
 pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -> io::Result<()> {
-    // Every thread gets its own handle on every socket; the originals are dropped at the end,
-    // leaving the threads as the only owners.
-    let mut per_thread: Vec<Vec<FrontendSocket>> = Vec::new();
-    for _ in 0..process.nbthread {
-        let mut mine = Vec::new();
-        for s in &sockets {
+    // Every thread gets its own shard of every socket, or its own handle on a shared one; the
+    // originals are dropped at the end, leaving the threads as the only owners.
+    let mut per_thread: Vec<Vec<FrontendSocket>> =
+        (0..process.nbthread).map(|_| Vec::new()).collect();
+    for spec in sockets {
+        let mut shards = spec.shards.into_iter();
+        for (index, mine) in per_thread.iter_mut().enumerate() {
+            let own = if index == 0 { None } else { shards.next() };
+            let socket = match own {
+                Some(shard) => shard,
+                None => spec.socket.try_clone()?,
+            };
             mine.push(FrontendSocket {
-                frontend: Arc::clone(&s.frontend),
-                socket: s.socket.try_clone()?,
-                bind_slots: s.bind_slots.clone(),
-                accept_proxy: s.accept_proxy,
-                name: Arc::clone(&s.name),
+                frontend: Arc::clone(&spec.frontend),
+                socket,
+                shards: Vec::new(),
+                bind_slots: spec.bind_slots.clone(),
+                accept_proxy: spec.accept_proxy,
+                name: Arc::clone(&spec.name),
             });
         }
-        per_thread.push(mine);
     }
-    drop(sockets);
     for (index, mine) in per_thread.into_iter().enumerate() {
         let process = Arc::clone(process);
         std::thread::Builder::new()

@@ -25,8 +25,11 @@ const DEFAULT_BACKLOG: u32 = 1024;
 pub struct FrontendSocket {
     /// The frontend it accepts for.
     pub frontend: Arc<Frontend>,
-    /// The socket.
+    /// The socket, for the first event-loop thread.
     pub socket: BoundListener,
+    /// One socket of its own for each other event-loop thread, in the same `SO_REUSEPORT`
+    /// group (`BoundListener::shards`); empty when the threads share `socket`.
+    pub shards: Vec<BoundListener>,
     /// Shared by every socket of one `bind` line that has `maxconn`.
     pub bind_slots: Option<Arc<Semaphore>>,
     /// The bind line's `accept-proxy`: connections start with a PROXY protocol header.
@@ -74,6 +77,14 @@ pub fn bind_all(
         .iter()
         .any(|s| s.expose_listeners);
     let mut exposed = Vec::new();
+    // A socket of ours is sharded over the event-loop threads, unless `expose-fd listeners`
+    // says a later process is to take the sockets over (`-x`): it would get one shard alone,
+    // and the connections queued on the others would be lost with this process.
+    let shards = if expose {
+        0
+    } else {
+        process.nbthread.saturating_sub(1)
+    };
     for frontend in &process.frontends {
         let mut number = 0;
         for bind in &frontend.plan.binds {
@@ -83,8 +94,8 @@ pub fn bind_all(
                 .filter(|&n| n > 0)
                 .map(|n| Arc::new(Semaphore::new(n as usize)));
             for addr in &bind.addrs {
-                match bind_or_inherit(addr, &opts, handoff.as_deref_mut()) {
-                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|(endpoint, socket)| {
+                match bind_or_inherit(addr, &opts, handoff.as_deref_mut(), shards) {
+                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|(endpoint, socket, shards)| {
                         number += 1;
                         if expose {
                             match socket.try_clone() {
@@ -98,6 +109,7 @@ pub fn bind_all(
                         FrontendSocket {
                             frontend: Arc::clone(frontend),
                             socket,
+                            shards,
                             bind_slots: slots.clone(),
                             accept_proxy: bind.accept_proxy,
                             name: name.into(),
@@ -148,21 +160,31 @@ pub fn bind_all(
     }
 }
 
-/// The sockets of `addr`: those handed over (by a master or an old process), bound here
-/// otherwise.
+/// The sockets of `addr`: those handed over (by a master or an old process), shared by the
+/// threads, or bound here otherwise, each with up to `shards` more for the other threads.
 fn bind_or_inherit(
     addr: &ListenAddr,
     opts: &BindOptions,
     mut handoff: Option<&mut Handoff>,
-) -> std::io::Result<Vec<(Endpoint, BoundListener)>> {
+    shards: usize,
+) -> std::io::Result<Vec<(Endpoint, BoundListener, Vec<BoundListener>)>> {
     listen::endpoints(addr)?
         .into_iter()
         .map(|endpoint| {
-            let socket = match handoff.as_deref_mut().and_then(|h| h.take(&endpoint)) {
-                Some(fd) => listen::adopt_owned(fd)?,
-                None => listen::bind_endpoint(&endpoint, opts)?,
-            };
-            Ok((endpoint, socket))
+            Ok(
+                match handoff.as_deref_mut().and_then(|h| h.take(&endpoint)) {
+                    Some(fd) => (endpoint, listen::adopt_owned(fd)?, Vec::new()),
+                    None => {
+                        let socket = listen::bind_endpoint(&endpoint, opts)?;
+                        // An inherited `fd@N` is one socket, whoever bound it.
+                        let shards = match endpoint {
+                            Endpoint::Fd(_) => Vec::new(),
+                            _ => socket.shards(shards, opts)?,
+                        };
+                        (endpoint, socket, shards)
+                    }
+                },
+            )
         })
         .collect()
 }
