@@ -12,7 +12,9 @@
 //! keeps the blocks it frees, per class, and hands them out again: taking and giving back a
 //! request's state is then a pop and a push on a list threaded through the free blocks. As
 //! the input buffer pool does, the thread's upkeep ([`trim_thread_cache`]) unmaps the blocks
-//! that stayed unused for a whole period, so a burst leaves no resident high-water mark.
+//! that stayed unused for a whole period, so a burst leaves no resident high-water mark. When
+//! the system refuses a mapping (`vm.max_map_count` reached), the block comes from the C
+//! allocator instead ([`Fallback`]), as glibc's own mappings fall back to its heap.
 //!
 //! It also holds the C allocator's settings and its trim ([`map_buffers_apart`] for larger
 //! buffers, [`release_free_memory`]). This is the second crate allowed to use `unsafe`,
@@ -34,6 +36,10 @@ const LARGEST_IN_HEAP: usize = 3 * 1024;
 const LARGEST_MAPPED: usize = 16 * 1024;
 /// Mapped classes: 1 to 4 pages.
 const CLASSES: usize = LARGEST_MAPPED / PAGE;
+/// The largest alignment a mapped class serves: half a page, so that a block the C allocator
+/// serves when the system refuses a mapping ([`Fallback`]) is never page-aligned, which is
+/// how it is told apart from a mapping when freed.
+const LARGEST_ALIGN: usize = PAGE / 2;
 /// The most bytes of one class a thread keeps free; beyond, a freed block is unmapped.
 const CLASS_CACHE_BYTES: usize = 1 << 20;
 
@@ -50,8 +56,7 @@ impl MappedClass {
     /// The class of a block of `layout`; `None` for a block the C allocator serves.
     fn of(layout: Layout) -> Option<MappedClass> {
         let size = layout.size();
-        // A mapping is page-aligned: any alignment up to a page is met.
-        if layout.align() > PAGE || size <= LARGEST_IN_HEAP || size > LARGEST_MAPPED {
+        if layout.align() > LARGEST_ALIGN || size <= LARGEST_IN_HEAP || size > LARGEST_MAPPED {
             return None;
         }
         Some(MappedClass {
@@ -74,6 +79,10 @@ impl MappedClass {
 
     /// A new mapping for a block of this class, zeroed; null if the system refuses.
     fn map(self) -> *mut u8 {
+        #[cfg(test)]
+        if tests::REFUSE_MAPPINGS.get() {
+            return ptr::null_mut();
+        }
         // SAFETY: an anonymous private mapping at an address of the kernel's choice touches
         // no memory of ours.
         let block = unsafe {
@@ -189,9 +198,61 @@ impl FreeList {
     }
 }
 
-/// A block of `class`: a cached one if this thread caches and has one, else a new mapping
-/// (zeroed). `zeroed` asks for a cached block to be cleared.
-fn take(class: MappedClass, zeroed: bool) -> *mut u8 {
+/// Where a block of a mapped class comes from when the system refuses a mapping (too many
+/// mappings for `vm.max_map_count`, an address-space limit): the C allocator, which may still
+/// have room in its heaps, as glibc falls back to its heap when its own mappings fail. The
+/// block is carved at `offset` into a page-aligned C block, so it is never page-aligned
+/// itself (mappings always are) and keeps the class's whole size; it is freed straight back,
+/// never cached.
+struct Fallback {
+    offset: usize,
+    layout: Layout,
+}
+
+impl Fallback {
+    fn new(class: MappedClass, align: usize) -> Fallback {
+        // `align` is at most half a page: the offset is within the first page, never 0.
+        let offset = align.max(16);
+        Fallback {
+            offset,
+            // SAFETY: a page alignment and a size of at most 20 KiB.
+            layout: unsafe { Layout::from_size_align_unchecked(offset + class.bytes(), PAGE) },
+        }
+    }
+
+    /// Whether `block` of a mapped class is a fallback block, not a mapping.
+    fn holds(block: *mut u8) -> bool {
+        !(block as usize).is_multiple_of(PAGE)
+    }
+
+    fn take(&self, zeroed: bool) -> *mut u8 {
+        // SAFETY: a valid, non-zero layout.
+        let base = unsafe {
+            if zeroed {
+                System.alloc_zeroed(self.layout)
+            } else {
+                System.alloc(self.layout)
+            }
+        };
+        if base.is_null() {
+            return base;
+        }
+        // SAFETY: `offset` plus the class's size is within the block.
+        unsafe { base.add(self.offset) }
+    }
+
+    /// # Safety
+    /// `block` comes from [`Fallback::take`] of the same class and alignment.
+    unsafe fn give_back(&self, block: *mut u8) {
+        // SAFETY: the caller's guarantee: `block` is `offset` into a block of `layout`.
+        unsafe { System.dealloc(block.sub(self.offset), self.layout) }
+    }
+}
+
+/// A block of `class` aligned to `align`: a cached one if this thread caches and has one,
+/// else a new mapping (zeroed), else a [`Fallback`] block. `zeroed` asks for a cached or
+/// fallback block to be cleared.
+fn take(class: MappedClass, align: usize, zeroed: bool) -> *mut u8 {
     let cached = CACHE.with(|cache| {
         if cache.enabled.get() {
             cache.lists[class.index()].pop()
@@ -207,16 +268,28 @@ fn take(class: MappedClass, zeroed: bool) -> *mut u8 {
             }
             block
         }
-        None => class.map(),
+        None => {
+            let mapped = class.map();
+            if mapped.is_null() {
+                Fallback::new(class, align).take(zeroed)
+            } else {
+                mapped
+            }
+        }
     }
 }
 
-/// Gives back `block` of `class`: to this thread's cache if it caches and has room, else
-/// to the system.
+/// Gives back `block` of `class`, taken with `align`: a mapping to this thread's cache if it
+/// caches and has room, else to the system; a fallback block to the C allocator.
 ///
 /// # Safety
-/// `block` is a block of `class` (from [`take`]) that is not used after.
-unsafe fn give_back(class: MappedClass, block: *mut u8) {
+/// `block` is a block of `class` (from [`take`] with `align`) that is not used after.
+unsafe fn give_back(class: MappedClass, align: usize, block: *mut u8) {
+    if Fallback::holds(block) {
+        // SAFETY: the caller's guarantee; not page-aligned, so a fallback block.
+        unsafe { Fallback::new(class, align).give_back(block) };
+        return;
+    }
     let kept =
         CACHE.with(|cache| cache.enabled.get() && cache.lists[class.index()].push(class, block));
     if !kept {
@@ -227,14 +300,16 @@ unsafe fn give_back(class: MappedClass, block: *mut u8) {
 
 // SAFETY: a block of a mapped class is a whole mapping of at least the layout's size,
 // page-aligned (so aligned for any layout of that class), taken fresh or from a free list
-// that only ever holds freed blocks of the same class, and given back only by `dealloc` or
-// `realloc` with a layout of the same class (`MappedClass::of` is a pure function of the
-// layout). Every other block is the C allocator's, from and to `System` with the caller's
-// layout.
+// that only ever holds freed mappings of the same class, or, when the system refuses a
+// mapping, a fallback block of the class's size at an offset aligned as the layout asks
+// (never page-aligned, so never taken for a mapping); it is given back only by `dealloc` or
+// `realloc` with a layout of the same class and alignment (`MappedClass::of` is a pure
+// function of the layout). Every other block is the C allocator's, from and to `System`
+// with the caller's layout.
 unsafe impl GlobalAlloc for ThreadCachedAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match MappedClass::of(layout) {
-            Some(class) => take(class, false),
+            Some(class) => take(class, layout.align(), false),
             // SAFETY: as the caller's.
             None => unsafe { System.alloc(layout) },
         }
@@ -242,7 +317,7 @@ unsafe impl GlobalAlloc for ThreadCachedAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         match MappedClass::of(layout) {
-            Some(class) => take(class, true),
+            Some(class) => take(class, layout.align(), true),
             // SAFETY: as the caller's.
             None => unsafe { System.alloc_zeroed(layout) },
         }
@@ -251,7 +326,7 @@ unsafe impl GlobalAlloc for ThreadCachedAlloc {
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
         match MappedClass::of(layout) {
             // SAFETY: `block` was allocated with this layout, so from this class.
-            Some(class) => unsafe { give_back(class, block) },
+            Some(class) => unsafe { give_back(class, layout.align(), block) },
             // SAFETY: as the caller's.
             None => unsafe { System.dealloc(block, layout) },
         }
@@ -327,6 +402,57 @@ pub fn release_free_memory() -> bool {
 mod tests {
     use super::*;
 
+    thread_local! {
+        /// Makes this thread's mappings fail, as when the system refuses more.
+        pub(super) static REFUSE_MAPPINGS: Cell<bool> = const { Cell::new(false) };
+    }
+
+    #[test]
+    fn a_refused_mapping_falls_back_to_the_c_allocator() {
+        std::thread::spawn(|| {
+            cache_this_thread();
+            REFUSE_MAPPINGS.set(true);
+            let alloc = ThreadCachedAlloc;
+            let layout = Layout::from_size_align(6000, 64).unwrap();
+            // SAFETY (whole test): every block is used within its class's size and freed
+            // once, with the layout it was last allocated or reallocated with.
+            unsafe {
+                let block = alloc.alloc_zeroed(layout);
+                assert!(!block.is_null());
+                // Aligned as asked, never as a mapping; zeroed, and the class's whole size
+                // is usable.
+                assert_eq!(block as usize % 64, 0);
+                assert_ne!(block as usize % PAGE, 0);
+                assert!(
+                    std::slice::from_raw_parts(block, 6000)
+                        .iter()
+                        .all(|&b| b == 0)
+                );
+                block.write_bytes(0x5A, 2 * PAGE);
+                // Freed to the C allocator, not cached: no trim finds it.
+                alloc.dealloc(block, layout);
+                trim_thread_cache();
+                assert_eq!(trim_thread_cache(), 0);
+                // Reallocated out of its class, its bytes follow.
+                let block = alloc.alloc(layout);
+                for i in 0..100 {
+                    block.add(i).write(i as u8);
+                }
+                let large = alloc.realloc(block, layout, 40_000);
+                let bytes = std::slice::from_raw_parts(large, 100);
+                assert!(bytes.iter().enumerate().all(|(i, &b)| b == i as u8));
+                alloc.dealloc(large, Layout::from_size_align(40_000, 64).unwrap());
+                // Once the system maps again, blocks are mappings again.
+                REFUSE_MAPPINGS.set(false);
+                let mapped = alloc.alloc(layout);
+                assert_eq!(mapped as usize % PAGE, 0);
+                alloc.dealloc(mapped, layout);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn only_mid_size_blocks_are_mapped() {
         let class = |size, align| MappedClass::of(Layout::from_size_align(size, align).unwrap());
@@ -340,9 +466,9 @@ mod tests {
         assert_eq!(class(6224, 8), Some(MappedClass { pages: 2 }));
         assert_eq!(class(16 * 1024, 1), Some(MappedClass { pages: 4 }));
         assert_eq!(class(16 * 1024 + 1, 1), None);
-        // A mapping is page-aligned, no more.
-        assert_eq!(class(8192, 4096), Some(MappedClass { pages: 2 }));
-        assert_eq!(class(8192, 8192), None);
+        // Up to half a page of alignment (see `Fallback`).
+        assert_eq!(class(8192, 2048), Some(MappedClass { pages: 2 }));
+        assert_eq!(class(8192, 4096), None);
     }
 
     #[test]
