@@ -22,7 +22,7 @@ use sluice_runtime::record::{StderrLog, StreamLog};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// The C allocator, with per-thread caches of mid-size blocks on the event loops.
+/// The C allocator, with mid-size blocks mapped apart and cached per event loop (`sluice_heap`).
 #[global_allocator]
 static ALLOCATOR: sluice_heap::ThreadCachedAlloc = sluice_heap::ThreadCachedAlloc;
 
