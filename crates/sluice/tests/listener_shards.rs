@@ -12,14 +12,6 @@ use common::{Backend, GENEROUS, TCP_DEFAULTS, connect, read_n};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// How many sockets listen on 127.0.0.1:`port`.
 fn listening_sockets(port: u16) -> usize {
     let local = format!("0100007F:{port:04X}");
@@ -55,7 +47,7 @@ fn all_served(addr: SocketAddr, count: usize) {
 #[test]
 fn each_thread_listens_on_a_socket_of_its_own() {
     let backend = Backend::echo();
-    let port = free_port();
+    let port = common::free_port();
     let _proxy = common::sluice(&config(3, port, &backend, "")).start();
     assert_eq!(listening_sockets(port), 3);
     all_served(SocketAddr::from(([127, 0, 0, 1], port)), 30);
@@ -64,7 +56,7 @@ fn each_thread_listens_on_a_socket_of_its_own() {
 #[test]
 fn one_thread_listens_on_one_socket() {
     let backend = Backend::echo();
-    let port = free_port();
+    let port = common::free_port();
     let _proxy = common::sluice(&config(1, port, &backend, "")).start();
     assert_eq!(listening_sockets(port), 1);
     all_served(SocketAddr::from(([127, 0, 0, 1], port)), 5);
@@ -73,7 +65,7 @@ fn one_thread_listens_on_one_socket() {
 #[test]
 fn sockets_exposed_for_a_takeover_are_shared_by_the_threads() {
     let backend = Backend::echo();
-    let port = free_port();
+    let port = common::free_port();
     let builder = common::sluice("");
     let exposed = builder.dir().join("exposed.sock");
     let extra = format!(
@@ -92,7 +84,7 @@ fn sockets_exposed_for_a_takeover_are_shared_by_the_threads() {
 #[test]
 fn a_queued_client_gets_the_slot_whichever_socket_it_is_on() {
     let backend = Backend::echo();
-    let port = free_port();
+    let port = common::free_port();
     let cfg = format!(
         "global\n    nbthread 2\n{TCP_DEFAULTS}\nfrontend fe\n    bind 127.0.0.1:{port}\n    maxconn 1\n    default_backend be\nbackend be\n    server s1 {}\n",
         backend.addr()

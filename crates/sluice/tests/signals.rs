@@ -247,18 +247,10 @@ fn port_proxy_config(port: u16, backend: &Backend) -> String {
     )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn reload_with_sf_hands_over_the_port_and_lets_old_sessions_finish() {
     let backend = Backend::echo();
-    let port = free_port();
+    let port = common::free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let cfg = port_proxy_config(port, &backend);
     let mut old = common::sluice(&cfg).start();
@@ -286,7 +278,7 @@ fn reload_with_sf_hands_over_the_port_and_lets_old_sessions_finish() {
 #[test]
 fn reload_with_st_terminates_the_old_process_at_once() {
     let backend = Backend::echo();
-    let port = free_port();
+    let port = common::free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let cfg = port_proxy_config(port, &backend);
     let mut old = common::sluice(&cfg).start();

@@ -106,6 +106,16 @@ pub fn frontend() -> (TcpListener, SocketAddr) {
     (listener, addr)
 }
 
+/// A TCP port free on 127.0.0.1 right now, for configurations that bind a real address (a
+/// reload binds it twice; threads listen on it apart).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind a probe listener")
+        .local_addr()
+        .expect("probe address")
+        .port()
+}
+
 /// The `bind` (or `stats socket`) argument for an inherited listener: `"fd@N"`.
 pub fn fd_bind(listener: &impl AsRawFd) -> String {
     format!("\"fd@{}\"", listener.as_raw_fd())
