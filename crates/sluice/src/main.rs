@@ -15,6 +15,7 @@ mod listeners;
 mod master;
 mod system;
 
+use sluice_config::addr::ListenAddr;
 use sluice_config::diag::Severity;
 use sluice_config::{cond, lexer, plan, reader};
 use sluice_runtime::process::{BuildOptions, Process};
@@ -115,12 +116,25 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         .nbthread
         .map(|n| n as usize)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // What the listening sockets take of the descriptors, at most: a socket per thread for
+    // each TCP port bound (`listeners::bind_all` shards them), one for each other address.
+    let listening_sockets: u64 = plan
+        .frontends
+        .iter()
+        .flat_map(|f| &f.binds)
+        .flat_map(|b| &b.addrs)
+        .map(|addr| match addr {
+            ListenAddr::Inet { ports, .. } => ports.len() as u64 * nbthread as u64,
+            ListenAddr::Unix(_) | ListenAddr::Fd(_) => 1,
+        })
+        .sum::<u64>()
+        + plan.global.stats_sockets.len() as u64;
     let maxconn_wanted = opts.maxconn.or(plan.global.maxconn);
     let ulimit_wanted = plan.global.ulimit_n;
     let (maxconn, ulimit_n) = if opts.check_only {
         (maxconn_wanted.unwrap_or(1), ulimit_wanted.unwrap_or(0))
     } else {
-        let limits = system::apply_limits(maxconn_wanted, ulimit_wanted)
+        let limits = system::apply_limits(maxconn_wanted, ulimit_wanted, listening_sockets)
             .map_err(|e| vec![format!("[ALERT] cannot set the file descriptor limit: {e}")])?;
         if let Some(wanted) = limits.short_of {
             let what = format!(

@@ -11,7 +11,8 @@ use sluice_config::global::Owner;
 use std::io;
 use std::path::Path;
 
-/// File descriptors kept aside for listeners, the CLI, logs and resolvers.
+/// File descriptors kept aside for the CLI, logs, checks and resolvers (listening sockets are
+/// counted apart, see [`apply_limits`]).
 const RESERVED_FDS: u64 = 64;
 
 /// HAProxy caps the automatic descriptor limit (`fd-hard-limit`, configuration.txt §3.2).
@@ -30,12 +31,18 @@ pub struct Limits {
 
 /// Raises the descriptor limit and works out the process-wide connection limit.
 ///
-/// Each forwarded connection needs two descriptors (client and server). With `ulimit-n` set,
-/// that limit is applied; otherwise the soft limit is raised to the hard one (capped). Without
-/// an explicit `maxconn`, it is derived from the limit.
-pub fn apply_limits(maxconn: Option<u32>, ulimit_n: Option<u64>) -> io::Result<Limits> {
+/// Each forwarded connection needs two descriptors (client and server), on top of the
+/// `listening` sockets (one per thread for each TCP address bound, see `listeners`). With
+/// `ulimit-n` set, that limit is applied; otherwise the soft limit is raised to the hard one
+/// (capped). Without an explicit `maxconn`, it is derived from the limit.
+pub fn apply_limits(
+    maxconn: Option<u32>,
+    ulimit_n: Option<u64>,
+    listening: u64,
+) -> io::Result<Limits> {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
-    let wanted = wanted_limit(maxconn, ulimit_n, soft, hard);
+    let reserved = RESERVED_FDS + listening;
+    let wanted = wanted_limit(maxconn, ulimit_n, reserved, (soft, hard));
     let limit = if wanted != soft {
         let new_hard = hard.max(wanted);
         match setrlimit(Resource::RLIMIT_NOFILE, wanted, new_hard) {
@@ -49,7 +56,7 @@ pub fn apply_limits(maxconn: Option<u32>, ulimit_n: Option<u64>) -> io::Result<L
     } else {
         soft
     };
-    let derived = (limit.saturating_sub(RESERVED_FDS) / 2).clamp(1, u64::from(u32::MAX)) as u32;
+    let derived = (limit.saturating_sub(reserved) / 2).clamp(1, u64::from(u32::MAX)) as u32;
     Ok(Limits {
         maxconn: maxconn.unwrap_or(derived),
         ulimit_n: limit,
@@ -58,12 +65,18 @@ pub fn apply_limits(maxconn: Option<u32>, ulimit_n: Option<u64>) -> io::Result<L
 }
 
 /// The descriptor limit to ask for, given the current soft and hard ones: `ulimit-n` if set;
-/// else what `maxconn` connections need (never lowering the soft limit); else the hard limit,
-/// capped as HAProxy caps its automatic one. Only the first two can be out of reach.
-fn wanted_limit(maxconn: Option<u32>, ulimit_n: Option<u64>, soft: u64, hard: u64) -> u64 {
+/// else what `maxconn` connections need beside the `reserved` descriptors (never lowering the
+/// soft limit); else the hard limit, capped as HAProxy caps its automatic one. Only the first
+/// two can be out of reach.
+fn wanted_limit(
+    maxconn: Option<u32>,
+    ulimit_n: Option<u64>,
+    reserved: u64,
+    (soft, hard): (u64, u64),
+) -> u64 {
     match (ulimit_n, maxconn) {
         (Some(n), _) => n,
-        (None, Some(conns)) => (u64::from(conns) * 2 + RESERVED_FDS).max(soft),
+        (None, Some(conns)) => (u64::from(conns) * 2 + reserved).max(soft),
         (None, None) => hard.min(FD_HARD_LIMIT).max(soft),
     }
 }
@@ -140,14 +153,19 @@ mod tests {
 
     #[test]
     fn the_limit_asked_for_follows_ulimit_n_then_maxconn_then_the_hard_limit() {
-        assert_eq!(wanted_limit(Some(1000), Some(5000), 1024, 4096), 5000);
+        let limits = (1024, 4096);
+        assert_eq!(wanted_limit(Some(1000), Some(5000), 64, limits), 5000);
+        // Two per connection, and the listening sockets and others beside.
         assert_eq!(
-            wanted_limit(Some(1000), None, 1024, 4096),
-            2 * 1000 + RESERVED_FDS
+            wanted_limit(Some(1000), None, 64 + 8, limits),
+            2 * 1000 + 72
         );
         // Never below the soft limit for a small maxconn.
-        assert_eq!(wanted_limit(Some(10), None, 1024, 4096), 1024);
-        assert_eq!(wanted_limit(None, None, 1024, 4096), 4096);
-        assert_eq!(wanted_limit(None, None, 1024, u64::MAX), FD_HARD_LIMIT);
+        assert_eq!(wanted_limit(Some(10), None, 64, limits), 1024);
+        assert_eq!(wanted_limit(None, None, 64, limits), 4096);
+        assert_eq!(
+            wanted_limit(None, None, 64, (1024, u64::MAX)),
+            FD_HARD_LIMIT
+        );
     }
 }
