@@ -4,9 +4,10 @@
 //! sockets wrapped in [`BoundListener`] (one per port of a range). Each event-loop thread then
 //! gets its own [`Listener`], registered with its own reactor ([`BoundListener::into_async`]):
 //! a TCP socket this process bound has a shard per thread ([`BoundListener::shards`]), so the
-//! kernel hands each new connection to one thread's queue and wakes that thread alone; a
-//! socket handed over by another process, or a unix one, is shared by all threads
-//! ([`BoundListener::try_clone`]), which then accept from the same queue.
+//! kernel hands each new connection to one thread's queue and wakes that thread alone (a
+//! master binds them and hands them to its workers); a socket taken over from another process
+//! (`-x`, `fd@`), or a unix one, is shared by all threads ([`BoundListener::try_clone`]),
+//! which then accept from the same queue.
 
 use crate::fd;
 use crate::stream::{LazyTcp, Stream};
@@ -59,9 +60,9 @@ impl BoundListener {
     /// one each, event-loop threads do not all wake for every connection to race for it
     /// (the thundering herd of a shared socket, where all but one `accept` fail), as nginx's
     /// `reuseport` and HAProxy's per-thread `shards` do. None for a unix socket, which has no
-    /// such group. Only for a socket this process bound: connections queued on a shard are
-    /// lost when it closes, and a process taking over the sockets (`-x`, a master's worker)
-    /// gets this one alone.
+    /// such group. Only for sockets whose holder keeps them all: connections queued on a
+    /// shard are lost when it closes, and a process taking the sockets over with `-x` gets
+    /// this one alone (a master hands its workers every shard).
     pub fn shards(&self, count: usize, opts: &BindOptions) -> io::Result<Vec<BoundListener>> {
         match self {
             BoundListener::Tcp(l) => {

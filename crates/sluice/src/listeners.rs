@@ -10,6 +10,7 @@ use crate::master::Handoff;
 use sluice_admin::cli;
 use sluice_config::addr::ListenAddr;
 use sluice_config::global::{CliLevel, Owner, StatsSocketConf};
+use sluice_config::plan::Plan;
 use sluice_config::proxy::BindConf;
 use sluice_net::listen::{self, BindOptions, BoundListener, Endpoint};
 use sluice_runtime::process::Process;
@@ -20,6 +21,33 @@ use tokio::sync::Semaphore;
 
 /// The kernel's pending-connection queue when neither `backlog` nor `maxconn` says otherwise.
 const DEFAULT_BACKLOG: u32 = 1024;
+
+/// The event-loop threads a process of `plan` runs: `nbthread`, else one per CPU.
+pub fn thread_count(plan: &Plan) -> usize {
+    plan.global
+        .nbthread
+        .map(|n| n as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// How many sockets beside its first each TCP address of `plan` gets, one for each other
+/// event-loop thread (`BoundListener::shards`): none when `expose-fd listeners` says a later
+/// process is to take the sockets over (`-x`), since it would get one shard alone and the
+/// connections queued on the others would be lost with this process.
+pub fn shards_wanted(plan: &Plan) -> usize {
+    let expose = plan.global.stats_sockets.iter().any(|s| s.expose_listeners);
+    if expose {
+        0
+    } else {
+        thread_count(plan).saturating_sub(1)
+    }
+}
+
+/// The key under which a master hands a worker the `index`-th shard (from 1) of the socket
+/// of `endpoint` (the socket itself goes under the endpoint's own key).
+pub fn shard_key(endpoint: &str, index: usize) -> String {
+    format!("{endpoint}#{index}")
+}
 
 /// One bound socket of a frontend, with its bind line's connection limit.
 pub struct FrontendSocket {
@@ -77,9 +105,6 @@ pub fn bind_all(
         .iter()
         .any(|s| s.expose_listeners);
     let mut exposed = Vec::new();
-    // A socket of ours is sharded over the event-loop threads, unless `expose-fd listeners`
-    // says a later process is to take the sockets over (`-x`): it would get one shard alone,
-    // and the connections queued on the others would be lost with this process.
     let shards = if expose {
         0
     } else {
@@ -160,8 +185,9 @@ pub fn bind_all(
     }
 }
 
-/// The sockets of `addr`: those handed over (by a master or an old process), shared by the
-/// threads, or bound here otherwise, each with up to `shards` more for the other threads.
+/// The sockets of `addr`: those handed over (by a master, with the shards it holds for the
+/// other threads; by an old process, alone), or bound here otherwise, each with up to
+/// `shards` more for the other threads.
 fn bind_or_inherit(
     addr: &ListenAddr,
     opts: &BindOptions,
@@ -173,7 +199,17 @@ fn bind_or_inherit(
         .map(|endpoint| {
             Ok(
                 match handoff.as_deref_mut().and_then(|h| h.take(&endpoint)) {
-                    Some(fd) => (endpoint, listen::adopt_owned(fd)?, Vec::new()),
+                    Some(fd) => {
+                        let socket = listen::adopt_owned(fd)?;
+                        let shards = handoff
+                            .as_deref_mut()
+                            .map(|h| h.take_shards(&endpoint, shards))
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(listen::adopt_owned)
+                            .collect::<std::io::Result<_>>()?;
+                        (endpoint, socket, shards)
+                    }
                     None => {
                         let socket = listen::bind_endpoint(&endpoint, opts)?;
                         // An inherited `fd@N` is one socket, whoever bound it.

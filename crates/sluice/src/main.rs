@@ -111,11 +111,7 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     if plan.global.node.is_none() {
         plan.global.node = Some(hostname());
     }
-    let nbthread = plan
-        .global
-        .nbthread
-        .map(|n| n as usize)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let nbthread = listeners::thread_count(&plan);
     // What the listening sockets take of the descriptors, at most: a socket per thread for
     // each TCP port bound (`listeners::bind_all` shards them), one for each other address.
     let listening_sockets: u64 = plan

@@ -96,6 +96,15 @@ impl Handoff {
     pub fn take(&mut self, endpoint: &Endpoint) -> Option<OwnedFd> {
         self.listeners.remove(&endpoint.to_string())
     }
+
+    /// Takes up to `count` handed-over shards of the socket of `endpoint`, in order: those a
+    /// master holds for the worker's other threads (`listeners::shard_key`).
+    pub fn take_shards(&mut self, endpoint: &Endpoint, count: usize) -> Vec<OwnedFd> {
+        let key = endpoint.to_string();
+        (1..=count)
+            .map_while(|index| self.listeners.remove(&listeners::shard_key(&key, index)))
+            .collect()
+    }
 }
 
 /// Reads and checks the configuration again (for a reload).
@@ -187,12 +196,16 @@ struct Sockets {
 }
 
 impl Sockets {
-    /// Binds the endpoints of `plan` the master does not hold yet, and closes those it no
-    /// longer names (the workers keep their own copies as long as they run).
+    /// Binds the endpoints of `plan` the master does not hold yet, with a shard for each of
+    /// a worker's other threads for a TCP one (`listeners::shards_wanted`), and closes those
+    /// it no longer names (the workers keep their own copies as long as they run). Holding
+    /// the shards, the master keeps their queues across reloads as it does the sockets'; a
+    /// reload to fewer threads closes the extra shards, and the connections queued on them.
     fn bind_plan(&mut self, plan: &Plan, opts: &Options) -> Result<(), Vec<String>> {
         // (key, socket, kept from the previous configuration)
         let mut wanted: Vec<(String, BoundListener, bool)> = Vec::new();
         let mut errors = Vec::new();
+        let shards = listeners::shards_wanted(plan);
         for frontend in &plan.frontends {
             let maxconn = frontend
                 .maxconn
@@ -218,15 +231,41 @@ impl Sockets {
                         if wanted.iter().any(|(k, _, _)| *k == key) {
                             continue;
                         }
-                        if let Some(i) = self.held.iter().position(|(k, _)| *k == key) {
-                            let (key, socket) = self.held.swap_remove(i);
-                            wanted.push((key, socket, true));
-                            continue;
+                        let primary = match self.held.iter().position(|(k, _)| *k == key) {
+                            Some(i) => {
+                                let (_, socket) = self.held.swap_remove(i);
+                                (socket, true)
+                            }
+                            None => match listen::bind_endpoint(&endpoint, &bind_opts) {
+                                Ok(socket) => (socket, false),
+                                Err(err) => {
+                                    errors.push(failed(&err));
+                                    continue;
+                                }
+                            },
+                        };
+                        // An inherited `fd@N` is one socket, whoever bound it.
+                        let count = match endpoint {
+                            Endpoint::Tcp(_) => shards,
+                            _ => 0,
+                        };
+                        for index in 1..=count {
+                            let shard_key = listeners::shard_key(&key, index);
+                            if let Some(i) = self.held.iter().position(|(k, _)| *k == shard_key) {
+                                let (_, socket) = self.held.swap_remove(i);
+                                wanted.push((shard_key, socket, true));
+                                continue;
+                            }
+                            match primary.0.shards(1, &bind_opts) {
+                                Ok(mut bound) => {
+                                    if let Some(socket) = bound.pop() {
+                                        wanted.push((shard_key, socket, false));
+                                    }
+                                }
+                                Err(err) => errors.push(failed(&err)),
+                            }
                         }
-                        match listen::bind_endpoint(&endpoint, &bind_opts) {
-                            Ok(socket) => wanted.push((key, socket, false)),
-                            Err(err) => errors.push(failed(&err)),
-                        }
+                        wanted.push((key, primary.0, primary.1));
                     }
                 }
             }

@@ -12,21 +12,6 @@ use common::{Backend, GENEROUS, TCP_DEFAULTS, connect, read_n};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr};
 
-/// How many sockets listen on 127.0.0.1:`port`.
-fn listening_sockets(port: u16) -> usize {
-    let local = format!("0100007F:{port:04X}");
-    std::fs::read_to_string("/proc/net/tcp")
-        .unwrap()
-        .lines()
-        .skip(1)
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // `st` 0A is LISTEN.
-            fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A")
-        })
-        .count()
-}
-
 fn config(threads: usize, port: u16, backend: &Backend, extra: &str) -> String {
     format!(
         "global\n    nbthread {threads}\n{extra}{TCP_DEFAULTS}\nlisten app\n    bind 127.0.0.1:{port}\n    server s1 {}\n",
@@ -49,7 +34,7 @@ fn each_thread_listens_on_a_socket_of_its_own() {
     let backend = Backend::echo();
     let port = common::free_port();
     let _proxy = common::sluice(&config(3, port, &backend, "")).start();
-    assert_eq!(listening_sockets(port), 3);
+    assert_eq!(common::listening_sockets(port), 3);
     all_served(SocketAddr::from(([127, 0, 0, 1], port)), 30);
 }
 
@@ -58,7 +43,7 @@ fn one_thread_listens_on_one_socket() {
     let backend = Backend::echo();
     let port = common::free_port();
     let _proxy = common::sluice(&config(1, port, &backend, "")).start();
-    assert_eq!(listening_sockets(port), 1);
+    assert_eq!(common::listening_sockets(port), 1);
     all_served(SocketAddr::from(([127, 0, 0, 1], port)), 5);
 }
 
@@ -73,7 +58,7 @@ fn sockets_exposed_for_a_takeover_are_shared_by_the_threads() {
         exposed.display()
     );
     let _proxy = builder.config(&config(3, port, &backend, &extra)).start();
-    assert_eq!(listening_sockets(port), 1);
+    assert_eq!(common::listening_sockets(port), 1);
     all_served(SocketAddr::from(([127, 0, 0, 1], port)), 10);
 }
 
@@ -90,7 +75,7 @@ fn a_queued_client_gets_the_slot_whichever_socket_it_is_on() {
         backend.addr()
     );
     let _proxy = common::sluice(&cfg).start();
-    assert_eq!(listening_sockets(port), 2);
+    assert_eq!(common::listening_sockets(port), 2);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut current = connect(addr);
     current.write_all(b"first").unwrap();

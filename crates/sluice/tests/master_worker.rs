@@ -521,3 +521,54 @@ fn ten_reloads_under_load_lose_no_connection() {
     );
     p.assert_alive();
 }
+
+/// The master holds a socket per worker thread for a TCP address (so no thread wakes for
+/// another's connection) and keeps them all across a reload, as it keeps the first one: not
+/// one connection is refused while the worker changes.
+#[test]
+fn the_master_holds_a_socket_per_thread_across_reloads() {
+    let echo = Backend::echo();
+    let port = common::free_port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let cfg = format!(
+        "global\n    nbthread 2\n{TCP_DEFAULTS}\nlisten app\n    bind 127.0.0.1:{port}\n    server s1 {}\n",
+        echo.addr()
+    );
+    let builder = sluice(&cfg);
+    let master_sock = builder.dir().join("master.sock");
+    let mut p = builder
+        .without_stats_socket()
+        .arg("-W")
+        .arg("-S")
+        .arg(master_sock.to_str().unwrap())
+        .start();
+    let first = ready_worker(&master_sock);
+    assert_eq!(common::listening_sockets(port), 2);
+    let prober = Prober::start(addr);
+    assert!(
+        wait_until(GENEROUS, || prober.ok() >= 20),
+        "the proxy does not answer"
+    );
+    cli_at(&master_sock, "reload").unwrap();
+    let second = ready_worker(&master_sock);
+    assert_ne!(first, second, "{}", show_proc(&master_sock));
+    assert!(
+        wait_until(GENEROUS, || !show_proc(&master_sock)
+            .contains(&format!("\n{first} "))),
+        "the old worker is still there: {}",
+        show_proc(&master_sock)
+    );
+    let before = prober.ok();
+    assert!(
+        wait_until(GENEROUS, || prober.ok() >= before + 20),
+        "no traffic after the reload"
+    );
+    let (ok, failed, errors) = prober.finish();
+    assert_eq!(
+        failed, 0,
+        "{ok} exchanges worked, {failed} failed: {errors:?}"
+    );
+    // The same two sockets: none closed, none added.
+    assert_eq!(common::listening_sockets(port), 2);
+    p.assert_alive();
+}

@@ -116,6 +116,21 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// How many sockets listen on 127.0.0.1:`port`.
+pub fn listening_sockets(port: u16) -> usize {
+    let local = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .expect("read /proc/net/tcp")
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // `st` 0A is LISTEN.
+            fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A")
+        })
+        .count()
+}
+
 /// The `bind` (or `stats socket`) argument for an inherited listener: `"fd@N"`.
 pub fn fd_bind(listener: &impl AsRawFd) -> String {
     format!("\"fd@{}\"", listener.as_raw_fd())
