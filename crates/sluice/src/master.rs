@@ -2,7 +2,8 @@
 //! that owns the listening sockets and runs the proxy in worker processes it starts, replaces
 //! on reload and watches.
 //!
-//! The master reads the configuration, binds every `bind` address itself and starts a worker:
+//! The master reads the configuration, binds every `bind` address itself (a TCP one with a
+//! socket per worker thread, see `listeners::shards_wanted`) and starts a worker:
 //! the same program with the same arguments (minus the master's own: `-W`, `-S`, `-D`, `-p`,
 //! `-C`), which finds its listening sockets among the descriptors it inherited (their keys are
 //! in [`LISTENERS_VAR`]) instead of binding them. On `reload` (master CLI) or SIGUSR2 the master
