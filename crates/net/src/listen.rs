@@ -5,9 +5,9 @@
 //! gets its own [`Listener`], registered with its own reactor ([`BoundListener::into_async`]):
 //! a TCP socket this process bound has a shard per thread ([`BoundListener::shards`]), so the
 //! kernel hands each new connection to one thread's queue and wakes that thread alone (a
-//! master binds them and hands them to its workers); a socket taken over from another process
-//! (`-x`, `fd@`), or a unix one, is shared by all threads ([`BoundListener::try_clone`]),
-//! which then accept from the same queue.
+//! master binds them and hands them to its workers, `-x` takes them all over); an inherited
+//! `fd@` socket, or a unix one, is shared by all threads ([`BoundListener::try_clone`]), which
+//! then accept from the same queue.
 
 use crate::fd;
 use crate::stream::{LazyTcp, Stream};
@@ -60,9 +60,8 @@ impl BoundListener {
     /// one each, event-loop threads do not all wake for every connection to race for it
     /// (the thundering herd of a shared socket, where all but one `accept` fail), as nginx's
     /// `reuseport` and HAProxy's per-thread `shards` do. None for a unix socket, which has no
-    /// such group. Only for sockets whose holder keeps them all: connections queued on a
-    /// shard are lost when it closes, and a process taking the sockets over with `-x` gets
-    /// this one alone (a master hands its workers every shard).
+    /// such group. Connections queued on a shard are lost when it closes: a master hands its
+    /// workers every shard, and `-x` takes every one over.
     pub fn shards(&self, count: usize, opts: &BindOptions) -> io::Result<Vec<BoundListener>> {
         match self {
             BoundListener::Tcp(l) => {

@@ -10,6 +10,7 @@
 
 use crate::listeners::{CliSocket, FrontendSocket};
 use sluice_admin::cli::Exposed;
+use sluice_net::listen::BoundListener;
 use sluice_runtime::process::{ListenState, Process};
 use std::io;
 use std::sync::Arc;
@@ -17,19 +18,28 @@ use tokio::signal::unix::{SignalKind, signal};
 
 /// Starts `process.nbthread` event-loop threads serving `sockets`.
 pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -> io::Result<()> {
-    // Every thread gets its own shard of every socket, or its own handle on a shared one; the
-    // originals are dropped at the end, leaving the threads as the only owners.
-    let mut per_thread: Vec<Vec<FrontendSocket>> =
-        (0..process.nbthread).map(|_| Vec::new()).collect();
+    // Every thread gets its own shard of every socket, or its own handle on a shared one;
+    // shards beyond one per thread (handed over by a process with more threads) go to the
+    // threads in turn, each accepting from them too. The originals are dropped at the end,
+    // leaving the threads as the only owners.
+    let threads = process.nbthread.max(1);
+    let mut per_thread: Vec<Vec<FrontendSocket>> = (0..threads).map(|_| Vec::new()).collect();
     for spec in sockets {
         let mut shards = spec.shards.into_iter();
-        for (index, mine) in per_thread.iter_mut().enumerate() {
+        let mut owned: Vec<(usize, BoundListener)> = Vec::new();
+        for index in 0..threads {
             let own = if index == 0 { None } else { shards.next() };
-            let socket = match own {
-                Some(shard) => shard,
-                None => spec.socket.try_clone()?,
-            };
-            mine.push(FrontendSocket {
+            owned.push((
+                index,
+                match own {
+                    Some(shard) => shard,
+                    None => spec.socket.try_clone()?,
+                },
+            ));
+        }
+        owned.extend(shards.enumerate().map(|(n, shard)| (n % threads, shard)));
+        for (index, socket) in owned {
+            per_thread[index].push(FrontendSocket {
                 frontend: Arc::clone(&spec.frontend),
                 socket,
                 shards: Vec::new(),

@@ -31,20 +31,14 @@ pub fn thread_count(plan: &Plan) -> usize {
 }
 
 /// How many sockets beside its first each TCP address of `plan` gets, one for each other
-/// event-loop thread (`BoundListener::shards`): none when `expose-fd listeners` says a later
-/// process is to take the sockets over (`-x`), since it would get one shard alone and the
-/// connections queued on the others would be lost with this process.
+/// event-loop thread (`BoundListener::shards`).
 pub fn shards_wanted(plan: &Plan) -> usize {
-    let expose = plan.global.stats_sockets.iter().any(|s| s.expose_listeners);
-    if expose {
-        0
-    } else {
-        thread_count(plan).saturating_sub(1)
-    }
+    thread_count(plan).saturating_sub(1)
 }
 
-/// The key under which a master hands a worker the `index`-th shard (from 1) of the socket
-/// of `endpoint` (the socket itself goes under the endpoint's own key).
+/// The key under which the `index`-th shard (from 1) of the socket of `endpoint` is handed
+/// over, by a master to its workers or through `_getsocks` (`-x`); the socket itself goes
+/// under the endpoint's own key.
 pub fn shard_key(endpoint: &str, index: usize) -> String {
     format!("{endpoint}#{index}")
 }
@@ -55,8 +49,9 @@ pub struct FrontendSocket {
     pub frontend: Arc<Frontend>,
     /// The socket, for the first event-loop thread.
     pub socket: BoundListener,
-    /// One socket of its own for each other event-loop thread, in the same `SO_REUSEPORT`
-    /// group (`BoundListener::shards`); empty when the threads share `socket`.
+    /// Its shards, in the same `SO_REUSEPORT` group (`BoundListener::shards`): one for each
+    /// other event-loop thread, or more when a process with more threads handed them over
+    /// (`-x`); empty when the threads share `socket`.
     pub shards: Vec<BoundListener>,
     /// Shared by every socket of one `bind` line that has `maxconn`.
     pub bind_slots: Option<Arc<Semaphore>>,
@@ -105,11 +100,7 @@ pub fn bind_all(
         .iter()
         .any(|s| s.expose_listeners);
     let mut exposed = Vec::new();
-    let shards = if expose {
-        0
-    } else {
-        process.nbthread.saturating_sub(1)
-    };
+    let shards = process.nbthread.saturating_sub(1);
     for frontend in &process.frontends {
         let mut number = 0;
         for bind in &frontend.plan.binds {
@@ -120,26 +111,38 @@ pub fn bind_all(
                 .map(|n| Arc::new(Semaphore::new(n as usize)));
             for addr in &bind.addrs {
                 match bind_or_inherit(addr, &opts, handoff.as_deref_mut(), shards) {
-                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(|(endpoint, socket, shards)| {
-                        number += 1;
-                        if expose {
-                            match socket.try_clone() {
-                                Ok(handle) => exposed.push((endpoint.to_string(), handle)),
-                                Err(err) => errors.push(format!(
-                                    "[ALERT] cannot keep a handle on {endpoint} for expose-fd: {err}"
-                                )),
+                    Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(
+                        |(endpoint, socket, shards)| {
+                            number += 1;
+                            if expose {
+                                // Every shard goes too: a process taking over a socket without
+                                // its shards would leave the connections queued on them to be
+                                // lost with this one.
+                                let key = endpoint.to_string();
+                                let keys = std::iter::once(key.clone())
+                                    .chain((1..=shards.len()).map(|index| shard_key(&key, index)));
+                                for (key, socket) in
+                                    keys.zip(std::iter::once(&socket).chain(&shards))
+                                {
+                                    match socket.try_clone() {
+                                    Ok(handle) => exposed.push((key, handle)),
+                                    Err(err) => errors.push(format!(
+                                        "[ALERT] cannot keep a handle on {key} for expose-fd: {err}"
+                                    )),
+                                }
+                                }
                             }
-                        }
-                        let name = bind.name.clone().unwrap_or_else(|| number.to_string());
-                        FrontendSocket {
-                            frontend: Arc::clone(frontend),
-                            socket,
-                            shards,
-                            bind_slots: slots.clone(),
-                            accept_proxy: bind.accept_proxy,
-                            name: name.into(),
-                        }
-                    })),
+                            let name = bind.name.clone().unwrap_or_else(|| number.to_string());
+                            FrontendSocket {
+                                frontend: Arc::clone(frontend),
+                                socket,
+                                shards,
+                                bind_slots: slots.clone(),
+                                accept_proxy: bind.accept_proxy,
+                                name: name.into(),
+                            }
+                        },
+                    )),
                     Err(err) => errors.push(bind_error(&bind.span, frontend.name(), addr, &err)),
                 }
             }
@@ -185,9 +188,9 @@ pub fn bind_all(
     }
 }
 
-/// The sockets of `addr`: those handed over (by a master, with the shards it holds for the
-/// other threads; by an old process, alone), or bound here otherwise, each with up to
-/// `shards` more for the other threads.
+/// The sockets of `addr`, each with `shards` more for the other threads: handed over with
+/// every shard the other process had (a master has as many; a process replaced with `-x` may
+/// have had more, all kept, or fewer, completed here), or bound here.
 fn bind_or_inherit(
     addr: &ListenAddr,
     opts: &BindOptions,
@@ -201,14 +204,18 @@ fn bind_or_inherit(
                 match handoff.as_deref_mut().and_then(|h| h.take(&endpoint)) {
                     Some(fd) => {
                         let socket = listen::adopt_owned(fd)?;
-                        let shards = handoff
+                        let mut taken: Vec<BoundListener> = handoff
                             .as_deref_mut()
-                            .map(|h| h.take_shards(&endpoint, shards))
+                            .map(|h| h.take_shards(&endpoint))
                             .unwrap_or_default()
                             .into_iter()
                             .map(listen::adopt_owned)
                             .collect::<std::io::Result<_>>()?;
-                        (endpoint, socket, shards)
+                        // An inherited `fd@N` is one socket, whoever bound it.
+                        if taken.len() < shards && !matches!(endpoint, Endpoint::Fd(_)) {
+                            taken.extend(socket.shards(shards - taken.len(), opts)?);
+                        }
+                        (endpoint, socket, taken)
                     }
                     None => {
                         let socket = listen::bind_endpoint(&endpoint, opts)?;

@@ -98,11 +98,11 @@ impl Handoff {
         self.listeners.remove(&endpoint.to_string())
     }
 
-    /// Takes up to `count` handed-over shards of the socket of `endpoint`, in order: those a
-    /// master holds for the worker's other threads (`listeners::shard_key`).
-    pub fn take_shards(&mut self, endpoint: &Endpoint, count: usize) -> Vec<OwnedFd> {
+    /// Takes every handed-over shard of the socket of `endpoint`, in order
+    /// (`listeners::shard_key`).
+    pub fn take_shards(&mut self, endpoint: &Endpoint) -> Vec<OwnedFd> {
         let key = endpoint.to_string();
-        (1..=count)
+        (1..)
             .map_while(|index| self.listeners.remove(&listeners::shard_key(&key, index)))
             .collect()
     }

@@ -1,16 +1,18 @@
 //! Listening sockets and event-loop threads: a TCP address the process binds gets one socket
 //! per thread in one `SO_REUSEPORT` group, so a new connection wakes one thread only (no
-//! thundering herd), while sockets meant to be taken over by a later process (`expose-fd
-//! listeners`) stay one socket that all threads share. The sockets are counted in the kernel's
-//! table of listening TCP sockets (`/proc/net/tcp`, one line per socket). With a connection
-//! limit, a queued client is served whichever thread's socket it landed on.
+//! thundering herd), and a process taking them over with `-x` takes every one. The sockets
+//! are counted in the kernel's table of listening TCP sockets (`/proc/net/tcp`, one line per
+//! socket). With a connection limit, a queued client is served whichever thread's socket it
+//! landed on.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::{Backend, GENEROUS, TCP_DEFAULTS, connect, read_n};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn config(threads: usize, port: u16, backend: &Backend, extra: &str) -> String {
     format!(
@@ -47,19 +49,79 @@ fn one_thread_listens_on_one_socket() {
     all_served(SocketAddr::from(([127, 0, 0, 1], port)), 5);
 }
 
+/// Connects to `addr` over and over until `stop`, each time sending a word and reading it
+/// back; (exchanges that worked, failures).
+fn probe(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(usize, Vec<String>)> {
+    std::thread::spawn(move || {
+        let (mut ok, mut failures) = (0usize, Vec::new());
+        while !stop.load(Ordering::SeqCst) {
+            let round = (|| -> std::io::Result<()> {
+                let mut c = std::net::TcpStream::connect_timeout(&addr, GENEROUS)?;
+                c.set_read_timeout(Some(GENEROUS))?;
+                c.write_all(b"ping")?;
+                let mut b = [0u8; 4];
+                c.read_exact(&mut b)?;
+                Ok(())
+            })();
+            match round {
+                Ok(()) => ok += 1,
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        (ok, failures)
+    })
+}
+
+/// `-x` takes every shard of the old process over (`expose-fd listeners` hands them all):
+/// from 3 threads to 2, the new process accepts from the 3 sockets and binds none; from 2 to
+/// 4, it binds the one it lacks. Clients connecting all along are all served.
 #[test]
-fn sockets_exposed_for_a_takeover_are_shared_by_the_threads() {
+fn a_takeover_with_x_keeps_every_shard() {
     let backend = Backend::echo();
     let port = common::free_port();
-    let builder = common::sluice("");
-    let exposed = builder.dir().join("exposed.sock");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let shared = common::TempDir::new();
+    let expose = shared.join("expose.sock");
     let extra = format!(
         "    stats socket \"{}\" level admin expose-fd listeners\n",
-        exposed.display()
+        expose.display()
     );
-    let _proxy = builder.config(&config(3, port, &backend, &extra)).start();
-    assert_eq!(common::listening_sockets(port), 1);
-    all_served(SocketAddr::from(([127, 0, 0, 1], port)), 10);
+    let mut first = common::sluice(&config(3, port, &backend, &extra)).start();
+    assert_eq!(common::listening_sockets(port), 3);
+    let stop = Arc::new(AtomicBool::new(false));
+    let prober = probe(addr, Arc::clone(&stop));
+    let mut second = common::sluice(&config(2, port, &backend, &extra))
+        .arg("-x")
+        .arg(expose.to_str().unwrap())
+        .arg("-sf")
+        .arg(&first.pid().to_string())
+        .start();
+    assert!(
+        first.wait_exit(GENEROUS).is_some(),
+        "the first process stayed"
+    );
+    assert_eq!(common::listening_sockets(port), 3);
+    all_served(addr, 12);
+    let third = common::sluice(&config(4, port, &backend, &extra))
+        .arg("-x")
+        .arg(expose.to_str().unwrap())
+        .arg("-sf")
+        .arg(&second.pid().to_string())
+        .start();
+    assert!(
+        second.wait_exit(GENEROUS).is_some(),
+        "the second process stayed"
+    );
+    assert_eq!(common::listening_sockets(port), 4);
+    all_served(addr, 12);
+    stop.store(true, Ordering::SeqCst);
+    let (ok, failures) = prober.join().unwrap();
+    assert!(ok > 0);
+    assert!(
+        failures.is_empty(),
+        "{ok} exchanges worked; failures: {failures:?}"
+    );
+    drop(third);
 }
 
 /// With `maxconn 1`, each client queues while the one before is served, then is served once
