@@ -211,8 +211,14 @@ fn bind_or_inherit(
                             .into_iter()
                             .map(listen::adopt_owned)
                             .collect::<std::io::Result<_>>()?;
-                        // An inherited `fd@N` is one socket, whoever bound it.
-                        if taken.len() < shards && !matches!(endpoint, Endpoint::Fd(_)) {
+                        // An inherited `fd@N` is one socket, whoever bound it; a master's
+                        // worker takes what its master holds (a shard of its own would
+                        // close with it, and the connections queued there with it).
+                        let from_master = handoff.as_ref().is_some_and(|h| h.from_master);
+                        if taken.len() < shards
+                            && !from_master
+                            && !matches!(endpoint, Endpoint::Fd(_))
+                        {
                             taken.extend(socket.shards(shards - taken.len(), opts)?);
                         }
                         (endpoint, socket, taken)
