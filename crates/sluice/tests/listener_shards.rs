@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Backend, GENEROUS, TCP_DEFAULTS, connect, read_n};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,29 +49,6 @@ fn one_thread_listens_on_one_socket() {
     all_served(SocketAddr::from(([127, 0, 0, 1], port)), 5);
 }
 
-/// Connects to `addr` over and over until `stop`, each time sending a word and reading it
-/// back; (exchanges that worked, failures).
-fn probe(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(usize, Vec<String>)> {
-    std::thread::spawn(move || {
-        let (mut ok, mut failures) = (0usize, Vec::new());
-        while !stop.load(Ordering::SeqCst) {
-            let round = (|| -> std::io::Result<()> {
-                let mut c = std::net::TcpStream::connect_timeout(&addr, GENEROUS)?;
-                c.set_read_timeout(Some(GENEROUS))?;
-                c.write_all(b"ping")?;
-                let mut b = [0u8; 4];
-                c.read_exact(&mut b)?;
-                Ok(())
-            })();
-            match round {
-                Ok(()) => ok += 1,
-                Err(e) => failures.push(e.to_string()),
-            }
-        }
-        (ok, failures)
-    })
-}
-
 /// `-x` takes every shard of the old process over (`expose-fd listeners` hands them all):
 /// from 3 threads to 2, the new process accepts from the 3 sockets and binds none; from 2 to
 /// 4, it binds the one it lacks. Clients connecting all along are all served.
@@ -89,7 +66,11 @@ fn a_takeover_with_x_keeps_every_shard() {
     let mut first = common::sluice(&config(3, port, &backend, &extra)).start();
     assert_eq!(common::listening_sockets(port), 3);
     let stop = Arc::new(AtomicBool::new(false));
-    let prober = probe(addr, Arc::clone(&stop));
+    let prober = common::ping_until(Arc::clone(&stop), move || {
+        let c = std::net::TcpStream::connect_timeout(&addr, GENEROUS)?;
+        c.set_read_timeout(Some(GENEROUS))?;
+        Ok(c)
+    });
     let mut second = common::sluice(&config(2, port, &backend, &extra))
         .arg("-x")
         .arg(expose.to_str().unwrap())

@@ -104,8 +104,33 @@ impl Prober {
         }
     }
 
+    /// Starts probing `addr` and waits until 20 exchanges worked.
+    fn serving(addr: SocketAddr) -> Prober {
+        let prober = Prober::start(addr);
+        assert!(
+            wait_until(GENEROUS, || prober.ok() >= 20),
+            "the proxy does not answer"
+        );
+        prober
+    }
+
     fn ok(&self) -> usize {
         self.ok.load(Ordering::SeqCst)
+    }
+
+    /// Waits for 20 more exchanges that work (traffic goes on through the current worker),
+    /// then stops, asserting that none failed.
+    fn finish_serving(self) {
+        let before = self.ok();
+        assert!(
+            wait_until(GENEROUS, || self.ok() >= before + 20),
+            "no traffic after the reloads"
+        );
+        let (ok, failed, errors) = self.finish();
+        assert_eq!(
+            failed, 0,
+            "{ok} exchanges worked, {failed} failed: {errors:?}"
+        );
     }
 
     /// Stops the loop; (exchanges that worked, failures with their errors).
@@ -117,6 +142,39 @@ impl Prober {
         let errors = self.errors.lock().unwrap().clone();
         (self.ok(), self.failed.load(Ordering::SeqCst), errors)
     }
+}
+
+/// Starts `builder` as a master (`-W`) with its master socket (`-S`) in its directory; the
+/// process and that socket's path.
+fn start_master(builder: common::Builder) -> (common::Sluice, PathBuf) {
+    let master_sock = builder.dir().join("master.sock");
+    let p = builder
+        .without_stats_socket()
+        .arg("-W")
+        .arg("-S")
+        .arg(master_sock.to_str().unwrap())
+        .start();
+    (p, master_sock)
+}
+
+/// Reloads through the master socket, waits for the new worker (its pid) and for the
+/// `first` one to soft-stop and exit once its sessions are done.
+fn reload_and_retire(master_sock: &Path, first: u32) -> u32 {
+    // The answer comes once the new worker is started.
+    cli_at(master_sock, "reload").unwrap();
+    let second = ready_worker(master_sock);
+    assert_ne!(first, second, "{}", show_proc(master_sock));
+    assert!(
+        wait_until(GENEROUS, || !pids_in(
+            &show_proc(master_sock),
+            "# old workers"
+        )
+        .contains(&first)
+            && !show_proc(master_sock).contains(&format!("\n{first} "))),
+        "the old worker is still there: {}",
+        show_proc(master_sock)
+    );
+    second
 }
 
 fn exchange(addr: SocketAddr) -> std::io::Result<()> {
@@ -189,35 +247,10 @@ fn reload_replaces_the_worker_without_refusing_a_connection() {
     let echo = Backend::echo();
     let (listener, addr) = frontend();
     let builder = sluice(&echo_config(&listener, &echo));
-    let master_sock = builder.dir().join("master.sock");
-    let mut p = builder
-        .without_stats_socket()
-        .arg("-W")
-        .arg("-S")
-        .arg(master_sock.to_str().unwrap())
-        .inherit(listener)
-        .start();
+    let (mut p, master_sock) = start_master(builder.inherit(listener));
     let first = ready_worker(&master_sock);
-    let prober = Prober::start(addr);
-    assert!(
-        wait_until(GENEROUS, || prober.ok() >= 20),
-        "the proxy does not answer"
-    );
-    // The answer comes once the new worker is started.
-    cli_at(&master_sock, "reload").unwrap();
-    let second = ready_worker(&master_sock);
-    assert_ne!(first, second, "{}", show_proc(&master_sock));
-    // The old worker soft-stops and exits once its sessions are done.
-    assert!(
-        wait_until(GENEROUS, || !pids_in(
-            &show_proc(&master_sock),
-            "# old workers"
-        )
-        .contains(&first)
-            && !show_proc(&master_sock).contains(&format!("\n{first} "))),
-        "the old worker is still there: {}",
-        show_proc(&master_sock)
-    );
+    let prober = Prober::serving(addr);
+    let second = reload_and_retire(&master_sock, first);
     // SIGUSR2 reloads too; traffic goes on through the third worker.
     p.signal(Signal::SIGUSR2);
     assert!(
@@ -229,16 +262,7 @@ fn reload_replaces_the_worker_without_refusing_a_connection() {
         show_proc(&master_sock)
     );
     let third = ready_worker(&master_sock);
-    let before = prober.ok();
-    assert!(
-        wait_until(GENEROUS, || prober.ok() >= before + 20),
-        "no traffic after the reloads"
-    );
-    let (ok, failed, errors) = prober.finish();
-    assert_eq!(
-        failed, 0,
-        "{ok} exchanges worked, {failed} failed: {errors:?}"
-    );
+    prober.finish_serving();
     let proc_list = show_proc(&master_sock);
     assert!(
         proc_list.contains(" master          2 [failed: 0]"),
@@ -253,14 +277,7 @@ fn a_broken_configuration_at_reload_keeps_the_worker() {
     let echo = Backend::echo();
     let (listener, addr) = frontend();
     let builder = sluice(&echo_config(&listener, &echo));
-    let master_sock = builder.dir().join("master.sock");
-    let p = builder
-        .without_stats_socket()
-        .arg("-W")
-        .arg("-S")
-        .arg(master_sock.to_str().unwrap())
-        .inherit(listener)
-        .start();
+    let (p, master_sock) = start_master(builder.inherit(listener));
     let worker = ready_worker(&master_sock);
     let cfg = p.dir().join("sluice.cfg");
     let mut text = std::fs::read_to_string(&cfg).unwrap();
@@ -344,14 +361,7 @@ fn a_worker_that_fails_to_start_leaves_the_previous_one_serving() {
     let echo = Backend::echo();
     let (listener, addr) = frontend();
     let builder = sluice(&echo_config(&listener, &echo));
-    let master_sock = builder.dir().join("master.sock");
-    let mut p = builder
-        .without_stats_socket()
-        .arg("-W")
-        .arg("-S")
-        .arg(master_sock.to_str().unwrap())
-        .inherit(listener)
-        .start();
+    let (mut p, master_sock) = start_master(builder.inherit(listener));
     let worker = ready_worker(&master_sock);
     // The master's check passes; the worker fails when it resolves the server's name.
     let cfg = p.dir().join("sluice.cfg");
@@ -449,14 +459,7 @@ fn sigusr1_to_the_master_soft_stops_the_workers_and_then_the_master() {
     let echo = Backend::echo();
     let (listener, addr) = frontend();
     let builder = sluice(&echo_config(&listener, &echo));
-    let master_sock = builder.dir().join("master.sock");
-    let mut p = builder
-        .without_stats_socket()
-        .arg("-W")
-        .arg("-S")
-        .arg(master_sock.to_str().unwrap())
-        .inherit(listener)
-        .start();
+    let (mut p, master_sock) = start_master(builder.inherit(listener));
     ready_worker(&master_sock);
     let mut live = TcpStream::connect(addr).unwrap();
     live.set_read_timeout(Some(GENEROUS)).unwrap();
@@ -486,17 +489,9 @@ fn ten_reloads_under_load_lose_no_connection() {
     let echo = Backend::echo();
     let (listener, addr) = frontend();
     let builder = sluice(&echo_config(&listener, &echo));
-    let master_sock = builder.dir().join("master.sock");
-    let mut p = builder
-        .without_stats_socket()
-        .arg("-W")
-        .arg("-S")
-        .arg(master_sock.to_str().unwrap())
-        .inherit(listener)
-        .start();
+    let (mut p, master_sock) = start_master(builder.inherit(listener));
     let mut worker = ready_worker(&master_sock);
-    let prober = Prober::start(addr);
-    assert!(wait_until(GENEROUS, || prober.ok() >= 20), "no traffic");
+    let prober = Prober::serving(addr);
     for round in 0..10 {
         cli_at(&master_sock, "reload").unwrap();
         let next = ready_worker(&master_sock);
@@ -509,11 +504,7 @@ fn ten_reloads_under_load_lose_no_connection() {
             "no traffic after reload {round}"
         );
     }
-    let (ok, failed, errors) = prober.finish();
-    assert_eq!(
-        failed, 0,
-        "{ok} exchanges worked, {failed} failed: {errors:?}"
-    );
+    prober.finish_serving();
     assert!(
         show_proc(&master_sock).contains(" master          10 [failed: 0]"),
         "{}",
@@ -535,39 +526,12 @@ fn the_master_holds_a_socket_per_thread_across_reloads() {
         echo.addr()
     );
     let builder = sluice(&cfg);
-    let master_sock = builder.dir().join("master.sock");
-    let mut p = builder
-        .without_stats_socket()
-        .arg("-W")
-        .arg("-S")
-        .arg(master_sock.to_str().unwrap())
-        .start();
+    let (mut p, master_sock) = start_master(builder);
     let first = ready_worker(&master_sock);
     assert_eq!(common::listening_sockets(port), 2);
-    let prober = Prober::start(addr);
-    assert!(
-        wait_until(GENEROUS, || prober.ok() >= 20),
-        "the proxy does not answer"
-    );
-    cli_at(&master_sock, "reload").unwrap();
-    let second = ready_worker(&master_sock);
-    assert_ne!(first, second, "{}", show_proc(&master_sock));
-    assert!(
-        wait_until(GENEROUS, || !show_proc(&master_sock)
-            .contains(&format!("\n{first} "))),
-        "the old worker is still there: {}",
-        show_proc(&master_sock)
-    );
-    let before = prober.ok();
-    assert!(
-        wait_until(GENEROUS, || prober.ok() >= before + 20),
-        "no traffic after the reload"
-    );
-    let (ok, failed, errors) = prober.finish();
-    assert_eq!(
-        failed, 0,
-        "{ok} exchanges worked, {failed} failed: {errors:?}"
-    );
+    let prober = Prober::serving(addr);
+    reload_and_retire(&master_sock, first);
+    prober.finish_serving();
     // The same two sockets: none closed, none added.
     assert_eq!(common::listening_sockets(port), 2);
     p.assert_alive();

@@ -313,24 +313,11 @@ fn reload_with_x_takes_the_old_listening_socket_and_refuses_nothing() {
     let before = inode(&front);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let prober = {
-        let (stop, front) = (std::sync::Arc::clone(&stop), front.clone());
-        std::thread::spawn(move || {
-            let (mut ok, mut failures) = (0usize, Vec::new());
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let round = (|| -> std::io::Result<()> {
-                    let mut c = std::os::unix::net::UnixStream::connect(&front)?;
-                    c.set_read_timeout(Some(GENEROUS))?;
-                    c.write_all(b"ping")?;
-                    let mut b = [0u8; 4];
-                    c.read_exact(&mut b)?;
-                    Ok(())
-                })();
-                match round {
-                    Ok(()) => ok += 1,
-                    Err(e) => failures.push(e.to_string()),
-                }
-            }
-            (ok, failures)
+        let front = front.clone();
+        common::ping_until(std::sync::Arc::clone(&stop), move || {
+            let c = std::os::unix::net::UnixStream::connect(&front)?;
+            c.set_read_timeout(Some(GENEROUS))?;
+            Ok(c)
         })
     };
     let mut new = common::sluice(&cfg)

@@ -131,6 +131,35 @@ pub fn listening_sockets(port: u16) -> usize {
         .count()
 }
 
+/// Connects with `connect` over and over until `stop` is set, each time sending "ping" and
+/// reading it back (through an echo backend); returns (exchanges that worked, failures).
+pub fn ping_until<S, C>(
+    stop: Arc<AtomicBool>,
+    connect: C,
+) -> thread::JoinHandle<(usize, Vec<String>)>
+where
+    S: Read + Write,
+    C: Fn() -> io::Result<S> + Send + 'static,
+{
+    thread::spawn(move || {
+        let (mut ok, mut failures) = (0usize, Vec::new());
+        while !stop.load(Ordering::SeqCst) {
+            let round = (|| -> io::Result<()> {
+                let mut c = connect()?;
+                c.write_all(b"ping")?;
+                let mut b = [0u8; 4];
+                c.read_exact(&mut b)?;
+                Ok(())
+            })();
+            match round {
+                Ok(()) => ok += 1,
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        (ok, failures)
+    })
+}
+
 /// The `bind` (or `stats socket`) argument for an inherited listener: `"fd@N"`.
 pub fn fd_bind(listener: &impl AsRawFd) -> String {
     format!("\"fd@{}\"", listener.as_raw_fd())
