@@ -10,7 +10,6 @@
 
 use crate::listeners::{CliSocket, FrontendSocket};
 use sluice_admin::cli::Exposed;
-use sluice_net::listen::BoundListener;
 use sluice_runtime::process::{ListenState, Process};
 use std::io;
 use std::sync::Arc;
@@ -25,28 +24,33 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
     let threads = process.nbthread.max(1);
     let mut per_thread: Vec<Vec<FrontendSocket>> = (0..threads).map(|_| Vec::new()).collect();
     for spec in sockets {
-        let mut shards = spec.shards.into_iter();
-        let mut owned: Vec<(usize, BoundListener)> = Vec::new();
-        for index in 0..threads {
+        let FrontendSocket {
+            frontend,
+            socket,
+            shards,
+            bind_slots,
+            accept_proxy,
+            name,
+        } = spec;
+        let handle = |socket| FrontendSocket {
+            frontend: Arc::clone(&frontend),
+            socket,
+            shards: Vec::new(),
+            bind_slots: bind_slots.clone(),
+            accept_proxy,
+            name: Arc::clone(&name),
+        };
+        let mut shards = shards.into_iter();
+        for (index, mine) in per_thread.iter_mut().enumerate() {
             let own = if index == 0 { None } else { shards.next() };
-            owned.push((
-                index,
-                match own {
-                    Some(shard) => shard,
-                    None => spec.socket.try_clone()?,
-                },
-            ));
+            let socket = match own {
+                Some(shard) => shard,
+                None => socket.try_clone()?,
+            };
+            mine.push(handle(socket));
         }
-        owned.extend(shards.enumerate().map(|(n, shard)| (n % threads, shard)));
-        for (index, socket) in owned {
-            per_thread[index].push(FrontendSocket {
-                frontend: Arc::clone(&spec.frontend),
-                socket,
-                shards: Vec::new(),
-                bind_slots: spec.bind_slots.clone(),
-                accept_proxy: spec.accept_proxy,
-                name: Arc::clone(&spec.name),
-            });
+        for (n, shard) in shards.enumerate() {
+            per_thread[n % threads].push(handle(shard));
         }
     }
     for (index, mine) in per_thread.into_iter().enumerate() {

@@ -115,22 +115,8 @@ pub fn bind_all(
                         |(endpoint, socket, shards)| {
                             number += 1;
                             if expose {
-                                // Every shard goes too: a process taking over a socket without
-                                // its shards would leave the connections queued on them to be
-                                // lost with this one.
-                                let key = endpoint.to_string();
-                                let keys = std::iter::once(key.clone())
-                                    .chain((1..=shards.len()).map(|index| shard_key(&key, index)));
-                                for (key, socket) in
-                                    keys.zip(std::iter::once(&socket).chain(&shards))
-                                {
-                                    match socket.try_clone() {
-                                    Ok(handle) => exposed.push((key, handle)),
-                                    Err(err) => errors.push(format!(
-                                        "[ALERT] cannot keep a handle on {key} for expose-fd: {err}"
-                                    )),
-                                }
-                                }
+                                expose_with_shards(&endpoint, &socket, &shards, &mut exposed)
+                                    .unwrap_or_else(|err| errors.push(err));
                             }
                             let name = bind.name.clone().unwrap_or_else(|| number.to_string());
                             FrontendSocket {
@@ -188,6 +174,26 @@ pub fn bind_all(
     }
 }
 
+/// Keeps a handle on `socket` and on each of its `shards`, under their keys, for `_getsocks`:
+/// every shard goes too, since a process taking over a socket without its shards would leave
+/// the connections queued on them to be lost with this one.
+fn expose_with_shards(
+    endpoint: &Endpoint,
+    socket: &BoundListener,
+    shards: &[BoundListener],
+    exposed: &mut Vec<(String, BoundListener)>,
+) -> Result<(), String> {
+    let key = endpoint.to_string();
+    let keys = std::iter::once(key.clone()).chain((1..).map(|index| shard_key(&key, index)));
+    for (key, socket) in keys.zip(std::iter::once(socket).chain(shards)) {
+        let handle = socket
+            .try_clone()
+            .map_err(|err| format!("[ALERT] cannot keep a handle on {key} for expose-fd: {err}"))?;
+        exposed.push((key, handle));
+    }
+    Ok(())
+}
+
 /// The sockets of `addr`, each with `shards` more for the other threads: handed over with
 /// every shard the other process had (a master has as many; a process replaced with `-x` may
 /// have had more, all kept, or fewer, completed here), or bound here.
@@ -200,40 +206,29 @@ fn bind_or_inherit(
     listen::endpoints(addr)?
         .into_iter()
         .map(|endpoint| {
-            Ok(
-                match handoff.as_deref_mut().and_then(|h| h.take(&endpoint)) {
-                    Some(fd) => {
-                        let socket = listen::adopt_owned(fd)?;
-                        let mut taken: Vec<BoundListener> = handoff
-                            .as_deref_mut()
-                            .map(|h| h.take_shards(&endpoint))
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(listen::adopt_owned)
-                            .collect::<std::io::Result<_>>()?;
-                        // An inherited `fd@N` is one socket, whoever bound it; a master's
-                        // worker takes what its master holds (a shard of its own would
-                        // close with it, and the connections queued there with it).
-                        let from_master = handoff.as_ref().is_some_and(|h| h.from_master);
-                        if taken.len() < shards
-                            && !from_master
-                            && !matches!(endpoint, Endpoint::Fd(_))
-                        {
-                            taken.extend(socket.shards(shards - taken.len(), opts)?);
-                        }
-                        (endpoint, socket, taken)
-                    }
-                    None => {
-                        let socket = listen::bind_endpoint(&endpoint, opts)?;
-                        // An inherited `fd@N` is one socket, whoever bound it.
-                        let shards = match endpoint {
-                            Endpoint::Fd(_) => Vec::new(),
-                            _ => socket.shards(shards, opts)?,
-                        };
-                        (endpoint, socket, shards)
-                    }
-                },
-            )
+            let handed = handoff.as_deref_mut().and_then(|h| h.take(&endpoint));
+            let handed_over = handed.is_some();
+            let (socket, mut taken) = match handed {
+                Some(fd) => {
+                    let shards = handoff
+                        .as_deref_mut()
+                        .map(|h| h.take_shards(&endpoint))
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(listen::adopt_owned)
+                        .collect::<std::io::Result<Vec<_>>>()?;
+                    (listen::adopt_owned(fd)?, shards)
+                }
+                None => (listen::bind_endpoint(&endpoint, opts)?, Vec::new()),
+            };
+            // An inherited `fd@N` is one socket, whoever bound it; a master's worker takes
+            // what its master holds (a shard of its own would close with it, and the
+            // connections queued there with it).
+            let from_master = handed_over && handoff.as_ref().is_some_and(|h| h.from_master);
+            if taken.len() < shards && !from_master && !matches!(endpoint, Endpoint::Fd(_)) {
+                taken.extend(socket.shards(shards - taken.len(), opts)?);
+            }
+            Ok((endpoint, socket, taken))
         })
         .collect()
 }
