@@ -197,6 +197,12 @@ struct Sockets {
 }
 
 impl Sockets {
+    /// Takes the held socket of `key` out, if the master holds one.
+    fn take_held(&mut self, key: &str) -> Option<BoundListener> {
+        let at = self.held.iter().position(|(k, _)| k == key)?;
+        Some(self.held.swap_remove(at).1)
+    }
+
     /// Binds the endpoints of `plan` the master does not hold yet, with a shard for each of
     /// a worker's other threads for a TCP one (`listeners::shards_wanted`), and closes those
     /// it no longer names (the workers keep their own copies as long as they run). Holding
@@ -232,11 +238,8 @@ impl Sockets {
                         if wanted.iter().any(|(k, _, _)| *k == key) {
                             continue;
                         }
-                        let primary = match self.held.iter().position(|(k, _)| *k == key) {
-                            Some(i) => {
-                                let (_, socket) = self.held.swap_remove(i);
-                                (socket, true)
-                            }
+                        let (primary, kept) = match self.take_held(&key) {
+                            Some(socket) => (socket, true),
                             None => match listen::bind_endpoint(&endpoint, &bind_opts) {
                                 Ok(socket) => (socket, false),
                                 Err(err) => {
@@ -252,12 +255,11 @@ impl Sockets {
                         };
                         for index in 1..=count {
                             let shard_key = listeners::shard_key(&key, index);
-                            if let Some(i) = self.held.iter().position(|(k, _)| *k == shard_key) {
-                                let (_, socket) = self.held.swap_remove(i);
+                            if let Some(socket) = self.take_held(&shard_key) {
                                 wanted.push((shard_key, socket, true));
                                 continue;
                             }
-                            match primary.0.shards(1, &bind_opts) {
+                            match primary.shards(1, &bind_opts) {
                                 Ok(mut bound) => {
                                     if let Some(socket) = bound.pop() {
                                         wanted.push((shard_key, socket, false));
@@ -266,7 +268,7 @@ impl Sockets {
                                 Err(err) => errors.push(failed(&err)),
                             }
                         }
-                        wanted.push((key, primary.0, primary.1));
+                        wanted.push((key, primary, kept));
                     }
                 }
             }
