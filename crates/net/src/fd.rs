@@ -175,12 +175,19 @@ pub fn register_listener<L: std::os::fd::AsRawFd>(
     }?)
 }
 
-/// A TCP socket and, once asked for, its registration with the thread's tokio event loop
-/// (readable and writable): what `crate::stream::LazyTcp` is built on.
+/// A TCP socket and, once asked for, its registrations with the thread's tokio event loop:
+/// what `crate::stream::LazyTcp` is built on.
+///
+/// The socket is registered for reading only. It is written at once, as HAProxy does, and
+/// waits for room only after a write that would block: only then is a duplicate of its
+/// descriptor registered for writability (epoll tells registrations apart by descriptor).
+/// A registration for both would report "writable" as soon as it is made, an event (and
+/// often a wake-up of the loop) that no one waits for, on every connection.
 #[derive(Debug)]
 pub struct DeferredRegistration {
-    // Declared first, so dropped first: the registration goes while the socket is open.
-    registration: std::sync::OnceLock<tokio::io::unix::AsyncFd<RawFd>>,
+    // Declared first, so dropped first: the registrations go while the socket is open.
+    readable: std::sync::OnceLock<tokio::io::unix::AsyncFd<RawFd>>,
+    writable: std::sync::OnceLock<tokio::io::unix::AsyncFd<std::net::TcpStream>>,
     socket: std::net::TcpStream,
 }
 
@@ -188,7 +195,8 @@ impl DeferredRegistration {
     /// A socket not in the event loop yet.
     pub fn new(socket: std::net::TcpStream) -> DeferredRegistration {
         DeferredRegistration {
-            registration: std::sync::OnceLock::new(),
+            readable: std::sync::OnceLock::new(),
+            writable: std::sync::OnceLock::new(),
             socket,
         }
     }
@@ -198,14 +206,14 @@ impl DeferredRegistration {
         &self.socket
     }
 
-    /// The registration, if the socket is in the event loop.
+    /// The registration for reading, if the socket has one.
     pub fn registered(&self) -> Option<&tokio::io::unix::AsyncFd<RawFd>> {
-        self.registration.get()
+        self.readable.get()
     }
 
-    /// The registration, made now if the socket is not in the event loop yet.
+    /// The registration for reading, made now if the socket has none yet.
     pub fn register(&self) -> io::Result<&tokio::io::unix::AsyncFd<RawFd>> {
-        if let Some(registration) = self.registration.get() {
+        if let Some(registration) = self.readable.get() {
             return Ok(registration);
         }
         use std::os::fd::AsRawFd;
@@ -213,17 +221,46 @@ impl DeferredRegistration {
         // lends mutably nor gives away while the registration lives: the registration is
         // dropped before the socket (field order), and `into_socket` drops it first too. So
         // the descriptor stays open, and the same, for the registration's whole life.
-        let registration = unsafe { tokio::io::unix::AsyncFd::register(self.socket.as_raw_fd()) }?;
-        Ok(self.registration.get_or_init(|| registration))
+        let registration = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                self.socket.as_raw_fd(),
+                tokio::io::Interest::READABLE,
+            )
+        }?;
+        Ok(self.readable.get_or_init(|| registration))
+    }
+
+    /// The registration for writing, if a write ever had to wait.
+    pub fn write_registered(&self) -> Option<&tokio::io::unix::AsyncFd<std::net::TcpStream>> {
+        self.writable.get()
+    }
+
+    /// The registration for writing (of a duplicate descriptor), made now if there is none.
+    pub fn register_writes(&self) -> io::Result<&tokio::io::unix::AsyncFd<std::net::TcpStream>> {
+        if let Some(registration) = self.writable.get() {
+            return Ok(registration);
+        }
+        let duplicate = self.socket.try_clone()?;
+        // SAFETY: the `AsyncFd` owns the duplicate (a std socket, which owns its descriptor):
+        // it stays open, and `as_raw_fd` keeps returning it, until the `AsyncFd` drops it.
+        let registration = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                duplicate,
+                tokio::io::Interest::WRITABLE,
+            )
+        }?;
+        Ok(self.writable.get_or_init(|| registration))
     }
 
     /// The socket, out of the event loop.
     pub fn into_socket(self) -> std::net::TcpStream {
         let DeferredRegistration {
-            registration,
+            readable,
+            writable,
             socket,
         } = self;
-        drop(registration);
+        drop(readable);
+        drop(writable);
         socket
     }
 }

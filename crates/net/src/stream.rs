@@ -30,8 +30,9 @@ pub enum Stream {
 ///
 /// Most clients send their request with or right after the handshake, so it is there when the
 /// connection is accepted: a connection that is read, answered and closed without ever
-/// waiting then costs neither the registration nor its removal (two system calls, a heap
-/// allocation, and the "writable" event every new registration reports at once).
+/// waiting then costs neither the registration nor its removal (two system calls and a heap
+/// allocation). A connection that has to wait for its request is registered for reading
+/// only, and keeps writing at once (see [`crate::fd::DeferredRegistration`]).
 #[derive(Debug)]
 pub struct LazyTcp(crate::fd::DeferredRegistration);
 
@@ -41,38 +42,43 @@ impl LazyTcp {
         LazyTcp(crate::fd::DeferredRegistration::new(socket))
     }
 
-    /// Polls until the socket is ready for `interest` (registering it).
+    /// Polls until the socket is ready for `interest` (registering it for that).
     pub fn poll_ready(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<()>> {
-        let registration = self.0.register()?;
-        let ready = if interest.is_readable() {
-            registration.poll_read_ready(cx)
+        // The guards are dropped without clearing: only a "would block" clears readiness.
+        if interest.is_readable() {
+            self.0.register()?.poll_read_ready(cx).map_ok(|_| ())
         } else {
-            registration.poll_write_ready(cx)
-        };
-        // The guard is dropped without clearing: only a "would block" clears readiness.
-        ready.map_ok(|_| ())
+            self.0
+                .register_writes()?
+                .poll_write_ready(cx)
+                .map_ok(|_| ())
+        }
     }
 
-    /// Runs `op` once: at once while the socket is not in the event loop (nothing is known
-    /// of its readiness), else only if the event loop saw it ready for `interest`, a "would
-    /// block" clearing that readiness (as `TcpStream::try_io`).
+    /// Runs `op` once: at once while the socket has no registration for `interest` (nothing
+    /// is known of that readiness), else only if the event loop saw it ready, a "would block"
+    /// clearing that readiness (as `TcpStream::try_io`).
     pub fn try_io<R>(
         &self,
         interest: Interest,
         op: impl FnOnce() -> io::Result<R>,
     ) -> io::Result<R> {
-        match self.0.registered() {
-            None => op(),
-            Some(registration) => registration.try_io(interest, |_| op()),
+        if interest.is_readable() {
+            match self.0.registered() {
+                None => op(),
+                Some(registration) => registration.try_io(interest, |_| op()),
+            }
+        } else {
+            match self.0.write_registered() {
+                None => op(),
+                Some(registration) => registration.try_io(interest, |_| op()),
+            }
         }
     }
 
     /// Runs `op`, a read or write of up to `room` bytes, until it does not "would block",
-    /// waiting for readiness (and registering the socket) only after a first "would block".
-    ///
-    /// As tokio's own sockets do, a read or write that moved less than `room` (but not
-    /// nothing) shows the socket drained or full: the readiness is cleared then, so the next
-    /// call waits for the event loop instead of trying a system call bound to "would block".
+    /// waiting for readiness (and registering the socket for `interest`) only after a first
+    /// "would block".
     fn poll_io(
         &self,
         cx: &mut Context<'_>,
@@ -80,25 +86,21 @@ impl LazyTcp {
         room: usize,
         mut op: impl FnMut() -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        if self.0.registered().is_none() {
+        let registered = if interest.is_readable() {
+            self.0.registered().is_some()
+        } else {
+            self.0.write_registered().is_some()
+        };
+        if !registered {
             match op() {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 done => return Poll::Ready(done),
             }
         }
-        let registration = self.0.register()?;
-        loop {
-            let mut guard = ready!(if interest.is_readable() {
-                registration.poll_read_ready(cx)
-            } else {
-                registration.poll_write_ready(cx)
-            })?;
-            if let Ok(done) = guard.try_io(|_| op()) {
-                if matches!(done, Ok(n) if 0 < n && n < room) {
-                    guard.clear_ready();
-                }
-                return Poll::Ready(done);
-            }
+        if interest.is_readable() {
+            poll_registered_io(self.0.register()?, cx, interest, room, op)
+        } else {
+            poll_registered_io(self.0.register_writes()?, cx, interest, room, op)
         }
     }
 
@@ -123,6 +125,34 @@ impl LazyTcp {
     /// The socket itself, for socket options.
     pub fn socket(&self) -> &std::net::TcpStream {
         self.0.socket()
+    }
+}
+
+/// Runs `op` on a registered socket as soon as the event loop reports it ready for
+/// `interest`, until it does not "would block".
+///
+/// As tokio's own sockets do, a read or write that moved less than `room` (but not nothing)
+/// shows the socket drained or full: the readiness is cleared then, so the next call waits
+/// for the event loop instead of trying a system call bound to "would block".
+fn poll_registered_io<T: AsRawFd>(
+    registration: &tokio::io::unix::AsyncFd<T>,
+    cx: &mut Context<'_>,
+    interest: Interest,
+    room: usize,
+    mut op: impl FnMut() -> io::Result<usize>,
+) -> Poll<io::Result<usize>> {
+    loop {
+        let mut guard = ready!(if interest.is_readable() {
+            registration.poll_read_ready(cx)
+        } else {
+            registration.poll_write_ready(cx)
+        })?;
+        if let Ok(done) = guard.try_io(|_| op()) {
+            if matches!(done, Ok(n) if 0 < n && n < room) {
+                guard.clear_ready();
+            }
+            return Poll::Ready(done);
+        }
     }
 }
 
@@ -243,8 +273,8 @@ async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpSt
 }
 
 impl Stream {
-    /// False for an accepted connection not in the event loop yet ([`LazyTcp`]): reading
-    /// before waiting may spare it the registration.
+    /// False for an accepted connection not registered for reading yet ([`LazyTcp`]):
+    /// reading before waiting may spare it the registration.
     pub fn is_registered(&self) -> bool {
         match self {
             Stream::Lazy(s) => s.0.registered().is_some(),
@@ -675,7 +705,39 @@ mod tests {
             .await
             .unwrap();
         assert!(got == data, "the bytes arrived altered or incomplete");
-        assert!(writer.await.unwrap().is_registered());
+        let Stream::Lazy(lazy) = writer.await.unwrap() else {
+            unreachable!("accepted connections are lazy")
+        };
+        assert!(lazy.0.write_registered().is_some(), "waited for room");
+        assert!(lazy.0.registered().is_none(), "never had to wait to read");
+    }
+
+    #[tokio::test]
+    async fn a_connection_waiting_to_read_still_writes_at_once() {
+        let (mut stream, mut client) = accepted().await;
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        stream.readable().await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+            .await
+            .unwrap();
+        assert_eq!(&buf[..n], b"GET / HTTP/1.1\r\n\r\n");
+        // A write polled once, with a waker that must not be needed: it goes out at once, not
+        // after an event from the poller, and the socket is not registered for writes.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let answer = b"HTTP/1.1 204 No Content\r\n\r\n";
+        let written = Pin::new(&mut stream).poll_write(&mut cx, answer);
+        assert!(matches!(written, Poll::Ready(Ok(n)) if n == answer.len()));
+        let Stream::Lazy(lazy) = &stream else {
+            unreachable!("accepted connections are lazy")
+        };
+        assert!(lazy.0.registered().is_some());
+        assert!(lazy.0.write_registered().is_none());
+        let mut got = [0u8; 64];
+        let n = tokio::io::AsyncReadExt::read(&mut client, &mut got)
+            .await
+            .unwrap();
+        assert_eq!(&got[..n], answer);
     }
 
     #[test]
