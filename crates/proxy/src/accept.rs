@@ -28,12 +28,13 @@ use sluice_config::proxy::Mode;
 use sluice_net::listen::{Endpoints, Listener};
 use sluice_net::proxy_io;
 use sluice_net::stream::Stream;
+use sluice_runtime::clock;
 use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::proxy::Frontend;
 use sluice_runtime::streams::Origin;
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long to wait before accepting again after the process ran out of descriptors or
@@ -281,7 +282,7 @@ fn session(
         }
         if accept_proxy || held.vars.expects_proxy() {
             // For the error log, should the header fail.
-            let accepted = (SystemTime::now(), Instant::now());
+            let accepted = (clock::wall_now(), clock::now_std());
             // Boxed: the header's reading state is only needed at the start of the session. The
             // future is built inside `Box::pin`: bound to a local first, it would keep its size
             // in this future's state for the whole session.

@@ -17,7 +17,6 @@ use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Unserved};
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
-use std::time::SystemTime;
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`, and
 /// reports it to the process's stream log.
@@ -25,7 +24,7 @@ use std::time::SystemTime;
 /// connection over to the HTTP session.
 pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     let start = clock::now_std();
-    let started_at = SystemTime::now();
+    let started_at = clock::wall_now();
     let (process, frontend, endpoints, vars) =
         (scope.process, scope.frontend, *scope.endpoints, scope.vars);
     // Client bytes read by content inspection; they go to the server first.

@@ -1,32 +1,51 @@
-//! The data path's clock, read once each time a session's task is woken, as HAProxy reads its
-//! clock once per turn of its event loop.
+//! The data path's clock, read once per turn of a thread's event loop, as HAProxy reads its
+//! clock once per turn of its own.
 //!
 //! A request used to read the time a dozen times or more (its log's timers, the deadline of
-//! every wait, the statistics' rates), each reading a call into the vDSO: a few percent of the
-//! proxy's CPU time per request. While a session's task is polled ([`polling`], called by
-//! [`crate::streams::Registered::scope`]), [`now`] answers the moment that poll started: one
-//! poll's work takes microseconds, far below the milliseconds logs and timeouts count in.
-//! Outside a poll (the CLI, health checks, callers in tests) it reads the clock. It follows
+//! every wait, the statistics' rates), then once per poll of its session's task, four times
+//! per kept-alive request: each a call into the vDSO. An event-loop thread now runs its tasks
+//! inside [`turns`], which reads the clock each time the runtime polls the thread's task set
+//! (after each poll of the I/O driver, and between batches of at most 61 tasks): [`now`] and
+//! [`wall_now`] answer that moment for everything the turn does. A turn's work takes
+//! microseconds to a few hundred, far below the milliseconds logs and timeouts count in.
+//! Outside a turn, a session's poll ([`polling`]) fixes the moment for that poll; elsewhere
+//! (the CLI, health checks, callers in tests) the clock is read each time. It follows
 //! tokio's clock, so tests that pause time see paused time.
 
 use std::cell::Cell;
-use std::future::IntoFuture;
-use std::time::Duration;
+use std::future::{Future, IntoFuture};
+use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 thread_local! {
-    /// When the session task being polled on this thread was woken, during its poll.
-    static POLL_STARTED: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The moment of the current turn of this thread's event loop (or of the session poll
+    /// in progress, outside turns).
+    static MOMENT: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The wall-clock time of that moment, read at its first use.
+    static MOMENT_WALL: Cell<Option<SystemTime>> = const { Cell::new(None) };
 }
 
-/// The time: when the current session's poll started, or the clock outside one.
+/// The time: the current turn's (or session poll's) moment, or the clock outside one.
 pub fn now() -> Instant {
-    POLL_STARTED.get().unwrap_or_else(Instant::now)
+    MOMENT.get().unwrap_or_else(Instant::now)
 }
 
 /// [`now`] as a standard instant.
 pub fn now_std() -> std::time::Instant {
     now().into_std()
+}
+
+/// The wall-clock time: the current moment's, read once per moment, or the clock outside
+/// one.
+pub fn wall_now() -> SystemTime {
+    if MOMENT.get().is_none() {
+        return SystemTime::now();
+    }
+    MOMENT_WALL.get().unwrap_or_else(|| {
+        let wall = SystemTime::now();
+        MOMENT_WALL.set(Some(wall));
+        wall
+    })
 }
 
 /// The time since `earlier` (zero if `earlier` is later).
@@ -43,15 +62,35 @@ pub fn timeout<F: IntoFuture>(limit: Duration, f: F) -> tokio::time::Timeout<F::
     }
 }
 
-/// Runs one poll of a session: [`now`] is the moment it starts for everything the poll does.
-pub fn polling<R>(poll: impl FnOnce() -> R) -> R {
-    let outer = POLL_STARTED.replace(Some(Instant::now()));
+/// Runs `poll` with the moment fixed: a turn's moment within one (see [`turns`]), else the
+/// moment `poll` starts.
+fn at_moment<R>(moment: Instant, poll: impl FnOnce() -> R) -> R {
+    let outer = (MOMENT.replace(Some(moment)), MOMENT_WALL.take());
     let polled = poll();
-    POLL_STARTED.set(outer);
+    MOMENT.set(outer.0);
+    MOMENT_WALL.set(outer.1);
     polled
 }
 
+/// Runs one poll of a session: [`now`] is the same moment for everything the poll does (the
+/// turn's, within one).
+pub fn polling<R>(poll: impl FnOnce() -> R) -> R {
+    match MOMENT.get() {
+        Some(_) => poll(),
+        None => at_moment(Instant::now(), poll),
+    }
+}
+
+/// Runs an event-loop thread's task set (the future a runtime blocks on) in turns: each
+/// time the runtime polls it, the clock is read once and [`now`] answers that moment until
+/// the poll returns.
+pub async fn turns<F: Future>(tasks: F) -> F::Output {
+    let mut tasks = std::pin::pin!(tasks);
+    std::future::poll_fn(|cx| at_moment(Instant::now(), || tasks.as_mut().poll(cx))).await
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -64,6 +103,26 @@ mod tests {
         });
         assert_eq!(first, later);
         assert!(now() - first >= Duration::from_millis(2));
+    }
+
+    #[test]
+    fn a_turn_sees_one_moment_and_the_next_turn_a_later_one() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(turns(async {
+            let (first, wall) = (now(), wall_now());
+            std::thread::sleep(Duration::from_millis(2));
+            assert_eq!(now(), first);
+            assert_eq!(wall_now(), wall);
+            // A session's poll within the turn keeps the turn's moment.
+            assert_eq!(polling(now), first);
+            // Yielding ends the turn: the runtime polls the task set again, in a new one.
+            tokio::task::yield_now().await;
+            assert!(now() - first >= Duration::from_millis(2));
+            assert_ne!(wall_now(), wall);
+        }));
+        assert_eq!(MOMENT.get(), None, "no moment outlives its turn");
     }
 
     #[tokio::test(start_paused = true)]

@@ -107,7 +107,7 @@ impl AcceptLimits {
     /// Waits until both rates allow one more connection, and counts it.
     pub async fn admit(&self) {
         for limit in [&self.connections, &self.sessions] {
-            while let Err(wait) = limit.admit(Instant::now()) {
+            while let Err(wait) = limit.admit(crate::clock::now_std()) {
                 tokio::time::sleep(wait).await;
             }
         }

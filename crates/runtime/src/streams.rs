@@ -223,7 +223,7 @@ impl Streams {
             client,
             local,
             fd,
-            started: Instant::now(),
+            started: crate::clock::now_std(),
             backend: AtomicU32::new(0),
             server: AtomicUsize::new(0),
             calls: AtomicU64::new(0),

@@ -79,8 +79,9 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
     };
     // A LocalSet lets sessions be thread-local tasks: a connection never leaves the thread that
     // accepted it, so its state needs no Send or Sync.
+    // In turns: the clock is read once per turn of the loop, not per task (`clock`).
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async move {
+    runtime.block_on(sluice_runtime::clock::turns(local.run_until(async move {
         // Ends each round of the loop: head writes wait for the round's reads.
         tokio::task::spawn_local(sluice_proxy::batch::run_rounds());
         if process.global.busy_polling {
@@ -112,7 +113,7 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
         // `block_on` is polled on every wake-up of the loop, a task only when its timer fires.
         tokio::task::spawn_local(sluice_proxy::http::upkeep());
         std::future::pending::<()>().await;
-    });
+    })));
 }
 
 /// `busy-polling`: keeps the event loop from ever sleeping in the poller, trading a busy CPU

@@ -223,7 +223,7 @@ fn serve<'x, 's: 'x>(
             }
             let started = waited_since
                 .take()
-                .unwrap_or_else(|| (clock::now_std(), SystemTime::now()));
+                .unwrap_or_else(|| (clock::now_std(), clock::wall_now()));
             let (head, framing) =
                 match read_head(client, input, &settings, (first, started.0)).await {
                     Ok(read) => read,
@@ -700,7 +700,7 @@ fn wait_from_now(
     limit: Option<Duration>,
 ) -> ((std::time::Instant, SystemTime), Option<std::time::Instant>) {
     let now = clock::now_std();
-    ((now, SystemTime::now()), limit.map(|limit| now + limit))
+    ((now, clock::wall_now()), limit.map(|limit| now + limit))
 }
 
 /// Waits for the client's first bytes and reads them into the (empty) `input`; an error at
