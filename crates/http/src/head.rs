@@ -24,6 +24,7 @@ use std::ops::Range;
 
 use crate::diagnose::{self, Diagnosis};
 use crate::error::{HttpError, HttpErrorKind, Side};
+use crate::spares::Spares;
 use crate::target::{self, TargetForm};
 
 /// The protocol versions Sluice speaks on HTTP/1 connections.
@@ -356,37 +357,19 @@ fn slot_count(window: &[u8], limits: &Limits) -> usize {
     }
 }
 
-/// Spare lists kept per thread, and the largest list kept (a head with many more fields
-/// than usual gives its list back to the allocator).
-const SPARE_LISTS: usize = 32;
+/// The largest span list kept for reuse (a head with many more fields than usual gives its
+/// list back to the allocator).
 const SPARE_CAPACITY: usize = 128;
-
-/// Span lists of the heads dropped on a thread, in a fixed array (keeping them allocates
-/// nothing either).
-struct SpareLists {
-    lists: [Vec<HeaderSpan>; SPARE_LISTS],
-    len: usize,
-}
 
 thread_local! {
     /// The spare lists of this thread, for the next heads parsed here: a busy thread parses
     /// every head into a list it already has, instead of allocating one.
-    static SPARE_SPANS: RefCell<SpareLists> = const {
-        RefCell::new(SpareLists {
-            lists: [const { Vec::new() }; SPARE_LISTS],
-            len: 0,
-        })
-    };
+    static SPARE_SPANS: RefCell<Spares<Vec<HeaderSpan>>> = const { RefCell::new(Spares::new()) };
 }
 
 /// An empty span list with room for `len` fields and the few that rules commonly add.
 fn span_list(len: usize) -> Vec<HeaderSpan> {
-    let spare = SPARE_SPANS.try_with(|spare| {
-        let mut spare = spare.borrow_mut();
-        spare.len = spare.len.checked_sub(1)?;
-        let at = spare.len;
-        Some(std::mem::take(&mut spare.lists[at]))
-    });
+    let spare = SPARE_SPANS.try_with(|spare| spare.borrow_mut().take());
     let mut list = spare.ok().flatten().unwrap_or_default();
     list.reserve(len + 8);
     list
@@ -399,14 +382,13 @@ fn give_span_list(mut list: Vec<HeaderSpan>) {
     }
     list.clear();
     // During the thread's own teardown there is nowhere to keep it: it is freed.
-    let _ = SPARE_SPANS.try_with(|spare| {
-        let mut spare = spare.borrow_mut();
-        if spare.len < SPARE_LISTS {
-            let at = spare.len;
-            spare.lists[at] = list;
-            spare.len += 1;
-        }
-    });
+    let _ = SPARE_SPANS.try_with(|spare| spare.borrow_mut().give(list));
+}
+
+/// Frees the span lists this thread's spares have not used since the last call (see
+/// [`Spares::trim`]); called on a period by the thread's upkeep.
+pub fn trim_spare_span_lists() {
+    let _ = SPARE_SPANS.try_with(|spare| spare.borrow_mut().trim());
 }
 
 impl Drop for RequestHead {

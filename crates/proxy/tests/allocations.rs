@@ -195,6 +195,8 @@ fn proxy(config: &str) -> Proxy {
             .unwrap();
         let local = tokio::task::LocalSet::new();
         local.block_on(&runtime, async move {
+            // Sends held to the end of each round, as on `sluice`'s event loops.
+            tokio::task::spawn_local(sluice_proxy::batch::run_rounds());
             let listener = BoundListener::Tcp(listener).into_async().unwrap();
             let frontend = Arc::clone(&process.frontends[0]);
             let name: Arc<str> = Arc::from("bench");
@@ -209,24 +211,36 @@ fn proxy(config: &str) -> Proxy {
     }
 }
 
+const REQUEST: &[u8] = b"GET /small HTTP/1.1\r\nHost: bench\r\n\r\n";
+
+/// Reads one answer and checks it.
+fn read_answer(client: &mut TcpStream) {
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // Every answer ends with the origin's 64-byte body.
+    while !answer.ends_with(b"0123456789012345678901234567890123456789012345678901234567890123") {
+        let n = client.read(&mut chunk).unwrap();
+        assert!(n > 0, "the proxy closed the connection");
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200 "), "{answer:?}");
+}
+
 /// Sends `count` requests over one kept-alive connection, each after the previous answer,
 /// and checks every answer.
 fn requests(client: &mut TcpStream, count: usize) {
-    let request = b"GET /small HTTP/1.1\r\nHost: bench\r\n\r\n";
-    let mut answer = Vec::new();
-    let mut chunk = [0u8; 4096];
     for _ in 0..count {
-        client.write_all(request).unwrap();
-        answer.clear();
-        // Every answer ends with the origin's 64-byte body.
-        while !answer.ends_with(b"0123456789012345678901234567890123456789012345678901234567890123")
-        {
-            let n = client.read(&mut chunk).unwrap();
-            assert!(n > 0, "the proxy closed the connection");
-            answer.extend_from_slice(&chunk[..n]);
-        }
-        assert!(answer.starts_with(b"HTTP/1.1 200 "), "{answer:?}");
+        client.write_all(REQUEST).unwrap();
+        read_answer(client);
     }
+}
+
+/// One request on each of `clients`, all sent before any answer is read.
+fn requests_together(clients: &mut [TcpStream]) {
+    for client in clients.iter_mut() {
+        client.write_all(REQUEST).unwrap();
+    }
+    clients.iter_mut().for_each(read_answer);
 }
 
 /// Allocations per request on the proxy's thread over `measured` requests, after a warm-up
@@ -240,6 +254,22 @@ fn allocations_per_request(config: &str) -> f64 {
     requests(&mut client, measured);
     let after = proxy.allocations();
     (after - before) as f64 / measured as f64
+}
+
+/// Allocations per request on the proxy's thread when the requests of `count` connections
+/// arrive together, round after round: as many exchanges are in progress at once, each with
+/// its head's span list and re-encoded head, as under a load generator's many connections.
+fn allocations_per_request_together(config: &str, count: usize) -> f64 {
+    let proxy = proxy(config);
+    let mut clients: Vec<_> = (0..count)
+        .map(|_| TcpStream::connect(("127.0.0.1", proxy.port)).unwrap())
+        .collect();
+    (0..20).for_each(|_| requests_together(&mut clients));
+    let rounds = 50;
+    let before = proxy.allocations();
+    (0..rounds).for_each(|_| requests_together(&mut clients));
+    let after = proxy.allocations();
+    (after - before) as f64 / (rounds * count) as f64
 }
 
 fn config(origin: u16, rules: &str) -> String {
@@ -283,6 +313,18 @@ fn requests_cost_a_bounded_number_of_allocations() {
     assert!(
         with_rules <= RULES_BUDGET,
         "rules: {with_rules:.2} per request"
+    );
+}
+
+#[test]
+fn requests_in_progress_together_cost_no_allocation() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = origin();
+    let per_request = allocations_per_request_together(&config(origin, ""), 64);
+    println!("allocations per request, 64 connections together: {per_request:.2}");
+    assert!(
+        per_request <= KEEPALIVE_BUDGET,
+        "64 connections together: {per_request:.2} per request"
     );
 }
 

@@ -29,8 +29,9 @@ pub mod stats_page;
 const PARKS_BEFORE_TRIM: usize = 64;
 
 /// Runs for the life of an event-loop thread, never returning: every
-/// [`buffer::TRIM_PERIOD`], lets go of the input buffers and the idle server connections the
-/// thread's traffic no longer needs ([`buffer::trim_idle_buffers`], [`pool::purge_due`]), and
+/// [`buffer::TRIM_PERIOD`], lets go of the input buffers, the spare head buffers and span
+/// lists, and the idle server connections the thread's traffic no longer needs
+/// ([`buffer::trim_idle_buffers`], [`scratch::trim_spares`], [`pool::purge_due`]), and
 /// has the allocator return the memory that this and parked connections' tasks left free.
 /// The period timer also keeps a timer always standing within the next quarter second:
 /// tokio wakes its own poller (an eventfd write, then one more event to read) whenever a
@@ -45,6 +46,8 @@ pub async fn upkeep() -> ! {
         // unmapped at the next look if nothing takes it again.
         sluice_heap::trim_thread_cache();
         let buffers_freed = buffer::trim_idle_buffers();
+        scratch::trim_spares();
+        sluice_http::head::trim_spare_span_lists();
         pool::purge_due();
         if buffers_freed || crate::park::parked_since_last_look() >= PARKS_BEFORE_TRIM {
             sluice_heap::release_free_memory();

@@ -3,19 +3,18 @@
 //!
 //! Each of these used to be a new `Vec` per request. A [`Scratch`] is taken from the thread's
 //! spares and given back when dropped, so a busy thread reuses the same few buffers for every
-//! request and allocates only while warming up. Only small buffers are kept, and only a few:
-//! the spares never hold more than a burst of requests needed.
+//! request and allocates only while warming up. Only buffers up to a head's size are kept,
+//! and no more than the thread's busiest moment held at once ([`Spares`]).
 
+use sluice_http::spares::Spares;
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 
-/// Spare buffers kept per thread.
-const SPARES: usize = 16;
 /// The largest buffer kept: a head is at most `tune.bufsize` (16 KiB by default).
 const KEPT_CAPACITY: usize = 16 * 1024;
 
 thread_local! {
-    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static SPARE: RefCell<Spares<Vec<u8>>> = const { RefCell::new(Spares::new()) };
 }
 
 /// A byte buffer that goes back to the thread's spares when dropped.
@@ -25,7 +24,7 @@ pub struct Scratch(Vec<u8>);
 impl Scratch {
     /// An empty buffer, a spare one if the thread has one.
     pub fn take() -> Scratch {
-        let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
+        let spare = SPARE.try_with(|s| s.borrow_mut().take()).ok().flatten();
         Scratch(spare.unwrap_or_default())
     }
 }
@@ -57,13 +56,14 @@ impl Drop for Scratch {
         }
         bytes.clear();
         // During the thread's own teardown there is nowhere to keep it: it is freed.
-        let _ = SPARE.try_with(|s| {
-            let mut spare = s.borrow_mut();
-            if spare.len() < SPARES {
-                spare.push(bytes);
-            }
-        });
+        let _ = SPARE.try_with(|s| s.borrow_mut().give(bytes));
     }
+}
+
+/// Frees the buffers this thread's spares have not used since the last call (see
+/// [`Spares::trim`]); called on a period by the thread's upkeep.
+pub fn trim_spares() {
+    let _ = SPARE.try_with(|s| s.borrow_mut().trim());
 }
 
 #[cfg(test)]
