@@ -16,6 +16,12 @@
 //! the system refuses a mapping (`vm.max_map_count` reached), the block comes from the C
 //! allocator instead ([`Fallback`]), as glibc's own mappings fall back to its heap.
 //!
+//! Small blocks aligned beyond the C allocator's 16 bytes ([`AlignedClass`]: tokio's task
+//! cells, 512 bytes on a 128-byte boundary, one per connection) are cached the same way.
+//! glibc serves them through `posix_memalign`, which its per-thread cache does not cover
+//! (before glibc 2.38): each takes the slow path, carving and splitting a larger chunk, and
+//! each free merges chunks back, for every connection of a `Connection: close` load.
+//!
 //! It also holds the C allocator's settings and its trim ([`map_buffers_apart`] for larger
 //! buffers, [`release_free_memory`]). This is the second crate allowed to use `unsafe`,
 //! after `sluice_net::fd`: a global allocator is an `unsafe` trait, the free lists live inside
@@ -42,6 +48,16 @@ const CLASSES: usize = LARGEST_MAPPED / PAGE;
 const LARGEST_ALIGN: usize = PAGE / 2;
 /// The most bytes of one class a thread keeps free; beyond, a freed block is unmapped.
 const CLASS_CACHE_BYTES: usize = 1 << 20;
+/// Aligned classes: blocks of whole units, each aligned to one unit, for layouts aligned to
+/// more than 16 bytes and up to one unit.
+const ALIGNED_UNIT: usize = 128;
+/// The largest block of an aligned class.
+const LARGEST_ALIGNED: usize = 1024;
+/// Aligned classes: 1 to 8 units.
+const ALIGNED_CLASSES: usize = LARGEST_ALIGNED / ALIGNED_UNIT;
+/// The most bytes of one aligned class a thread keeps free; beyond, a freed block goes back
+/// to the C allocator.
+const ALIGNED_CACHE_BYTES: usize = 256 << 10;
 
 /// The allocator to declare with `#[global_allocator]`.
 pub struct ThreadCachedAlloc;
@@ -112,6 +128,41 @@ impl MappedClass {
     }
 }
 
+/// An aligned class: blocks of `units` whole [`ALIGNED_UNIT`]s from the C allocator, each
+/// aligned to a unit, for the layouts [`AlignedClass::of`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AlignedClass {
+    units: usize,
+}
+
+impl AlignedClass {
+    /// The class of a block of `layout`; `None` for a block of another kind.
+    fn of(layout: Layout) -> Option<AlignedClass> {
+        let align = layout.align();
+        if align <= 16 || align > ALIGNED_UNIT || layout.size() > LARGEST_ALIGNED {
+            return None;
+        }
+        Some(AlignedClass {
+            units: layout.size().div_ceil(ALIGNED_UNIT).max(1),
+        })
+    }
+
+    /// The layout every block of the class is made and freed with.
+    fn layout(self) -> Layout {
+        // SAFETY: a power-of-two alignment and a size of at most a kilobyte.
+        unsafe { Layout::from_size_align_unchecked(self.units * ALIGNED_UNIT, ALIGNED_UNIT) }
+    }
+
+    fn index(self) -> usize {
+        self.units - 1
+    }
+
+    /// How many free blocks of this class a thread keeps at most.
+    fn cache_limit(self) -> usize {
+        ALIGNED_CACHE_BYTES / self.layout().size()
+    }
+}
+
 /// One thread's free blocks of one class: a list threaded through their first word.
 struct FreeList {
     head: Cell<*mut u8>,
@@ -124,6 +175,17 @@ struct FreeList {
 struct Cache {
     enabled: Cell<bool>,
     lists: [FreeList; CLASSES],
+    aligned: [FreeList; ALIGNED_CLASSES],
+}
+
+impl FreeList {
+    const fn empty() -> FreeList {
+        FreeList {
+            head: Cell::new(ptr::null_mut()),
+            len: Cell::new(0),
+            shortest: Cell::new(0),
+        }
+    }
 }
 
 thread_local! {
@@ -132,38 +194,41 @@ thread_local! {
     static CACHE: Cache = const {
         Cache {
             enabled: Cell::new(false),
-            lists: [const {
-                FreeList {
-                    head: Cell::new(ptr::null_mut()),
-                    len: Cell::new(0),
-                    shortest: Cell::new(0),
-                }
-            }; CLASSES],
+            lists: [const { FreeList::empty() }; CLASSES],
+            aligned: [const { FreeList::empty() }; ALIGNED_CLASSES],
         }
     };
 }
 
-/// Lets the calling thread keep the mapped blocks it frees, for threads that live as long as
-/// the process (the event loops), and that call [`trim_thread_cache`] periodically.
+/// Lets the calling thread keep the mapped and aligned blocks it frees, for threads that live
+/// as long as the process (the event loops), and that call [`trim_thread_cache`]
+/// periodically.
 pub fn cache_this_thread() {
     CACHE.with(|cache| cache.enabled.set(true));
 }
 
-/// Unmaps the calling thread's cached blocks that stayed unused since the last call; returns
-/// how many bytes that gave back to the system.
+/// Frees the calling thread's cached blocks that stayed unused since the last call
+/// (mappings to the system, aligned blocks to the C allocator); returns how many bytes.
 pub fn trim_thread_cache() -> usize {
     CACHE.with(|cache| {
         let mut released = 0;
         for (index, list) in cache.lists.iter().enumerate() {
             let class = MappedClass { pages: index + 1 };
-            for _ in 0..list.shortest.get().min(list.len.get()) {
-                let Some(block) = list.pop() else { break };
+            list.free_unused(|block| {
                 // SAFETY: a cached block is a free mapping of its class, owned by the list
                 // until popped.
                 unsafe { class.unmap(block) };
                 released += class.bytes();
-            }
-            list.shortest.set(list.len.get());
+            });
+        }
+        for (index, list) in cache.aligned.iter().enumerate() {
+            let class = AlignedClass { units: index + 1 };
+            list.free_unused(|block| {
+                // SAFETY: a cached block of an aligned class was made with its layout and is
+                // owned by the list until popped.
+                unsafe { System.dealloc(block, class.layout()) };
+                released += class.layout().size();
+            });
         }
         released
     })
@@ -175,8 +240,8 @@ impl FreeList {
         if head.is_null() {
             return None;
         }
-        // SAFETY: a block on the list is a free mapping owned by the list, page-aligned and
-        // at least a page long; its first word holds the next block (or null).
+        // SAFETY: a block on the list is a free block owned by the list, aligned to at least
+        // 128 bytes and at least that long; its first word holds the next block (or null).
         let next = unsafe { head.cast::<*mut u8>().read() };
         self.head.set(next);
         self.len.set(self.len.get() - 1);
@@ -184,17 +249,27 @@ impl FreeList {
         Some(head)
     }
 
-    /// Keeps `block` unless the list is full; says whether it did.
-    fn push(&self, class: MappedClass, block: *mut u8) -> bool {
-        if self.len.get() >= class.cache_limit() {
+    /// Keeps `block` unless the list holds `limit` blocks; says whether it did.
+    fn push(&self, limit: usize, block: *mut u8) -> bool {
+        if self.len.get() >= limit {
             return false;
         }
-        // SAFETY: the caller gives up `block`, a mapping of `class` (page-aligned, at least a
-        // page): its first word is ours to link it.
+        // SAFETY: the caller gives up `block`, a block of a class (aligned to at least 128
+        // bytes, at least that long): its first word is ours to link it.
         unsafe { block.cast::<*mut u8>().write(self.head.get()) };
         self.head.set(block);
         self.len.set(self.len.get() + 1);
         true
+    }
+
+    /// Hands `free` the blocks that stayed unused since the last call (the shortest the list
+    /// was meanwhile), and starts a new period with what is left.
+    fn free_unused(&self, mut free: impl FnMut(*mut u8)) {
+        for _ in 0..self.shortest.get().min(self.len.get()) {
+            let Some(block) = self.pop() else { break };
+            free(block);
+        }
+        self.shortest.set(self.len.get());
     }
 }
 
@@ -290,11 +365,73 @@ unsafe fn give_back(class: MappedClass, align: usize, block: *mut u8) {
         unsafe { Fallback::new(class, align).give_back(block) };
         return;
     }
-    let kept =
-        CACHE.with(|cache| cache.enabled.get() && cache.lists[class.index()].push(class, block));
+    let kept = CACHE.with(|cache| {
+        cache.enabled.get() && cache.lists[class.index()].push(class.cache_limit(), block)
+    });
     if !kept {
         // SAFETY: the caller's guarantee.
         unsafe { class.unmap(block) };
+    }
+}
+
+/// A block of aligned `class`: a cached one if this thread caches and has one (cleared if
+/// `zeroed`), else one from the C allocator.
+fn take_aligned(class: AlignedClass, zeroed: bool) -> *mut u8 {
+    let cached = CACHE.with(|cache| {
+        if cache.enabled.get() {
+            cache.aligned[class.index()].pop()
+        } else {
+            None
+        }
+    });
+    match cached {
+        Some(block) => {
+            if zeroed {
+                // SAFETY: the block is a whole block of `class`, now ours.
+                unsafe { block.write_bytes(0, class.layout().size()) };
+            }
+            block
+        }
+        // SAFETY: a valid, non-zero layout.
+        None if zeroed => unsafe { System.alloc_zeroed(class.layout()) },
+        // SAFETY: as above.
+        None => unsafe { System.alloc(class.layout()) },
+    }
+}
+
+/// Gives back `block` of aligned `class`: to this thread's cache if it caches and has room,
+/// else to the C allocator.
+///
+/// # Safety
+/// `block` is a block of `class` (from [`take_aligned`]) that is not used after.
+unsafe fn give_back_aligned(class: AlignedClass, block: *mut u8) {
+    let kept = CACHE.with(|cache| {
+        cache.enabled.get() && cache.aligned[class.index()].push(class.cache_limit(), block)
+    });
+    if !kept {
+        // SAFETY: the caller's guarantee: made with the class's layout.
+        unsafe { System.dealloc(block, class.layout()) };
+    }
+}
+
+/// Which kind of block a layout gets: the kind is a pure function of the layout, so a block
+/// is always freed as the kind it was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Mapped(MappedClass),
+    Aligned(AlignedClass),
+    Heap,
+}
+
+impl Kind {
+    fn of(layout: Layout) -> Kind {
+        if let Some(class) = MappedClass::of(layout) {
+            Kind::Mapped(class)
+        } else if let Some(class) = AlignedClass::of(layout) {
+            Kind::Aligned(class)
+        } else {
+            Kind::Heap
+        }
     }
 }
 
@@ -304,31 +441,38 @@ unsafe fn give_back(class: MappedClass, align: usize, block: *mut u8) {
 // mapping, a fallback block of the class's size at an offset aligned as the layout asks
 // (never page-aligned, so never taken for a mapping); it is given back only by `dealloc` or
 // `realloc` with a layout of the same class and alignment (`MappedClass::of` is a pure
-// function of the layout). Every other block is the C allocator's, from and to `System`
-// with the caller's layout.
+// function of the layout). A block of an aligned class is made by the C allocator with the
+// class's layout (at least the layout's size, aligned to 128, so to the layout's alignment),
+// taken fresh or from a free list that only ever holds freed blocks of the same class, and
+// freed to the C allocator with the class's layout. Every other block is the C allocator's,
+// from and to `System` with the caller's layout.
 unsafe impl GlobalAlloc for ThreadCachedAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        match MappedClass::of(layout) {
-            Some(class) => take(class, layout.align(), false),
+        match Kind::of(layout) {
+            Kind::Mapped(class) => take(class, layout.align(), false),
+            Kind::Aligned(class) => take_aligned(class, false),
             // SAFETY: as the caller's.
-            None => unsafe { System.alloc(layout) },
+            Kind::Heap => unsafe { System.alloc(layout) },
         }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        match MappedClass::of(layout) {
-            Some(class) => take(class, layout.align(), true),
+        match Kind::of(layout) {
+            Kind::Mapped(class) => take(class, layout.align(), true),
+            Kind::Aligned(class) => take_aligned(class, true),
             // SAFETY: as the caller's.
-            None => unsafe { System.alloc_zeroed(layout) },
+            Kind::Heap => unsafe { System.alloc_zeroed(layout) },
         }
     }
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
-        match MappedClass::of(layout) {
+        match Kind::of(layout) {
             // SAFETY: `block` was allocated with this layout, so from this class.
-            Some(class) => unsafe { give_back(class, layout.align(), block) },
+            Kind::Mapped(class) => unsafe { give_back(class, layout.align(), block) },
+            // SAFETY: as above.
+            Kind::Aligned(class) => unsafe { give_back_aligned(class, block) },
             // SAFETY: as the caller's.
-            None => unsafe { System.dealloc(block, layout) },
+            Kind::Heap => unsafe { System.dealloc(block, layout) },
         }
     }
 
@@ -336,13 +480,13 @@ unsafe impl GlobalAlloc for ThreadCachedAlloc {
         // SAFETY: the caller guarantees `new_size`, rounded up to the alignment, does not
         // overflow `isize`.
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-        let (old_class, new_class) = (MappedClass::of(layout), MappedClass::of(new_layout));
-        if old_class.is_none() && new_class.is_none() {
+        let (old_kind, new_kind) = (Kind::of(layout), Kind::of(new_layout));
+        if old_kind == Kind::Heap && new_kind == Kind::Heap {
             // SAFETY: as the caller's: a C allocator block staying one.
             return unsafe { System.realloc(block, layout, new_size) };
         }
-        if old_class.is_some() && old_class == new_class {
-            // The mapping already has the room.
+        if old_kind == new_kind {
+            // The block of the class already has the room.
             return block;
         }
         // SAFETY: a valid layout, as above.
@@ -527,6 +671,94 @@ mod tests {
     }
 
     #[test]
+    fn only_small_blocks_aligned_beyond_16_bytes_are_aligned_classes() {
+        let class = |size, align| AlignedClass::of(Layout::from_size_align(size, align).unwrap());
+        // tokio's task cell.
+        assert_eq!(class(512, 128), Some(AlignedClass { units: 4 }));
+        assert_eq!(class(1, 32), Some(AlignedClass { units: 1 }));
+        assert_eq!(class(129, 64), Some(AlignedClass { units: 2 }));
+        assert_eq!(class(LARGEST_ALIGNED, 128), Some(AlignedClass { units: 8 }));
+        // The C allocator aligns to 16 by itself; larger or more aligned blocks are not these.
+        assert_eq!(class(512, 16), None);
+        assert_eq!(class(LARGEST_ALIGNED + 1, 128), None);
+        assert_eq!(class(512, 256), None);
+        assert_eq!(
+            Kind::of(Layout::from_size_align(512, 128).unwrap()),
+            Kind::Aligned(AlignedClass { units: 4 })
+        );
+        assert_eq!(
+            Kind::of(Layout::from_size_align(512, 8).unwrap()),
+            Kind::Heap
+        );
+    }
+
+    #[test]
+    fn a_caching_thread_reuses_its_aligned_blocks_and_trims_the_unused() {
+        std::thread::spawn(|| {
+            cache_this_thread();
+            let alloc = ThreadCachedAlloc;
+            let layout = Layout::from_size_align(512, 128).unwrap();
+            // SAFETY (whole test): every block is used within its layout and freed once,
+            // with the layout it was allocated with.
+            unsafe {
+                let first = alloc.alloc(layout);
+                assert!(!first.is_null());
+                assert_eq!(first as usize % 128, 0);
+                first.write_bytes(0xAB, layout.size());
+                alloc.dealloc(first, layout);
+                // Back for any layout of its class (4 units), zeroed if asked.
+                let other = Layout::from_size_align(400, 64).unwrap();
+                let again = alloc.alloc_zeroed(other);
+                assert_eq!(again, first);
+                assert!(
+                    std::slice::from_raw_parts(again, 512)
+                        .iter()
+                        .all(|&b| b == 0)
+                );
+                alloc.dealloc(again, other);
+                // Taken since the last trim: kept by the first trim, freed by the second.
+                assert_eq!(trim_thread_cache(), 0);
+                assert_eq!(trim_thread_cache(), 512);
+                assert_eq!(trim_thread_cache(), 0);
+                // A full class cache frees what it cannot keep.
+                let limit = AlignedClass::of(layout).unwrap().cache_limit();
+                let blocks: Vec<_> = (0..limit + 3).map(|_| alloc.alloc(layout)).collect();
+                assert!(
+                    blocks
+                        .iter()
+                        .all(|b| !b.is_null() && (*b as usize).is_multiple_of(128))
+                );
+                for block in blocks {
+                    alloc.dealloc(block, layout);
+                }
+                trim_thread_cache();
+                assert_eq!(trim_thread_cache(), limit * 512);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_thread_that_does_not_cache_frees_aligned_blocks_at_once() {
+        std::thread::spawn(|| {
+            let alloc = ThreadCachedAlloc;
+            let layout = Layout::from_size_align(512, 128).unwrap();
+            // SAFETY: the block is used within its layout and freed once, with it.
+            unsafe {
+                let block = alloc.alloc(layout);
+                assert_eq!(block as usize % 128, 0);
+                alloc.dealloc(block, layout);
+            }
+            cache_this_thread();
+            assert_eq!(trim_thread_cache(), 0);
+            assert_eq!(trim_thread_cache(), 0, "nothing was kept");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
     fn reallocation_moves_bytes_between_heap_and_mappings() {
         let alloc = ThreadCachedAlloc;
         let small = Layout::from_size_align(100, 8).unwrap();
@@ -545,6 +777,18 @@ mod tests {
             let bytes = std::slice::from_raw_parts(large, 100);
             assert!(bytes.iter().enumerate().all(|(i, &b)| b == i as u8));
             alloc.dealloc(large, Layout::from_size_align(40_000, 8).unwrap());
+            // An aligned block grows within its class in place, then out of the classes.
+            let aligned = Layout::from_size_align(100, 128).unwrap();
+            let block = alloc.alloc(aligned);
+            for i in 0..100 {
+                block.add(i).write(i as u8);
+            }
+            assert_eq!(alloc.realloc(block, aligned, 128), block);
+            let moved = alloc.realloc(block, Layout::from_size_align(128, 128).unwrap(), 2000);
+            assert_eq!(moved as usize % 128, 0);
+            let bytes = std::slice::from_raw_parts(moved, 100);
+            assert!(bytes.iter().enumerate().all(|(i, &b)| b == i as u8));
+            alloc.dealloc(moved, Layout::from_size_align(2000, 128).unwrap());
         }
     }
 

@@ -62,8 +62,7 @@ pub fn timeout<F: IntoFuture>(limit: Duration, f: F) -> tokio::time::Timeout<F::
     }
 }
 
-/// Runs `poll` with the moment fixed: a turn's moment within one (see [`turns`]), else the
-/// moment `poll` starts.
+/// Runs `poll` with [`now`] fixed at `moment`, and the wall-clock time read at most once.
 fn at_moment<R>(moment: Instant, poll: impl FnOnce() -> R) -> R {
     let outer = (MOMENT.replace(Some(moment)), MOMENT_WALL.take());
     let polled = poll();
