@@ -1,5 +1,9 @@
 //! The threads of a running process: `nbthread` event loops that accept and serve
-//! connections, and the control loop on the main thread that handles signals and the CLI.
+//! connections, the first on the main thread, where the control tasks (signals, the CLI) run
+//! too, as HAProxy's first thread handles them. With `nbthread 1` the process is then a
+//! single thread, as HAProxy's is, so the kernel takes no reference on a descriptor for each
+//! system call on it, as it must for a descriptor table that threads share (health checks
+//! and log writers, when configured, have threads of their own).
 //!
 //! Each event-loop thread runs its own single-threaded tokio runtime and its own clone of every
 //! listening socket, so a connection lives and dies on the thread that accepted it (no
@@ -15,8 +19,16 @@ use std::io;
 use std::sync::Arc;
 use tokio::signal::unix::{SignalKind, signal};
 
-/// Starts `process.nbthread` event-loop threads serving `sockets`.
-pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -> io::Result<()> {
+/// The first event loop's share of the listening sockets, which [`run_control`] serves on the
+/// main thread.
+pub struct MainLoop(Vec<FrontendSocket>);
+
+/// Starts the event-loop threads beyond the first, serving their share of `sockets`; the
+/// first one's share is returned, for [`run_control`].
+pub fn start_event_loops(
+    process: &Arc<Process>,
+    sockets: Vec<FrontendSocket>,
+) -> io::Result<MainLoop> {
     // Every thread gets its own shard of every socket, or its own handle on a shared one;
     // shards beyond one per thread (handed over by a process with more threads) go to the
     // threads in turn, each accepting from them too. The originals are dropped at the end,
@@ -53,16 +65,24 @@ pub fn start_event_loops(process: &Arc<Process>, sockets: Vec<FrontendSocket>) -
             per_thread[n % threads].push(handle(shard));
         }
     }
-    for (index, mine) in per_thread.into_iter().enumerate() {
+    let mut per_thread = per_thread.into_iter();
+    let first = MainLoop(per_thread.next().unwrap_or_default());
+    for (index, mine) in per_thread.enumerate() {
         let process = Arc::clone(process);
         std::thread::Builder::new()
-            .name(format!("sluice-loop-{index}"))
-            .spawn(move || run_event_loop(process, mine))?;
+            .name(format!("sluice-loop-{}", index + 1))
+            .spawn(move || run_event_loop(&process, mine, std::future::pending::<()>()))?;
     }
-    Ok(())
+    Ok(first)
 }
 
-fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
+/// Runs an event loop serving `sockets` on the calling thread until `until` completes (never,
+/// on the threads beyond the first), and returns its output.
+fn run_event_loop<T: 'static>(
+    process: &Arc<Process>,
+    sockets: Vec<FrontendSocket>,
+    until: impl std::future::Future<Output = T> + 'static,
+) -> T {
     sluice_heap::cache_this_thread();
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
@@ -85,14 +105,14 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
         // Ends each round of the loop: head writes wait for the round's reads.
         tokio::task::spawn_local(sluice_proxy::batch::run_rounds());
         if process.global.busy_polling {
-            tokio::task::spawn_local(busy_poll(Arc::clone(&process)));
+            tokio::task::spawn_local(busy_poll(Arc::clone(process)));
         }
         for spec in sockets {
             let tuned = spec.socket.tune_accepted(spec.frontend.plan.smart_accept);
             match tuned.and_then(|()| spec.socket.into_async()) {
                 Ok(listener) => {
                     tokio::task::spawn_local(sluice_proxy::accept::run_listener(
-                        Arc::clone(&process),
+                        Arc::clone(process),
                         spec.frontend,
                         listener,
                         spec.bind_slots,
@@ -112,8 +132,17 @@ fn run_event_loop(process: Arc<Process>, sockets: Vec<FrontendSocket>) {
         // timer always standing (see `upkeep`). It is a task of its own: the future given to
         // `block_on` is polled on every wake-up of the loop, a task only when its timer fires.
         tokio::task::spawn_local(sluice_proxy::http::upkeep());
-        std::future::pending::<()>().await;
-    })));
+        // The same holds for `until` (the control tasks, on the first loop).
+        match tokio::task::spawn_local(until).await {
+            Ok(output) => output,
+            // Only a panic could end it so, and where panics unwind (tests, debug builds;
+            // release builds abort) the process has nothing left to do either.
+            Err(err) => {
+                eprintln!("[ALERT] the control tasks failed: {err}");
+                std::process::exit(1);
+            }
+        }
+    })))
 }
 
 /// `busy-polling`: keeps the event loop from ever sleeping in the poller, trading a busy CPU
@@ -128,18 +157,18 @@ async fn busy_poll(process: Arc<Process>) {
     }
 }
 
-/// Runs the control loop on the calling thread until the process must exit; returns the exit
-/// status. `exposed` are the listening sockets `_getsocks` hands over.
+/// Runs the first event loop, `main_loop`, on the calling thread with the control tasks until
+/// the process must exit; returns the exit status. `exposed` are the listening sockets
+/// `_getsocks` hands over.
 pub fn run_control(
     process: Arc<Process>,
+    main_loop: MainLoop,
     cli_sockets: Vec<CliSocket>,
     exposed: Exposed,
     debug: bool,
 ) -> io::Result<i32> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(control(process, cli_sockets, Arc::new(exposed), debug))
+    let control = control(Arc::clone(&process), cli_sockets, Arc::new(exposed), debug);
+    run_event_loop(&process, main_loop.0, control)
 }
 
 async fn control(

@@ -240,7 +240,7 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     let process = Arc::new(process);
     // Before the event loops allocate any buffer: see `map_buffers_apart`.
     sluice_heap::map_buffers_apart(process.global.bufsize() as usize);
-    event_loops::start_event_loops(&process, frontend_sockets)
+    let main_loop = event_loops::start_event_loops(&process, frontend_sockets)
         .map_err(|e| vec![format!("[ALERT] cannot start the event loops: {e}")])?;
     // Health checks run on their own thread: they never share a loop with the data path.
     sluice_check::start(&process)
@@ -257,7 +257,7 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         replace_old_processes(*how, pids, debug);
     }
     let exposed = sluice_admin::cli::Exposed::new(bound.exposed);
-    let code = event_loops::run_control(process, cli_sockets, exposed, debug)
+    let code = event_loops::run_control(process, main_loop, cli_sockets, exposed, debug)
         .map_err(|e| vec![format!("[ALERT] control loop failed: {e}")])?;
     Ok(u8::try_from(code).unwrap_or(1))
 }

@@ -49,6 +49,41 @@ fn one_thread_listens_on_one_socket() {
     all_served(SocketAddr::from(([127, 0, 0, 1], port)), 5);
 }
 
+/// The process's threads (`/proc/PID/task`).
+fn thread_names(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).unwrap())
+        .map(|name| name.trim().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The first event loop runs on the main thread, with the control tasks: with one event loop
+/// (and neither health checks nor a log writer) the process is a single thread, as HAProxy's
+/// with `nbthread 1`; with three, the main thread and two more. Either way the loops serve,
+/// the CLI answers and a soft stop ends the process.
+#[test]
+fn the_main_thread_runs_the_first_event_loop() {
+    for (threads, expected) in [
+        (1, vec!["sluice"]),
+        (3, vec!["sluice", "sluice-loop-1", "sluice-loop-2"]),
+    ] {
+        let backend = Backend::echo();
+        let port = common::free_port();
+        let mut proxy = common::sluice(&config(threads, port, &backend, "")).start();
+        assert_eq!(thread_names(proxy.pid()), expected, "nbthread {threads}");
+        all_served(SocketAddr::from(([127, 0, 0, 1], port)), 10);
+        assert!(
+            proxy.cli("show info").contains("Nbthread: "),
+            "the CLI answers"
+        );
+        proxy.signal(nix::sys::signal::Signal::SIGUSR1);
+        assert!(proxy.expect_exit().success());
+    }
+}
+
 /// `-x` takes every shard of the old process over (`expose-fd listeners` hands them all):
 /// from 3 threads to 2, the new process accepts from the 3 sockets and binds none; from 2 to
 /// 4, it binds the one it lacks. Clients connecting all along are all served.
