@@ -615,48 +615,30 @@ mod tests {
         assert_eq!(class(8192, 4096), None);
     }
 
-    #[test]
-    fn a_caching_thread_reuses_its_blocks_and_trims_the_unused() {
-        // On a thread of its own: the test harness's threads do not cache.
-        std::thread::spawn(|| {
+    /// On a caching thread of its own (the test harness's threads do not cache): a block of
+    /// `layout` freed comes back for `other`, a layout of the same class of `class_bytes`,
+    /// zeroed if asked; a trim keeps it while it was taken since the last one, then frees
+    /// it. A class's cache then keeps at most its limit of blocks, freeing the rest.
+    fn reuses_and_trims(layout: Layout, other: Layout, class_bytes: usize, limit: usize) {
+        std::thread::spawn(move || {
             cache_this_thread();
             let alloc = ThreadCachedAlloc;
-            let layout = Layout::from_size_align(6000, 8).unwrap();
-            // SAFETY (whole test): every block is used within its layout and freed once,
-            // with the layout it was allocated with.
+            // SAFETY (whole test): every block is used within its class's size and freed
+            // once, with the layout it was allocated with.
             unsafe {
                 let first = alloc.alloc(layout);
                 assert!(!first.is_null());
+                assert!((first as usize).is_multiple_of(layout.align()));
                 first.write_bytes(0xAB, layout.size());
                 alloc.dealloc(first, layout);
-                // The freed block comes back, for any layout of its class; zeroed if asked.
-                let again = alloc.alloc_zeroed(Layout::from_size_align(8000, 64).unwrap());
+                let again = alloc.alloc_zeroed(other);
                 assert_eq!(again, first);
-                assert!(
-                    std::slice::from_raw_parts(again, 8000)
-                        .iter()
-                        .all(|&b| b == 0)
-                );
-                alloc.dealloc(again, Layout::from_size_align(8000, 64).unwrap());
-                // Taken since the last trim: kept by the first trim, unmapped by the second.
+                let bytes = std::slice::from_raw_parts(again, class_bytes);
+                assert!(bytes.iter().all(|&b| b == 0));
+                alloc.dealloc(again, other);
                 assert_eq!(trim_thread_cache(), 0);
-                assert_eq!(trim_thread_cache(), 2 * PAGE);
+                assert_eq!(trim_thread_cache(), class_bytes);
                 assert_eq!(trim_thread_cache(), 0);
-            }
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn a_full_class_cache_unmaps_what_it_cannot_keep() {
-        std::thread::spawn(|| {
-            cache_this_thread();
-            let alloc = ThreadCachedAlloc;
-            let layout = Layout::from_size_align(16 * 1024, 8).unwrap();
-            let limit = MappedClass::of(layout).unwrap().cache_limit();
-            // SAFETY: as above.
-            unsafe {
                 let blocks: Vec<_> = (0..limit + 3).map(|_| alloc.alloc(layout)).collect();
                 assert!(blocks.iter().all(|b| !b.is_null()));
                 for block in blocks {
@@ -664,10 +646,22 @@ mod tests {
                 }
             }
             trim_thread_cache();
-            assert_eq!(trim_thread_cache(), limit * 4 * PAGE);
+            assert_eq!(trim_thread_cache(), limit * class_bytes);
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_caching_thread_reuses_its_mapped_blocks_and_trims_the_unused() {
+        let layout = Layout::from_size_align(6000, 8).unwrap();
+        let limit = MappedClass::of(layout).unwrap().cache_limit();
+        reuses_and_trims(
+            layout,
+            Layout::from_size_align(8000, 64).unwrap(),
+            2 * PAGE,
+            limit,
+        );
     }
 
     #[test]
@@ -694,49 +688,15 @@ mod tests {
 
     #[test]
     fn a_caching_thread_reuses_its_aligned_blocks_and_trims_the_unused() {
-        std::thread::spawn(|| {
-            cache_this_thread();
-            let alloc = ThreadCachedAlloc;
-            let layout = Layout::from_size_align(512, 128).unwrap();
-            // SAFETY (whole test): every block is used within its layout and freed once,
-            // with the layout it was allocated with.
-            unsafe {
-                let first = alloc.alloc(layout);
-                assert!(!first.is_null());
-                assert_eq!(first as usize % 128, 0);
-                first.write_bytes(0xAB, layout.size());
-                alloc.dealloc(first, layout);
-                // Back for any layout of its class (4 units), zeroed if asked.
-                let other = Layout::from_size_align(400, 64).unwrap();
-                let again = alloc.alloc_zeroed(other);
-                assert_eq!(again, first);
-                assert!(
-                    std::slice::from_raw_parts(again, 512)
-                        .iter()
-                        .all(|&b| b == 0)
-                );
-                alloc.dealloc(again, other);
-                // Taken since the last trim: kept by the first trim, freed by the second.
-                assert_eq!(trim_thread_cache(), 0);
-                assert_eq!(trim_thread_cache(), 512);
-                assert_eq!(trim_thread_cache(), 0);
-                // A full class cache frees what it cannot keep.
-                let limit = AlignedClass::of(layout).unwrap().cache_limit();
-                let blocks: Vec<_> = (0..limit + 3).map(|_| alloc.alloc(layout)).collect();
-                assert!(
-                    blocks
-                        .iter()
-                        .all(|b| !b.is_null() && (*b as usize).is_multiple_of(128))
-                );
-                for block in blocks {
-                    alloc.dealloc(block, layout);
-                }
-                trim_thread_cache();
-                assert_eq!(trim_thread_cache(), limit * 512);
-            }
-        })
-        .join()
-        .unwrap();
+        // tokio's task cell, back as a layout of the same class (4 units).
+        let layout = Layout::from_size_align(512, 128).unwrap();
+        let limit = AlignedClass::of(layout).unwrap().cache_limit();
+        reuses_and_trims(
+            layout,
+            Layout::from_size_align(400, 64).unwrap(),
+            512,
+            limit,
+        );
     }
 
     #[test]
