@@ -197,6 +197,7 @@ fn proxy(config: &str) -> Proxy {
         local.block_on(&runtime, async move {
             // Sends held to the end of each round, as on `sluice`'s event loops.
             tokio::task::spawn_local(sluice_proxy::batch::run_rounds());
+            tokio::task::spawn_local(sluice_runtime::timers::run());
             let listener = BoundListener::Tcp(listener).into_async().unwrap();
             let frontend = Arc::clone(&process.frontends[0]);
             let name: Arc<str> = Arc::from("bench");

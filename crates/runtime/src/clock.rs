@@ -53,13 +53,10 @@ pub fn since(earlier: std::time::Instant) -> Duration {
     now_std().saturating_duration_since(earlier)
 }
 
-/// Runs `f` within `limit` from [`now`], as `tokio::time::timeout` would from the clock.
-pub fn timeout<F: IntoFuture>(limit: Duration, f: F) -> tokio::time::Timeout<F::IntoFuture> {
-    match now().checked_add(limit) {
-        Some(deadline) => tokio::time::timeout_at(deadline, f),
-        // Too far to represent: tokio's own timeout stands for "never".
-        None => tokio::time::timeout(limit, f),
-    }
+/// Runs `f` within `limit` from [`now`], as `tokio::time::timeout` would from the clock, timed
+/// by the thread's queue of waits of that limit ([`crate::timers`]).
+pub fn timeout<F: IntoFuture>(limit: Duration, f: F) -> crate::timers::Within<F::IntoFuture> {
+    crate::timers::within(limit, now().checked_add(limit), f.into_future())
 }
 
 /// Runs `poll` with [`now`] fixed at `moment`, and the wall-clock time read at most once.

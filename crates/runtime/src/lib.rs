@@ -27,3 +27,4 @@ pub mod stats;
 pub mod stats_typed;
 pub mod streams;
 pub mod tables;
+pub mod timers;

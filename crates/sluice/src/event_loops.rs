@@ -104,6 +104,8 @@ fn run_event_loop<T: 'static>(
     runtime.block_on(sluice_runtime::clock::turns(local.run_until(async move {
         // Ends each round of the loop: head writes wait for the round's reads.
         tokio::task::spawn_local(sluice_proxy::batch::run_rounds());
+        // Times the sessions' waits, one queue per limit (`sluice_runtime::timers`).
+        tokio::task::spawn_local(sluice_runtime::timers::run());
         if process.global.busy_polling {
             tokio::task::spawn_local(busy_poll(Arc::clone(process)));
         }
