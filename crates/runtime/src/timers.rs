@@ -99,8 +99,15 @@ impl Timers {
         u16::try_from(self.queues.len() - 1).ok()
     }
 
-    /// Queues a wait of `limit` until `deadline`; `None` if it cannot join a queue.
-    fn add(&mut self, limit: Duration, deadline: Instant, waker: &Waker) -> Option<Ticket> {
+    /// Queues a wait of `limit` until `deadline`; `None` if it cannot join a queue. With the
+    /// ticket, the timer task's waker if it must set its timer earlier (to wake once the
+    /// queues are no longer borrowed).
+    fn add(
+        &mut self,
+        limit: Duration,
+        deadline: Instant,
+        waker: &Waker,
+    ) -> Option<(Ticket, Option<Waker>)> {
         let queue = self.queue_for(limit)?;
         let tail = self.queues[usize::from(queue)].tail;
         // Deadlines of one limit come in order; one earlier than the tail (a clock set
@@ -141,16 +148,17 @@ impl Timers {
         }
         self.queues[usize::from(queue)].tail = Some(slot);
         // Earlier than what the timer task sleeps until: it must set its timer again.
-        if self.armed.is_none_or(|armed| deadline < armed)
-            && let Some(task) = &self.task
-        {
-            task.wake_by_ref();
-        }
-        Some(Ticket {
+        let rearm = if self.armed.is_none_or(|armed| deadline < armed) {
+            self.task.clone()
+        } else {
+            None
+        };
+        let ticket = Ticket {
             slot,
             generation,
             _thread: PhantomData,
-        })
+        };
+        Some((ticket, rearm))
     }
 
     fn entry(&mut self, ticket: &Ticket) -> Option<&mut Slot> {
@@ -160,12 +168,12 @@ impl Timers {
     }
 
     /// Takes a slot out of its queue (unless it fired, which took it out already) and frees
-    /// it.
-    fn remove(&mut self, slot: u32) {
+    /// it; returns its waker, to drop once the queues are no longer borrowed.
+    fn remove(&mut self, slot: u32) -> Option<Waker> {
         let entry = &mut self.slots[slot as usize];
         let (prev, next, queue, fired) = (entry.prev, entry.next, entry.queue, entry.fired);
+        let waker = entry.waker.take();
         entry.live = false;
-        entry.waker = None;
         entry.prev = None;
         entry.next = None;
         entry.generation = entry.generation.wrapping_add(1);
@@ -187,6 +195,7 @@ impl Timers {
             self.slots = Vec::new();
             self.free = Vec::new();
         }
+        waker
     }
 
     /// Fires every wait whose deadline is at or before `now`; returns their wakers and the
@@ -218,12 +227,15 @@ impl Timers {
 impl Drop for Ticket {
     fn drop(&mut self) {
         // During the thread's teardown the queues may be gone: nothing to take out then.
-        let _ = TIMERS.try_with(|timers| {
-            let mut timers = timers.borrow_mut();
-            if timers.entry(self).is_some() {
-                timers.remove(self.slot);
-            }
-        });
+        // The waker is dropped after the queues' borrow (dropping one may free a task).
+        let _waker = TIMERS
+            .try_with(|timers| {
+                let mut timers = timers.borrow_mut();
+                timers.entry(self)?;
+                timers.remove(self.slot)
+            })
+            .ok()
+            .flatten();
     }
 }
 
@@ -325,21 +337,20 @@ impl<F: Future> Future for Within<F> {
             return Poll::Pending;
         };
         if let Some(ticket) = this.ticket {
-            let fired = TIMERS.with(|timers| {
+            // A replaced waker is dropped after the queues' borrow.
+            let (fired, _replaced) = TIMERS.with(|timers| {
                 let mut timers = timers.borrow_mut();
                 match timers.entry(ticket) {
-                    Some(entry) if entry.fired => true,
+                    Some(entry) if entry.fired => (true, None),
                     Some(entry) => {
-                        if !entry
-                            .waker
-                            .as_ref()
-                            .is_some_and(|w| w.will_wake(cx.waker()))
-                        {
-                            entry.waker = Some(cx.waker().clone());
+                        let current = entry.waker.as_ref();
+                        if current.is_some_and(|w| w.will_wake(cx.waker())) {
+                            (false, None)
+                        } else {
+                            (false, entry.waker.replace(cx.waker().clone()))
                         }
-                        false
                     }
-                    None => true,
+                    None => (true, None),
                 }
             });
             return if fired || crate::clock::now() >= deadline {
@@ -354,7 +365,7 @@ impl<F: Future> Future for Within<F> {
         if crate::clock::now() >= deadline {
             return Poll::Ready(Err(Elapsed));
         }
-        *this.ticket = TIMERS.with(|timers| {
+        let queued = TIMERS.with(|timers| {
             let mut timers = timers.borrow_mut();
             if timers.served {
                 timers.add(*this.limit, deadline, cx.waker())
@@ -362,6 +373,12 @@ impl<F: Future> Future for Within<F> {
                 None
             }
         });
+        if let Some((ticket, rearm)) = queued {
+            *this.ticket = Some(ticket);
+            if let Some(task) = rearm {
+                task.wake();
+            }
+        }
         if this.ticket.is_none() {
             let timer = this
                 .own_timer
