@@ -324,18 +324,28 @@ impl Fallback {
     }
 }
 
+/// A block from the calling thread's free `list`, if the thread caches and the list has one.
+fn cached(list: impl FnOnce(&Cache) -> &FreeList) -> Option<*mut u8> {
+    CACHE.with(|cache| {
+        if cache.enabled.get() {
+            list(cache).pop()
+        } else {
+            None
+        }
+    })
+}
+
+/// Keeps `block` in the calling thread's free `list` if the thread caches and the list holds
+/// fewer than `limit`; says whether it did.
+fn keep(list: impl FnOnce(&Cache) -> &FreeList, limit: usize, block: *mut u8) -> bool {
+    CACHE.with(|cache| cache.enabled.get() && list(cache).push(limit, block))
+}
+
 /// A block of `class` aligned to `align`: a cached one if this thread caches and has one,
 /// else a new mapping (zeroed), else a [`Fallback`] block. `zeroed` asks for a cached or
 /// fallback block to be cleared.
 fn take(class: MappedClass, align: usize, zeroed: bool) -> *mut u8 {
-    let cached = CACHE.with(|cache| {
-        if cache.enabled.get() {
-            cache.lists[class.index()].pop()
-        } else {
-            None
-        }
-    });
-    match cached {
+    match cached(|cache| &cache.lists[class.index()]) {
         Some(block) => {
             if zeroed {
                 // SAFETY: the block is a whole mapping of `class`, now ours.
@@ -365,9 +375,11 @@ unsafe fn give_back(class: MappedClass, align: usize, block: *mut u8) {
         unsafe { Fallback::new(class, align).give_back(block) };
         return;
     }
-    let kept = CACHE.with(|cache| {
-        cache.enabled.get() && cache.lists[class.index()].push(class.cache_limit(), block)
-    });
+    let kept = keep(
+        |cache| &cache.lists[class.index()],
+        class.cache_limit(),
+        block,
+    );
     if !kept {
         // SAFETY: the caller's guarantee.
         unsafe { class.unmap(block) };
@@ -377,14 +389,7 @@ unsafe fn give_back(class: MappedClass, align: usize, block: *mut u8) {
 /// A block of aligned `class`: a cached one if this thread caches and has one (cleared if
 /// `zeroed`), else one from the C allocator.
 fn take_aligned(class: AlignedClass, zeroed: bool) -> *mut u8 {
-    let cached = CACHE.with(|cache| {
-        if cache.enabled.get() {
-            cache.aligned[class.index()].pop()
-        } else {
-            None
-        }
-    });
-    match cached {
+    match cached(|cache| &cache.aligned[class.index()]) {
         Some(block) => {
             if zeroed {
                 // SAFETY: the block is a whole block of `class`, now ours.
@@ -405,9 +410,11 @@ fn take_aligned(class: AlignedClass, zeroed: bool) -> *mut u8 {
 /// # Safety
 /// `block` is a block of `class` (from [`take_aligned`]) that is not used after.
 unsafe fn give_back_aligned(class: AlignedClass, block: *mut u8) {
-    let kept = CACHE.with(|cache| {
-        cache.enabled.get() && cache.aligned[class.index()].push(class.cache_limit(), block)
-    });
+    let kept = keep(
+        |cache| &cache.aligned[class.index()],
+        class.cache_limit(),
+        block,
+    );
     if !kept {
         // SAFETY: the caller's guarantee: made with the class's layout.
         unsafe { System.dealloc(block, class.layout()) };
