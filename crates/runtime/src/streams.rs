@@ -177,7 +177,7 @@ impl Registered<'_> {
             // The session first: a kill is rare, and fixed order costs no random draw. A
             // plain poll of both, not `select!`: this wait is in every connection's task for
             // its whole life, and this way it holds three pointers, and never the session's
-            // output. Each poll of the session reads the clock once for all it does (`clock`).
+            // output. Each poll of the session sees one moment of the clock (`clock`).
             std::future::poll_fn(move |cx| {
                 if let Poll::Ready(output) = crate::clock::polling(|| session.as_mut().poll(cx)) {
                     return Poll::Ready(grace.is_none().then_some(output));

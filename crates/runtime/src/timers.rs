@@ -111,37 +111,38 @@ impl Timers {
     ) -> Option<(Ticket, Option<Waker>)> {
         let queue = self.queue_for(limit)?;
         let tail = self.queues[usize::from(queue)].tail;
-        // Deadlines of one limit come in order; one earlier than the tail (a clock set
-        // back in a test) waits on a timer of its own rather than break the order.
+        // Deadlines of one limit come in order, as waits are mostly first polled in the turn
+        // they were made; one earlier than the tail (made before it, first polled after)
+        // waits on a timer of its own rather than break the order.
         if tail.is_some_and(|t| self.slots[t as usize].deadline > deadline) {
             return None;
         }
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
+        let fresh = Slot {
+            deadline,
+            prev: tail,
+            next: None,
+            queue,
+            generation: 0,
+            waker: Some(waker.clone()),
+            fired: false,
+            live: true,
+        };
+        let (slot, generation) = match self.free.pop() {
+            Some(slot) => {
+                // A freed slot keeps counting its generations.
+                let generation = self.slots[slot as usize].generation;
+                self.slots[slot as usize] = Slot {
+                    generation,
+                    ..fresh
+                };
+                (slot, generation)
+            }
             None => {
                 let slot = u32::try_from(self.slots.len()).ok()?;
-                self.slots.push(Slot {
-                    deadline,
-                    prev: None,
-                    next: None,
-                    queue,
-                    generation: 0,
-                    waker: None,
-                    fired: false,
-                    live: false,
-                });
-                slot
+                self.slots.push(fresh);
+                (slot, 0)
             }
         };
-        let entry = &mut self.slots[slot as usize];
-        entry.deadline = deadline;
-        entry.prev = tail;
-        entry.next = None;
-        entry.queue = queue;
-        entry.waker = Some(waker.clone());
-        entry.fired = false;
-        entry.live = true;
-        let generation = entry.generation;
         self.live += 1;
         match tail {
             Some(t) => self.slots[t as usize].next = Some(slot),

@@ -35,8 +35,9 @@ const PARKS_BEFORE_TRIM: usize = 64;
 /// has the allocator return the memory that this and parked connections' tasks left free.
 /// The period timer also keeps a timer always standing within the next quarter second:
 /// tokio wakes its own poller (an eventfd write, then one more event to read) whenever a
-/// timer is set earlier than every other, which, between connections that leave no timer
-/// behind, was the first timeout of every new connection.
+/// timer is set earlier than every other, which, between connections that leave no wait
+/// behind, the thread's timer task (`sluice_runtime::timers`) would do for the first
+/// timeout of every new connection.
 pub async fn upkeep() -> ! {
     let mut period = tokio::time::interval(buffer::TRIM_PERIOD);
     period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
