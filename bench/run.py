@@ -136,6 +136,7 @@ http {{
     server {{
         listen 127.0.0.1:{ORIGIN_PORT} reuseport backlog=4096;
         root {self.dir}/www;
+        location = /small {{ return 200 "{'x' * 64}"; }}
     }}
 }}
 """)
