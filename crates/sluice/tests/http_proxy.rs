@@ -13,7 +13,7 @@ mod common;
 use common::http::{
     HTTP_DEFAULTS, Received, http_backend, ok_backend, one_shot, proxy, read_message, status_of,
 };
-use common::{Backend, GENEROUS, connect, fd_bind, frontend, read_to_close, sluice};
+use common::{Backend, Closed, GENEROUS, connect, fd_bind, frontend, read_to_close, sluice};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -203,11 +203,31 @@ fn httpclose_closes_the_client_after_the_response() {
     let (_p, addr) = proxy(backend.addr(), "    option httpclose");
     let got = one_shot(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     let text = String::from_utf8_lossy(got.data()).to_lowercase();
-    assert!(got.is_closed());
+    // A clean end of stream (FIN), not a reset, right after the answer.
+    assert!(matches!(got, Closed::Eof(_)), "{got:?}");
     assert!(
         text.starts_with("http/1.1 200") && text.contains("connection: close"),
         "{text}"
     );
+}
+
+#[test]
+fn a_client_asking_to_close_gets_the_answer_then_a_clean_end_of_stream() {
+    let (backend, _log) = ok_backend();
+    let (_p, addr) = proxy(backend.addr(), "");
+    // Alone, the request is answered and the connection closed at once. A second request
+    // pipelined behind it is not served: the first answer is the only one, and the end is
+    // still a FIN after it, not a reset.
+    for raw in [
+        &b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\n",
+    ] {
+        let got = one_shot(addr, raw);
+        assert!(matches!(got, Closed::Eof(_)), "{got:?}");
+        let text = String::from_utf8_lossy(got.data()).to_lowercase();
+        assert_eq!(text.matches("http/1.1 200").count(), 1, "{text}");
+        assert!(text.contains("connection: close"), "{text}");
+    }
 }
 
 #[test]

@@ -193,13 +193,6 @@ pub struct Tunnel<'a> {
     log_at_end: bool,
 }
 
-impl Tunnel<'_> {
-    /// `timeout client` of the connection, for closing it after the relay.
-    pub fn client_timeout(&self) -> Option<Duration> {
-        self.ctx.settings.client
-    }
-}
-
 /// Relays an upgraded connection until either side ends it (or its server is shut down),
 /// then counts its bytes and writes its log line, as the end of its exchange.
 pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {

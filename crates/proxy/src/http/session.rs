@@ -150,10 +150,8 @@ pub fn run<'s>(
                     // The request's state is gone: the relay runs from the tunnel's own,
                     // boxed so that connections that never upgrade do not carry its size.
                     Box::pin(async move {
-                        let close_within = tunnel.client_timeout();
                         exchange::relay_tunnel(tunnel, client).await;
                         scope.vars.trackers.end_transaction();
-                        close_after_exchange(client, close_within, false).await;
                     })
                     .await;
                     return None;
@@ -759,10 +757,12 @@ pub async fn close_gracefully(client: &mut Stream, limit: Option<Duration>) {
 
 /// Closes after a completed exchange. The request was read whole, so when nothing more came
 /// with it (`pending` is false: the usual case, the client sent its request and waits for the
-/// answer) the connection closes at once, as HAProxy's does; closing then sends no reset. A
-/// client that sent more (pipelined requests we will not serve) gets the lingering drain.
+/// answer) the connection closes at once, as HAProxy's does; closing then sends no reset.
+/// That close is the caller's drop of the stream, which sends the FIN itself: a `shutdown`
+/// before it would only cost a system call per connection. A client that sent more
+/// (pipelined requests we will not serve) gets our end of stream, then the lingering drain.
 async fn close_after_exchange(client: &mut Stream, limit: Option<Duration>, pending: bool) {
-    if shut_write(client, limit).await && pending {
+    if pending && shut_write(client, limit).await {
         Box::pin(linger(client, 0)).await;
     }
 }
