@@ -15,9 +15,9 @@ use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Poll;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::{Poll, Waker};
 use std::time::{Instant, SystemTime};
 
 const SHARDS: usize = 16;
@@ -62,7 +62,7 @@ pub struct StreamInfo {
     /// Set by [`StreamInfo::kill`].
     dead: AtomicBool,
     /// The stream's task, once it waits for a kill.
-    killer: atomic_waker::AtomicWaker,
+    killer: OnceLock<Waker>,
 }
 
 impl StreamInfo {
@@ -95,21 +95,39 @@ impl StreamInfo {
     /// Asks the stream to end now: a relay in progress ends as `on-marked-down
     /// shutdown-sessions` ends it (logged with termination `K`), anything else is dropped.
     pub fn kill(&self) {
-        self.dead.store(true, Ordering::Release);
-        self.killer.wake();
+        self.dead.store(true, Ordering::SeqCst);
+        // Paired with the fence in `poll_killed`: either the task sees `dead`, or this sees
+        // its waker.
+        fence(Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Wakes the stream's task, if it waits.
+    fn wake(&self) {
+        if let Some(waker) = self.killer.get() {
+            waker.wake_by_ref();
+        }
     }
 
     /// Ready once [`StreamInfo::kill`] was called, before or after this call.
     ///
-    /// Only the stream's own task waits (its session, and a relay within it), so one waker
-    /// slot is enough: registering again from the same task costs a comparison, where a
-    /// list of waiters would take a lock at every wake-up of every session.
+    /// Only the stream's own task waits (its session, and a relay within it), where a list
+    /// of waiters would take a lock at every wake-up of every session. That task's waker
+    /// stays the same for the stream's life (a session resumed from the parking lot is a new
+    /// task, and registers a new stream), so it is kept at the first wait and never
+    /// replaced, and waking it does not use it up: the session polls this at each of its
+    /// waits, and then only reads two words, where re-registering a waker would take two
+    /// locked instructions.
     pub fn poll_killed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         if self.dead.load(Ordering::Acquire) {
             return std::task::Poll::Ready(());
         }
-        self.killer.register(cx.waker());
-        // Checked again after registering: a kill in between woke no one.
+        if self.killer.get().is_none() {
+            let _ = self.killer.set(cx.waker().clone());
+            // Paired with the fence in `kill`.
+            fence(Ordering::SeqCst);
+        }
+        // Checked again once the waker is kept: a kill in between woke no one.
         if self.dead.load(Ordering::Acquire) {
             std::task::Poll::Ready(())
         } else {
@@ -228,7 +246,7 @@ impl Streams {
             server: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             dead: AtomicBool::new(false),
-            killer: atomic_waker::AtomicWaker::new(),
+            killer: OnceLock::new(),
         });
         self.shard(info.id()).insert(info.id(), Arc::clone(&info));
         Registered {
@@ -245,7 +263,7 @@ impl Streams {
             let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
             for info in shard.values() {
                 if info.target() == (Some(backend), Some(index)) {
-                    info.killer.wake();
+                    info.wake();
                 }
             }
         }
@@ -276,19 +294,24 @@ pub fn current() -> Option<Arc<StreamInfo>> {
 
 /// Records that the current stream (if any) now uses server `server` of the backend whose
 /// `uid` is `backend`.
+///
+/// Only the stream's own task writes its entry (the CLI reads it), so these are plain loads
+/// and stores, not locked read-modify-write instructions.
 pub fn note_server(backend: u32, server: usize) {
     let _ = CURRENT.try_with(|info| {
         info.backend.store(backend, Ordering::Relaxed);
         info.server.store(server + 1, Ordering::Relaxed);
-        info.calls.fetch_add(1, Ordering::Relaxed);
+        let calls = info.calls.load(Ordering::Relaxed);
+        info.calls.store(calls + 1, Ordering::Relaxed);
     });
 }
 
 /// Records that the current stream (if any) now goes to the backend whose `uid` is
-/// `backend`, before a server is chosen.
+/// `backend`, before a server is chosen (written as [`note_server`] writes).
 pub fn note_backend(backend: u32) {
     let _ = CURRENT.try_with(|info| {
-        if info.backend.swap(backend, Ordering::Relaxed) != backend {
+        if info.backend.load(Ordering::Relaxed) != backend {
+            info.backend.store(backend, Ordering::Relaxed);
             info.server.store(0, Ordering::Relaxed);
         }
     });
@@ -330,5 +353,40 @@ mod tests {
         drop(b);
         assert!(streams.get(id).is_none());
         assert_eq!(streams.list().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stream_woken_for_another_servers_sake_can_still_be_killed() {
+        use std::task::{Context, Wake};
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let streams = Streams::default();
+        let stream = streams.register(Origin::Cli, None, None, 3);
+        let woken = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&woken));
+        let mut cx = Context::from_waker(&waker);
+        let mut session = std::pin::pin!(stream.scope(async {
+            note_server(7, 2);
+            std::future::pending::<()>().await
+        }));
+        assert!(session.as_mut().poll(&mut cx).is_pending());
+        // Its server's sessions are shut down: the stream is woken to look, and waits again.
+        streams.wake_users_of(7, 2);
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+        assert!(session.as_mut().poll(&mut cx).is_pending());
+        // Being woken did not use the waker up: `shutdown session` still reaches it, from
+        // another thread, and the session ends.
+        let info = Arc::clone(stream.info());
+        std::thread::spawn(move || info.kill()).join().unwrap();
+        assert_eq!(woken.0.load(Ordering::SeqCst), 2);
+        // The kill's grace timer runs on tokio's clock, paused here.
+        tokio::time::pause();
+        assert!(session.as_mut().poll(&mut cx).is_pending());
+        tokio::time::advance(2 * KILL_GRACE).await;
+        assert_eq!(session.as_mut().poll(&mut cx), Poll::Ready(None));
     }
 }
