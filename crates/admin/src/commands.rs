@@ -671,7 +671,7 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         .iter()
         .filter(|f| f.plan.mode == sluice_config::proxy::Mode::Http)
         .flat_map(|f| f.stats.hrsp.iter())
-        .map(sluice_runtime::counters::Counter::get)
+        .map(sluice_runtime::counters::LoopCounter::get)
         .sum();
     let session_rate = &process.traffic.session_rate;
     let mut fields: Vec<(&str, String)> = vec![

@@ -6,7 +6,8 @@
 //! the current second is still to come, the sliding estimate HAProxy's frequency counters give.
 //! One atomic word holds the second and its count, so counting is one `fetch_add` on the hot
 //! path (a compare-and-swap once per second when the second turns) and threads share it
-//! without a lock.
+//! without a lock; the only event loop of a process counts with plain loads and stores
+//! instead (see `counters`).
 //!
 //! A [`SlidingAverage`] is HAProxy's sliding average of the last [`TIME_SAMPLES`] values (the
 //! `qtime`, `ctime`, `rtime` and `ttime` of `show stat`), kept as a running sum from which each
@@ -22,7 +23,8 @@ fn now_ms() -> u64 {
     crate::clock::since(*START.get_or_init(Instant::now)).as_millis() as u64
 }
 
-/// Events per second, with the highest rate seen.
+/// Events per second, with the highest rate seen, counted by event-loop threads only (see
+/// `counters::count_alone`).
 #[derive(Debug, Default)]
 pub struct Rate {
     /// The second (high 32 bits) and the events counted in it (low 32 bits).
@@ -55,37 +57,50 @@ impl Rate {
 
     fn incr_at(&self, ms: u64) {
         let second = (ms / 1000) as u32;
-        let mut seen = self.current.load(Ordering::Relaxed);
-        loop {
+        if crate::counters::alone() {
+            // The only event loop counts alone: no locked instruction (`counters`).
+            let seen = self.current.load(Ordering::Relaxed);
             let (at, count) = split(seen);
             if at == second {
-                self.current.fetch_add(1, Ordering::Relaxed);
-                break;
+                self.current.store(seen.wrapping_add(1), Ordering::Relaxed);
+            } else {
+                self.current.store(join(second, 1), Ordering::Relaxed);
+                self.previous
+                    .store(count_before(at, second, count), Ordering::Relaxed);
             }
-            // A new second: the count of the one just ended becomes the previous one.
-            let turned = join(second, 1);
-            match self.current.compare_exchange_weak(
-                seen,
-                turned,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    let previous = if at.wrapping_add(1) == second {
-                        count
-                    } else {
-                        0
-                    };
-                    self.previous.store(previous, Ordering::Relaxed);
+        } else {
+            let mut seen = self.current.load(Ordering::Relaxed);
+            loop {
+                let (at, count) = split(seen);
+                if at == second {
+                    self.current.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
-                Err(now) => seen = now,
+                // A new second: the count of the one just ended becomes the previous one.
+                let turned = join(second, 1);
+                match self.current.compare_exchange_weak(
+                    seen,
+                    turned,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        self.previous
+                            .store(count_before(at, second, count), Ordering::Relaxed);
+                        break;
+                    }
+                    Err(now) => seen = now,
+                }
             }
         }
         // A plain load first: the atomic maximum is a locked loop even when nothing changes.
         let rate = self.get_at(ms);
         if rate > self.max.load(Ordering::Relaxed) {
-            self.max.fetch_max(rate, Ordering::Relaxed);
+            if crate::counters::alone() {
+                self.max.store(rate, Ordering::Relaxed);
+            } else {
+                self.max.fetch_max(rate, Ordering::Relaxed);
+            }
         }
     }
 
@@ -107,7 +122,8 @@ impl Rate {
 /// How many recent streams the timing averages cover (HAProxy's `TIME_STATS_SAMPLES`).
 pub const TIME_SAMPLES: u64 = 512;
 
-/// A sliding average of durations in milliseconds, with their maximum.
+/// A sliding average of durations in milliseconds, with their maximum, fed by event-loop
+/// threads only (see `counters::count_alone`).
 #[derive(Debug, Default)]
 pub struct SlidingAverage {
     sum: AtomicU64,
@@ -117,11 +133,15 @@ pub struct SlidingAverage {
 impl SlidingAverage {
     /// Adds a value: the sum loses one average share and gains the value.
     pub fn add(&self, ms: u64) {
-        let _ = self
-            .sum
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |sum| {
-                Some(sum - sum.div_ceil(TIME_SAMPLES) + ms)
-            });
+        let next = |sum: u64| sum - sum.div_ceil(TIME_SAMPLES) + ms;
+        if crate::counters::alone() {
+            self.sum
+                .store(next(self.sum.load(Ordering::Relaxed)), Ordering::Relaxed);
+        } else {
+            let _ = self
+                .sum
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |sum| Some(next(sum)));
+        }
         crate::counters::raise_max(&self.max, ms);
     }
 
@@ -155,58 +175,74 @@ fn join(second: u32, count: u32) -> u64 {
     (u64::from(second) << 32) | u64::from(count)
 }
 
+/// What becomes the previous second's count when `second` starts and `count` events were
+/// counted in second `at`: that count if `at` is the second just ended, none otherwise.
+fn count_before(at: u32, second: u32, count: u32) -> u32 {
+    if at.wrapping_add(1) == second {
+        count
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn counts_the_current_second_and_weighs_the_previous_one() {
-        let r = Rate::default();
-        for _ in 0..10 {
-            r.incr_at(5_100);
-        }
-        assert_eq!(r.get_at(5_900), 10, "all in this second");
-        r.incr_at(6_000);
-        assert_eq!(
-            r.get_at(6_000),
-            11,
-            "the whole previous second still counts"
-        );
-        assert_eq!(r.get_at(6_500), 6, "half of it half-way through");
-        assert_eq!(
-            r.get_at(7_000),
-            1,
-            "the second with one event is the previous one now"
-        );
-        assert_eq!(r.get_at(8_000), 0, "nothing for two seconds");
-        assert_eq!(r.max(), 11);
+        crate::counters::on_both_paths(|| {
+            let r = Rate::default();
+            for _ in 0..10 {
+                r.incr_at(5_100);
+            }
+            assert_eq!(r.get_at(5_900), 10, "all in this second");
+            r.incr_at(6_000);
+            assert_eq!(
+                r.get_at(6_000),
+                11,
+                "the whole previous second still counts"
+            );
+            assert_eq!(r.get_at(6_500), 6, "half of it half-way through");
+            assert_eq!(
+                r.get_at(7_000),
+                1,
+                "the second with one event is the previous one now"
+            );
+            assert_eq!(r.get_at(8_000), 0, "nothing for two seconds");
+            assert_eq!(r.max(), 11);
+        });
     }
 
     #[test]
     fn the_sliding_average_moves_towards_recent_values() {
-        let a = SlidingAverage::default();
-        for _ in 0..TIME_SAMPLES * 8 {
-            a.add(10);
-        }
-        assert_eq!(a.get(), 10, "a steady value is its own average");
-        a.add(1000);
-        assert_eq!(a.max(), 1000);
-        assert!(
-            (11..=12).contains(&a.get()),
-            "one outlier moves it by 1/512: {}",
-            a.get()
-        );
-        a.reset_max();
-        assert_eq!(a.max(), 0);
+        crate::counters::on_both_paths(|| {
+            let a = SlidingAverage::default();
+            for _ in 0..TIME_SAMPLES * 8 {
+                a.add(10);
+            }
+            assert_eq!(a.get(), 10, "a steady value is its own average");
+            a.add(1000);
+            assert_eq!(a.max(), 1000);
+            assert!(
+                (11..=12).contains(&a.get()),
+                "one outlier moves it by 1/512: {}",
+                a.get()
+            );
+            a.reset_max();
+            assert_eq!(a.max(), 0);
+        });
     }
 
     #[test]
     fn a_gap_forgets_the_old_seconds() {
-        let r = Rate::default();
-        r.incr_at(1_000);
-        r.incr_at(9_000);
-        assert_eq!(r.get_at(9_000), 1);
-        r.reset_max();
-        assert_eq!(r.max(), 0);
+        crate::counters::on_both_paths(|| {
+            let r = Rate::default();
+            r.incr_at(1_000);
+            r.incr_at(9_000);
+            assert_eq!(r.get_at(9_000), 1);
+            r.reset_max();
+            assert_eq!(r.max(), 0);
+        });
     }
 }

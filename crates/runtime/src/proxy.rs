@@ -739,6 +739,10 @@ pub struct Server {
     pub index: usize,
     /// Where an inet server is now: its resolved address, changed by `set server addr`.
     location: Mutex<Location>,
+    /// `location`'s `pool_id`, written under its lock and read without it: every request's
+    /// look-up in the thread's pool of idle connections needs it, and a lock is two locked
+    /// instructions.
+    pool_id: std::sync::atomic::AtomicU64,
     /// Where checks and the agent go, and what the agent is sent: the configuration's,
     /// changed by `set server ... check-addr|check-port|agent-addr|agent-port|agent-send`.
     probes: Mutex<ProbeTargets>,
@@ -797,15 +801,13 @@ impl Server {
             ServerAddr::Inet { port, .. } => Some(*port),
             ServerAddr::Unix(_) => None,
         };
+        let pool_id = next_pool_id();
         Server {
             // The plan gives every server an id; a hand-built one numbers by position.
             id: conf.id.unwrap_or(index as u32 + 1),
             index,
-            location: Mutex::new(Location {
-                ip,
-                port,
-                pool_id: next_pool_id(),
-            }),
+            location: Mutex::new(Location { ip, port, pool_id }),
+            pool_id: std::sync::atomic::AtomicU64::new(pool_id),
             deleted: std::sync::atomic::AtomicBool::new(false),
             probes: Mutex::new(ProbeTargets {
                 check_addr: conf.checks.addr,
@@ -862,8 +864,15 @@ impl Server {
                 pool_id: next_pool_id(),
                 ..moved
             };
+            self.pool_id
+                .store(here.pool_id, std::sync::atomic::Ordering::Relaxed);
         }
         Some(before)
+    }
+
+    /// The [`Location::pool_id`] of where the server is now.
+    pub fn pool_id(&self) -> u64 {
+        self.pool_id.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Where the checks and the agent go now.

@@ -9,7 +9,7 @@
 //! balancing picks, check failures, state changes); every object owns one, updated with relaxed
 //! atomics like [`crate::counters`].
 
-use crate::counters::Counter;
+use crate::counters::{Counter, LoopCounter};
 use crate::health::{Admin, HealthState};
 use crate::process::Process;
 use crate::proxy::{Backend, Frontend, Server};
@@ -160,9 +160,9 @@ pub fn now_secs() -> u64 {
 #[derive(Debug)]
 pub struct StatsCounters {
     /// HTTP responses by class: 1xx, 2xx, 3xx, 4xx, 5xx, other.
-    pub hrsp: [Counter; 6],
+    pub hrsp: [LoopCounter; 6],
     /// Times the object was chosen by load balancing (`lbtot`).
-    pub lbtot: Counter,
+    pub lbtot: LoopCounter,
     /// Failed health checks (`chkfail`, servers).
     pub chkfail: Counter,
     /// Transitions from up to down (`chkdown`).
@@ -200,7 +200,7 @@ impl StatsCounters {
             request_rate: crate::freq::Rate::default(),
             times: Default::default(),
             hrsp: Default::default(),
-            lbtot: Counter::default(),
+            lbtot: LoopCounter::default(),
             chkfail: Counter::default(),
             chkdown: Counter::default(),
             last_change: AtomicU64::new(now),
@@ -530,7 +530,7 @@ fn frontend_row(f: &Frontend) -> Row {
     );
     if f.plan.mode == Mode::Http {
         set_hrsp(&mut row, &f.stats);
-        let total: u64 = f.stats.hrsp.iter().map(Counter::get).sum();
+        let total: u64 = f.stats.hrsp.iter().map(LoopCounter::get).sum();
         row.set(Field::req_tot, total);
     }
     row.set(Field::mode, mode_name(f.plan.mode));
@@ -796,7 +796,7 @@ fn backend_row(process: &Process, b: &Backend) -> Row {
     row.set(Field::lbtot, b.stats.lbtot.get());
     if b.plan.mode == Mode::Http {
         set_hrsp(&mut row, &b.stats);
-        let total: u64 = b.stats.hrsp.iter().map(Counter::get).sum();
+        let total: u64 = b.stats.hrsp.iter().map(LoopCounter::get).sum();
         row.set(Field::req_tot, total);
     }
     row.set(Field::mode, mode_name(b.plan.mode));
@@ -1026,7 +1026,7 @@ mod tests {
         for status in [101, 200, 204, 302, 404, 503, 99, 600] {
             s.count_response(status);
         }
-        let counts: Vec<u64> = s.hrsp.iter().map(Counter::get).collect();
+        let counts: Vec<u64> = s.hrsp.iter().map(LoopCounter::get).collect();
         assert_eq!(counts, [1, 2, 1, 1, 1, 2]);
     }
 

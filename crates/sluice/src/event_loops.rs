@@ -84,6 +84,11 @@ fn run_event_loop<T: 'static>(
     until: impl std::future::Future<Output = T> + 'static,
 ) -> T {
     sluice_heap::cache_this_thread();
+    if process.nbthread <= 1 {
+        // The only event loop (and the control tasks with it): no other thread updates the
+        // data path's counters, which can then do without locked instructions.
+        sluice_runtime::counters::count_alone();
+    }
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
     // `tune.maxpollevents`: how many readiness events one poll hands over (HAProxy's 200 by

@@ -864,7 +864,7 @@ fn pool_key(ctx: &Context<'_>, server: &Server) -> ServerKey {
     ServerKey {
         backend: ctx.backend.plan.id.uid,
         server: server.id,
-        location: server.location().pool_id,
+        location: server.pool_id(),
     }
 }
 
