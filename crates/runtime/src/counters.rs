@@ -44,41 +44,26 @@ pub(crate) fn add_on_loop(cell: &AtomicU64, n: u64) -> u64 {
     }
 }
 
-/// A monotonic total that any thread may count.
+/// A monotonic total. `ANY_THREAD` says who counts it: any thread ([`Counter`]), or only
+/// event-loop threads ([`LoopCounter`], see the module's documentation).
 #[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
+pub struct Total<const ANY_THREAD: bool>(AtomicU64);
 
-impl Counter {
+/// A monotonic total that any thread may count: always updated atomically.
+pub type Counter = Total<true>;
+
+/// A monotonic total of the data path, counted only by event-loop threads: updated with plain
+/// loads and stores on the only event loop of a process.
+pub type LoopCounter = Total<false>;
+
+impl<const ANY_THREAD: bool> Total<ANY_THREAD> {
     /// Adds `n`.
     pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Adds one.
-    pub fn incr(&self) {
-        self.add(1);
-    }
-
-    /// The current total.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// Starts again from zero (`clear counters all`).
-    pub fn reset(&self) {
-        self.0.store(0, Ordering::Relaxed);
-    }
-}
-
-/// A monotonic total of the data path, counted only by event-loop threads (see the module's
-/// documentation).
-#[derive(Debug, Default)]
-pub struct LoopCounter(AtomicU64);
-
-impl LoopCounter {
-    /// Adds `n`.
-    pub fn add(&self, n: u64) {
-        add_on_loop(&self.0, n);
+        if ANY_THREAD {
+            self.0.fetch_add(n, Ordering::Relaxed);
+        } else {
+            add_on_loop(&self.0, n);
+        }
     }
 
     /// Adds one.
@@ -256,6 +241,28 @@ mod tests {
         assert!(!alone(), "test threads and other threads update atomically");
         on_both_paths(|| {});
         assert!(!alone(), "declaring another thread changes nothing here");
+    }
+
+    #[test]
+    fn a_counter_any_thread_counts_stays_atomic_on_the_only_loop() {
+        // The log writer and the loop thread both count dropped lines, for one.
+        let c = std::sync::Arc::new(Counter::default());
+        let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = [true, false]
+            .into_iter()
+            .map(|alone| {
+                let (c, start) = (std::sync::Arc::clone(&c), std::sync::Arc::clone(&start));
+                std::thread::spawn(move || {
+                    if alone {
+                        count_alone();
+                    }
+                    start.wait();
+                    (0..1_000_000).for_each(|_| c.incr());
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(c.get(), 2_000_000);
     }
 
     #[test]
