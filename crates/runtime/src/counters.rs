@@ -188,7 +188,7 @@ pub(crate) fn on_both_paths(test: fn()) {
             if alone {
                 count_alone();
             }
-            assert_eq!(super::counters::alone(), alone);
+            assert_eq!(self::alone(), alone);
             test();
         })
         .join()
