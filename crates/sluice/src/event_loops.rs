@@ -15,8 +15,11 @@
 use crate::listeners::{CliSocket, FrontendSocket};
 use sluice_admin::cli::Exposed;
 use sluice_runtime::process::{ListenState, Process};
+use std::cell::RefCell;
 use std::io;
+use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// The first event loop's share of the listening sockets, which [`run_control`] serves on the
@@ -140,16 +143,64 @@ fn run_event_loop<T: 'static>(
         // `block_on` is polled on every wake-up of the loop, a task only when its timer fires.
         tokio::task::spawn_local(sluice_proxy::http::upkeep());
         // The same holds for `until` (the control tasks, on the first loop).
-        match tokio::task::spawn_local(until).await {
-            Ok(output) => output,
+        match output_of(until).await {
+            Some(output) => output,
             // Only a panic could end it so, and where panics unwind (tests, debug builds;
             // release builds abort) the process has nothing left to do either.
-            Err(err) => {
-                eprintln!("[ALERT] the control tasks failed: {err}");
+            None => {
+                eprintln!("[ALERT] the control tasks failed");
                 std::process::exit(1);
             }
         }
     })))
+}
+
+/// Runs `task` as a task of the thread's set and waits for its output; `None` if the task
+/// ended without one (it panicked).
+///
+/// The wait is polled on every turn of the loop, and costs a borrow there. A tokio
+/// `JoinHandle` would register the loop's waker again at each poll (the copy it keeps never
+/// compares equal to the loop's own), four locked instructions and a few hundred others per
+/// turn, which a lightly loaded loop takes once or twice per request. The loop's waker is kept
+/// once here, and the task wakes it when it ends.
+async fn output_of<T: 'static>(task: impl std::future::Future<Output = T> + 'static) -> Option<T> {
+    struct Outcome<T> {
+        output: Option<T>,
+        waiter: Option<std::task::Waker>,
+    }
+    /// Held by the task: dropped when it ends, with its output or by a panic.
+    struct Report<T>(Rc<RefCell<Outcome<T>>>);
+    impl<T> Drop for Report<T> {
+        fn drop(&mut self) {
+            if let Some(waiter) = self.0.borrow_mut().waiter.take() {
+                waiter.wake();
+            }
+        }
+    }
+    let outcome = Rc::new(RefCell::new(Outcome {
+        output: None,
+        waiter: None,
+    }));
+    let report = Report(Rc::clone(&outcome));
+    tokio::task::spawn_local(async move {
+        let output = task.await;
+        report.0.borrow_mut().output = Some(output);
+    });
+    std::future::poll_fn(|cx| {
+        let mut state = outcome.borrow_mut();
+        if let Some(output) = state.output.take() {
+            return Poll::Ready(Some(output));
+        }
+        // Only this wait holds the outcome: the task is gone without an output.
+        if Rc::strong_count(&outcome) == 1 {
+            return Poll::Ready(None);
+        }
+        if state.waiter.is_none() {
+            state.waiter = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// `busy-polling`: keeps the event loop from ever sleeping in the poller, trading a busy CPU
@@ -249,5 +300,41 @@ async fn wait_for_sessions(process: Arc<Process>) {
         None => {
             let _ = all.await;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn on_a_task_set<T>(f: impl std::future::Future<Output = T>) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(tokio::task::LocalSet::new().run_until(f))
+    }
+
+    #[test]
+    fn the_wait_gets_the_task_output_once_it_ends() {
+        let got = on_a_task_set(output_of(async {
+            // Ends on a later turn than the one that started it.
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+            7
+        }));
+        assert_eq!(got, Some(7));
+    }
+
+    #[test]
+    fn a_task_that_panics_ends_the_wait_without_output() {
+        let got = on_a_task_set(output_of(async {
+            tokio::task::yield_now().await;
+            if std::hint::black_box(true) {
+                panic!("the control tasks fail");
+            }
+            7
+        }));
+        assert_eq!(got, None);
     }
 }
