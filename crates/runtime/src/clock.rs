@@ -5,8 +5,8 @@
 //! every wait, the statistics' rates), then once per poll of its session's task, four times
 //! per kept-alive request: each a call into the vDSO. An event-loop thread now runs its tasks
 //! inside [`turns`], which reads the clock each time the runtime polls the thread's task set
-//! (after each poll of the I/O driver, and between batches of at most 61 tasks): [`now`] and
-//! [`wall_now`] answer that moment for everything the turn does. A turn's work takes
+//! (after each poll of the I/O driver, and between batches of at most 61 tasks): [`now`],
+//! [`wall_now`] and [`millis`] answer that moment for everything the turn does. A turn's work takes
 //! microseconds to a few hundred, far below the milliseconds logs and timeouts count in.
 //! Outside a turn, a session's poll ([`polling`]) fixes the moment for that poll; elsewhere
 //! (the CLI, health checks, callers in tests) the clock is read each time. It follows
@@ -23,6 +23,8 @@ thread_local! {
     static MOMENT: Cell<Option<Instant>> = const { Cell::new(None) };
     /// The wall-clock time of that moment, read at its first use.
     static MOMENT_WALL: Cell<Option<SystemTime>> = const { Cell::new(None) };
+    /// [`millis`] at that moment, worked out at its first use.
+    static MOMENT_MILLIS: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
 /// The time: the current turn's (or session poll's) moment, or the clock outside one.
@@ -48,6 +50,23 @@ pub fn wall_now() -> SystemTime {
     })
 }
 
+/// Milliseconds from the first call in the process to [`now`]: the clock of the statistics'
+/// rates, several of which count each connection and request. Worked out once per moment.
+pub fn millis() -> u64 {
+    fn from_origin() -> u64 {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        since(*ORIGIN.get_or_init(std::time::Instant::now)).as_millis() as u64
+    }
+    if MOMENT.get().is_none() {
+        return from_origin();
+    }
+    MOMENT_MILLIS.get().unwrap_or_else(|| {
+        let millis = from_origin();
+        MOMENT_MILLIS.set(Some(millis));
+        millis
+    })
+}
+
 /// The time since `earlier` (zero if `earlier` is later).
 pub fn since(earlier: std::time::Instant) -> Duration {
     now_std().saturating_duration_since(earlier)
@@ -61,10 +80,15 @@ pub fn timeout<F: IntoFuture>(limit: Duration, f: F) -> crate::timers::Within<F:
 
 /// Runs `poll` with [`now`] fixed at `moment`, and the wall-clock time read at most once.
 fn at_moment<R>(moment: Instant, poll: impl FnOnce() -> R) -> R {
-    let outer = (MOMENT.replace(Some(moment)), MOMENT_WALL.take());
+    let outer = (
+        MOMENT.replace(Some(moment)),
+        MOMENT_WALL.take(),
+        MOMENT_MILLIS.take(),
+    );
     let polled = poll();
     MOMENT.set(outer.0);
     MOMENT_WALL.set(outer.1);
+    MOMENT_MILLIS.set(outer.2);
     polled
 }
 
@@ -107,16 +131,18 @@ mod tests {
             .build()
             .unwrap();
         runtime.block_on(turns(async {
-            let (first, wall) = (now(), wall_now());
+            let (first, wall, ms) = (now(), wall_now(), millis());
             std::thread::sleep(Duration::from_millis(2));
             assert_eq!(now(), first);
             assert_eq!(wall_now(), wall);
+            assert_eq!(millis(), ms);
             // A session's poll within the turn keeps the turn's moment.
             assert_eq!(polling(now), first);
             // Yielding ends the turn: the runtime polls the task set again, in a new one.
             tokio::task::yield_now().await;
             assert!(now() - first >= Duration::from_millis(2));
             assert_ne!(wall_now(), wall);
+            assert!(millis() >= ms + 2, "{} then {ms}", millis());
         }));
         assert_eq!(MOMENT.get(), None, "no moment outlives its turn");
     }

@@ -13,14 +13,11 @@
 //! `qtime`, `ctime`, `rtime` and `ttime` of `show stat`), kept as a running sum from which each
 //! new value removes an average share, with the highest value seen beside it.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Instant;
 
-/// Milliseconds since the first use in the process: the rates' clock.
+/// The rates' clock (`clock::millis`).
 fn now_ms() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    crate::clock::since(*START.get_or_init(Instant::now)).as_millis() as u64
+    crate::clock::millis()
 }
 
 /// Events per second, with the highest rate seen, counted by event-loop threads only (see
