@@ -192,6 +192,34 @@ pub enum SocketRef<'a> {
     Unix(&'a tokio::net::UnixStream),
 }
 
+impl SocketRef<'_> {
+    /// Sends `bytes` as the last ones this side will ever send, without waiting, and ends
+    /// the stream right away if they all left: the end of stream (a TCP FIN) then leaves in
+    /// the same segment as the bytes, one packet less for both ends to carry than a send
+    /// followed by a separate close. Returns how many bytes left; the caller writes the rest
+    /// as usual (a "would block" is `Ok(0)`).
+    ///
+    /// `MSG_MORE` holds the bytes in the socket until the end of stream that follows at
+    /// once; after a short send they leave with the rest, as any write's do.
+    pub fn send_last(&self, bytes: &[u8]) -> io::Result<usize> {
+        let socket = match self {
+            SocketRef::Tcp(s) => socket2::SockRef::from(*s),
+            SocketRef::Lazy(s) => socket2::SockRef::from(s.socket()),
+            // A unix socket has no segments to share.
+            SocketRef::Unix(_) => return Ok(0),
+        };
+        let sent = match socket.send_with_flags(bytes, libc::MSG_MORE | libc::MSG_NOSIGNAL) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        if sent == bytes.len() {
+            socket.shutdown(std::net::Shutdown::Write)?;
+        }
+        Ok(sent)
+    }
+}
+
 /// A socket, or one half of a split one, that a pipe can splice from or into: its descriptor
 /// and its event-loop readiness (waited for, then cleared by a "would block").
 pub trait SpliceEnd: AsFd {
@@ -307,5 +335,20 @@ mod tests {
         assert_eq!(receiver.await.unwrap(), data);
         drop(pipe);
         assert_eq!(budget.used(), 0, "a dropped pipe returns to the budget");
+    }
+
+    #[tokio::test]
+    async fn the_last_bytes_leave_with_the_end_of_stream() {
+        let (ours, mut peer) = pair().await;
+        let ours = Stream::Tcp(ours);
+        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
+        assert_eq!(ours.socket().send_last(answer).unwrap(), answer.len());
+        // The peer gets the bytes, then the end of stream, while our socket is still open.
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, answer);
+        // Our side can send nothing more.
+        let mut ours = ours;
+        assert!(ours.write_all(b"more").await.is_err());
     }
 }
