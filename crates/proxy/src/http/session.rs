@@ -22,6 +22,7 @@ use sluice_config::http_options::HttpConnMode;
 use sluice_http::encode::connection_tokens;
 use sluice_http::framing::{BodyFraming, request_framing};
 use sluice_http::head::{Parse, RequestHead, parse_request};
+use sluice_net::splice::SpliceEnd;
 use sluice_net::stream::Stream;
 use sluice_runtime::clock;
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
@@ -735,10 +736,14 @@ fn first_bytes<'a>(
 }
 
 /// Sends an error answer (built-in or from `errorfile`; an empty page sends nothing), then
-/// closes gracefully.
+/// closes gracefully. A page that leaves whole at once takes the end of stream with it, in
+/// one segment (`SocketRef::send_last`).
 pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
-    let sent = clock::timeout(limit, client.write_all(page)).await;
+    let Ok(at_once) = client.socket().send_last(page) else {
+        return;
+    };
+    let sent = clock::timeout(limit, client.write_all(&page[at_once..])).await;
     if matches!(sent, Ok(Ok(()))) {
         close_gracefully(client, Some(limit)).await;
     }
