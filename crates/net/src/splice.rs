@@ -193,30 +193,26 @@ pub enum SocketRef<'a> {
 }
 
 impl SocketRef<'_> {
-    /// Sends `bytes` as the last ones this side will ever send, without waiting, and ends
-    /// the stream right away if they all left: the end of stream (a TCP FIN) then leaves in
-    /// the same segment as the bytes, one packet less for both ends to carry than a send
-    /// followed by a separate close. Returns how many bytes left; the caller writes the rest
-    /// as usual (a "would block" is `Ok(0)`).
+    /// Sends `bytes`, the last this side will send, without waiting, and holds them in the
+    /// socket (`MSG_MORE`) for the end of stream the caller sends next (a `shutdown`): the
+    /// FIN then leaves in the same segment as the bytes, one packet less for both ends to
+    /// carry than a send followed by a separate FIN. Returns how many bytes were taken; the
+    /// caller writes the rest as usual (a "would block" is `Ok(0)`), and those push out what
+    /// is held, as any write does.
     ///
-    /// `MSG_MORE` holds the bytes in the socket until the end of stream that follows at
-    /// once; after a short send they leave with the rest, as any write's do.
-    pub fn send_last(&self, bytes: &[u8]) -> io::Result<usize> {
+    /// The caller must end the stream at once after this: until then, the bytes wait.
+    pub fn send_before_end(&self, bytes: &[u8]) -> io::Result<usize> {
         let socket = match self {
             SocketRef::Tcp(s) => socket2::SockRef::from(*s),
             SocketRef::Lazy(s) => socket2::SockRef::from(s.socket()),
             // A unix socket has no segments to share.
             SocketRef::Unix(_) => return Ok(0),
         };
-        let sent = match socket.send_with_flags(bytes, libc::MSG_MORE | libc::MSG_NOSIGNAL) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
-            Err(e) => return Err(e),
-        };
-        if sent == bytes.len() {
-            socket.shutdown(std::net::Shutdown::Write)?;
+        match socket.send_with_flags(bytes, libc::MSG_MORE | libc::MSG_NOSIGNAL) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            Err(e) => Err(e),
         }
-        Ok(sent)
     }
 }
 
@@ -340,15 +336,13 @@ mod tests {
     #[tokio::test]
     async fn the_last_bytes_leave_with_the_end_of_stream() {
         let (ours, mut peer) = pair().await;
-        let ours = Stream::Tcp(ours);
+        let mut ours = Stream::Tcp(ours);
         let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
-        assert_eq!(ours.socket().send_last(answer).unwrap(), answer.len());
+        assert_eq!(ours.socket().send_before_end(answer).unwrap(), answer.len());
+        ours.shutdown().await.unwrap();
         // The peer gets the bytes, then the end of stream, while our socket is still open.
         let mut got = Vec::new();
         peer.read_to_end(&mut got).await.unwrap();
         assert_eq!(got, answer);
-        // Our side can send nothing more.
-        let mut ours = ours;
-        assert!(ours.write_all(b"more").await.is_err());
     }
 }

@@ -73,6 +73,9 @@ fn the_main_thread_runs_the_first_event_loop() {
         let backend = Backend::echo();
         let port = common::free_port();
         let mut proxy = common::sluice(&config(threads, port, &backend, "")).start();
+        // A new thread names itself as it starts, which may come just after the process
+        // answers: until then /proc shows the process's name for it.
+        common::wait_until(GENEROUS, || thread_names(proxy.pid()) == expected);
         assert_eq!(thread_names(proxy.pid()), expected, "nbthread {threads}");
         all_served(SocketAddr::from(([127, 0, 0, 1], port)), 10);
         assert!(

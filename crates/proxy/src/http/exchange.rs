@@ -1449,17 +1449,19 @@ where
         started.set(Some((clock::now_std(), head.status)));
         // The head leaves with the round's other sends, after the round's reads.
         crate::batch::after_reads().await;
-        // A whole answer after which the connection closes takes the end of stream with it
-        // (`SocketRef::send_last`): one packet, where HAProxy sends the answer, then the FIN.
-        let sent_last = if close_client && inline_body.is_some() {
+        // A whole answer after which the connection closes waits in the socket for the end
+        // of stream, which the session sends once it has counted and logged the exchange
+        // (`session::close_after_exchange`), and leaves with it: one packet, where HAProxy
+        // sends the answer, then the FIN (`SocketRef::send_before_end`).
+        let held = if close_client && inline_body.is_some() {
             client
                 .socket()
-                .send_last(&out)
+                .send_before_end(&out)
                 .map_err(|err| client_write_failure(BodyError::WriteIo(err)))?
         } else {
             0
         };
-        body::write(client, &out[sent_last..], s.client)
+        body::write(client, &out[held..], s.client)
             .await
             .map_err(client_write_failure)?;
         sent_heads += out.len() as u64;

@@ -736,11 +736,11 @@ fn first_bytes<'a>(
 }
 
 /// Sends an error answer (built-in or from `errorfile`; an empty page sends nothing), then
-/// closes gracefully. A page that leaves whole at once takes the end of stream with it, in
-/// one segment (`SocketRef::send_last`).
+/// closes gracefully. A page taken whole at once leaves with the end of stream that follows,
+/// in one segment (`SocketRef::send_before_end`).
 pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
-    let Ok(at_once) = client.socket().send_last(page) else {
+    let Ok(at_once) = client.socket().send_before_end(page) else {
         return;
     };
     let sent = clock::timeout(limit, client.write_all(&page[at_once..])).await;
@@ -760,14 +760,15 @@ pub async fn close_gracefully(client: &mut Stream, limit: Option<Duration>) {
     }
 }
 
-/// Closes after a completed exchange. The request was read whole, so when nothing more came
-/// with it (`pending` is false: the usual case, the client sent its request and waits for the
-/// answer) the connection closes at once, as HAProxy's does; closing then sends no reset.
-/// That close is the caller's drop of the stream, which sends the FIN itself: a `shutdown`
-/// before it would only cost a system call per connection. A client that sent more
-/// (pipelined requests we will not serve) gets our end of stream, then the lingering drain.
+/// Closes after a completed exchange, now that it is counted and logged: the end of stream
+/// goes at once, with the answer if that waits for it in the socket (`exchange`), so a client
+/// that sees the connection end sees the statistics and the log include its exchange. The
+/// request was read whole, so when nothing more came with it (`pending` is false: the usual
+/// case, the client sent its request and waits for the answer) the connection closes at
+/// once, as HAProxy's does; closing then sends no reset. A client that sent more (pipelined
+/// requests we will not serve) gets the lingering drain.
 async fn close_after_exchange(client: &mut Stream, limit: Option<Duration>, pending: bool) {
-    if pending && shut_write(client, limit).await {
+    if shut_write(client, limit).await && pending {
         Box::pin(linger(client, 0)).await;
     }
 }
