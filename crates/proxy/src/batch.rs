@@ -99,13 +99,8 @@ pub async fn run_rounds() {
         ROUND.with_borrow_mut(|round| {
             std::mem::swap(&mut due, &mut round.waiting);
             round.ending = false;
-            if !round
-                .ender
-                .as_ref()
-                .is_some_and(|w| w.will_wake(cx.waker()))
-            {
-                round.ender = Some(cx.waker().clone());
-            }
+            // The one replaced, if any, was this task's own: dropping it frees nothing.
+            let _ = sluice_runtime::wakers::keep(&mut round.ender, cx.waker());
         });
         due.drain(..).for_each(Waker::wake);
         Poll::<()>::Pending

@@ -28,3 +28,4 @@ pub mod stats_typed;
 pub mod streams;
 pub mod tables;
 pub mod timers;
+pub mod wakers;

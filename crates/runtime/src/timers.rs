@@ -268,13 +268,8 @@ pub async fn run() {
                 let mut timers = timers.borrow_mut();
                 let earliest = timers.fire_due(through, &mut due);
                 timers.armed = earliest;
-                if !timers
-                    .task
-                    .as_ref()
-                    .is_some_and(|t| t.will_wake(cx.waker()))
-                {
-                    timers.task = Some(cx.waker().clone());
-                }
+                // The one replaced, if any, was this task's own: dropping it frees nothing.
+                let _ = crate::wakers::keep(&mut timers.task, cx.waker());
                 earliest
             });
             // Woken outside the borrow: a woken task may add or end waits of its own.
@@ -344,14 +339,7 @@ impl<F: Future> Future for Within<F> {
                 let mut timers = timers.borrow_mut();
                 match timers.entry(ticket) {
                     Some(entry) if entry.fired => (true, None),
-                    Some(entry) => {
-                        let current = entry.waker.as_ref();
-                        if current.is_some_and(|w| w.will_wake(cx.waker())) {
-                            (false, None)
-                        } else {
-                            (false, entry.waker.replace(cx.waker().clone()))
-                        }
-                    }
+                    Some(entry) => (false, crate::wakers::keep(&mut entry.waker, cx.waker())),
                     None => (true, None),
                 }
             });
