@@ -37,33 +37,34 @@ pub fn now_std() -> std::time::Instant {
     now().into_std()
 }
 
+/// `read()`, worked out once per moment and kept in `cache` until the moment ends; outside a
+/// moment, each time.
+fn once_per_moment<T: Copy + 'static>(
+    cache: &'static std::thread::LocalKey<Cell<Option<T>>>,
+    read: impl FnOnce() -> T,
+) -> T {
+    if MOMENT.get().is_none() {
+        return read();
+    }
+    cache.get().unwrap_or_else(|| {
+        let value = read();
+        cache.set(Some(value));
+        value
+    })
+}
+
 /// The wall-clock time: the current moment's, read once per moment, or the clock outside
 /// one.
 pub fn wall_now() -> SystemTime {
-    if MOMENT.get().is_none() {
-        return SystemTime::now();
-    }
-    MOMENT_WALL.get().unwrap_or_else(|| {
-        let wall = SystemTime::now();
-        MOMENT_WALL.set(Some(wall));
-        wall
-    })
+    once_per_moment(&MOMENT_WALL, SystemTime::now)
 }
 
 /// Milliseconds from the first call in the process to [`now`]: the clock of the statistics'
 /// rates, several of which count each connection and request. Worked out once per moment.
 pub fn millis() -> u64 {
-    fn from_origin() -> u64 {
+    once_per_moment(&MOMENT_MILLIS, || {
         static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
         since(*ORIGIN.get_or_init(std::time::Instant::now)).as_millis() as u64
-    }
-    if MOMENT.get().is_none() {
-        return from_origin();
-    }
-    MOMENT_MILLIS.get().unwrap_or_else(|| {
-        let millis = from_origin();
-        MOMENT_MILLIS.set(Some(millis));
-        millis
     })
 }
 

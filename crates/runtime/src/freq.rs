@@ -28,7 +28,8 @@ pub struct Rate {
     current: AtomicU64,
     /// The events of the second before `current`'s (0 if that one saw none).
     previous: AtomicU32,
-    max: AtomicU32,
+    /// The highest rate seen (a `u32`, in the word `counters::raise_max` keeps maxima in).
+    max: AtomicU64,
 }
 
 impl Rate {
@@ -44,7 +45,7 @@ impl Rate {
 
     /// The highest rate seen when an event was counted.
     pub fn max(&self) -> u32 {
-        self.max.load(Ordering::Relaxed)
+        u32::try_from(self.max.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
     }
 
     /// Forgets the maximum (`clear counters`).
@@ -90,15 +91,7 @@ impl Rate {
                 }
             }
         }
-        // A plain load first: the atomic maximum is a locked loop even when nothing changes.
-        let rate = self.get_at(ms);
-        if rate > self.max.load(Ordering::Relaxed) {
-            if crate::counters::alone() {
-                self.max.store(rate, Ordering::Relaxed);
-            } else {
-                self.max.fetch_max(rate, Ordering::Relaxed);
-            }
-        }
+        crate::counters::raise_max(&self.max, u64::from(self.get_at(ms)));
     }
 
     fn get_at(&self, ms: u64) -> u32 {
