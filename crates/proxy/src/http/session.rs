@@ -768,8 +768,10 @@ pub async fn close_gracefully(client: &mut Stream, limit: Option<Duration>) {
 /// once, as HAProxy's does; closing then sends no reset. A client that sent more (pipelined
 /// requests we will not serve) gets the lingering drain.
 async fn close_after_exchange(client: &mut Stream, limit: Option<Duration>, pending: bool) {
-    if shut_write(client, limit).await && pending {
-        Box::pin(linger(client, 0)).await;
+    if pending {
+        close_gracefully(client, limit).await;
+    } else {
+        shut_write(client, limit).await;
     }
 }
 
