@@ -174,6 +174,30 @@ fn show_stat_lists_every_row_in_haproxys_format() {
     );
 }
 
+/// The proxy's own error answer is counted before the client sees its connection end, even
+/// while the proxy still drains what that client might send (the client here keeps its side
+/// open): the count is read once, at once.
+#[test]
+fn an_error_answer_is_counted_before_its_connection_ends() {
+    let (proxy, addr, _a, _b) = two_servers();
+    let mut client = TcpStream::connect(addr).unwrap();
+    client.set_read_timeout(Some(common::GENEROUS)).unwrap();
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    let all = rows(&proxy.cli("show stat"));
+    let fe = row(&all, "fe", "FRONTEND");
+    assert_eq!(
+        (fe["ereq"].as_str(), fe["hrsp_4xx"].as_str()),
+        ("1", "1"),
+        "{fe:?}"
+    );
+    drop(client);
+}
+
 #[test]
 fn disabled_and_drained_servers_get_no_traffic() {
     let (proxy, addr, _a, _b) = two_servers();

@@ -50,6 +50,9 @@ pub enum Next {
     KeepAlive,
     /// Close the client connection.
     Close,
+    /// Close the client connection after an answer of the proxy's own, draining what the
+    /// client may still send of the request it answered (`session::close_gracefully`).
+    CloseAfterAnswer,
     /// Relay the upgraded connection handed over in the [`Tunnel`] slot, then close.
     Tunnel,
 }
@@ -145,6 +148,25 @@ impl Ending {
             next: Next::Close,
             status,
             termination: Termination { cause, phase },
+        }
+    }
+
+    /// Ends the exchange with an answer of the proxy's own, `page` with `status`: sent now,
+    /// counted and logged by [`run`], and followed by the graceful close.
+    async fn answered(
+        client: &mut Stream,
+        page: &[u8],
+        limit: Option<Duration>,
+        (status, cause, phase): (u16, Cause, Phase),
+    ) -> Self {
+        let next = if answer(client, page, limit).await {
+            Next::CloseAfterAnswer
+        } else {
+            Next::Close
+        };
+        Ending {
+            next,
+            ..Ending::close(Some(status), cause, phase)
         }
     }
 }
@@ -462,8 +484,8 @@ async fn exchange<'a>(
         ..s.request_limits
     };
     let Ok(persistence) = persist::choose(ctx, input, &mut head, &limits) else {
-        answer(client, s.request_error(500), s.client).await;
-        return Ending::close(Some(500), Cause::Proxy, Phase::Request);
+        let ending = (500, Cause::Proxy, Phase::Request);
+        return Ending::answered(client, s.request_error(500), s.client, ending).await;
     };
     let mut persist_state = persistence.state;
     // `framing` was decided from the head as received, before any rule rewrote it.
@@ -485,8 +507,9 @@ async fn exchange<'a>(
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
     if upgrade && is_websocket_without_key(buf, &head) {
         ctx.frontend.request_errors.incr();
-        answer(client, &ctx.after(s.request_error(400)), s.client).await;
-        return Ending::close(Some(400), Cause::Proxy, Phase::Request);
+        let page = ctx.after(s.request_error(400));
+        return Ending::answered(client, &page, s.client, (400, Cause::Proxy, Phase::Request))
+            .await;
     }
     let is_head = head.is_method(buf, "HEAD");
     let is_connect = head.is_method(buf, "CONNECT");
@@ -553,14 +576,13 @@ async fn exchange<'a>(
         Ok(lease) => lease,
         Err(unserved) => {
             ctx.backend.failed_connections.incr();
-            answer(client, &ctx.after(s.server_error(503)), s.client).await;
             // configuration.txt §8.5: "sQ" for a queue timeout, "SC" when no server was usable.
-            return match unserved {
-                Unserved::QueueTimeout => {
-                    Ending::close(Some(503), Cause::ServerTimeout, Phase::Queue)
-                }
-                _ => Ending::close(Some(503), Cause::ServerAbort, Phase::Connect),
+            let ending = match unserved {
+                Unserved::QueueTimeout => (503, Cause::ServerTimeout, Phase::Queue),
+                _ => (503, Cause::ServerAbort, Phase::Connect),
             };
+            let page = ctx.after(s.server_error(503));
+            return Ending::answered(client, &page, s.client, ending).await;
         }
     };
     let mut server = lease.server();
@@ -575,13 +597,8 @@ async fn exchange<'a>(
     if let Some(prefix) = &server.conf.redir
         && (is_head || head.is_method(buf, "GET"))
     {
-        answer(
-            client,
-            &super::redir::answer(prefix, head.target_bytes(buf)),
-            s.client,
-        )
-        .await;
-        return Ending::close(Some(302), Cause::Local, Phase::Done);
+        let page = super::redir::answer(prefix, head.target_bytes(buf));
+        return Ending::answered(client, &page, s.client, (302, Cause::Local, Phase::Done)).await;
     }
     let _backend_session = SessionMark::open(&ctx.backend.traffic);
     let mut _server_session = SessionMark::open(&server.traffic);
@@ -646,8 +663,9 @@ async fn exchange<'a>(
             None => {
                 ctx.backend.failed_connections.incr();
                 server.failed_connections.incr();
-                answer(client, &ctx.after(s.server_error(503)), s.client).await;
-                return Ending::close(Some(503), Cause::ServerAbort, Phase::Connect);
+                let page = ctx.after(s.server_error(503));
+                let ending = (503, Cause::ServerAbort, Phase::Connect);
+                return Ending::answered(client, &page, s.client, ending).await;
             }
         };
         {
@@ -798,12 +816,12 @@ async fn exchange<'a>(
             Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
             Err(ResponseFailure::ClosedBeforeAnswer) => {
                 ctx.backend.response_errors.incr();
-                answer(client, &ctx.after(s.server_error(502)), s.client).await;
-                return Ending::close(Some(502), Cause::ServerAbort, Phase::Headers);
+                let page = ctx.after(s.server_error(502));
+                let ending = (502, Cause::ServerAbort, Phase::Headers);
+                return Ending::answered(client, &page, s.client, ending).await;
             }
             Err(ResponseFailure::Status(status)) => {
                 ctx.backend.response_errors.incr();
-                answer(client, &ctx.after(s.server_error(status)), s.client).await;
                 let cause = match status {
                     504 => Cause::ServerTimeout,
                     502 => Cause::Proxy,
@@ -814,7 +832,8 @@ async fn exchange<'a>(
                 } else {
                     Phase::Data
                 };
-                return Ending::close(Some(status), cause, phase);
+                let page = ctx.after(s.server_error(status));
+                return Ending::answered(client, &page, s.client, (status, cause, phase)).await;
             }
             Err(ResponseFailure::Broken(cause)) => {
                 return Ending::close(status, cause, Phase::Data);
@@ -823,8 +842,9 @@ async fn exchange<'a>(
             // already relayed, so the request cannot be sent again.
             Err(ResponseFailure::RetryStatus(status)) => {
                 ctx.backend.response_errors.incr();
-                answer(client, &ctx.after(s.server_error(status)), s.client).await;
-                return Ending::close(Some(status), Cause::ServerAbort, Phase::Headers);
+                let page = ctx.after(s.server_error(status));
+                let ending = (status, Cause::ServerAbort, Phase::Headers);
+                return Ending::answered(client, &page, s.client, ending).await;
             }
         }
     }

@@ -249,7 +249,7 @@ fn serve<'x, 's: 'x>(
                             );
                         }
                         let page = rules::finish_page(scope, None, settings.request_error(status));
-                        Box::pin(answer(client, &page, settings.client)).await;
+                        let sent = Box::pin(answer(client, &page, settings.client)).await;
                         // configuration.txt §8.5: a refused request is "PR", a request that
                         // did not arrive in time "cR".
                         let cause = if status == 408 {
@@ -259,6 +259,9 @@ fn serve<'x, 's: 'x>(
                         };
                         let answered = Answered::without_head(status, page.len(), cause);
                         log_answer(scope, started, answered);
+                        if sent {
+                            close_gracefully(client, settings.client).await;
+                        }
                         break;
                     }
                 };
@@ -287,7 +290,7 @@ fn serve<'x, 's: 'x>(
             vars.trackers.end_transaction();
             match handled {
                 Next::KeepAlive => first = false,
-                Next::Close | Next::Tunnel => return Served::Closed,
+                Next::Close | Next::CloseAfterAnswer | Next::Tunnel => return Served::Closed,
             }
         }
         Served::Closed
@@ -440,16 +443,19 @@ impl<'s> Session<'_, 's> {
             scope,
         };
         let next = exchange::run(&ctx, client, input, (head, framing), (attached, tunnel)).await;
-        if next == Next::Close {
-            close_after_exchange(client, settings.client, !input.is_empty()).await;
+        match next {
+            Next::Close => close_after_exchange(client, settings.client, !input.is_empty()).await,
+            // The client may still be sending the request the proxy answered.
+            Next::CloseAfterAnswer => close_gracefully(client, settings.client).await,
+            Next::KeepAlive | Next::Tunnel => {}
         }
         next
     }
 }
 
 impl<'s> Session<'_, 's> {
-    /// Serves the statistics page of proxy `own` and logs the answer like the proxy's other
-    /// own answers.
+    /// Serves the statistics page of proxy `own`, logs the answer like the proxy's other own
+    /// answers, then closes.
     async fn stats_page(
         &self,
         client: &mut Stream,
@@ -460,7 +466,7 @@ impl<'s> Session<'_, 's> {
         started: (std::time::Instant, SystemTime),
     ) {
         let request = (&mut *input, head);
-        let (status, bytes) =
+        let (status, bytes, sent) =
             super::stats_page::serve(self.scope, client, request, page, own, self.settings.client)
                 .await;
         let head_took = clock::since(started.0);
@@ -473,6 +479,9 @@ impl<'s> Session<'_, 's> {
             head: Some((input.filled(), head)),
         };
         log_answer(self.scope, started, answered);
+        if sent {
+            close_gracefully(client, self.settings.client).await;
+        }
     }
 }
 
@@ -735,18 +744,21 @@ fn first_bytes<'a>(
     })
 }
 
-/// Sends an error answer (built-in or from `errorfile`; an empty page sends nothing), then
-/// closes gracefully. A page taken whole at once leaves with the end of stream that follows,
-/// in one segment (`SocketRef::send_before_end`).
-pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) {
+/// Sends an answer of the proxy's own (an error page, built-in or from `errorfile`, where an
+/// empty page sends nothing; a redirection; the statistics page) as the connection's last
+/// bytes: true when it was sent whole. The caller counts and logs it, then closes with
+/// [`close_gracefully`]: a client that sees its connection end finds its answer in the
+/// statistics, as HAProxy counts a reply when it produces it. A page taken whole at once waits
+/// in the socket for that end of stream and leaves with it, in one segment
+/// (`SocketRef::send_before_end`).
+#[must_use = "a sent answer is followed by close_gracefully"]
+pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) -> bool {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
     let Ok(at_once) = client.socket().send_before_end(page) else {
-        return;
+        return false;
     };
     let sent = clock::timeout(limit, client.write_all(&page[at_once..])).await;
-    if matches!(sent, Ok(Ok(()))) {
-        close_gracefully(client, Some(limit)).await;
-    }
+    matches!(sent, Ok(Ok(())))
 }
 
 /// Closes our side, then drains what the client still sends for a moment, so the kernel does

@@ -33,8 +33,9 @@ pub fn wants(page: &StatsPage, buf: &[u8], head: &RequestHead) -> bool {
     head.target_bytes(buf).starts_with(page.uri.as_bytes())
 }
 
-/// Answers a request for the page of proxy `own` (the `.` of `stats scope`), then closes the
-/// connection; returns the status and size of the answer, for the log.
+/// Answers a request for the page of proxy `own` (the `.` of `stats scope`) as the
+/// connection's last bytes (`session::answer`); returns the status and size of the answer,
+/// for the log, and whether it was sent whole (then the caller closes gracefully).
 pub async fn serve(
     scope: &Scope<'_>,
     client: &mut Stream,
@@ -42,7 +43,7 @@ pub async fn serve(
     page: &StatsPage,
     own: &str,
     client_timeout: Option<Duration>,
-) -> (u16, usize) {
+) -> (u16, usize, bool) {
     let process = scope.process;
     let buf = input.filled();
     let reply = if !authorized(page, buf, head) {
@@ -88,8 +89,8 @@ pub async fn serve(
         }
     };
     let status = reply.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    session::answer(client, reply.as_bytes(), client_timeout).await;
-    (status, reply.len())
+    let sent = session::answer(client, reply.as_bytes(), client_timeout).await;
+    (status, reply.len(), sent)
 }
 
 /// Which proxies the page shows (`stats scope`).
