@@ -180,13 +180,8 @@ fn show_stat_lists_every_row_in_haproxys_format() {
 #[test]
 fn an_error_answer_is_counted_before_its_connection_ends() {
     let (proxy, addr, _a, _b) = two_servers();
-    let mut client = TcpStream::connect(addr).unwrap();
-    client.set_read_timeout(Some(common::GENEROUS)).unwrap();
-    client
-        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    client.read_to_string(&mut answer).unwrap();
+    let request = b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n";
+    let (answer, client) = common::http::until_proxy_ends(addr, request);
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
     let all = rows(&proxy.cli("show stat"));
     let fe = row(&all, "fe", "FRONTEND");

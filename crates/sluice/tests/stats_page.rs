@@ -128,13 +128,8 @@ fn the_page_lists_every_proxy_and_server() {
     // side open: the proxy counts and logs its own answer before it ends the connection, so
     // the count is there once the client sees the end, while the proxy still drains what
     // the client might send.
-    let mut client = TcpStream::connect(addr).unwrap();
-    client.set_read_timeout(Some(common::GENEROUS)).unwrap();
-    client
-        .write_all(b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    client.read_to_string(&mut answer).unwrap();
+    let request = b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n";
+    let (answer, client) = common::http::until_proxy_ends(addr, request);
     assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
     // The page's own answer counts as a 2xx of the frontend, the 503 as a 5xx.
     let stat = proxy.cli("show stat st 1 -1");

@@ -146,6 +146,17 @@ pub fn one_shot(addr: SocketAddr, raw: &[u8]) -> Closed {
     read_to_close(&mut s, GENEROUS)
 }
 
+/// Sends `raw` on a new connection and reads until the proxy ends its side of it; returns what
+/// came and the connection, whose client side is still open.
+pub fn until_proxy_ends(addr: SocketAddr, raw: &[u8]) -> (String, TcpStream) {
+    let mut s = connect(addr);
+    s.write_all(raw).unwrap();
+    match read_to_close(&mut s, GENEROUS) {
+        Closed::Eof(data) => (String::from_utf8_lossy(&data).into_owned(), s),
+        other => panic!("the proxy did not end the connection: {other:?}"),
+    }
+}
+
 pub fn status_of(data: &[u8]) -> u16 {
     let text = String::from_utf8_lossy(data);
     let line = text.lines().next().unwrap_or("");
