@@ -360,7 +360,7 @@ pub(crate) fn parse_proxy_log_line(
             if !d.no_more_than(2, diags) {
                 return true;
             }
-            match LogFormat::parse_log(text, maps) {
+            match LogFormat::parse_unique_id(text, maps) {
                 Ok(fmt) => conf.unique_id_format = Some(fmt),
                 Err(message) => diags.push(d.alert(message)),
             }

@@ -6,12 +6,14 @@
 //! expression compiled with [`Expr::parse`], and `%name` one of the aliases of §8.2.6's table
 //! (`%ci`, `%HM`, `%Tt`...). Flags in braces before an item change how it is written: `+Q`
 //! quotes it, `+X` writes addresses, ports, `%Ts`, `%ms`, `%rt` and `%pid` in hexadecimal,
-//! `+E` escapes `"`, `\` and `]`; `%{...}o` makes flags the default for the items after it.
-//! Everything is checked once by [`LogFormat::parse`] (or [`LogFormat::parse_log`] for log
-//! lines, where runs of spaces are merged); [`LogFormat::render`] appends the text for one
-//! stream. Aliases read the [`Context`]; what only the proxy knows at logging time (timers,
-//! byte counts, termination state, captures) comes from a [`LogFacts`], and a value nobody
-//! knows prints `-`, as HAProxy prints it. Read [`LogFormat::parse`] first.
+//! `+E` escapes `"`, `\` and `]`, `+M` writes `-` for a missing or empty string; `%{...}o`
+//! makes flags the default for the items after it. Everything is checked once by
+//! [`LogFormat::parse`] (or [`LogFormat::parse_log`] for log lines, where runs of spaces are
+//! merged and `+M` is the default); [`LogFormat::render`] appends the text for one stream.
+//! Aliases read the [`Context`]; what only the proxy knows at logging time (timers, byte
+//! counts, termination state, captures) comes from a [`LogFacts`]. A string nobody knows
+//! prints `-` in a log line and nothing in a header, as in HAProxy. Read
+//! [`LogFormat::parse`] first.
 
 use std::fmt;
 use std::io::Write;
@@ -177,6 +179,9 @@ struct Flags {
     hex: bool,
     /// `E`: backslash before `"`, `\` and `]`.
     escape: bool,
+    /// `M`: a missing or empty string is written `-` rather than nothing. On by default in
+    /// log lines only: a header built from an absent sample is empty, as in HAProxy.
+    mandatory: bool,
 }
 
 /// Which characters are replaced by a prefix and two hexadecimal digits.
@@ -389,33 +394,51 @@ impl fmt::Debug for LogFormat {
 
 impl LogFormat {
     /// Compiles `text` for a header field, a payload, a redirect location or a variable:
-    /// spaces are kept as written and bytes a header field may not contain are written as
-    /// `%XX`.
+    /// spaces are kept as written, bytes a header field may not contain are
+    /// written as `%XX`, and a missing or empty string is written as nothing (`-` with
+    /// `+M`).
     ///
     /// Rejects a `%` at the end or before an unexpected character, an unclosed `%{` or
     /// `%[`, an empty `%[]`, an invalid sample expression (with [`Expr::parse`]'s message)
     /// and an unknown alias ("no such log-format alias '%xy'...").
     pub fn parse(text: &str, maps: &MapStore) -> Result<LogFormat, String> {
-        LogFormat::compile(text, maps, false)
+        LogFormat::compile(text, maps, false, false)
     }
 
-    /// Compiles `text` for a log line (`log-format`, `unique-id-format`): as
+    /// Compiles a `unique-id-format`: written for a header field as with
+    /// [`LogFormat::parse`], but with runs of spaces merged as in a log line (HAProxy
+    /// does both).
+    pub fn parse_unique_id(text: &str, maps: &MapStore) -> Result<LogFormat, String> {
+        LogFormat::compile(text, maps, true, false)
+    }
+
+    /// Compiles `text` for a log line (`log-format`, `error-log-format`): as
     /// [`LogFormat::parse`], except that runs of spaces are merged into one separator
-    /// (§8.2.6 "spaces are considered as delimiters and are merged") and non-printable
-    /// bytes are written as `#XX` (§8.6).
+    /// (§8.2.6 "spaces are considered as delimiters and are merged"), non-printable bytes
+    /// are written as `#XX` (§8.6), and a missing or empty string is written `-` (`-M`
+    /// turns that off).
     pub fn parse_log(text: &str, maps: &MapStore) -> Result<LogFormat, String> {
-        LogFormat::compile(text, maps, true)
+        LogFormat::compile(text, maps, true, true)
     }
 
-    fn compile(text: &str, maps: &MapStore, log: bool) -> Result<LogFormat, String> {
+    /// `merge_spaces`: spaces are separators; `log`: written for a log line (`#XX`, `+M`).
+    fn compile(
+        text: &str,
+        maps: &MapStore,
+        merge_spaces: bool,
+        log: bool,
+    ) -> Result<LogFormat, String> {
         let bytes = text.as_bytes();
         let mut items = Vec::new();
         let mut literal = Vec::new();
-        let mut defaults = Flags::default();
+        let mut defaults = Flags {
+            mandatory: log,
+            ..Flags::default()
+        };
         let mut pos = 0;
         while let Some(&b) = bytes.get(pos) {
             if b != b'%' {
-                if log && b == b' ' {
+                if merge_spaces && b == b' ' {
                     flush(&mut literal, &mut items);
                     if !matches!(items.last(), Some(Item::Separator)) {
                         items.push(Item::Separator);
@@ -591,6 +614,7 @@ fn parse_flags(list: &str, flags: &mut Flags) {
             "Q" => flags.quote = on,
             "X" => flags.hex = on,
             "E" => flags.escape = on,
+            "M" => flags.mandatory = on,
             _ => {}
         }
     }
@@ -637,8 +661,8 @@ fn put_encoded(out: &mut Vec<u8>, bytes: &[u8], escape: bool, enc: Enc) {
     }
 }
 
-/// Writes a string item: quoted with `Q`; a missing or empty value is `-`, or `""` when
-/// quoted.
+/// Writes a string item: quoted with `Q`; a missing or empty value is `""` when quoted,
+/// `-` when mandatory (`M`, log lines), and nothing otherwise.
 fn put_text(out: &mut Vec<u8>, value: Option<&[u8]>, flags: Flags, enc: Enc) {
     match value {
         Some(v) if !v.is_empty() => {
@@ -647,7 +671,8 @@ fn put_text(out: &mut Vec<u8>, value: Option<&[u8]>, flags: Flags, enc: Enc) {
             quote_open(out, flags);
         }
         _ if flags.quote => out.extend_from_slice(b"\"\""),
-        _ => out.push(b'-'),
+        _ if flags.mandatory => out.push(b'-'),
+        _ => {}
     }
 }
 

@@ -174,9 +174,21 @@ fn sample_expressions() {
         "ip=192.168.1.10:40000"
     );
     assert_eq!(render("%[path,upper]", &ctx), "/IMAGES/PNG/LOGO.PNG");
-    assert_eq!(render("%[req.hdr(x-none)]", &ctx), "-");
+    // An absent or empty string is nothing in a header, `-` in a log line (`+M` / `-M`
+    // change that either way); quoted, it is `""` in both.
+    assert_eq!(render("<%[req.hdr(x-none)]>", &ctx), "<>");
+    assert_eq!(render_log("<%[req.hdr(x-none)]>", &ctx), "<->");
+    assert_eq!(render("<%{+M}[req.hdr(x-none)]>", &ctx), "<->");
+    assert_eq!(render_log("<%{-M}[req.hdr(x-none)]>", &ctx), "<>");
     assert_eq!(render("%{+Q}[req.hdr(x-none)]", &ctx), "\"\"");
-    assert_eq!(render("%[str()]", &ctx), "-");
+    assert_eq!(render_log("%{+Q}[req.hdr(x-none)]", &ctx), "\"\"");
+    assert_eq!(render("<%[str()]>", &ctx), "<>");
+    assert_eq!(render_log("<%[str()]>", &ctx), "<->");
+    // A unique id merges spaces as a log line does, but leaves an absent value empty.
+    let unique = LogFormat::parse_unique_id("<a>  <%[req.hdr(x-none)]>", &MapStore::new()).unwrap();
+    let mut out = Vec::new();
+    unique.render(&ctx, &mut out);
+    assert_eq!(out, b"<a> <>");
     assert_eq!(render("%{+Q}[int(7)] %[bool(1)]", &ctx), "\"7\" 1");
     // A ']' and '%[' inside quoted arguments do not end the expression.
     assert_eq!(render("%[str(\"a]b\")]", &ctx), "a]b");
@@ -382,9 +394,10 @@ fn timer_and_counter_aliases() {
 fn text_and_capture_aliases() {
     let ctx = ctx_with_facts();
     assert_eq!(
-        render("%H %ID %ts %tsc %CC %CS %sslv %sslc", &ctx),
+        render_log("%H %ID %ts %tsc %CC %CS %sslv %sslc", &ctx),
         "lb1 C0A8:1 -- --NI sid=1 - TLSv1.3 -"
     );
+    assert_eq!(render("<%CS>", &ctx), "<>");
     assert_eq!(render("%{+Q}CS", &ctx), "\"\"");
     assert_eq!(
         render_log("%hr %hrl %hs %hsl|", &ctx),
