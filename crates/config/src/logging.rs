@@ -105,6 +105,9 @@ pub struct ProxyLogConf {
     pub format: LineFormat,
     /// `option dontlognull`: streams that carried no data are not logged.
     pub dont_log_null: bool,
+    /// `option http-ignore-probes`: an HTTP connection that sent nothing before it closed or
+    /// timed out gets no 400/408, no log line and no error count.
+    pub ignore_probes: bool,
     /// `option log-separate-errors`: errors are logged at `err` instead of `info`.
     pub separate_errors: bool,
     /// `option logasap`: an HTTP stream is logged once the response head is sent, a TCP
@@ -386,8 +389,9 @@ pub(crate) fn parse_proxy_log_line(
     true
 }
 
-/// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `log-separate-errors`, `logasap` (`enable`
-/// false for the `no option` form); false if `name` is not a logging option.
+/// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `http-ignore-probes`,
+/// `log-separate-errors`, `logasap` (`enable` false for the `no option` form); false if
+/// `name` is not a logging option.
 pub(crate) fn apply_log_option(
     conf: &mut ProxyLogConf,
     d: &Directive<'_>,
@@ -419,6 +423,11 @@ pub(crate) fn apply_log_option(
         "dontlognull" => {
             if d.no_more_than(args_at, diags) {
                 conf.dont_log_null = enable;
+            }
+        }
+        "http-ignore-probes" => {
+            if d.no_more_than(args_at, diags) {
+                conf.ignore_probes = enable;
             }
         }
         "log-separate-errors" => {

@@ -687,8 +687,9 @@ fn parse_option(
         diags.push(d.alert("expects an option name"));
         return;
     };
-    // `option logasap` concerns the logs of a frontend (HAProxy ignores it in a backend).
-    if name == "logasap" && !applies(&d, kind, FRONT, diags) {
+    // `option logasap` and `http-ignore-probes` concern a frontend's clients and logs.
+    if matches!(name.as_str(), "logasap" | "http-ignore-probes") && !applies(&d, kind, FRONT, diags)
+    {
         return;
     }
     if logging::apply_log_option(&mut conf.log, &d, name, skip + 2, enable, diags) {

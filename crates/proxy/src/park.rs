@@ -10,10 +10,11 @@
 //! slots) moves here with the bare socket, taken out of the event loop, and the socket goes
 //! into the thread's [`ReadinessSet`]. When the client sends its next request (or leaves),
 //! the connection gets a new task and a new stream (HAProxy likewise makes a new stream per
-//! request, and `show sess` does not list its idle connections either). When its wait limit (`timeout http-keep-alive`, else `http-request`,
-//! else `client`; `http-request`, else `client`, for a first request) passes first, the lot
-//! closes it without a word, as the task would have, having logged the 408 `cR` of a first
-//! request that never came.
+//! request, and `show sess` does not list its idle connections either). When its wait limit
+//! (`timeout http-keep-alive`, else `http-request`, else `client`; `http-request`, else
+//! `client`, for a first request) passes first, the lot closes it without a word, as the task
+//! would have; a first request that never came is handed back to a task, which answers and
+//! logs the 408 `cR` as it would have.
 //!
 //! Parking and waking cost four `epoll_ctl` calls and a task: small beside what
 //! [`PARK_AFTER`] of idleness means, and nothing to a client that speaks at once and whose
@@ -46,8 +47,9 @@ pub struct Parking {
     pub since: (Instant, SystemTime),
     /// When the wait ends without a request.
     pub deadline: Option<Instant>,
-    /// Whether no request came yet on the connection: its wait ending is then logged (a 408
-    /// `cR`, as HAProxy logs it), where a kept-alive connection closes without a word.
+    /// Whether no request came yet on the connection: its wait ending is then answered and
+    /// logged (a 408 `cR`, as HAProxy does), where a kept-alive connection closes without a
+    /// word.
     pub first: bool,
 }
 
@@ -312,8 +314,9 @@ async fn watch(lot: Rc<Lot>) {
                 }
             }
             () = &mut sleep, if next.is_some() => {
-                // Each one due is closed as its task would have done: without a word, after
-                // logging the 408 of a first request that never came.
+                // Each one due is closed as its task would have done: a kept-alive one without
+                // a word; one whose first request never came gets a task again, which finds
+                // its wait over and answers the 408.
                 let now = Instant::now();
                 loop {
                     let due = lot.entries.borrow_mut().take_due(now);
@@ -321,8 +324,7 @@ async fn watch(lot: Rc<Lot>) {
                         break;
                     };
                     if parked.parking.first {
-                        let scope = parked.held.scope();
-                        crate::http::session::first_request_never_came(&scope, parked.parking.since);
+                        tokio::task::spawn_local(accept::resumed(parked));
                     }
                 }
             }

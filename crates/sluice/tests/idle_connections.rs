@@ -142,9 +142,36 @@ fn a_first_request_that_never_comes_is_a_408_at_timeout_http_request_even_parked
     let mut client = common::connect(addr);
     wait_parked_silent(&proxy, &client);
     assert_eq!(frontend_stat(&proxy, "ereq"), "0");
-    // No answer (an idle preconnection gets no error page), but a request error counted, as
-    // HAProxy counts and logs the 408 `cR` (the log line: `logging.rs`).
-    assert_eq!(read_to_close(&mut client, LIMIT), Closed::Eof(Vec::new()));
+    // The parked connection is answered and counted as one waiting in its task: HAProxy's
+    // 408 page and request error, and the 408 `cR` log line (`logging.rs`).
+    let Closed::Eof(answer) = read_to_close(&mut client, LIMIT) else {
+        panic!("the connection was not closed");
+    };
+    assert!(answer.starts_with(b"HTTP/1.1 408 "), "{answer:?}");
+    assert!(wait_until(LIMIT, || sessions(&proxy) == "0"));
+    assert_eq!(frontend_stat(&proxy, "ereq"), "1");
+}
+
+#[test]
+fn with_http_ignore_probes_a_silent_connection_gets_no_answer_and_no_count() {
+    let (proxy, addr, _origin) = start(
+        "    timeout http-request 1500ms
+    option http-ignore-probes",
+    );
+    let mut parked = common::connect(addr);
+    wait_parked_silent(&proxy, &parked);
+    assert_eq!(read_to_close(&mut parked, LIMIT), Closed::Eof(Vec::new()));
+    let mut left = common::connect(addr);
+    left.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(read_to_close(&mut left, LIMIT), Closed::Eof(Vec::new()));
+    // A connection that sent part of a request is no probe: it gets its 400.
+    let mut half = common::connect(addr);
+    half.write_all(b"GET / HT").unwrap();
+    half.shutdown(std::net::Shutdown::Write).unwrap();
+    let Closed::Eof(answer) = read_to_close(&mut half, LIMIT) else {
+        panic!("the connection was not closed");
+    };
+    assert!(answer.starts_with(b"HTTP/1.1 400 "), "{answer:?}");
     assert!(wait_until(LIMIT, || sessions(&proxy) == "0"));
     assert_eq!(frontend_stat(&proxy, "ereq"), "1");
 }

@@ -415,12 +415,13 @@ backend app
     assert_eq!(common::info_field(&info, "DroppedLogs"), Some("0"));
 }
 
-/// As HAProxy 2.6 logs them: a client that leaves in the middle of its request head is a 400
-/// `CR--` with `<BADREQ>`; a first request that does not start within `timeout http-request`
-/// is a 408 `cR--`, and the client gets no answer (0 bytes), so an idle browser
-/// preconnection sees no error page. A connection that closes without a byte is not logged.
+/// As HAProxy 2.6 answers and logs them: a client that closes before its request head is
+/// whole, even without a byte, gets a 400 logged `CR--` with `<BADREQ>`; a first request that
+/// does not come within `timeout http-request` gets a 408 logged `cR--`. The log counts none
+/// of the page's bytes, as HAProxy's does (`400 0`). With `option dontlognull`, the connections
+/// that sent nothing are answered but not logged.
 #[test]
-fn requests_that_never_came_are_logged_like_haproxy() {
+fn requests_that_never_came_are_answered_and_logged_like_haproxy() {
     let (syslog, log_addr) = receiver();
     let config = format!(
         "{}
@@ -430,29 +431,83 @@ frontend f
     log {log_addr} local0
     option httplog
     default_backend b
+frontend quiet
+    {{bind}}
+    log {log_addr} local0
+    option httplog
+    option dontlognull
+    default_backend b
 backend b
     server s 127.0.0.1:1
 ",
         common::http::HTTP_DEFAULTS
     );
-    let (_p, addr) = start(&config);
-    let mut empty = connect(addr);
-    empty.shutdown(std::net::Shutdown::Write).unwrap();
-    read_to_close(&mut empty, GENEROUS);
-    let mut half = connect(addr);
-    half.write_all(b"GET / HT").unwrap();
-    half.shutdown(std::net::Shutdown::Write).unwrap();
-    read_to_close(&mut half, GENEROUS);
+    let (f_listener, f) = frontend();
+    let (quiet_listener, quiet) = frontend();
+    let text = config
+        .replacen("{bind}", &format!("bind {}", fd_bind(&f_listener)), 1)
+        .replacen("{bind}", &format!("bind {}", fd_bind(&quiet_listener)), 1);
+    let _p = sluice(&text)
+        .inherit(f_listener)
+        .inherit(quiet_listener)
+        .start();
+    let answer_to = |addr, sent: &[u8], shut: bool| {
+        let mut s = connect(addr);
+        s.write_all(sent).unwrap();
+        if shut {
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        let closed = read_to_close(&mut s, GENEROUS);
+        String::from_utf8_lossy(closed.data()).into_owned()
+    };
+    let lines: Vec<String> = [
+        (b"".as_slice(), true, "HTTP/1.1 400 ", " 400 0 - - CR-- "),
+        (b"GET / HT", true, "HTTP/1.1 400 ", " 400 0 - - CR-- "),
+        (b"", false, "HTTP/1.1 408 ", " 408 0 - - cR-- "),
+    ]
+    .into_iter()
+    .map(|(sent, shut, answer, logged)| {
+        let got = answer_to(f, sent, shut);
+        assert!(got.starts_with(answer), "{sent:?}: {got}");
+        let line = next_line(&syslog);
+        assert!(line.contains(" f f/<NOSRV> -1/-1/-1/-1/"), "{line}");
+        assert!(line.contains(logged), "{sent:?}: {line}");
+        assert!(line.trim_end().ends_with("\"<BADREQ>\""), "{line}");
+        line
+    })
+    .collect();
+    assert_eq!(lines.len(), 3);
+    // Under dontlognull, the silent ones are answered but only the one that spoke is logged.
+    assert!(answer_to(quiet, b"", true).starts_with("HTTP/1.1 400 "));
+    assert!(answer_to(quiet, b"", false).starts_with("HTTP/1.1 408 "));
+    assert!(answer_to(quiet, b"GET / HT", true).starts_with("HTTP/1.1 400 "));
     let line = next_line(&syslog);
-    assert!(line.contains(" f f/<NOSRV> -1/-1/-1/-1/"), "{line}");
+    assert!(line.contains(" quiet quiet/<NOSRV> "), "{line}");
     assert!(line.contains(" 400 0 - - CR-- "), "{line}");
-    assert!(
-        line.ends_with("\"<BADREQ>\"") || line.ends_with("\"<BADREQ>\"\n"),
-        "{line}"
+}
+
+/// `option dontlognull` skips connections that sent nothing, not requests the proxy answered
+/// itself: HAProxy logs a denied request with it on.
+#[test]
+fn dontlognull_still_logs_the_requests_the_proxy_answers() {
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{}
+frontend f
+    {{bind}}
+    log {log_addr} local0
+    option httplog
+    option dontlognull
+    http-request deny if {{ path /deny }}
+    http-request return status 200 if {{ path /return }}
+",
+        common::http::HTTP_DEFAULTS
     );
-    let mut idle = connect(addr);
-    let answer = read_to_close(&mut idle, GENEROUS);
-    assert!(answer.data().is_empty(), "no 408 page: {:?}", answer.data());
-    let line = next_line(&syslog);
-    assert!(line.contains(" 408 0 - - cR-- "), "{line}");
+    let (_p, addr) = start(&config);
+    for (path, logged) in [("/deny", " 403 "), ("/return", " 200 ")] {
+        get(addr, path);
+        let line = next_line(&syslog);
+        assert!(line.contains(logged), "{path}: {line}");
+        assert!(line.contains(&format!("\"GET {path} HTTP/1.1\"")), "{line}");
+    }
 }

@@ -4,11 +4,12 @@
 //! Waiting for a head is bounded by the timeouts of configuration.txt §4.2: `timeout
 //! http-request` for the whole head once it has started (and for the first request from the
 //! accept), `timeout http-keep-alive` for the next request on an idle kept-alive connection,
-//! and `timeout client` between bytes when those are not set. A head that does not arrive in
-//! time is answered with 408 once part of it came (a connection that sent nothing is closed
-//! without a word, and logged as a 408 `cR` on a first request, as HAProxy does);
-//! a malformed one with the status its error names (400, 414, 431, 501, 505), and the
-//! connection is then closed: after a bad message, the framing of the rest is unknown.
+//! and `timeout client` between bytes when those are not set. A request that does not arrive
+//! whole in time is answered with 408, one the client gave up on (closing its side) with 400,
+//! even on a connection that sent nothing, as HAProxy does unless `option
+//! http-ignore-probes`; a kept-alive connection's idle wait ends without a word. A malformed
+//! head gets the status its error names (400, 414, 431, 501, 505), and the connection is then
+//! closed: after a bad message, the framing of the rest is unknown.
 
 use super::buffer::{InBuf, ReadError};
 use super::exchange::{self, Attached, Next};
@@ -38,15 +39,13 @@ const LINGER_MAX_BYTES: usize = 64 * 1024;
 
 /// Why no request will be read.
 enum HeadEnd {
-    /// Close without a word (the client left, or an idle keep-alive connection expired).
+    /// Close without a word: a kept-alive connection's client left, or its wait expired.
     Quiet,
-    /// Answer with this status, then close.
-    Answer(u16),
-    /// Close without answering, but log the request that never came with this status and
-    /// cause: 408 `cR` when a first request did not start in time (HAProxy sends nothing
-    /// then, so browsers' idle preconnections see no error), 400 `CR` when the client left in
-    /// the middle of a head.
-    Unanswered(u16, Cause),
+    /// Answer with this status, log it with this cause, then close: the status of a
+    /// malformed head (`PR`), 408 `cR` when a request was not complete in time, 400 `CR`
+    /// when the client closed before it was (configuration.txt "option
+    /// http-ignore-probes": HAProxy answers even a connection that sent nothing).
+    Answer(u16, Cause),
 }
 
 /// Where [`run`] takes a client connection up. A reference to the parked wait, which the
@@ -128,8 +127,18 @@ pub fn run<'s>(
                         no_lot = true;
                         continue;
                     }
+                    // A first request that never came is answered (boxed: this future is
+                    // what every idle connection holds).
                     None if first => {
-                        first_request_never_came(scope, waited_since);
+                        let end = (408, Cause::ClientTimeout);
+                        Box::pin(turn_away(scope, client, buffers, &input, waited_since, end))
+                            .await;
+                        return None;
+                    }
+                    Some(Err(_)) if first => {
+                        let end = (400, Cause::ClientAbort);
+                        Box::pin(turn_away(scope, client, buffers, &input, waited_since, end))
+                            .await;
                         return None;
                     }
                     // The client left, or `timeout http-keep-alive` passed: close without a
@@ -193,8 +202,7 @@ fn serve<'x, 's: 'x>(
         // The first request's wait started in `run`; later ones here (pipelined requests,
         // or a connection kept with its private server connection) start when asked.
         let mut waited_since = Some(waited_since);
-        let (process, frontend, vars) = (scope.process, scope.frontend, scope.vars);
-        let settings = HttpSettings::new(frontend, buffers);
+        let settings = HttpSettings::new(scope.frontend, buffers);
         let mut attached: Option<Attached> = None;
         let session = Session {
             settings: &settings,
@@ -227,41 +235,16 @@ fn serve<'x, 's: 'x>(
                 match read_head(client, input, &settings, (first, started.0)).await {
                     Ok(read) => read,
                     Err(HeadEnd::Quiet) => break,
-                    Err(HeadEnd::Unanswered(status, cause)) => {
-                        frontend.request_errors.incr();
-                        log_answer(scope, started, Answered::without_head(status, 0, cause));
-                        break;
-                    }
-                    Err(HeadEnd::Answer(status)) => {
-                        frontend.request_errors.incr();
-                        // An invalid or late request is an error of the client's (`http_err_cnt`).
-                        vars.trackers.http_request();
-                        vars.trackers.http_error();
-                        // A head that did not arrive in time is no invalid message.
-                        if status != 408 {
-                            invalid::request(
-                                process,
-                                frontend,
-                                scope.endpoints.client,
-                                (input.filled(), settings.bufsize),
-                                &settings.request_limits,
-                                None,
-                            );
-                        }
-                        let page = rules::finish_page(scope, None, settings.request_error(status));
-                        let sent = Box::pin(answer(client, &page, settings.client)).await;
-                        // configuration.txt §8.5: a refused request is "PR", a request that
-                        // did not arrive in time "cR".
-                        let cause = if status == 408 {
-                            Cause::ClientTimeout
-                        } else {
-                            Cause::Proxy
-                        };
-                        let answered = Answered::without_head(status, page.len(), cause);
-                        log_answer(scope, started, answered);
-                        if sent {
-                            close_gracefully(client, settings.client).await;
-                        }
+                    Err(HeadEnd::Answer(status, cause)) => {
+                        refuse(
+                            scope,
+                            &settings,
+                            client,
+                            input,
+                            (first, started),
+                            (status, cause),
+                        )
+                        .await;
                         break;
                     }
                 };
@@ -287,7 +270,7 @@ fn serve<'x, 's: 'x>(
                 return Served::Tunnel(tunnel);
             }
             // Counters tracked by this transaction's content and HTTP rules are let go.
-            vars.trackers.end_transaction();
+            scope.vars.trackers.end_transaction();
             match handled {
                 Next::KeepAlive => first = false,
                 Next::Close | Next::CloseAfterAnswer | Next::Tunnel => return Served::Closed,
@@ -374,6 +357,7 @@ impl<'s> Session<'_, 's> {
                 let answered = Answered {
                     status: reply.status,
                     bytes: reply.bytes.len(),
+                    received: head.head_len,
                     cause,
                     // configuration.txt §8.5: "PT" for a tarpitted request.
                     phase: if reply.tarpit.is_some() {
@@ -473,6 +457,7 @@ impl<'s> Session<'_, 's> {
         let answered = Answered {
             status,
             bytes,
+            received: head.head_len,
             cause: Cause::Local,
             phase: Phase::Request,
             request: Some((request_line_of(input.filled()), head_took)),
@@ -512,6 +497,8 @@ fn request_line_of(buf: &[u8]) -> &[u8] {
 struct Answered<'r> {
     status: u16,
     bytes: usize,
+    /// Bytes of the request received (`option dontlognull` skips a request of none).
+    received: usize,
     cause: Cause,
     phase: Phase,
     /// The request line and the time its head took, when there was a head.
@@ -521,11 +508,14 @@ struct Answered<'r> {
 }
 
 impl Answered<'static> {
-    /// An answer (or a silent close) to a request whose head never arrived whole.
-    fn without_head(status: u16, bytes: usize, cause: Cause) -> Self {
+    /// The answer to a request whose head never arrived whole, of which `received` bytes
+    /// came. HAProxy's multiplexer sends it outside any stream, and its log line counts none
+    /// of the page's bytes (`400 0`, `408 0`).
+    fn without_head(status: u16, cause: Cause, received: usize) -> Self {
         Answered {
             status,
-            bytes,
+            bytes: 0,
+            received,
             cause,
             phase: Phase::Request,
             request: None,
@@ -543,6 +533,7 @@ fn log_answer(
     let Answered {
         status,
         bytes,
+        received,
         cause,
         phase,
         request,
@@ -564,7 +555,7 @@ fn log_answer(
         },
         status: Some(status),
         bytes_to_client: bytes as u64,
-        bytes_from_client: 0,
+        bytes_from_client: received as u64,
         termination: Termination { cause, phase },
         retries: 0,
         request_line: request.map(|(line, _)| line),
@@ -614,11 +605,11 @@ async fn read_head(
                 Ok(Parse::Complete(head)) => {
                     return match request_framing(input.filled(), &head) {
                         Ok(framing) => Ok((head, framing)),
-                        Err(err) => Err(HeadEnd::Answer(err.status())),
+                        Err(err) => Err(HeadEnd::Answer(err.status(), Cause::Proxy)),
                     };
                 }
                 Ok(Parse::Partial) => {}
-                Err(err) => return Err(HeadEnd::Answer(err.status())),
+                Err(err) => return Err(HeadEnd::Answer(err.status(), Cause::Proxy)),
             }
         }
         let idle_keepalive = !first && input.is_empty() && deadline.is_none();
@@ -647,9 +638,10 @@ async fn read_head(
                     }
                     continue;
                 }
+                Some(Err(_)) if first => return Err(HeadEnd::Answer(400, Cause::ClientAbort)),
                 Some(Err(_)) => return Err(HeadEnd::Quiet),
                 None if idle_keepalive => return Err(HeadEnd::Quiet),
-                None => return Err(HeadEnd::Unanswered(408, Cause::ClientTimeout)),
+                None => return Err(HeadEnd::Answer(408, Cause::ClientTimeout)),
             }
         }
         match input.read_more(client, limit).await {
@@ -659,32 +651,73 @@ async fn read_head(
                 }
             }
             Err(ReadError::Timeout) if idle_keepalive => return Err(HeadEnd::Quiet),
-            Err(ReadError::Timeout) => return Err(HeadEnd::Answer(408)),
+            Err(ReadError::Timeout) => return Err(HeadEnd::Answer(408, Cause::ClientTimeout)),
             // The parser refuses heads larger than its limit before the buffer fills; a full
             // buffer can only mean an oversized head.
-            Err(ReadError::Full) => return Err(HeadEnd::Answer(431)),
+            Err(ReadError::Full) => return Err(HeadEnd::Answer(431, Cause::Proxy)),
             // Only reached with part of a head read (the first bytes come through
             // `first_bytes`).
             Err(ReadError::Closed | ReadError::Io(_)) => {
-                return Err(HeadEnd::Unanswered(400, Cause::ClientAbort));
+                return Err(HeadEnd::Answer(400, Cause::ClientAbort));
             }
         }
     }
 }
 
-/// Nothing came within the wait for a connection's first request: HAProxy's 408 `cR`,
-/// logged but not answered (an idle browser preconnection must not get an error page).
-/// Called where the wait ends: in the session's task, or in the parking lot.
-pub(crate) fn first_request_never_came(
+/// A connection's first request that did not come (408 `cR`: its wait ended; 400 `CR`: the
+/// client closed) while it waited in [`run`], or parked: answered as [`read_head`]'s other
+/// ends are.
+async fn turn_away(
     scope: &Scope<'_>,
+    client: &mut Stream,
+    buffers: BufferSizes,
+    input: &InBuf,
     waited_since: (std::time::Instant, SystemTime),
+    end: (u16, Cause),
 ) {
-    scope.frontend.request_errors.incr();
-    log_answer(
-        scope,
-        waited_since,
-        Answered::without_head(408, 0, Cause::ClientTimeout),
-    );
+    let settings = HttpSettings::new(scope.frontend, buffers);
+    refuse(scope, &settings, client, input, (true, waited_since), end).await;
+}
+
+/// Ends a session whose request head will not be read whole, with `status` logged with
+/// `cause`: the error page, counted and logged, then a graceful close. A first request of
+/// which nothing came is let go without a word, a log or a count under `option
+/// http-ignore-probes` (browsers' preconnections).
+async fn refuse(
+    scope: &Scope<'_>,
+    settings: &HttpSettings<'_>,
+    client: &mut Stream,
+    input: &InBuf,
+    (first, started): (bool, (std::time::Instant, SystemTime)),
+    (status, cause): (u16, Cause),
+) {
+    let frontend = scope.frontend;
+    if first && input.is_empty() && frontend.plan.log.ignore_probes {
+        return;
+    }
+    frontend.request_errors.incr();
+    // An invalid or late request is an error of the client's (`http_err_cnt`).
+    scope.vars.trackers.http_request();
+    scope.vars.trackers.http_error();
+    // Only a message the proxy refused is an invalid one (`show errors`); one that was late
+    // or cut short is not.
+    if cause == Cause::Proxy {
+        invalid::request(
+            scope.process,
+            frontend,
+            scope.endpoints.client,
+            (input.filled(), settings.bufsize),
+            &settings.request_limits,
+            None,
+        );
+    }
+    let page = rules::finish_page(scope, None, settings.request_error(status));
+    let sent = answer(client, &page, settings.client).await;
+    let answered = Answered::without_head(status, cause, input.filled().len());
+    log_answer(scope, started, answered);
+    if sent {
+        close_gracefully(client, settings.client).await;
+    }
 }
 
 /// How long a kept-alive connection waits for its next request with the state of the last
