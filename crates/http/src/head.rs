@@ -433,8 +433,9 @@ fn version_of(v: Option<u8>) -> Option<Version> {
 /// target or version (400); a well-formed version other than HTTP/1.0 and 1.1 (505); NUL, bare
 /// CR, control characters, obs-fold, whitespace before a colon, invalid field names (400);
 /// a target whose form does not fit the method, a missing Host in HTTP/1.1, several differing
-/// Host fields, an invalid Host, a Host differing from an absolute-form authority (400). See
-/// [`Limits::accept_unsafe`] for what lenient mode lets through.
+/// Host fields, an invalid Host, a Host differing from an absolute-form or CONNECT authority
+/// (400). Identical Host copies are kept once. See [`Limits::accept_unsafe`] for what lenient
+/// mode lets through.
 pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parse<RequestHead>, HttpError> {
     let side = Side::Request;
     let (window, full) = window(buf, limits);
@@ -468,9 +469,18 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parse<RequestHead>, 
         Err(kind) => return fail(kind),
     };
     let hosts = header_values(window, &headers, "host");
-    if let Err(kind) = target::check_host(hosts, version, form, target_bytes, limits.accept_unsafe)
-    {
-        return fail(kind);
+    let checked = target::check_host(hosts, version, form, target_bytes, limits.accept_unsafe);
+    let mut headers = headers;
+    match checked {
+        Ok(copies) if copies > 1 => {
+            // Identical copies: rules see one and the server gets one, as from HAProxy.
+            let mut first = true;
+            headers.retain(|h| {
+                !header_name(window, h).eq_ignore_ascii_case(b"host") || std::mem::take(&mut first)
+            });
+        }
+        Ok(_) => {}
+        Err(kind) => return fail(kind),
     }
     Ok(Parse::Complete(RequestHead {
         method,

@@ -168,44 +168,64 @@ fn normalize_authority<'a>(scheme: &[u8], authority: &'a [u8]) -> &'a [u8] {
     authority.strip_suffix(default).unwrap_or(authority)
 }
 
+/// `authority` without a port of 80 or 443: a CONNECT to `h:443` may name `h` in its Host, as
+/// HAProxy accepts, but not `h:80` or another host.
+fn without_web_port(authority: &[u8]) -> &[u8] {
+    authority
+        .strip_suffix(b":443")
+        .or_else(|| authority.strip_suffix(b":80"))
+        .unwrap_or(authority)
+}
+
 /// Applies the Host rules to the values of all Host fields of a request.
 ///
 /// Rejects: no Host in HTTP/1.1 (`MissingHost`, RFC 9112 §3.2); several Host fields whose
 /// values differ, ignoring case (`DuplicateHost`; identical copies are tolerated as HAProxy
-/// does); a value that is not empty and not `uri-host [":" port]` (`BadHost`); and unless
-/// `accept_unsafe`, an absolute-form target whose authority differs from Host
-/// (`HostMismatch`), since the server would route on one and the proxy on the other.
+/// does, and the parser keeps only the first); a value that is not empty and not
+/// `uri-host [":" port]` (`BadHost`); and unless `accept_unsafe`, an absolute-form or
+/// CONNECT target whose authority differs from Host (`HostMismatch`, RFC 9112 §3.2: the
+/// server would route on one and the proxy on the other). The comparison ignores case and
+/// the scheme's default port (80 or 443 for CONNECT's authority), as HAProxy does. Returns
+/// how many Host fields there are.
 pub(crate) fn check_host<'a>(
     mut hosts: impl Iterator<Item = &'a [u8]>,
     version: Version,
     form: TargetForm,
     target: &[u8],
     accept_unsafe: bool,
-) -> Result<(), HttpErrorKind> {
+) -> Result<usize, HttpErrorKind> {
     let Some(first) = hosts.next() else {
         return match version {
             Version::Http11 => Err(HttpErrorKind::MissingHost),
-            Version::Http10 => Ok(()),
+            Version::Http10 => Ok(0),
         };
     };
-    if hosts.any(|h| !h.eq_ignore_ascii_case(first)) {
-        return Err(HttpErrorKind::DuplicateHost);
+    let mut copies = 1;
+    for h in hosts {
+        if !h.eq_ignore_ascii_case(first) {
+            return Err(HttpErrorKind::DuplicateHost);
+        }
+        copies += 1;
     }
     if !first.is_empty() && !valid_host_port(first, false) {
         return Err(HttpErrorKind::BadHost);
     }
-    let parts = match form {
-        TargetForm::Absolute if !accept_unsafe => absolute_parts(target),
-        _ => None,
-    };
-    match parts {
-        Some((scheme, authority))
-            if !normalize_authority(scheme, authority)
-                .eq_ignore_ascii_case(normalize_authority(scheme, first)) =>
-        {
-            Err(HttpErrorKind::HostMismatch)
+    let same = match form {
+        _ if accept_unsafe => true,
+        TargetForm::Absolute => absolute_parts(target).is_none_or(|(scheme, authority)| {
+            normalize_authority(scheme, authority)
+                .eq_ignore_ascii_case(normalize_authority(scheme, first))
+        }),
+        TargetForm::Authority => {
+            target.eq_ignore_ascii_case(first)
+                || without_web_port(target).eq_ignore_ascii_case(first)
         }
-        _ => Ok(()),
+        TargetForm::Origin | TargetForm::Asterisk => true,
+    };
+    if same {
+        Ok(copies)
+    } else {
+        Err(HttpErrorKind::HostMismatch)
     }
 }
 
@@ -270,28 +290,28 @@ mod tests {
         let v11 = Version::Http11;
         let o = TargetForm::Origin;
         assert_eq!(check_host(hs(&[]), v11, o, b"/", false), Err(MissingHost));
-        assert_eq!(check_host(hs(&[]), Version::Http10, o, b"/", false), Ok(()));
-        assert_eq!(check_host(hs(&[b"a", b"A"]), v11, o, b"/", false), Ok(()));
+        assert_eq!(check_host(hs(&[]), Version::Http10, o, b"/", false), Ok(0));
+        assert_eq!(check_host(hs(&[b"a", b"A"]), v11, o, b"/", false), Ok(2));
         assert_eq!(
             check_host(hs(&[b"a", b"b"]), v11, o, b"/", false),
             Err(DuplicateHost)
         );
-        assert_eq!(check_host(hs(&[b""]), v11, o, b"/", false), Ok(()));
+        assert_eq!(check_host(hs(&[b""]), v11, o, b"/", false), Ok(1));
         assert_eq!(check_host(hs(&[b"a b"]), v11, o, b"/", false), Err(BadHost));
         assert_eq!(check_host(hs(&[b"a,b"]), v11, o, b"/", false), Err(BadHost));
         assert_eq!(
             check_host(hs(&[b"a:99999x"]), v11, o, b"/", false),
             Err(BadHost)
         );
-        assert_eq!(check_host(hs(&[b"[::1]:80"]), v11, o, b"/", false), Ok(()));
+        assert_eq!(check_host(hs(&[b"[::1]:80"]), v11, o, b"/", false), Ok(1));
         let abs = TargetForm::Absolute;
         assert_eq!(
             check_host(hs(&[b"h"]), v11, abs, b"http://h:80/p", false),
-            Ok(())
+            Ok(1)
         );
         assert_eq!(
             check_host(hs(&[b"H:443"]), v11, abs, b"https://h/p", false),
-            Ok(())
+            Ok(1)
         );
         assert_eq!(
             check_host(hs(&[b"x"]), v11, abs, b"http://h/p", false),
@@ -299,11 +319,39 @@ mod tests {
         );
         assert_eq!(
             check_host(hs(&[b"x"]), v11, abs, b"http://h/p", true),
-            Ok(())
+            Ok(1)
         );
         assert_eq!(
             check_host(hs(&[]), v11, abs, b"http://h/p", false),
             Err(MissingHost)
         );
+    }
+
+    #[test]
+    fn a_connect_authority_must_match_host_up_to_a_web_port() {
+        let (v11, auth) = (Version::Http11, TargetForm::Authority);
+        for (host, target) in [
+            (&b"h:443"[..], &b"h:443"[..]),
+            (b"H:8443", b"h:8443"),
+            (b"h", b"h:443"),
+            (b"h", b"h:80"),
+            (b"[::1]", b"[::1]:443"),
+        ] {
+            assert_eq!(check_host(hs(&[host]), v11, auth, target, false), Ok(1));
+        }
+        for (host, target) in [
+            (&b"h:43"[..], &b"h:443"[..]),
+            (b"h:80", b"h:443"),
+            (b"h", b"h:8443"),
+            (b"g:443", b"h:443"),
+            (b"", b"h:443"),
+        ] {
+            assert_eq!(
+                check_host(hs(&[host]), v11, auth, target, false),
+                Err(HostMismatch),
+                "{host:?} {target:?}"
+            );
+            assert_eq!(check_host(hs(&[host]), v11, auth, target, true), Ok(1));
+        }
     }
 }

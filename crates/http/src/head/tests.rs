@@ -254,8 +254,17 @@ fn absolute_form_and_host() {
         req_err(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
         DuplicateHost
     );
-    req_ok(b"GET / HTTP/1.1\r\nHost: a\r\nhost: A\r\n\r\n");
+    // Identical copies are kept once, as HAProxy keeps the first.
+    let buf = b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\nhost: A\r\n\r\n";
+    let h = req_ok(buf);
+    let names: Vec<&[u8]> = h.headers.iter().map(|f| header_name(buf, f)).collect();
+    assert_eq!(names, [&b"Host"[..], b"X"]);
     req_ok(b"GET / HTTP/1.1\r\nHost:\r\n\r\n");
+    assert_eq!(
+        req_err(b"CONNECT h:443 HTTP/1.1\r\nHost: h:80\r\n\r\n"),
+        HostMismatch
+    );
+    req_ok(b"CONNECT h:443 HTTP/1.1\r\nHost: h\r\n\r\n");
     assert_eq!(req_err(b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), BadHost);
     assert_eq!(req_err(b"GET / HTTP/1.1\r\nHost: a, b\r\n\r\n"), BadHost);
     assert_eq!(req_err(b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), BadHost);
