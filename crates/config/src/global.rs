@@ -95,6 +95,8 @@ pub struct GlobalConf {
     pub bufsize: Option<u32>,
     /// `tune.maxrewrite`: part of a buffer kept free for header rewrites.
     pub maxrewrite: Option<u32>,
+    /// `tune.http.maxhdr`: the most lines (start line included) a received head may have.
+    pub http_maxhdr: Option<u16>,
     /// `tune.maxaccept`: connections a listener accepts in a row before other work runs;
     /// -1 for no limit.
     pub maxaccept: Option<i64>,
@@ -129,6 +131,8 @@ pub struct GlobalConf {
 pub const DEFAULT_BUFSIZE: u32 = 16384;
 /// HAProxy's default `tune.maxrewrite`.
 pub const DEFAULT_MAXREWRITE: u32 = 1024;
+/// HAProxy's default `tune.http.maxhdr`.
+pub const DEFAULT_HTTP_MAXHDR: u16 = 101;
 /// HAProxy's default `tune.maxaccept`.
 pub const DEFAULT_MAXACCEPT: u32 = 4;
 /// HAProxy's default `tune.maxpollevents` on Linux, the value its manual weighs latency
@@ -149,6 +153,12 @@ impl GlobalConf {
     /// The buffer size in force.
     pub fn bufsize(&self) -> u32 {
         self.bufsize.unwrap_or(DEFAULT_BUFSIZE)
+    }
+
+    /// The most lines a received HTTP head may have, start line included
+    /// (`tune.http.maxhdr`).
+    pub fn http_maxhdr(&self) -> u16 {
+        self.http_maxhdr.unwrap_or(DEFAULT_HTTP_MAXHDR)
     }
 
     /// The events an event loop takes from one poll (`tune.maxpollevents`).
@@ -312,6 +322,12 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             }
             d.no_more_than(2, diags);
         }
+        "tune.http.maxhdr" => {
+            if let Some(n) = d.integer(1, "a number of header lines", 1, 32767, diags) {
+                conf.http_maxhdr = Some(n as u16);
+            }
+            d.no_more_than(2, diags);
+        }
         "tune.maxaccept" => {
             if let Some(word) = d.word(1, "a number of connections", diags) {
                 match word.parse::<i64>() {
@@ -467,5 +483,8 @@ mod tests {
             (conf.bufsize(), conf.maxrewrite(), conf.maxpollevents()),
             (1024, 512, 7)
         );
+        assert_eq!(conf.http_maxhdr(), 101);
+        conf.http_maxhdr = Some(8);
+        assert_eq!(conf.http_maxhdr(), 8);
     }
 }

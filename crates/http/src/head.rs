@@ -124,6 +124,20 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The limits a head the proxy rewrote is parsed again with: the whole buffer of
+    /// `bufsize` bytes (the room `tune.maxrewrite` keeps free is for rewrites) and any number
+    /// of fields (`tune.http.maxhdr` bounds what a peer sends, not what rules add, as in
+    /// HAProxy).
+    pub fn for_rewrites(&self, bufsize: usize) -> Limits {
+        Limits {
+            max_head: bufsize,
+            max_headers: usize::MAX,
+            accept_unsafe: self.accept_unsafe,
+        }
+    }
+}
+
 /// The bytes of `range` in `buf`; empty if the range does not fit (a head used with another
 /// buffer than its own must not panic).
 fn bytes_at<'a>(buf: &'a [u8], range: &Range<u32>) -> &'a [u8] {

@@ -369,6 +369,7 @@ fn established<'a>(
         let buffers = http::settings::BufferSizes {
             bufsize: global.bufsize(),
             maxrewrite: global.maxrewrite(),
+            maxhdr: global.http_maxhdr(),
         };
         // The TCP session's state is boxed, and the HTTP session boxes what it needs while a
         // request is in flight (`http::session::run`): an idle HTTP connection holds neither.

@@ -479,10 +479,7 @@ async fn exchange<'a>(
     let _carrying = crate::batch::Carrying::start();
     // Persistence (use-server, the cookie) reads the request as the client sent it, then may
     // rewrite its cookies: it runs before anything else reads the head.
-    let limits = Limits {
-        max_head: s.bufsize,
-        ..s.request_limits
-    };
+    let limits = s.request_limits.for_rewrites(s.bufsize);
     let Ok(persistence) = persist::choose(ctx, input, &mut head, &limits) else {
         let ending = (500, Cause::Proxy, Phase::Request);
         return Ending::answered(client, s.request_error(500), s.client, ending).await;
@@ -1351,10 +1348,7 @@ where
                 crate::stick_rules::store_response(&view, ctx.backend, chosen);
             }
             if matches!(verdict, ResponseVerdict::Relay) {
-                let limits = Limits {
-                    max_head: s.bufsize,
-                    ..s.response_limits
-                };
+                let limits = s.response_limits.for_rewrites(s.bufsize);
                 persist::on_response(
                     ctx.backend,
                     chosen,

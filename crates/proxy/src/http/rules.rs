@@ -176,11 +176,7 @@ fn request_verdict<'a>(
             }
         });
     }
-    // A rewritten head may use the room `tune.maxrewrite` keeps free: the whole buffer.
-    let limits = Limits {
-        max_head: bufsize,
-        ..*limits
-    };
+    let limits = limits.for_rewrites(bufsize);
     match http_request_rules(scope, None, rules, &front_pages, input, head, &limits) {
         Flow::Continue => {}
         Flow::Reject => return RequestVerdict::Reject,
@@ -827,10 +823,7 @@ pub fn process_response<'a>(
     let frontend = scope.frontend;
     capture_headers(scope, true, input.filled(), head.headers());
     let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
-    let limits = Limits {
-        max_head: bufsize,
-        ..*limits
-    };
+    let limits = limits.for_rewrites(bufsize);
     let own = backend.plan.id.uid != frontend.plan.id.uid;
     let sets = std::iter::once(&backend.plan.rules.http_response)
         .chain(own.then_some(&frontend.plan.rules.http_response));

@@ -12,13 +12,16 @@ use sluice_http::head::Limits;
 use sluice_runtime::proxy::{Backend, Frontend};
 use std::time::Duration;
 
-/// Buffer sizes from the global section (`tune.bufsize`, `tune.maxrewrite`).
+/// Buffer sizes and head limits from the global section (`tune.bufsize`, `tune.maxrewrite`,
+/// `tune.http.maxhdr`).
 #[derive(Clone, Copy, Debug)]
 pub struct BufferSizes {
     /// Size of each I/O buffer.
     pub bufsize: u32,
     /// Part of a buffer kept free for header rewrites.
     pub maxrewrite: u32,
+    /// The most lines of a received head, start line included.
+    pub maxhdr: u16,
 }
 
 /// What one HTTP session needs to know about its proxies.
@@ -93,13 +96,13 @@ impl<'a> HttpSettings<'a> {
             reuse: b.reuse.unwrap_or_default(),
             request_limits: Limits {
                 max_head,
+                max_headers: usize::from(buffers.maxhdr),
                 accept_unsafe: f.accept_unsafe_request,
-                ..Limits::default()
             },
             response_limits: Limits {
                 max_head,
+                max_headers: usize::from(buffers.maxhdr),
                 accept_unsafe: b.accept_unsafe_response,
-                ..Limits::default()
             },
             bufsize: bufsize as usize,
             client: frontend.plan.timeouts.client,
