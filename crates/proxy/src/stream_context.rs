@@ -116,7 +116,7 @@ fn run_op(d: &mut Data<'_>, refs: u32, op: StickOp) -> Option<Sample<'static>> {
             old.map(int)
         }
         StickOp::Trackers => Some(int(u64::from(refs))),
-        StickOp::Tracked => Some(Sample::Bool(true)),
+        StickOp::Tracked | StickOp::Present => Some(Sample::Bool(true)),
         StickOp::UpdateConnCnt => {
             d.add(DataType::ConnCnt, 1);
             d.get(DataType::ConnCnt).map(int)
@@ -135,7 +135,7 @@ fn absent(table: &Table, op: StickOp) -> Option<Sample<'static>> {
         }
         StickOp::UpdateConnCnt => table.conf().layout.has(DataType::ConnCnt),
         StickOp::Trackers => true,
-        StickOp::Tracked => return Some(Sample::Bool(false)),
+        StickOp::Tracked | StickOp::Present => return Some(Sample::Bool(false)),
     };
     stored.then_some(Sample::Int(0))
 }
@@ -288,8 +288,8 @@ impl Context for StreamView<'_> {
         }
     }
 
-    fn table_lookup(&self, table: &str, key: &Sample<'_>, op: StickOp) -> Option<i64> {
-        let table = self.process.tables.get(table)?;
+    fn table_lookup(&self, table: Option<&str>, key: &Sample<'_>, op: StickOp) -> Option<i64> {
+        let table = self.table(table)?;
         let key = track::sample_key(table.conf().key, key)?;
         let now = self.process.tables.now_ms();
         let found = table
@@ -297,6 +297,7 @@ impl Context for StreamView<'_> {
             .unwrap_or_else(|| absent(table, op))?;
         match found {
             Sample::Int(n) => Some(n),
+            Sample::Bool(b) => Some(i64::from(b)),
             _ => None,
         }
     }

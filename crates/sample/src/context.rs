@@ -66,6 +66,8 @@ pub enum StickOp {
     Trackers,
     /// Whether the stream tracks counter N (boolean; `sc_tracked`).
     Tracked,
+    /// Whether the key has an entry (boolean; `in_table`).
+    Present,
     /// Increments `conn_cnt` of the client's entry, created if needed, and returns it
     /// (`src_updt_conn_cnt`).
     UpdateConnCnt,
@@ -147,9 +149,10 @@ pub trait Context {
         None
     }
 
-    /// A `table_*` converter: `op` over the entry of `key` in `table`; 0 for a missing
-    /// entry, `None` when the table does not exist or store the data (the default).
-    fn table_lookup(&self, _table: &str, _key: &Sample<'_>, _op: StickOp) -> Option<i64> {
+    /// A `table_*` or `in_table` converter: `op` over the entry of `key` in `table` (the
+    /// current proxy's when `None`); 0 for a missing entry (a boolean as 0 or 1), `None` when
+    /// the table does not exist or store the data (the default).
+    fn table_lookup(&self, _table: Option<&str>, _key: &Sample<'_>, _op: StickOp) -> Option<i64> {
         None
     }
 

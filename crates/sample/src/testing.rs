@@ -151,10 +151,15 @@ impl Context for TestCtx {
             .push(format!("{source:?} {table:?} {op:?}"));
         Some(Sample::Int(7))
     }
-    fn table_lookup(&self, table: &str, key: &Sample<'_>, op: crate::StickOp) -> Option<i64> {
+    fn table_lookup(
+        &self,
+        table: Option<&str>,
+        key: &Sample<'_>,
+        op: crate::StickOp,
+    ) -> Option<i64> {
         self.stick_asked
             .borrow_mut()
-            .push(format!("{table} {key:?} {op:?}"));
+            .push(format!("{} {key:?} {op:?}", table.unwrap_or("-")));
         Some(7)
     }
     fn backend_stat(&self, backend: Option<&str>, stat: BackendStat) -> Option<i64> {

@@ -57,7 +57,8 @@ impl Convert for Arith {
                     Op::Xor => x ^ y,
                 })
             }
-            Arith::Neg => Sample::Int(x.wrapping_neg()),
+            // The opposite of the smallest integer does not fit: it saturates, as in HAProxy.
+            Arith::Neg => Sample::Int(x.checked_neg().unwrap_or(i64::MAX)),
             Arith::Cpl => Sample::Int(!x),
             Arith::Bool => Sample::Bool(x != 0),
             Arith::Not => Sample::Bool(x == 0),

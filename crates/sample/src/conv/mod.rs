@@ -103,6 +103,7 @@ pub(crate) fn lookup(name: &str) -> Option<ConvDef> {
 /// Converters with a module of their own.
 static OTHERS: Table = &[
     ("json_query", def(1, 2, Some(SampleType::Str), json::build)),
+    ("in_table", def(0, 1, None, table::build_in_table)),
     // At most four conditions, as HAProxy allows.
     ("set-var", def(1, 5, None, var::build)),
 ];

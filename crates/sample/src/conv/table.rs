@@ -1,6 +1,7 @@
 //! The `table_*` converters (configuration.txt §7.3.1): `table_conn_cnt(<table>)`,
 //! `table_http_req_rate(<table>)`... look the input sample up as a key of the named stick
-//! table and return a value of its entry (0 when there is no entry).
+//! table and return a value of its entry (0 when there is no entry); `in_table([<table>])`
+//! says whether the key has an entry (in the current proxy's table by default).
 //!
 //! The input is taken as it comes: how it becomes a key depends on the table's type, which
 //! only the proxy's live table knows, so the lookup goes through [`Context::table_lookup`].
@@ -19,9 +20,35 @@ pub(super) struct TableLookup {
 
 impl Convert for TableLookup {
     fn convert<'a>(&'a self, input: Sample<'a>, ctx: &'a dyn Context) -> Option<Sample<'a>> {
-        ctx.table_lookup(&self.table, &input, self.op)
+        ctx.table_lookup(Some(&self.table), &input, self.op)
             .map(Sample::Int)
     }
+}
+
+/// A compiled `in_table`.
+#[derive(Debug)]
+pub(super) struct InTable {
+    table: Option<String>,
+}
+
+impl Convert for InTable {
+    fn convert<'a>(&'a self, input: Sample<'a>, ctx: &'a dyn Context) -> Option<Sample<'a>> {
+        ctx.table_lookup(self.table.as_deref(), &input, StickOp::Present)
+            .map(|found| Sample::Bool(found != 0))
+    }
+}
+
+pub(super) fn build_in_table(b: &ConvBuild<'_>) -> Result<Built, String> {
+    let table = b.args.first().filter(|t| !t.is_empty());
+    if let Some(table) = table {
+        b.maps.check_table(table)?;
+    }
+    Built::new(
+        InTable {
+            table: table.cloned(),
+        },
+        SampleType::Bool,
+    )
 }
 
 /// The operation of converter `name` (`table_<data>`).

@@ -401,6 +401,11 @@ fn arithmetic() {
     assert_eq!(e("int(12),or(3)"), Some(Sample::Int(15)));
     assert_eq!(e("int(12),xor(10)"), Some(Sample::Int(6)));
     assert_eq!(e("int(5),neg"), Some(Sample::Int(-5)));
+    // The opposite of the smallest integer saturates, as the other operators do.
+    assert_eq!(
+        e("int(-9223372036854775808),neg"),
+        Some(Sample::Int(i64::MAX))
+    );
     assert_eq!(e("int(0),cpl"), Some(Sample::Int(-1)));
     assert_eq!(e("int(2),bool"), Some(Sample::Bool(true)));
     assert_eq!(e("int(0),not"), Some(Sample::Bool(true)));

@@ -243,6 +243,11 @@ mod tests {
             asked("src,table_http_req_cnt(t)").1,
             ["t Ip(192.168.1.10) Get(HttpReqCnt)"]
         );
+        // `in_table`: the named table or the current proxy's, answered as a boolean.
+        let (found, question) = asked("src,in_table(t)");
+        assert_eq!(found, Some(Sample::Bool(true)));
+        assert_eq!(question, ["t Ip(192.168.1.10) Present"]);
+        assert_eq!(asked("src,in_table").1, ["- Ip(192.168.1.10) Present"]);
     }
 
     #[test]
@@ -259,6 +264,7 @@ mod tests {
         let err = Expr::parse("src_conn_cnt(nope)", &maps).unwrap_err();
         assert!(err.contains("unable to find table 'nope'"), "{err}");
         assert!(Expr::parse("src,table_conn_cnt(nope)", &maps).is_err());
+        assert!(Expr::parse("src,in_table(nope)", &maps).is_err());
         // `src_port` is still the client's port, not a stick counter.
         assert_eq!(
             Expr::parse("src_port", &maps).unwrap().out_type(),
