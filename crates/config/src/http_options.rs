@@ -65,6 +65,9 @@ pub struct HttpConf {
     pub accept_unsafe_request: bool,
     /// `option accept-unsafe-violations-in-http-response` (or `accept-invalid-http-response`).
     pub accept_unsafe_response: bool,
+    /// `option http-buffer-request`: the request rules wait for the whole body (or a full
+    /// buffer).
+    pub buffer_request: bool,
 }
 
 /// Names of `option` keywords handled here.
@@ -80,6 +83,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "accept-invalid-http-request"
             | "accept-unsafe-violations-in-http-response"
             | "accept-invalid-http-response"
+            | "http-buffer-request"
     )
 }
 
@@ -123,6 +127,10 @@ pub(crate) fn apply_http_option(
         }
         "accept-unsafe-violations-in-http-request" | "accept-invalid-http-request" => {
             conf.accept_unsafe_request = enable;
+            d.no_more_than(first_arg, diags);
+        }
+        "http-buffer-request" => {
+            conf.buffer_request = enable;
             d.no_more_than(first_arg, diags);
         }
         _ => {

@@ -16,6 +16,7 @@ use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_sample::{BackendStat, Context, LogFacts, Sample, ServerStat, StickOp, StickSource};
 use sluice_stick::{Data, DataType, Table};
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -211,6 +212,12 @@ impl Context for StreamView<'_> {
 
     fn request_payload(&self) -> Option<&[u8]> {
         self.payload
+    }
+
+    fn request_body(&self) -> Option<Cow<'_, [u8]>> {
+        let (buf, head) = self.request?;
+        let framing = sluice_http::framing::request_framing(buf, head).ok()?;
+        Some(crate::http::body::buffered(buf, head.head_len, framing).0)
     }
 
     fn unique_id(&self) -> Option<Sample<'_>> {

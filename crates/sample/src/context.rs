@@ -9,6 +9,7 @@
 //! parsed request. A method answering `None` makes the fetch that needs it produce no
 //! sample (the ACL using it does not match). Read [`Context`] first.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
@@ -182,7 +183,7 @@ pub trait Context {
 
     /// The part of the HTTP request body received so far, decoded from its framing
     /// (`req.body`, `req.body_param`...). `None` when there is no body buffer.
-    fn request_body(&self) -> Option<&[u8]> {
+    fn request_body(&self) -> Option<Cow<'_, [u8]>> {
         None
     }
 

@@ -190,8 +190,8 @@ impl Context for TestCtx {
     fn request_payload(&self) -> Option<&[u8]> {
         self.payload.as_deref()
     }
-    fn request_body(&self) -> Option<&[u8]> {
-        self.body.as_deref()
+    fn request_body(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        self.body.as_deref().map(std::borrow::Cow::Borrowed)
     }
     fn utc_offset(&self, _at: SystemTime) -> i32 {
         self.utc_offset

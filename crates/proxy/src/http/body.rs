@@ -13,10 +13,45 @@ use sluice_http::error::{HttpError, HttpErrorKind, Side};
 use sluice_http::framing::BodyFraming;
 use sluice_http::head::Limits;
 use sluice_net::splice::{Pipe, SpliceEnd};
+use std::borrow::Cow;
 use std::future::poll_fn;
 use std::io;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+/// The part of a request body already in `buf` after its head (`head_len` bytes), decoded
+/// from `framing`, and whether it is the whole body. What the body fetches (`req.body`...)
+/// read, and what `option http-buffer-request` waits to complete. A chunked body is copied
+/// out of its framing, up to the first malformed byte if any.
+pub fn buffered(buf: &[u8], head_len: usize, framing: BodyFraming) -> (Cow<'_, [u8]>, bool) {
+    let rest = buf.get(head_len..).unwrap_or(&[]);
+    match framing {
+        BodyFraming::None | BodyFraming::UntilClose => (Cow::Borrowed(&[]), true),
+        BodyFraming::ContentLength(len) => {
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            (
+                Cow::Borrowed(&rest[..rest.len().min(len)]),
+                rest.len() >= len,
+            )
+        }
+        BodyFraming::Chunked => {
+            let mut decoder = ChunkedDecoder::new();
+            let (mut data, mut input) = (Vec::new(), rest);
+            loop {
+                match decoder.decode(input) {
+                    Ok(step) => {
+                        data.extend_from_slice(&input[step.data.clone()]);
+                        if step.done || step.consumed == 0 {
+                            return (Cow::Owned(data), step.done);
+                        }
+                        input = &input[step.consumed..];
+                    }
+                    Err(_) => return (Cow::Owned(data), false),
+                }
+            }
+        }
+    }
+}
 
 /// How the body is framed on the way out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,6 +355,38 @@ mod tests {
     use sluice_net::stream::Stream;
     use tokio::io::AsyncReadExt;
     use tokio::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn the_buffered_body_is_decoded_and_says_whether_it_is_whole() {
+        let head = b"POST / HTTP/1.1\r\n\r\n";
+        let with = |body: &[u8]| [&head[..], body].concat();
+        let at = head.len();
+        let cl = |n| BodyFraming::ContentLength(n);
+        assert_eq!(
+            buffered(&with(b"abc"), at, cl(5)),
+            (Cow::Borrowed(&b"abc"[..]), false)
+        );
+        // Bytes past the length belong to the next request.
+        assert_eq!(
+            buffered(&with(b"abcdefGET"), at, cl(5)),
+            (Cow::Borrowed(&b"abcde"[..]), true)
+        );
+        assert_eq!(
+            buffered(&with(b""), at, BodyFraming::None),
+            (Cow::Borrowed(&b""[..]), true)
+        );
+        let chunked = |body: &[u8]| {
+            let buf = with(body);
+            let (data, whole) = buffered(&buf, at, BodyFraming::Chunked);
+            (data.into_owned(), whole)
+        };
+        assert_eq!(
+            chunked(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"),
+            (b"abcde".to_vec(), true)
+        );
+        assert_eq!(chunked(b"3\r\nabc\r\n2\r\nd"), (b"abcd".to_vec(), false));
+        assert_eq!(chunked(b"3\r\nabc\r\nzz\r\n"), (b"abc".to_vec(), false));
+    }
 
     async fn pair() -> (Stream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

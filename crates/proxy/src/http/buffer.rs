@@ -258,6 +258,22 @@ impl InBuf {
         reader: &mut R,
         limit: Option<Duration>,
     ) -> Result<usize, ReadError> {
+        self.read_more_up_to(reader, limit, self.capacity).await
+    }
+
+    /// [`read_more`](Self::read_more), holding no more than `most` bytes afterwards
+    /// ([`ReadError::Full`] once it does): a body read ahead of the rules leaves the rewrite
+    /// reserve free.
+    pub async fn read_more_up_to<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        reader: &mut R,
+        limit: Option<Duration>,
+        most: usize,
+    ) -> Result<usize, ReadError> {
+        let most = most.min(self.capacity);
+        if self.len() >= most {
+            return Err(ReadError::Full);
+        }
         if self.data.len() >= self.capacity {
             if self.start == 0 {
                 return Err(ReadError::Full);
@@ -272,8 +288,9 @@ impl InBuf {
         if self.data.capacity() < self.capacity {
             self.data.reserve_exact(self.capacity - self.data.len());
         }
-        // Reading is limited to the room left, so the buffer never grows past `capacity`.
-        let room = self.capacity - self.data.len();
+        // Reading is limited to the room left, so the buffer never grows past `capacity`,
+        // nor the unconsumed bytes past `most`.
+        let room = (self.capacity - self.data.len()).min(most - self.len());
         let mut spare = (&mut self.data).limit(room);
         let read = reader.read_buf(&mut spare);
         let n = match limit {

@@ -20,9 +20,10 @@ use crate::park::{self, Parking};
 use crate::report::report;
 use crate::stream_context::StreamView;
 use sluice_config::http_options::HttpConnMode;
+use sluice_config::rules::NameMatch;
 use sluice_http::encode::connection_tokens;
 use sluice_http::framing::{BodyFraming, request_framing};
-use sluice_http::head::{Parse, RequestHead, parse_request};
+use sluice_http::head::{Parse, RequestHead, Version, header_values, parse_request};
 use sluice_net::splice::SpliceEnd;
 use sluice_net::stream::Stream;
 use sluice_runtime::clock;
@@ -312,6 +313,38 @@ impl<'s> Session<'_, 's> {
         frontend.stats.request_rate.incr();
         scope.vars.end_transaction();
         scope.vars.trackers.http_request();
+        // `option http-buffer-request`: the rules see the whole body, or as much of it as the
+        // buffer takes before the rewrite reserve; `timeout http-request` covers it too.
+        // (Boxed: a future in every request's state for a rarely set option.)
+        if settings.buffer_request
+            && !Box::pin(wait_for_body(
+                client,
+                input,
+                &mut head,
+                framing,
+                settings,
+                request_start,
+            ))
+            .await
+        {
+            let page = rules::finish_page(scope, None, settings.request_error(408));
+            let sent = answer(client, &page, settings.client).await;
+            frontend.request_errors.incr();
+            let answered = Answered {
+                status: 408,
+                bytes: page.len(),
+                received: input.len(),
+                cause: Cause::ClientTimeout,
+                phase: Phase::Request,
+                request: Some((request_line_of(input.filled()), clock::since(request_start))),
+                head: Some((input.filled(), &head)),
+            };
+            log_answer(scope, started, answered);
+            if sent {
+                close_gracefully(client, settings.client).await;
+            }
+            return Next::Close;
+        }
         // `unique-id-format`: the id is made once per request, before any rule reads it.
         if let Some(fmt) = &frontend.plan.log.unique_id_format {
             let view = StreamView {
@@ -468,6 +501,61 @@ impl<'s> Session<'_, 's> {
             close_gracefully(client, self.settings.client).await;
         }
     }
+}
+
+/// Reads the request body into `input` until it is whole or `input` holds the most a head may
+/// (`tune.bufsize` less `tune.maxrewrite`, the room rewrites need), or the client stops
+/// sending (the exchange then finds out); false if `timeout http-request`, counted from
+/// `request_start`, passed first. A client that expects `100-continue` is told to go on here,
+/// and its `Expect` field is dropped, as HAProxy does, since it was answered.
+async fn wait_for_body(
+    client: &mut Stream,
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    framing: BodyFraming,
+    settings: &HttpSettings<'_>,
+    request_start: std::time::Instant,
+) -> bool {
+    let most = settings.request_limits.max_head;
+    let complete = |input: &InBuf, head: &RequestHead| {
+        super::body::buffered(input.filled(), head.head_len, framing).1 || input.len() >= most
+    };
+    if complete(input, head) {
+        return true;
+    }
+    let expects_continue = head.version == Version::Http11
+        && header_values(input.filled(), &head.headers, "expect")
+            .any(|v| v.eq_ignore_ascii_case(b"100-continue"));
+    if expects_continue {
+        let expect = NameMatch::Str("expect".to_owned());
+        let dropped = super::rewrite::edit_request(
+            input,
+            head,
+            &super::rewrite::FieldEdit::Delete(&expect),
+            &settings.request_limits.for_rewrites(settings.bufsize),
+        );
+        if dropped.is_err()
+            || client
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .is_err()
+        {
+            return true;
+        }
+    }
+    let deadline = settings.http_request.map(|t| request_start + t);
+    while !complete(input, head) {
+        let remaining = deadline.map(|d| d.saturating_duration_since(clock::now_std()));
+        match input
+            .read_more_up_to(client, sooner(remaining, settings.client), most)
+            .await
+        {
+            Ok(_) => {}
+            Err(ReadError::Timeout) => return false,
+            Err(_) => return true,
+        }
+    }
+    true
 }
 
 /// An answer of the proxy's own may keep the connection when the request has no body to

@@ -43,6 +43,8 @@ pub struct HttpSettings<'a> {
     pub response_limits: Limits,
     /// Size of each I/O buffer (`tune.bufsize`).
     pub bufsize: usize,
+    /// `option http-buffer-request` on the frontend: the rules wait for the body.
+    pub buffer_request: bool,
     /// `timeout client`.
     pub client: Option<Duration>,
     /// `timeout server`.
@@ -105,6 +107,7 @@ impl<'a> HttpSettings<'a> {
                 accept_unsafe: b.accept_unsafe_response,
             },
             bufsize: bufsize as usize,
+            buffer_request: f.buffer_request,
             client: frontend.plan.timeouts.client,
             server: back_timeouts.server,
             http_request: frontend

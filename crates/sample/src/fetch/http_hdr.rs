@@ -109,8 +109,9 @@ impl Hdr {
                         if i > 0 {
                             joined.push(*delim);
                         }
-                        joined.extend_from_slice(header_name(buf, h));
+                        joined.extend(header_name(buf, h).iter().map(u8::to_ascii_lowercase));
                     }
+                    // HAProxy keeps field names in lower case, and lists them so.
                     Sample::owned_str(joined)
                 });
                 emit(names, out)

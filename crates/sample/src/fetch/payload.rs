@@ -102,30 +102,41 @@ impl Payload {
             }
             Payload::EcExtension => hello().map(|h| Sample::Bool(h.has_supported_groups())),
             Payload::TicketExtension => hello().map(|h| Sample::Int(h.session_ticket())),
-            Payload::Body => ctx.request_body().map(|b| Sample::Bin(Cow::Borrowed(b))),
+            Payload::Body => ctx.request_body().map(Sample::Bin),
             Payload::BodyLen => ctx.request_body().map(|b| int(b.len())),
             Payload::BodySize => content_length(ctx)
                 .map(Sample::Int)
                 .or_else(|| ctx.request_body().map(|b| int(b.len()))),
             Payload::BodyParam { name, icase } => {
-                let Some(body) = ctx.request_body() else {
-                    return false;
+                let name = name.as_deref();
+                // A body decoded from chunks is owned: its values are copied out.
+                return match ctx.request_body() {
+                    None => false,
+                    Some(Cow::Borrowed(body)) => params_named(body, name, *icase)
+                        .any(|value| out(Sample::str(value)) || !all),
+                    Some(Cow::Owned(body)) => params_named(&body, name, *icase)
+                        .any(|value| out(Sample::owned_str(value.to_vec())) || !all),
                 };
-                for (key, value) in form_params(body) {
-                    let wanted = match name {
-                        None => true,
-                        Some(n) if *icase => key.eq_ignore_ascii_case(n.as_bytes()),
-                        Some(n) => key == n.as_bytes(),
-                    };
-                    if wanted && (out(Sample::str(value)) || !all) {
-                        return true;
-                    }
-                }
-                return false;
             }
         };
         emit(value, out)
     }
+}
+
+/// The values of the form parameters of `body` called `name` (every one without a name),
+/// in order.
+fn params_named<'b>(
+    body: &'b [u8],
+    name: Option<&'b str>,
+    icase: bool,
+) -> impl Iterator<Item = &'b [u8]> {
+    form_params(body)
+        .filter(move |(key, _)| match name {
+            None => true,
+            Some(n) if icase => key.eq_ignore_ascii_case(n.as_bytes()),
+            Some(n) => *key == n.as_bytes(),
+        })
+        .map(|(_, value)| value)
 }
 
 /// `req.payload_lv`: a big-endian length of `len_size` bytes at `len_offset`, then that
