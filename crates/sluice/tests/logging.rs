@@ -10,7 +10,9 @@
 mod common;
 
 use common::http::{HTTP_DEFAULTS, ok_backend};
-use common::{Backend, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice};
+use common::{
+    Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice,
+};
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 
@@ -509,5 +511,51 @@ frontend f
         let line = next_line(&syslog);
         assert!(line.contains(logged), "{path}: {line}");
         assert!(line.contains(&format!("\"GET {path} HTTP/1.1\"")), "{line}");
+    }
+}
+
+/// The proxy's own answer to a server-side failure is counted in the log line's bytes, as
+/// HAProxy counts it: a 503 when the server refuses the connection (`SC--`), a 502 when its
+/// response is invalid (`PH--`).
+#[test]
+fn server_failures_are_logged_with_the_bytes_of_their_answer() {
+    let bad = Backend::start(|mut s| {
+        let mut buf = [0u8; 1024];
+        let _ = std::io::Read::read(&mut s, &mut buf);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab");
+    });
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+    retries 0
+frontend f
+    {{bind}}
+    log {log_addr} local0
+    option httplog
+    use_backend bad if {{ path /bad }}
+    default_backend dead
+backend dead
+    server d {}
+backend bad
+    server b {}
+",
+        common::refused_addr(),
+        bad.addr()
+    );
+    let (_p, addr) = start(&config);
+    for (path, status, state) in [("/dead", 503, "SC--"), ("/bad", 502, "PH--")] {
+        let mut s = connect(addr);
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let Closed::Eof(answer) = read_to_close(&mut s, GENEROUS) else {
+            panic!("{path}: the connection stayed open");
+        };
+        assert!(answer.starts_with(format!("HTTP/1.1 {status} ").as_bytes()));
+        let line = next_line(&syslog);
+        let logged = format!(" {status} {} - - {state} ", answer.len());
+        assert!(line.contains(&logged), "{path}: {logged:?} in {line}");
     }
 }

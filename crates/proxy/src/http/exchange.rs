@@ -140,6 +140,9 @@ struct Ending {
     next: Next,
     status: Option<u16>,
     termination: Termination,
+    /// Bytes of the proxy's own answer sent to the client (its log counts them, as
+    /// HAProxy's does for a 502, 503 or 504 page).
+    answer_bytes: u64,
 }
 
 impl Ending {
@@ -148,6 +151,7 @@ impl Ending {
             next: Next::Close,
             status,
             termination: Termination { cause, phase },
+            answer_bytes: 0,
         }
     }
 
@@ -159,13 +163,14 @@ impl Ending {
         limit: Option<Duration>,
         (status, cause, phase): (u16, Cause, Phase),
     ) -> Self {
-        let next = if answer(client, page, limit).await {
-            Next::CloseAfterAnswer
-        } else {
-            Next::Close
-        };
+        let sent = answer(client, page, limit).await;
         Ending {
-            next,
+            next: if sent {
+                Next::CloseAfterAnswer
+            } else {
+                Next::Close
+            },
+            answer_bytes: if sent { page.len() as u64 } else { 0 },
             ..Ending::close(Some(status), cause, phase)
         }
     }
@@ -356,6 +361,7 @@ pub async fn run<'a>(
         on_head,
     )
     .await;
+    facts.bytes_down += ending.answer_bytes;
     if let Some(status) = ending.status {
         if (400..500).contains(&status) {
             ctx.scope.vars.trackers.http_error();
@@ -773,8 +779,7 @@ async fn exchange<'a>(
                 });
                 return Ending {
                     next: Next::Tunnel,
-                    status,
-                    termination: Termination::NORMAL,
+                    ..Ending::close(status, Cause::Normal, Phase::Done)
                 };
             }
             Ok(done) => {
@@ -806,8 +811,7 @@ async fn exchange<'a>(
                 };
                 return Ending {
                     next,
-                    status,
-                    termination: Termination::NORMAL,
+                    ..Ending::close(status, Cause::Normal, Phase::Done)
                 };
             }
             Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
