@@ -174,6 +174,59 @@ impl GlobalConf {
     }
 }
 
+/// What the TLS defaults of the `global` section are told.
+const NO_TLS: &str =
+    "has no effect: Sluice does not terminate TLS ('ssl' on bind and server lines is refused)";
+
+/// Checks the words of `ssl-default-bind-options` / `ssl-default-server-options`: the
+/// options configuration.txt lists for them, `ssl-min-ver` and `ssl-max-ver` with a version.
+fn tls_options(d: &Directive<'_>, diags: &mut Diagnostics) -> bool {
+    const VERSIONS: [&str; 5] = ["SSLv3", "TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3"];
+    const FLAGS: [&str; 13] = [
+        "no-sslv3",
+        "no-tlsv10",
+        "no-tlsv11",
+        "no-tlsv12",
+        "no-tlsv13",
+        "force-sslv3",
+        "force-tlsv10",
+        "force-tlsv11",
+        "force-tlsv12",
+        "force-tlsv13",
+        "no-tls-tickets",
+        "prefer-client-ciphers",
+        "allow-0rtt",
+    ];
+    let words = &d.words[1..];
+    if words.is_empty() {
+        diags.push(d.alert("expects at least one option"));
+        return false;
+    }
+    let mut i = 0;
+    while let Some(word) = words.get(i) {
+        match word.as_str() {
+            "ssl-min-ver" | "ssl-max-ver" => {
+                let version = words.get(i + 1).map(String::as_str);
+                if !version.is_some_and(|v| VERSIONS.contains(&v)) {
+                    diags.push(d.alert(format!(
+                        "'{word}' expects one of {}, not '{}'",
+                        VERSIONS.join(", "),
+                        version.unwrap_or("")
+                    )));
+                    return false;
+                }
+                i += 2;
+            }
+            flag if FLAGS.contains(&flag) => i += 1,
+            other => {
+                diags.push(d.alert(format!("unknown option '{other}'")));
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// Applies one line of a `global` section to `conf`.
 pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnostics) {
     let Some(first) = line.words.first() else {
@@ -218,6 +271,25 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "pidfile" => {
             conf.pidfile = d.word(1, "a file name", diags).map(str::to_owned);
             d.no_more_than(2, diags);
+        }
+        // TLS defaults, as Debian's stock haproxy.cfg sets them. They configure only `ssl`
+        // binds and servers, which Sluice refuses, so they cannot change anything here: they
+        // are checked and said to have no effect, rather than refused, so that a
+        // configuration without TLS passes as it does with HAProxy.
+        "ca-base"
+        | "crt-base"
+        | "ssl-default-bind-ciphers"
+        | "ssl-default-bind-ciphersuites"
+        | "ssl-default-server-ciphers"
+        | "ssl-default-server-ciphersuites" => {
+            if d.word(1, "an argument", diags).is_some() && d.no_more_than(2, diags) {
+                diags.push(d.warning(NO_TLS));
+            }
+        }
+        "ssl-default-bind-options" | "ssl-default-server-options" => {
+            if tls_options(&d, diags) {
+                diags.push(d.warning(NO_TLS));
+            }
         }
         "chroot" => {
             conf.chroot = d.word(1, "a directory", diags).map(str::to_owned);
