@@ -23,11 +23,12 @@ use sluice_config::http_options::HttpConnMode;
 use sluice_config::rules::NameMatch;
 use sluice_http::encode::connection_tokens;
 use sluice_http::framing::{BodyFraming, request_framing};
-use sluice_http::head::{Parse, RequestHead, Version, header_values, parse_request};
+use sluice_http::head::{MessageHead, Parse, RequestHead, Version, header_values, parse_request};
 use sluice_net::splice::SpliceEnd;
 use sluice_net::stream::Stream;
 use sluice_runtime::clock;
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -378,6 +379,10 @@ impl<'s> Session<'_, 's> {
                 }
                 let keep_alive =
                     !reply.close && can_answer_and_keep_alive(input, &head, framing, settings);
+                let mut reply = reply;
+                if !keep_alive {
+                    reply.bytes = with_connection_close(reply.bytes);
+                }
                 // configuration.txt §8.5: a denied request is "PR", one the proxy answered
                 // itself (return, redirect, monitor) "LR".
                 let cause = if reply.close {
@@ -556,6 +561,25 @@ async fn wait_for_body(
         }
     }
     true
+}
+
+/// `answer` with a `connection: close` field after its status line, unless it has a Connection
+/// field already: an answer after which the connection closes says so (RFC 9112 §9.6), as
+/// HAProxy's redirections and returns do.
+fn with_connection_close(answer: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    let limits = sluice_http::head::Limits::default();
+    let Ok(Parse::Complete(head)) = sluice_http::head::parse_response(&answer, &limits) else {
+        return answer;
+    };
+    if head.has_header(&answer, "connection") {
+        return answer;
+    }
+    let line_end = answer.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut closing = Vec::with_capacity(answer.len() + 19);
+    closing.extend_from_slice(&answer[..line_end]);
+    closing.extend_from_slice(b"connection: close\r\n");
+    closing.extend_from_slice(&answer[line_end..]);
+    Cow::Owned(closing)
 }
 
 /// An answer of the proxy's own may keep the connection when the request has no body to
