@@ -169,6 +169,26 @@ fn conn_cur_follows_live_connections_and_limits_them() {
     assert!(answer.contains("use=0 "), "{answer}");
 }
 
+/// A request the proxy answers itself and closes after, read whole with nothing after it,
+/// leaves nothing to drain: the session ends with its answer and its `conn_cur` is let go
+/// while the client still holds its socket, as in HAProxy (it used to linger until the
+/// client closed).
+#[test]
+fn a_denied_connection_is_no_longer_counted_once_answered() {
+    let (backend, _) = ok_backend();
+    let (proxy, addr) = http_proxy(
+        backend.addr(),
+        "    stick-table type ip size 10 expire 30s store conn_cur\n    tcp-request connection track-sc0 src\n    http-request deny",
+    );
+    let (answer, _still_open) = common::http::until_proxy_ends(
+        addr,
+        b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    let table = cli_until(&proxy, "show table px", "conn_cur=0");
+    assert!(table.contains("use=0 "), "{table}");
+}
+
 #[test]
 fn general_purpose_counters_through_actions_fetches_and_converters() {
     let (backend, _log) = ok_backend();

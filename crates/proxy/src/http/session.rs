@@ -427,7 +427,10 @@ impl<'s> Session<'_, 's> {
                     input.consume(head.head_len);
                     return Next::KeepAlive;
                 }
-                close_gracefully(client, settings.client).await;
+                // A request read whole with nothing after it leaves nothing to drain: the
+                // connection (and the session's stick counters) ends at once, as HAProxy's.
+                let pending = framing != BodyFraming::None || input.len() > head.head_len;
+                close_after_exchange(client, settings.client, pending).await;
                 return Next::Close;
             }
         };
