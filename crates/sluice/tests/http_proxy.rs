@@ -178,6 +178,32 @@ fn server_connection_is_kept_alive_across_requests() {
     );
 }
 
+/// An HTTP/1.0 request ends its connection unless it says otherwise: in keep-alive mode the
+/// proxy says `Connection: keep-alive` to the server, as HAProxy does, so that a server
+/// following HTTP/1.0's rule keeps the connection for the next requests.
+#[test]
+fn http10_requests_ask_the_server_to_keep_the_connection() {
+    let (backend, log) = ok_backend();
+    let (_p, addr) = proxy(backend.addr(), "");
+    let mut s = connect(addr);
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    for i in 0..2 {
+        write!(s, "GET /{i} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+        let resp = read_message(&mut reader).unwrap();
+        assert!(resp.head.starts_with("HTTP/1.1 200"), "{}", resp.head);
+    }
+    let seen = log.lock().unwrap();
+    for request in seen.iter() {
+        assert!(request.request_line().ends_with(" HTTP/1.0"));
+        assert_eq!(request.header("connection").as_deref(), Some("keep-alive"));
+    }
+    assert_eq!(
+        backend.accepted(),
+        1,
+        "one server connection for both requests"
+    );
+}
+
 #[test]
 fn http_server_close_closes_the_server_side_after_each_response() {
     let (backend, log) = ok_backend();

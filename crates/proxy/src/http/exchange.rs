@@ -984,6 +984,10 @@ fn encode_request(
         add.push("Connection", b"upgrade");
     } else if s.conn_mode != HttpConnMode::KeepAlive {
         add.push("Connection", b"close");
+    } else if head.version == Version::Http10 {
+        // An HTTP/1.0 request ends its connection unless it says otherwise: said here, so
+        // the server keeps the connection for the next requests, as with HAProxy.
+        add.push("Connection", b"keep-alive");
     }
     let mut forwarded_for = IpText::default();
     if let (Some(option), Some(ip)) = (s.forwardfor, client_ip)
