@@ -422,10 +422,12 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
             endpoint(server, probes.check_addr, probes.check_port).unwrap_or_else(|| ep.clone());
         let mut outcome = probe::run(&program, &here, limits, state.as_deref(), send_proxy).await;
         outcome.duration = started.elapsed();
-        machine.record(outcome.status.passed());
-        if !outcome.status.passed() {
+        // `chkfail` counts the checks that failed while the server was up (management.txt
+        // §9.1), the one that takes it down included: not the failures of a down server.
+        if !outcome.status.passed() && machine.phase() == Phase::Up {
             server.stats.chkfail.incr();
         }
+        machine.record(outcome.status.passed());
         server.stats.set_check_health(machine.health());
         let up = machine.phase() == Phase::Up;
         let stopping = outcome.status == Status::L7OkC;
@@ -433,6 +435,7 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
             status: outcome.status.code(),
             code: outcome.code,
             duration_ms: outcome.duration.as_millis() as u64,
+            info: outcome.info.clone(),
         };
         engine.apply(
             key,

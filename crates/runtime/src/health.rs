@@ -34,6 +34,9 @@ pub struct LastCheck {
     pub code: Option<u16>,
     /// How long the check took, in milliseconds.
     pub duration_ms: u64,
+    /// What the check found, in words (`Connection refused`, the reason phrase of an HTTP
+    /// status...): the `last_chk` field of `show stat`.
+    pub info: Option<String>,
 }
 
 /// Everything that decides whether a server takes traffic.

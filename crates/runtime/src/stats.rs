@@ -678,6 +678,9 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
             row.set(Field::check_code, code);
         }
         row.set(Field::check_duration, last.duration_ms);
+        if let Some(info) = &last.info {
+            row.set(Field::last_chk, info);
+        }
     }
     if b.plan.mode == Mode::Http {
         set_hrsp(&mut row, &s.stats);

@@ -355,6 +355,37 @@ fn a_user_socket_cannot_change_anything() {
     assert!(proxy.cli("show stat be 4 1").contains(",no check,"));
 }
 
+/// `chkfail` counts the checks that failed while the server was up (management.txt §9.1): the
+/// one that took it down, not those of a server already down, however many run.
+#[test]
+fn chkfail_counts_only_the_failures_of_an_up_server() {
+    let (listener, _addr) = frontend();
+    let failing = Backend::start(|mut s| {
+        let mut buf = [0u8; 1024];
+        let _ = s.read(&mut buf);
+        let _ = s.write_all(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n");
+    });
+    let config = format!(
+        "{}\nbackend be\n    option httpchk\n    server s {} check inter 50ms fall 1\nfrontend fe\n    bind {}\n    default_backend be\n",
+        HTTP_DEFAULTS,
+        failing.addr(),
+        fd_bind(&listener)
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    // Each check is one connection to the server: five of them have failed.
+    assert!(common::wait_until(common::GENEROUS, || failing.accepted() >= 6));
+    let all = rows(&proxy.cli("show stat"));
+    let s = row(&all, "be", "s");
+    assert_eq!(
+        (s["status"].as_str(), s["check_status"].as_str()),
+        ("DOWN", "L7STS")
+    );
+    assert_eq!(s["chkfail"], "1", "{s:?}");
+    assert_eq!(s["chkdown"], "1");
+    // What the check found, in words: the reason phrase of the status.
+    assert_eq!(s["last_chk"], "Oops");
+}
+
 #[test]
 fn check_results_show_in_stats() {
     let (listener, _addr) = frontend();
@@ -367,13 +398,12 @@ fn check_results_show_in_stats() {
         up.addr()
     );
     let proxy = sluice(&config).inherit(listener).start();
-    let failed = |r: &std::collections::HashMap<String, String>| {
-        r["chkfail"].parse::<u64>().unwrap_or(0) >= 2
-    };
+    // Both servers checked: the dead one is down, the live one has passed a check.
     assert!(
         common::wait_until(common::GENEROUS, || {
-            let stat = rows(&proxy.cli("show stat app 4 1"));
-            failed(&stat[0])
+            let all = rows(&proxy.cli("show stat"));
+            row(&all, "app", "dead")["status"] == "DOWN"
+                && row(&all, "app", "live")["check_status"] == "L4OK"
         }),
         "{}",
         proxy.cli("show stat")
@@ -382,6 +412,7 @@ fn check_results_show_in_stats() {
     let dead = row(&all, "app", "dead");
     assert_eq!(dead["status"], "DOWN");
     assert_eq!(dead["check_status"], "L4CON");
+    assert_eq!(dead["last_chk"], "Connection refused");
     assert_eq!(
         dead["chkdown"], "1",
         "down at the first failure, as HAProxy"
