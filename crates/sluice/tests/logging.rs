@@ -559,3 +559,42 @@ backend bad
         assert!(line.contains(&logged), "{path}: {logged:?} in {line}");
     }
 }
+
+/// A response cut short by its server (`SD--`) is logged with the bytes of its head, which the
+/// client got, not 0.
+#[test]
+fn a_response_cut_short_counts_its_head() {
+    let cut = Backend::start(|mut s| {
+        let mut buf = [0u8; 1024];
+        let _ = std::io::Read::read(&mut s, &mut buf);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+    });
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {log_addr} local0
+    option httplog
+    default_backend b
+backend b
+    server s {}
+",
+        cut.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    let got = read_to_close(&mut s, GENEROUS);
+    let head_len = got
+        .data()
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("the head reached the client")
+        + 4;
+    let line = next_line(&syslog);
+    assert!(
+        line.contains(&format!(" 200 {head_len} - - SD-- ")),
+        "{line}"
+    );
+}

@@ -129,8 +129,10 @@ enum ResponseFailure {
     Status(u16),
     /// The server closed a reused connection before answering: the request may be retried.
     ClosedBeforeAnswer,
-    /// The transfer broke after the head was sent: just close. Names who broke it.
-    Broken(Cause),
+    /// The transfer broke after the head was sent: just close. Names who broke it, and how
+    /// many bytes of the response the client got before (the response's heads; what part of
+    /// a body got through is not counted).
+    Broken(Cause, u64),
     /// The response's status is one `retry-on` retries; nothing was sent to the client.
     RetryStatus(u16),
 }
@@ -836,7 +838,9 @@ async fn exchange<'a>(
                 let page = ctx.after(s.server_error(status));
                 return Ending::answered(client, &page, s.client, (status, cause, phase)).await;
             }
-            Err(ResponseFailure::Broken(cause)) => {
+            Err(ResponseFailure::Broken(cause, sent)) => {
+                // The log counts what the client got, as HAProxy's does.
+                count_bytes(ctx, server, facts, 0, sent);
                 return Ending::close(status, cause, Phase::Data);
             }
             // Only produced while retries are left; reached when an interim response was
@@ -1236,10 +1240,10 @@ async fn transfer(
                 match up {
                     Ok(n) => uploaded = Some(Ok(n)),
                     // The client went away or sent a broken body: nothing more to do here.
-                    Err(UploadFailure::Client) => return Err(ResponseFailure::Broken(Cause::ClientAbort)),
+                    Err(UploadFailure::Client) => return Err(ResponseFailure::Broken(Cause::ClientAbort, 0)),
                     Err(UploadFailure::Invalid(status)) => {
                         return Err(if response_head.get().is_some() {
-                            ResponseFailure::Broken(Cause::ClientAbort)
+                            ResponseFailure::Broken(Cause::ClientAbort, 0)
                         } else {
                             ResponseFailure::Status(status)
                         });
@@ -1513,7 +1517,11 @@ where
         } else {
             let pipe = body_pipe(ctx, Side::Response, framing, out_framing);
             forward_response_body(&mut input, server, client, (framing, out_framing), pipe, s)
-                .await?
+                .await
+                .map_err(|failure| match failure {
+                    ResponseFailure::Broken(cause, _) => ResponseFailure::Broken(cause, sent_heads),
+                    other => other,
+                })?
         };
         let exact = matches!(
             framing,
@@ -1601,12 +1609,13 @@ where
         }
     };
     moved.map_err(|e| {
-        ResponseFailure::Broken(match e {
+        let cause = match e {
             BodyError::ReadTimeout => Cause::ServerTimeout,
             BodyError::WriteTimeout => Cause::ClientTimeout,
             BodyError::WriteIo(_) => Cause::ClientAbort,
             _ => Cause::ServerAbort,
-        })
+        };
+        ResponseFailure::Broken(cause, 0)
     })
 }
 
@@ -1666,8 +1675,11 @@ fn count_bytes(ctx: &Context<'_>, server: &Server, facts: &mut Facts<'_>, up: u6
 
 /// A failed write to the client ends the stream on the client's side.
 fn client_write_failure(err: BodyError) -> ResponseFailure {
-    ResponseFailure::Broken(match err {
-        BodyError::WriteTimeout => Cause::ClientTimeout,
-        _ => Cause::ClientAbort,
-    })
+    ResponseFailure::Broken(
+        match err {
+            BodyError::WriteTimeout => Cause::ClientTimeout,
+            _ => Cause::ClientAbort,
+        },
+        0,
+    )
 }
