@@ -420,7 +420,9 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         let probes = server.probes();
         let here =
             endpoint(server, probes.check_addr, probes.check_port).unwrap_or_else(|| ep.clone());
+        server.stats.set_check_running(true);
         let mut outcome = probe::run(&program, &here, limits, state.as_deref(), send_proxy).await;
+        server.stats.set_check_running(false);
         outcome.duration = started.elapsed();
         // `chkfail` counts the checks that failed while the server was up (management.txt
         // §9.1), the one that takes it down included: not the failures of a down server.

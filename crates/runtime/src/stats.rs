@@ -179,6 +179,8 @@ pub struct StatsCounters {
     check_health: AtomicU32,
     /// `disable health` clears it: check results are ignored until `enable health`.
     checks_enabled: AtomicBool,
+    /// A health check is running (`show stat` marks the last status with `* `).
+    check_running: AtomicBool,
     /// `disable agent` clears it likewise.
     agent_enabled: AtomicBool,
     /// HTTP requests per second (`req_rate`, frontends).
@@ -209,6 +211,7 @@ impl StatsCounters {
             last_state: AtomicU8::new(0),
             check_health: AtomicU32::new(u32::MAX),
             checks_enabled: AtomicBool::new(true),
+            check_running: AtomicBool::new(false),
             agent_enabled: AtomicBool::new(true),
             weight: AtomicU32::new(weight),
             paused: watch::channel(false).0,
@@ -309,6 +312,16 @@ impl StatsCounters {
     /// `enable|disable health`.
     pub fn set_checks_enabled(&self, on: bool) {
         self.checks_enabled.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a health check is running now.
+    pub fn check_running(&self) -> bool {
+        self.check_running.load(Ordering::Relaxed)
+    }
+
+    /// A health check starts (true) or ends (false).
+    pub fn set_check_running(&self, running: bool) {
+        self.check_running.store(running, Ordering::Relaxed);
     }
 
     /// Whether agent results count (`enable|disable agent`).
@@ -669,10 +682,13 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
         let backend = track.backend.as_deref().unwrap_or(b.name());
         row.set(Field::tracked, format_args!("{backend}/{}", track.server));
     }
+    // Under `disable health` the check columns are empty, as in HAProxy; a check running now
+    // marks the last status with `* ` (management.txt §9.1, `check_status`).
     if c.check
+        && s.stats.checks_enabled()
         && let Some(last) = &health.last_check
     {
-        let prefix = if s.stats.checks_enabled() { "" } else { "* " };
+        let prefix = if s.stats.check_running() { "* " } else { "" };
         row.set(Field::check_status, format_args!("{prefix}{}", last.status));
         if let Some(code) = last.code {
             row.set(Field::check_code, code);

@@ -386,6 +386,37 @@ fn chkfail_counts_only_the_failures_of_an_up_server() {
     assert_eq!(s["last_chk"], "Oops");
 }
 
+/// A check running now shows the last status with `* ` (management.txt §9.1): here the
+/// server answers its first check and keeps the second waiting.
+#[test]
+fn a_running_check_marks_the_last_status() {
+    let (listener, _addr) = frontend();
+    let checks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&checks);
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
+    let server = Backend::start(move |mut s| {
+        let mut buf = [0u8; 1024];
+        let _ = s.read(&mut buf);
+        if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        } else {
+            // Held until the test ends.
+            let _ = held.lock().unwrap().recv();
+        }
+    });
+    let config = format!(
+        "{HTTP_DEFAULTS}    timeout check 30s\nbackend be\n    option httpchk\n    server s {} check inter 50ms\nfrontend fe\n    bind {}\n    default_backend be\n",
+        server.addr(),
+        fd_bind(&listener)
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    assert!(common::wait_until(common::GENEROUS, || server.accepted() >= 2));
+    let all = rows(&proxy.cli("show stat"));
+    assert_eq!(row(&all, "be", "s")["check_status"], "* L7OK");
+    drop(release);
+}
+
 #[test]
 fn check_results_show_in_stats() {
     let (listener, _addr) = frontend();
@@ -430,10 +461,10 @@ fn check_results_show_in_stats() {
     assert_eq!(live["chkfail"], "0");
     let be = row(&all, "app", "BACKEND");
     assert_eq!((be["status"].as_str(), be["act"].as_str()), ("UP", "1"));
-    // `disable health`: the status is marked as not updated any more.
+    // `disable health`: no check status is shown any more, as in HAProxy.
     assert_eq!(proxy.cli("disable health app/dead"), "\n");
     let dead = rows(&proxy.cli("show stat app 4 1"))[0].clone();
-    assert_eq!(dead["check_status"], "* L4CON");
+    assert_eq!(dead["check_status"], "");
     assert_eq!(proxy.cli("enable health app/dead"), "\n");
     let state = proxy.cli("show servers state app");
     let dead_line: Vec<&str> = state.lines().nth(2).unwrap().split(' ').collect();
