@@ -519,11 +519,9 @@ frontend f
 /// response is invalid (`PH--`).
 #[test]
 fn server_failures_are_logged_with_the_bytes_of_their_answer() {
-    let bad = Backend::start(|mut s| {
-        let mut buf = [0u8; 1024];
-        let _ = std::io::Read::read(&mut s, &mut buf);
-        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab");
-    });
+    let bad = common::http::answering(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+    );
     let (syslog, log_addr) = receiver();
     let config = format!(
         "{HTTP_DEFAULTS}
@@ -564,11 +562,7 @@ backend bad
 /// client got, not 0.
 #[test]
 fn a_response_cut_short_counts_its_head() {
-    let cut = Backend::start(|mut s| {
-        let mut buf = [0u8; 1024];
-        let _ = std::io::Read::read(&mut s, &mut buf);
-        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
-    });
+    let cut = common::http::answering(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
     let (syslog, log_addr) = receiver();
     let config = format!(
         "{HTTP_DEFAULTS}

@@ -360,11 +360,7 @@ fn a_user_socket_cannot_change_anything() {
 #[test]
 fn chkfail_counts_only_the_failures_of_an_up_server() {
     let (listener, _addr) = frontend();
-    let failing = Backend::start(|mut s| {
-        let mut buf = [0u8; 1024];
-        let _ = s.read(&mut buf);
-        let _ = s.write_all(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n");
-    });
+    let failing = common::http::answering(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n");
     let config = format!(
         "{}\nbackend be\n    option httpchk\n    server s {} check inter 50ms fall 1\nfrontend fe\n    bind {}\n    default_backend be\n",
         HTTP_DEFAULTS,

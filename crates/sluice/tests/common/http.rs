@@ -115,6 +115,16 @@ where
     (backend, log)
 }
 
+/// A backend that reads (the start of) one request per connection and answers `raw`, as is,
+/// then closes: for servers that answer wrong, or answer and leave.
+pub fn answering(raw: &'static [u8]) -> Backend {
+    Backend::start(move |mut s| {
+        let mut buf = [0u8; 4096];
+        let _ = std::io::Read::read(&mut s, &mut buf);
+        let _ = s.write_all(raw);
+    })
+}
+
 /// A backend answering `200 OK` with body `ok` to everything.
 pub fn ok_backend() -> (Backend, Log) {
     http_backend(|_| "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned())
