@@ -1,5 +1,6 @@
 //! HTTP fetches reading the start lines (configuration.txt §7.3.6): method, URL parts, URL
-//! parameters, versions, status, and the request buffer's state.
+//! parameters, versions, status, the `capture.req.*` parts as text, and the request buffer's
+//! state.
 //!
 //! Everything is sliced out of the buffer the [`Context`] lends, so these fetches return
 //! borrowed strings; only `base` and `baseq`, which glue the Host field to the path, build a
@@ -13,6 +14,7 @@ use sluice_http::{TargetForm, Version, header_values};
 use super::{Fetch, FetchDef, Sink, delim_arg, emit};
 use crate::args::str_arg;
 use crate::context::Context;
+use crate::logformat::LogNumber;
 use crate::stages::Source;
 use crate::value::{Sample, SampleType, parse_int_prefix};
 
@@ -42,6 +44,9 @@ pub(crate) enum Line {
     },
     /// `req.ver`.
     ReqVersion,
+    /// `capture.req.method`, `capture.req.uri` and `capture.req.ver`: the request line's
+    /// parts as text, for log formats.
+    Captured(Captured),
     /// `res.ver`.
     ResVersion,
     /// `status`.
@@ -128,10 +133,24 @@ impl Line {
                 return false;
             }
             Line::ReqVersion => ctx.request().map(|(_, head)| version(head.version)),
+            Line::Captured(part) => match part {
+                Captured::Method => ctx
+                    .request()
+                    .map(|(buf, head)| Sample::str(head.method_bytes(buf))),
+                Captured::Uri => ctx
+                    .request()
+                    .map(|(buf, head)| Sample::str(head.target_bytes(buf))),
+                Captured::RequestVersion => ctx
+                    .request()
+                    .map(|(_, head)| Sample::str(head.version.as_bytes())),
+            },
             Line::ResVersion => ctx.response().map(|(_, head)| version(head.version)),
+            // In a log line the response head is gone: the status the log reports (`%ST`).
             Line::Status => ctx
                 .response()
-                .map(|(_, head)| Sample::Int(i64::from(head.status))),
+                .map(|(_, head)| i64::from(head.status))
+                .or_else(|| ctx.log_facts()?.number(LogNumber::Status))
+                .map(Sample::Int),
             // During content inspection, a request not complete yet may still become one:
             // no answer until the inspection is over (HAProxy's "may change").
             Line::ProtoHttp => match ctx.request() {
@@ -201,6 +220,17 @@ pub(crate) fn url_params(url: &[u8], delim: u8) -> impl Iterator<Item = (&[u8], 
         })
 }
 
+/// A part of a start line that a `capture.*` fetch returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Captured {
+    /// The request's method.
+    Method,
+    /// The request's target, as received.
+    Uri,
+    /// The request's version, `HTTP/1.1`.
+    RequestVersion,
+}
+
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     let line = match def.name {
         "method" => Line::Method,
@@ -239,6 +269,9 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
             }
         }
         "req.ver" | "req_ver" => Line::ReqVersion,
+        "capture.req.method" => Line::Captured(Captured::Method),
+        "capture.req.uri" => Line::Captured(Captured::Uri),
+        "capture.req.ver" => Line::Captured(Captured::RequestVersion),
         "res.ver" | "resp_ver" => Line::ResVersion,
         "status" => Line::Status,
         "req.proto_http" => Line::ProtoHttp,
@@ -275,6 +308,9 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("req.ver", 0, 0, Str, Request),
     def!("req_ver", 0, 0, Str, Request),
     def!("res.ver", 0, 0, Str, Response),
+    def!("capture.req.method", 0, 0, Str, Request),
+    def!("capture.req.uri", 0, 0, Str, Request),
+    def!("capture.req.ver", 0, 0, Str, Request),
     def!("resp_ver", 0, 0, Str, Response),
     def!("status", 0, 0, Int, Response),
     def!("req.proto_http", 0, 0, Bool, RequestBuffer),

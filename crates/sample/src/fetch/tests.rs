@@ -188,6 +188,13 @@ fn request_line() {
     let ctx = get();
     assert_eq!(text("method", &ctx).as_deref(), Some("GET"));
     assert!(matches!(eval("method", &ctx), Some(Sample::Meth(_))));
+    // The `capture.req.*` forms, as text, the version whole.
+    assert_eq!(eval("capture.req.method", &ctx), Some(Sample::str(b"GET")));
+    assert_eq!(
+        text("capture.req.uri", &ctx).as_deref(),
+        Some("/images/png/logo.png?x=1&y=2")
+    );
+    assert_eq!(text("capture.req.ver", &ctx).as_deref(), Some("HTTP/1.1"));
     assert_eq!(text("path", &ctx).as_deref(), Some("/images/png/logo.png"));
     assert_eq!(
         text("pathq", &ctx).as_deref(),
