@@ -237,15 +237,17 @@ fn serve<'x, 's: 'x>(
                 match read_head(client, input, &settings, (first, started.0)).await {
                     Ok(read) => read,
                     Err(HeadEnd::Quiet) => break,
+                    // Boxed: the answer's state is only needed on this rare path, not in that
+                    // of every request.
                     Err(HeadEnd::Answer(status, cause)) => {
-                        refuse(
+                        Box::pin(refuse(
                             scope,
                             &settings,
                             client,
                             input,
                             (first, started),
                             (status, cause),
-                        )
+                        ))
                         .await;
                         break;
                     }
@@ -329,7 +331,7 @@ impl<'s> Session<'_, 's> {
             .await
         {
             let page = rules::finish_page(scope, None, settings.request_error(408));
-            let sent = answer(client, &page, settings.client).await;
+            let sent = Box::pin(answer(client, &page, settings.client)).await;
             frontend.request_errors.incr();
             let answered = Answered {
                 status: 408,
