@@ -122,6 +122,20 @@ fn trims_params_reverse() {
         t("str(example.com),reverse").as_deref(),
         Some("moc.elpmaxe")
     );
+    // A Host value's parts, in the manual's forms; the host in lower case, no port is 0.
+    for (value, host, port) in [
+        ("Example.COM:8080", "example.com", 8080),
+        ("example.com", "example.com", 0),
+        ("127.0.0.1:443", "127.0.0.1", 443),
+        ("[::1]:80", "[::1]", 80),
+        ("[::1]", "[::1]", 0),
+        ("h:", "h", 0),
+    ] {
+        assert_eq!(t(&format!("str({value}),host_only")).as_deref(), Some(host));
+        let port_only = e(&format!("str({value}),port_only"));
+        assert_eq!(port_only, Some(Sample::Int(port)), "{value}");
+    }
+    assert_eq!(e("str(h:abc),port_only"), None);
     // The manual's param examples.
     assert_eq!(t("str(a=b&c=d&a=r),param(a)").as_deref(), Some("b"));
     assert_eq!(t("str(a&b=c),param(a)").as_deref(), Some(""));

@@ -1,5 +1,6 @@
 //! String converters (configuration.txt §7.3.1): case, length, slicing (`bytes`, `field`,
-//! `word`, `ltrim`, `rtrim`, `cut_crlf`, `param`), `reverse`, `regsub`, `iif`, building
+//! `word`, `ltrim`, `rtrim`, `cut_crlf`, `param`), `reverse`, the parts of a Host value
+//! (`host_only`, `port_only`), `regsub`, `iif`, building
 //! strings from variables (`concat`, `add_item`), comparisons with variables (`strcmp`,
 //! `secure_memcmp`), and `debug`.
 //!
@@ -38,6 +39,8 @@ enum Text {
     RTrim(Vec<u8>),
     CutCrlf,
     Reverse,
+    HostOnly,
+    PortOnly,
     Param {
         name: Vec<u8>,
         delim: u8,
@@ -114,6 +117,18 @@ impl Convert for Text {
                 slice_cow(bytes, 0, end)
             }
             Text::Reverse => Cow::Owned(bytes.iter().rev().copied().collect()),
+            Text::HostOnly => {
+                let host = host_and_port(&bytes).0;
+                Cow::Owned(host.to_ascii_lowercase())
+            }
+            Text::PortOnly => {
+                // No port (or an empty one) is 0; one that is not a number gives nothing.
+                let port = match host_and_port(&bytes).1 {
+                    None | Some([]) => 0,
+                    Some(digits) => std::str::from_utf8(digits).ok()?.parse::<u32>().ok()?,
+                };
+                return Some(Sample::Int(i64::from(port)));
+            }
             Text::Param { name, delim } => {
                 let (start, end) = find_param(&bytes, name, *delim)?;
                 slice_cow(bytes, start, end)
@@ -456,6 +471,8 @@ fn build(b: &ConvBuild<'_>) -> Result<Built, String> {
         "rtrim" => str_out(Text::RTrim(arg(b, 0))),
         "cut_crlf" => str_out(Text::CutCrlf),
         "reverse" => str_out(Text::Reverse),
+        "host_only" => str_out(Text::HostOnly),
+        "port_only" => Built::new(Text::PortOnly, SampleType::Int),
         "param" => {
             let name = arg(b, 0);
             if name.is_empty() {
@@ -524,6 +541,24 @@ fn build(b: &ConvBuild<'_>) -> Result<Built, String> {
     }
 }
 
+/// A Host value's host (an IPv6 literal with its brackets) and its port digits, if any:
+/// `h`, `h:80`, `[::1]`, `[::1]:80`.
+fn host_and_port(value: &[u8]) -> (&[u8], Option<&[u8]>) {
+    let host_end = if value.starts_with(b"[") {
+        value
+            .iter()
+            .position(|&b| b == b']')
+            .map_or(value.len(), |i| i + 1)
+    } else {
+        value
+            .iter()
+            .rposition(|&b| b == b':')
+            .unwrap_or(value.len())
+    };
+    let (host, rest) = value.split_at(host_end);
+    (host, rest.strip_prefix(b":"))
+}
+
 /// The string converters.
 pub(super) static CONVERTERS: Table = &[
     ("lower", def(0, 0, STR, build)),
@@ -536,6 +571,8 @@ pub(super) static CONVERTERS: Table = &[
     ("rtrim", def(1, 1, STR, build)),
     ("cut_crlf", def(0, 0, STR, build)),
     ("reverse", def(0, 0, STR, build)),
+    ("host_only", def(0, 0, STR, build)),
+    ("port_only", def(0, 0, STR, build)),
     ("param", def(1, 2, STR, build)),
     ("regsub", def(2, 3, STR, build)),
     ("iif", def(2, 2, Some(SampleType::Bool), build)),
