@@ -31,7 +31,14 @@ pub fn hash(function: HashFunction, avalanche_modifier: bool, data: &[u8]) -> u3
 /// The sdbm string hash (from the public-domain sdbm database library): for each byte,
 /// `h = byte + (h << 6) + (h << 16) - h`, starting from 0, modulo 2³².
 pub fn sdbm(data: &[u8]) -> u32 {
-    data.iter().fold(0u32, |h, &b| {
+    sdbm_from(0, data)
+}
+
+/// Goes on with an sdbm hash whose state after the bytes before `data` is `h`, so that a key
+/// made of several pieces is hashed without gluing them: `sdbm_from(sdbm(a), b)` is
+/// `sdbm(a ++ b)`.
+pub fn sdbm_from(h: u32, data: &[u8]) -> u32 {
+    data.iter().fold(h, |h, &b| {
         u32::from(b)
             .wrapping_add(h << 6)
             .wrapping_add(h << 16)

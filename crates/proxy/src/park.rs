@@ -25,6 +25,7 @@
 use crate::accept::{self, Held};
 use sluice_net::readiness::ReadinessSet;
 use sluice_net::stream::{ParkedStream, Stream};
+use sluice_runtime::process::{ListenState, Process};
 use std::cell::{OnceCell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -32,7 +33,7 @@ use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 /// How long an idle connection waits for its first or next request in its task before it is
 /// parked.
@@ -194,6 +195,17 @@ impl<T> Entries<T> {
         self.slots.len() - self.vacant.len()
     }
 
+    /// Every item `pick` chooses, taken out.
+    fn take_picked(&mut self, pick: impl Fn(&T) -> bool) -> Vec<T> {
+        let tokens: Vec<usize> = (0..self.slots.len())
+            .filter(|&token| self.get(token).is_some_and(&pick))
+            .collect();
+        tokens
+            .into_iter()
+            .filter_map(|token| self.remove(token))
+            .collect()
+    }
+
     /// Every item, taken out.
     fn take_all(&mut self) -> Vec<T> {
         let all = self
@@ -211,8 +223,9 @@ thread_local! {
     static LOT: OnceCell<Option<Rc<Lot>>> = const { OnceCell::new() };
 }
 
-/// This thread's lot, made (and its task started) on first use.
-fn lot() -> Option<Rc<Lot>> {
+/// This thread's lot, made (and its task started, following `process`'s soft stop) on
+/// first use.
+fn lot(process: &Process) -> Option<Rc<Lot>> {
     LOT.with(|lot| {
         lot.get_or_init(|| {
             let set = ReadinessSet::new().ok()?;
@@ -221,7 +234,8 @@ fn lot() -> Option<Rc<Lot>> {
                 entries: RefCell::default(),
                 sooner: Notify::new(),
             });
-            tokio::task::spawn_local(watch(Rc::clone(&lot)));
+            let stop = process.watch_listen_state();
+            tokio::task::spawn_local(watch(Rc::clone(&lot), stop));
             Some(lot)
         })
         .clone()
@@ -229,14 +243,14 @@ fn lot() -> Option<Rc<Lot>> {
 }
 
 /// Whether this thread can park connections.
-pub fn available() -> bool {
-    lot().is_some()
+pub fn available(process: &Process) -> bool {
+    lot(process).is_some()
 }
 
 /// Parks an idle session. Should the event loop or the kernel refuse to let the socket go
 /// or to watch it (out of memory), the connection is closed as at the end of its wait.
 pub(crate) fn park(held: Held, client: Stream, parking: Parking) {
-    let Some(lot) = lot() else {
+    let Some(lot) = lot(held.scope().process) else {
         return;
     };
     let Ok(client) = client.park() else {
@@ -288,8 +302,11 @@ impl Lot {
 }
 
 /// The lot's task: wakes the sessions whose clients send something, closes those whose wait
-/// ends first.
-async fn watch(lot: Rc<Lot>) {
+/// ends first, and at a soft stop (`stop` turning `Stopped`) closes the kept-alive ones at
+/// once, as HAProxy closes its idle connections then; those still waiting for their first
+/// request wait on, as in HAProxy, and are answered `Connection: close` should it come.
+async fn watch(lot: Rc<Lot>, mut stop: watch::Receiver<ListenState>) {
+    let mut stopped = false;
     let mut ready = Vec::new();
     let sleep = tokio::time::sleep(PARK_AFTER);
     tokio::pin!(sleep);
@@ -329,6 +346,22 @@ async fn watch(lot: Rc<Lot>) {
                 }
             }
             () = lot.sooner.notified() => {}
+            waited = stop.wait_for(|state| *state == ListenState::Stopped), if !stopped => {
+                // Should the process's side of the channel be gone, nothing stops any more.
+                stopped = true;
+                let reached = waited.is_ok();
+                // The channel's value stays locked while borrowed.
+                drop(waited);
+                if reached {
+                    let kept_alive = lot
+                        .entries
+                        .borrow_mut()
+                        .take_picked(|parked| !parked.parking.first);
+                    for parked in kept_alive {
+                        drop(lot.unwatched(Some(parked)));
+                    }
+                }
+            }
         }
     }
 }

@@ -85,6 +85,7 @@ pub fn report_connection_error(
         },
         retries: 0,
         request_line: None,
+        response_version: None,
         counts: Counts::default(),
         captures: None,
         early: false,

@@ -202,6 +202,14 @@ impl Context for StreamView<'_> {
         sluice_runtime::proxy::next_random()
     }
 
+    fn stopping(&self) -> bool {
+        self.process.is_stopping()
+    }
+
+    fn thread(&self) -> usize {
+        sluice_runtime::process::event_loop_index()
+    }
+
     fn var(&self, name: &str) -> Option<Sample<'_>> {
         self.vars.get(name)
     }

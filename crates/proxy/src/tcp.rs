@@ -56,6 +56,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         termination: Termination::NORMAL,
         retries: 0,
         request_line: None,
+        response_version: None,
         counts: Counts::default(),
         captures: None,
         early: false,

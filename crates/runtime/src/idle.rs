@@ -77,21 +77,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The event-loop index of the current thread (`sluice-loop-N`), 0 for any other thread.
-fn thread_index() -> usize {
-    std::thread::current()
-        .name()
-        .and_then(|n| n.strip_prefix("sluice-loop-"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// The current thread's table, registered on first use.
 fn my_table() -> Table {
     MINE.with(|mine| {
         Arc::clone(mine.get_or_init(|| {
             let table = Table::default();
-            lock(&THREADS).push((thread_index(), Arc::clone(&table)));
+            lock(&THREADS).push((crate::process::event_loop_index(), Arc::clone(&table)));
             table
         }))
     })

@@ -36,6 +36,16 @@ pub enum ListenState {
     Stopped,
 }
 
+/// The event-loop index of the current thread (`sluice-loop-N`), 0 for any other thread
+/// (the first event loop runs on the main thread).
+pub fn event_loop_index() -> usize {
+    std::thread::current()
+        .name()
+        .and_then(|n| n.strip_prefix("sluice-loop-"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Settings from the command line that override or complete the configuration.
 #[derive(Clone, Copy, Debug)]
 pub struct BuildOptions {
@@ -94,6 +104,9 @@ pub struct Process {
     /// The accept rate limits (`set rate-limit connections|sessions global`).
     pub accept_limits: crate::rate::AcceptLimits,
     listen_state: watch::Sender<ListenState>,
+    /// Set once the state is `Stopped`: read by every response, so a plain flag rather than
+    /// the channel's lock.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Process {
@@ -211,6 +224,7 @@ impl Process {
             error_events: crate::errors::ErrorEvents::default(),
             accept_limits,
             listen_state: watch::channel(ListenState::Active).0,
+            stopping: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -223,6 +237,17 @@ impl Process {
             }
             change
         });
+        if state == ListenState::Stopped {
+            self.stopping
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a soft stop began (`stopping`): kept-alive client connections then close after
+    /// their current answer, and idle ones at once, as HAProxy ends them (configuration.txt
+    /// `close-spread-time`, unset).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// What the listeners do now.

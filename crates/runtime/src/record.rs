@@ -139,6 +139,8 @@ pub struct StreamRecord<'a> {
     pub retries: u32,
     /// The request line as received (HTTP only).
     pub request_line: Option<&'a [u8]>,
+    /// The version of the server's response, `HTTP/1.1`, when one came (HTTP only).
+    pub response_version: Option<&'static [u8]>,
     /// Connection and queue counts when the stream ended.
     pub counts: Counts,
     /// Captured headers and samples (HTTP only; `None` or empty prints nothing).
@@ -260,6 +262,7 @@ impl LogFacts for RecordFacts<'_> {
             LogText::TerminationState => Some(&self.termination),
             LogText::TerminationStateCookie => Some(&self.termination_cookie),
             LogText::UniqueId => self.unique_id.as_deref(),
+            LogText::ResponseVersion => self.record.response_version,
             _ => None,
         }
     }
@@ -517,6 +520,7 @@ mod tests {
             termination: Termination::NORMAL,
             retries: 0,
             request_line: Some(b"GET / HTTP/1.1"),
+            response_version: Some(b"HTTP/1.1"),
             counts: Counts::default(),
             captures: None,
             early: false,

@@ -213,4 +213,16 @@ pub trait Context {
     fn log_facts(&self) -> Option<&dyn LogFacts> {
         None
     }
+
+    /// Whether the process is stopping (`stopping`): a soft stop closed its listeners and it
+    /// waits for its last sessions. The default is false.
+    fn stopping(&self) -> bool {
+        false
+    }
+
+    /// The position of the thread evaluating the expression among the event-loop threads,
+    /// from 0 (`thread`). The default is 0, the only thread of a single-threaded process.
+    fn thread(&self) -> usize {
+        0
+    }
 }

@@ -99,6 +99,8 @@ pub enum LogText {
     TlsCipher,
     /// `%sslv`: the TLS version of the client connection.
     TlsVersion,
+    /// The server's response version, `HTTP/1.1` (`capture.res.ver`).
+    ResponseVersion,
 }
 
 /// What the proxy knows about a stream at logging time, beyond what [`Context`] answers.

@@ -4,13 +4,16 @@
 //! `hard-stop-after` bounds the wait); SIGTTOU pauses the listeners (new connections are not
 //! served, live sessions go on) and SIGTTIN resumes them. A reload (`-sf`/`-st`) starts a new
 //! process on the same address while the old one still listens. `busy-polling` keeps an idle
-//! event loop awake until a soft stop.
+//! event loop awake until a soft stop; the `stopping` fetch tells rules that one began. A soft
+//! stop closes idle kept-alive HTTP connections at once and the others after their next
+//! answer, which says `Connection: close`, as HAProxy does.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::{
     Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_n, read_to_close,
+    stays_silent,
 };
 use nix::sys::signal::Signal;
 use std::io::{Read, Write};
@@ -113,6 +116,107 @@ fn sigusr1_soft_stop_lets_the_live_session_finish() {
     c.shutdown(Shutdown::Write).unwrap();
     assert!(matches!(read_to_close(&mut c, GENEROUS), Closed::Eof(_)));
     drop(c);
+    assert_exit_zero(&mut proxy);
+}
+
+#[test]
+fn the_stopping_fetch_turns_true_once_a_soft_stop_began() {
+    // The server holds its answer until the test lets it go, after the soft stop.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (arrived, arrival) = std::sync::mpsc::channel::<String>();
+    let held = std::sync::Mutex::new(held);
+    let arrived = std::sync::Mutex::new(arrived);
+    let backend = Backend::start(move |s| {
+        let mut writer = s.try_clone().unwrap();
+        let mut reader = std::io::BufReader::new(s);
+        let request = common::http::read_message(&mut reader).unwrap();
+        let seen = request.header("x-req-stopping").unwrap_or_default();
+        arrived.lock().unwrap().send(seen).unwrap();
+        held.lock().unwrap().recv().unwrap();
+        let _ = writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    });
+    let (mut proxy, addr) = common::http::proxy(
+        backend.addr(),
+        "    http-request set-header X-Req-Stopping %[stopping]\n    \
+         http-response set-header X-Stopping %[stopping]",
+    );
+    let mut c = connect(addr);
+    c.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    assert_eq!(arrival.recv_timeout(GENEROUS).unwrap(), "0");
+    proxy.signal(Signal::SIGUSR1);
+    assert!(
+        common::wait_until(GENEROUS, || TcpStream::connect(addr).is_err()),
+        "the listener still accepts connections after SIGUSR1"
+    );
+    release.send(()).unwrap();
+    let Closed::Eof(data) = read_to_close(&mut c, GENEROUS) else {
+        panic!("the proxy did not close the connection after its last answer");
+    };
+    let answer = String::from_utf8_lossy(&data).to_ascii_lowercase();
+    assert!(answer.contains("\r\nx-stopping: 1\r\n"), "{answer}");
+    drop(c);
+    assert_exit_zero(&mut proxy);
+}
+
+/// Sends one kept-alive request on `c` and reads its answer, which keeps the connection.
+fn kept_alive_request(c: &mut TcpStream) {
+    c.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\nok") {
+        answer.extend(read_n(c, 1));
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+}
+
+#[test]
+fn a_soft_stop_closes_idle_kept_alive_connections_and_answers_the_last_requests_with_close() {
+    let (backend, _) =
+        common::http::http_backend(|_| "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned());
+    let (mut proxy, addr) = common::http::proxy(
+        backend.addr(),
+        "    http-request return status 204 if { path /own }",
+    );
+    // Idle long enough to leave its task for the parking lot: `show sess` stops listing it.
+    let mut parked = connect(addr);
+    kept_alive_request(&mut parked);
+    let source = parked.local_addr().unwrap().to_string();
+    assert!(
+        common::wait_until(GENEROUS, || !proxy
+            .cli("show sess")
+            .lines()
+            .any(|l| l.contains(&source))),
+        "the idle connection was never parked"
+    );
+    // Idle since just now, still in its task.
+    let mut recent = connect(addr);
+    kept_alive_request(&mut recent);
+    // Connected, its first request not sent yet.
+    let mut fresh = connect(addr);
+    let mut fresh_too = connect(addr);
+    proxy.signal(Signal::SIGUSR1);
+    for idle in [&mut parked, &mut recent] {
+        assert!(
+            matches!(read_to_close(idle, GENEROUS), Closed::Eof(d) if d.is_empty()),
+            "an idle kept-alive connection stayed open after SIGUSR1"
+        );
+    }
+    // As in HAProxy, a connection that has not spoken yet is not cut, and its request is
+    // answered with the end of the connection, the proxy's own answers too.
+    assert!(stays_silent(&mut fresh, Duration::from_millis(200)));
+    for (c, path, status) in [(&mut fresh, "/", "200"), (&mut fresh_too, "/own", "204")] {
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes())
+            .unwrap();
+        let Closed::Eof(data) = read_to_close(c, GENEROUS) else {
+            panic!("the connection was kept after the answer during a soft stop");
+        };
+        let answer = String::from_utf8_lossy(&data).to_ascii_lowercase();
+        assert!(
+            answer.starts_with(&format!("http/1.1 {status}")),
+            "{answer}"
+        );
+        assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
+    }
+    drop((parked, recent, fresh, fresh_too));
     assert_exit_zero(&mut proxy);
 }
 

@@ -187,6 +187,8 @@ struct Facts<'a> {
     connect: Option<Duration>,
     request_sent: Option<Instant>,
     response_head: Option<Instant>,
+    /// The version of the server's response head, for `capture.res.ver`.
+    response_version: Option<&'static [u8]>,
     bytes_up: u64,
     bytes_down: u64,
     retries: u32,
@@ -447,6 +449,7 @@ fn log_exchange(
         termination: outcome.termination,
         retries: facts.retries,
         request_line,
+        response_version: facts.response_version,
         counts: Counts::default(),
         captures: Some(&captures),
         early: outcome.early,
@@ -726,13 +729,14 @@ async fn exchange<'a>(
             biased;
             outcome = transferring => outcome,
             () = killed.wait() => {
-                let status = response_head.get().map(|(_, status)| status);
+                let status = response_head.get().map(|(_, status, _)| status);
                 return Ending::close(status, Cause::Killed, Phase::Data);
             }
         };
         let answered = response_head.get();
-        facts.response_head = answered.map(|(at, _)| at);
-        let status = answered.map(|(_, status)| status);
+        facts.response_head = answered.map(|(at, _, _)| at);
+        facts.response_version = answered.map(|(_, _, version)| version.as_bytes());
+        let status = answered.map(|(_, status, _)| status);
         // `observe layer7`: the health checks learn how the server answered.
         if let Some(verdict) = layer7_verdict(&outcome, status) {
             server.health.observe_response(verdict);
@@ -1159,7 +1163,7 @@ async fn transfer(
     server: &mut Stream,
     outgoing: Outgoing<'_>,
     shape: TransferShape,
-    response_head: &Cell<Option<(Instant, u16)>>,
+    response_head: &Cell<Option<(Instant, u16, Version)>>,
 ) -> Result<ResponseDone, ResponseFailure> {
     let s = &ctx.settings;
     let framing = shape.framing;
@@ -1301,7 +1305,7 @@ async fn relay_response<R, W>(
         &dyn Fn(u16, u64),
     ),
     shape: TransferShape,
-    started: &Cell<Option<(Instant, u16)>>,
+    started: &Cell<Option<(Instant, u16, Version)>>,
 ) -> Result<ResponseDone, ResponseFailure>
 where
     R: tokio::io::AsyncRead + SpliceEnd + Unpin,
@@ -1373,7 +1377,7 @@ where
             }
             if let ResponseVerdict::Replace(reply) = verdict {
                 // The server's response is dropped: its connection cannot be reused.
-                started.set(Some((clock::now_std(), reply.status)));
+                started.set(Some((clock::now_std(), reply.status, Version::Http11)));
                 body::write(client, &reply.bytes, s.client)
                     .await
                     .map_err(client_write_failure)?;
@@ -1401,7 +1405,7 @@ where
                 body::write(client, &out, s.client)
                     .await
                     .map_err(client_write_failure)?;
-                started.set(Some((clock::now_std(), head.status)));
+                started.set(Some((clock::now_std(), head.status, head.version)));
                 sent_heads += out.len() as u64;
             }
             let len = head.head_len;
@@ -1422,10 +1426,13 @@ where
         };
         let framing_header = chunk_to_client.then(|| response_coding(buf, &head, framing));
         let length_only = matches!(framing, BodyFraming::ContentLength(_) | BodyFraming::None);
+        // A stopping process ends kept-alive connections after their answer, as HAProxy
+        // does (configuration.txt `close-spread-time`).
         let close_client = tunnel
             || !shape.client_wants_keepalive
             || s.conn_mode == HttpConnMode::Close
-            || (shape.client_version == Version::Http10 && !length_only);
+            || (shape.client_version == Version::Http10 && !length_only)
+            || ctx.process.is_stopping();
         let upgrading = tunnel && head.status == 101;
         let mut remove: &[&str] = &[];
         let mut length = Decimal::default();
@@ -1472,7 +1479,7 @@ where
             input.consume(length);
             inline_body = Some(length as u64);
         }
-        started.set(Some((clock::now_std(), head.status)));
+        started.set(Some((clock::now_std(), head.status, head.version)));
         // The head leaves with the round's other sends, after the round's reads.
         crate::batch::after_reads().await;
         // A whole answer after which the connection closes waits in the socket for the end

@@ -117,7 +117,10 @@ pub fn run<'s>(
                 };
                 match waited {
                     Some(Ok(())) => {}
-                    None if parks && park::available() => {
+                    // A stopping process closes its idle kept-alive connections, as
+                    // HAProxy's does; one still to send its first request waits on.
+                    None if !first && scope.process.is_stopping() => return None,
+                    None if parks && park::available(scope.process) => {
                         return Some(Parking {
                             since: waited_since,
                             deadline,
@@ -379,8 +382,10 @@ impl<'s> Session<'_, 's> {
                     // nothing special had happened (configuration.txt "tarpit").
                     tokio::time::sleep(delay).await;
                 }
-                let keep_alive =
-                    !reply.close && can_answer_and_keep_alive(input, &head, framing, settings);
+                // A stopping process ends kept-alive connections after their answer.
+                let keep_alive = !reply.close
+                    && !self.scope.process.is_stopping()
+                    && can_answer_and_keep_alive(input, &head, framing, settings);
                 let mut reply = reply;
                 if !keep_alive {
                     reply.bytes = with_connection_close(reply.bytes);
@@ -676,6 +681,7 @@ fn log_answer(
         termination: Termination { cause, phase },
         retries: 0,
         request_line: request.map(|(line, _)| line),
+        response_version: None,
         counts: Counts::default(),
         captures: request.is_some().then_some(&*captures),
         early: false,

@@ -1,6 +1,6 @@
 //! HTTP header field fetches of requests and responses (configuration.txt §7.3.6 `req.hdr`,
 //! `req.fhdr`, `req.hdr_cnt`, `req.hdr_val`, `req.hdr_ip`, `req.hdr_names` and their `res.`
-//! twins).
+//! twins), and the whole request head's fields (`req.hdrs`, `req.hdrs_bin`).
 //!
 //! The `hdr` family treats every comma outside double quotes as a separator between values
 //! (each value trimmed of spaces and tabs), as HAProxy does for list-valued fields; the
@@ -58,6 +58,8 @@ pub(crate) enum Hdr {
     },
     /// `hdr_names`.
     Names { side: Side, delim: u8 },
+    /// `req.hdrs` (text lines), `req.hdrs_bin` (length-prefixed names and values).
+    Block { binary: bool },
 }
 
 /// The buffer and field lines of one side.
@@ -115,6 +117,16 @@ impl Hdr {
                     Sample::owned_str(joined)
                 });
                 emit(names, out)
+            }
+            Hdr::Block { binary } => {
+                let block = fields(ctx, Side::Request).map(|(buf, headers)| {
+                    if *binary {
+                        Sample::Bin(std::borrow::Cow::Owned(binary_block(buf, headers)))
+                    } else {
+                        Sample::owned_str(text_block(buf, headers))
+                    }
+                });
+                emit(block, out)
             }
         }
     }
@@ -233,7 +245,60 @@ fn parse_field_ip(value: &[u8]) -> Option<IpAddr> {
     addr.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
+/// `req.hdrs`: every field as a `name: value` line ending in CRLF, names in lower case as
+/// HAProxy keeps them, then the empty line that ends a head.
+fn text_block(buf: &[u8], headers: &[HeaderSpan]) -> Vec<u8> {
+    let mut block = Vec::new();
+    for h in headers {
+        block.extend(header_name(buf, h).iter().map(u8::to_ascii_lowercase));
+        block.extend_from_slice(b": ");
+        block.extend_from_slice(header_value(buf, h));
+        block.extend_from_slice(b"\r\n");
+    }
+    block.extend_from_slice(b"\r\n");
+    block
+}
+
+/// `req.hdrs_bin`: each name then value as a length (the SPOE variable-length integer) and
+/// its bytes, names in lower case, ended by an empty name and an empty value.
+fn binary_block(buf: &[u8], headers: &[HeaderSpan]) -> Vec<u8> {
+    let mut block = Vec::new();
+    for h in headers {
+        let name = header_name(buf, h);
+        push_varint(&mut block, name.len());
+        block.extend(name.iter().map(u8::to_ascii_lowercase));
+        let value = header_value(buf, h);
+        push_varint(&mut block, value.len());
+        block.extend_from_slice(value);
+    }
+    block.extend_from_slice(&[0, 0]);
+    block
+}
+
+/// Appends `n` in SPOE's variable-length integer encoding: below 240 one byte; otherwise a
+/// first byte carrying the low 4 bits with its top four set, then 7 bits per byte, each but
+/// the last with its top bit set, every step taking off what the byte before stood for.
+fn push_varint(out: &mut Vec<u8>, n: usize) {
+    let mut n = n as u64;
+    if n < 240 {
+        out.push(n as u8);
+        return;
+    }
+    out.push((n as u8) | 0xF0);
+    n = (n - 240) >> 4;
+    while n >= 128 {
+        out.push((n as u8) | 0x80);
+        n = (n - 128) >> 7;
+    }
+    out.push(n as u8);
+}
+
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
+    if let Some(kind) = def.name.strip_prefix("req.hdrs") {
+        return Ok(Fetch::Hdr(Hdr::Block {
+            binary: kind == "_bin",
+        }));
+    }
     let side = if def.name.starts_with("res.") || def.name.starts_with("shdr") {
         Side::Response
     } else {
@@ -304,6 +369,8 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("req.hdr_ip", 2, Ip, RequestHeaders),
     def!("hdr_ip", 2, Ip, RequestHeaders),
     def!("req.hdr_names", 1, Str, RequestHeaders),
+    def!("req.hdrs", 0, Str, RequestHeaders),
+    def!("req.hdrs_bin", 0, Bin, RequestHeaders),
     def!("res.hdr", 2, Str, ResponseHeaders),
     def!("shdr", 2, Str, ResponseHeaders),
     def!("res.fhdr", 2, Str, ResponseHeaders),
@@ -316,3 +383,38 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("shdr_ip", 2, Ip, ResponseHeaders),
     def!("res.hdr_names", 1, Str, ResponseHeaders),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::push_varint;
+
+    /// Reads one SPOE variable-length integer, as an agent would.
+    fn read_varint(bytes: &[u8]) -> (u64, usize) {
+        let first = u64::from(bytes[0]);
+        if first < 240 {
+            return (first, 1);
+        }
+        let (mut value, mut shift, mut used) = (first, 4, 1);
+        loop {
+            let byte = bytes[used];
+            used += 1;
+            value += u64::from(byte) << shift;
+            shift += 7;
+            if byte < 128 {
+                return (value, used);
+            }
+        }
+    }
+
+    #[test]
+    fn varints_round_trip_at_every_width() {
+        for n in (0..5000).chain([239, 240, 2287, 2288, 264_431, 264_432, 1 << 30]) {
+            let mut out = Vec::new();
+            push_varint(&mut out, n);
+            assert_eq!(read_varint(&out), (n as u64, out.len()), "{n}");
+        }
+        let mut out = Vec::new();
+        push_varint(&mut out, 2288);
+        assert_eq!(out, [0xF0, 0x80, 0x00]);
+    }
+}

@@ -1,6 +1,6 @@
 //! HTTP fetches reading the start lines (configuration.txt §7.3.6): method, URL parts, URL
-//! parameters, versions, status, the `capture.req.*` parts as text, and the request buffer's
-//! state.
+//! parameters, the URL's hashes (`base32`, `url32`) and address (`url_ip`, `url_port`),
+//! versions, status, the `capture.req.*` parts and `capture.res.ver` as text, and the request buffer's state.
 //!
 //! Everything is sliced out of the buffer the [`Context`] lends, so these fetches return
 //! borrowed strings; only `base` and `baseq`, which glue the Host field to the path, build a
@@ -8,13 +8,15 @@
 //! (`http://h/p?q`), authority (CONNECT) and asterisk (`*`); the last two have no path.
 
 use std::borrow::Cow;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use sluice_balance::hash::{avalanche, sdbm_from};
 use sluice_http::{TargetForm, Version, header_values};
 
 use super::{Fetch, FetchDef, Sink, delim_arg, emit};
 use crate::args::str_arg;
 use crate::context::Context;
-use crate::logformat::LogNumber;
+use crate::logformat::{LogNumber, LogText};
 use crate::stages::Source;
 use crate::value::{Sample, SampleType, parse_int_prefix};
 
@@ -35,6 +37,13 @@ pub(crate) enum Line {
     Base,
     /// `baseq`.
     BaseQuery,
+    /// `base32` (`base32+src` with `src`), and `url32` (`url32+src`) when `query`: the
+    /// `base` (`baseq`) value hashed with sdbm and avalanche, as `base,sdbm(1)` gives.
+    BaseHash { query: bool, src: bool },
+    /// `url_ip`.
+    UrlIp,
+    /// `url_port`.
+    UrlPort,
     /// `url_param`/`urlp` (`as_int` for `urlp_val`).
     UrlParam {
         name: Option<String>,
@@ -101,6 +110,25 @@ impl Line {
                     (None, tail) => tail.map(Sample::str),
                 }
             }),
+            Line::BaseHash { query, src } => ctx.request().and_then(|(buf, head)| {
+                let hash = base_hash(buf, head, *query);
+                if !src {
+                    return Some(Sample::Int(i64::from(hash)));
+                }
+                // The hash in network byte order, then the client's address bytes.
+                let mut key = hash.to_be_bytes().to_vec();
+                match ctx.src()?.ip() {
+                    IpAddr::V4(ip) => key.extend_from_slice(&ip.octets()),
+                    IpAddr::V6(ip) => key.extend_from_slice(&ip.octets()),
+                }
+                Some(Sample::Bin(Cow::Owned(key)))
+            }),
+            Line::UrlIp => target()
+                .and_then(|(t, form)| url_address(t, form))
+                .map(|addr| Sample::Ip(addr.ip())),
+            Line::UrlPort => target()
+                .and_then(|(t, form)| url_address(t, form))
+                .map(|addr| Sample::Int(i64::from(addr.port()))),
             Line::UrlParam {
                 name,
                 delim,
@@ -143,13 +171,25 @@ impl Line {
                 Captured::RequestVersion => ctx
                     .request()
                     .map(|(_, head)| Sample::str(head.version.as_bytes())),
+                // In a log line the response head is gone: the version its record kept.
+                Captured::ResponseVersion => ctx
+                    .response()
+                    .map(|(_, head)| head.version.as_bytes())
+                    .or_else(|| ctx.log_facts()?.text(LogText::ResponseVersion))
+                    .map(Sample::str),
             },
             Line::ResVersion => ctx.response().map(|(_, head)| version(head.version)),
-            // In a log line the response head is gone: the status the log reports (`%ST`).
+            // In a log line the response head is gone: the status the log reports (`%ST`)
+            // when a server's response came; none for the proxy's own answers, as from
+            // HAProxy, whose `status` reads only a server's.
             Line::Status => ctx
                 .response()
                 .map(|(_, head)| i64::from(head.status))
-                .or_else(|| ctx.log_facts()?.number(LogNumber::Status))
+                .or_else(|| {
+                    let facts = ctx.log_facts()?;
+                    facts.text(LogText::ResponseVersion)?;
+                    facts.number(LogNumber::Status)
+                })
                 .map(Sample::Int),
             // During content inspection, a request not complete yet may still become one:
             // no answer until the inspection is over (HAProxy's "may change").
@@ -165,6 +205,45 @@ impl Line {
         };
         emit(value, out)
     }
+}
+
+/// The hash of `base32` (`url32` when `query`): sdbm over the first Host value then the path
+/// (with its query when `query`), then avalanche. Without a Host or a path, the other part
+/// alone is hashed, as `base` returns it alone.
+fn base_hash(buf: &[u8], head: &sluice_http::RequestHead, query: bool) -> u32 {
+    let host = header_values(buf, &head.headers, "host")
+        .next()
+        .unwrap_or_default();
+    let pq = path_query(head.target_bytes(buf), head.form).unwrap_or_default();
+    let tail = if query { pq } else { split_query(pq).0 };
+    avalanche(sdbm_from(sdbm_from(0, host), tail))
+}
+
+/// The address of an absolute-form target whose host is an IPv4 literal (`url_ip`,
+/// `url_port`): its port, or the scheme's (80 for `http`, 443 for `https`). Other targets,
+/// host names and IPv6 literals give nothing, as from HAProxy.
+fn url_address(target: &[u8], form: TargetForm) -> Option<SocketAddr> {
+    if form != TargetForm::Absolute {
+        return None;
+    }
+    let scheme_end = target.windows(3).position(|w| w == b"://")?;
+    let default_port = match &target[..scheme_end] {
+        s if s.eq_ignore_ascii_case(b"http") => 80,
+        s if s.eq_ignore_ascii_case(b"https") => 443,
+        _ => return None,
+    };
+    let rest = target.get(scheme_end + 3..)?;
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let authority = std::str::from_utf8(&rest[..end]).ok()?;
+    let (host, port) = match authority.split_once(':') {
+        Some((host, port)) => (host, port.parse::<u16>().ok()?),
+        None => (authority, default_port),
+    };
+    let ip = host.parse::<Ipv4Addr>().ok()?;
+    Some(SocketAddr::new(IpAddr::V4(ip), port))
 }
 
 /// `req.ver`/`res.ver` values: `major.minor`.
@@ -229,6 +308,8 @@ pub(crate) enum Captured {
     Uri,
     /// The request's version, `HTTP/1.1`.
     RequestVersion,
+    /// The response's version, `HTTP/1.1`.
+    ResponseVersion,
 }
 
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
@@ -248,6 +329,12 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "url" => Line::Url,
         "base" => Line::Base,
         "baseq" => Line::BaseQuery,
+        "base32" | "base32+src" | "url32" | "url32+src" => Line::BaseHash {
+            query: def.name.starts_with("url"),
+            src: def.name.ends_with("+src"),
+        },
+        "url_ip" => Line::UrlIp,
+        "url_port" => Line::UrlPort,
         "url_param" | "urlp" | "urlp_val" => {
             let name = str_arg(args, 0)
                 .filter(|n| !n.is_empty())
@@ -272,6 +359,7 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "capture.req.method" => Line::Captured(Captured::Method),
         "capture.req.uri" => Line::Captured(Captured::Uri),
         "capture.req.ver" => Line::Captured(Captured::RequestVersion),
+        "capture.res.ver" => Line::Captured(Captured::ResponseVersion),
         "res.ver" | "resp_ver" => Line::ResVersion,
         "status" => Line::Status,
         "req.proto_http" => Line::ProtoHttp,
@@ -302,6 +390,12 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("url", 0, 0, Str, RequestHeaders),
     def!("base", 0, 0, Str, RequestHeaders),
     def!("baseq", 0, 0, Str, RequestHeaders),
+    def!("base32", 0, 0, Int, RequestHeaders),
+    def!("base32+src", 0, 0, Bin, RequestHeaders),
+    def!("url32", 0, 0, Int, RequestHeaders),
+    def!("url32+src", 0, 0, Bin, RequestHeaders),
+    def!("url_ip", 0, 0, Ip, RequestHeaders),
+    def!("url_port", 0, 0, Int, RequestHeaders),
     def!("url_param", 0, 3, Str, RequestHeaders),
     def!("urlp", 0, 3, Str, RequestHeaders),
     def!("urlp_val", 0, 3, Int, RequestHeaders),
@@ -311,6 +405,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("capture.req.method", 0, 0, Str, Request),
     def!("capture.req.uri", 0, 0, Str, Request),
     def!("capture.req.ver", 0, 0, Str, Request),
+    def!("capture.res.ver", 0, 0, Str, Response),
     def!("resp_ver", 0, 0, Str, Response),
     def!("status", 0, 0, Int, Response),
     def!("req.proto_http", 0, 0, Bool, RequestBuffer),

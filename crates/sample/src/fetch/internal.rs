@@ -57,6 +57,10 @@ pub(crate) enum Internal {
     WaitEnd,
     /// `unique-id`.
     UniqueId,
+    /// `stopping`: the process is stopping (soft stop).
+    Stopping,
+    /// `thread`: the event-loop thread evaluating the expression, from 0.
+    Thread,
 }
 
 impl Internal {
@@ -98,6 +102,8 @@ impl Internal {
                 .or_else(|| default.as_deref().map(|d| Sample::str(d.as_bytes()))),
             Internal::WaitEnd => ctx.inspection_ended().then_some(Sample::Bool(true)),
             Internal::UniqueId => ctx.unique_id(),
+            Internal::Stopping => Some(Sample::Bool(ctx.stopping())),
+            Internal::Thread => Some(Sample::Int(i64::try_from(ctx.thread()).unwrap_or(0))),
         };
         emit(value, out)
     }
@@ -218,6 +224,13 @@ fn build_unique_id(_: &FetchDef, _: &[String]) -> Result<Fetch, String> {
     ok(Internal::UniqueId)
 }
 
+fn build_process_state(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
+    ok(match def.name {
+        "stopping" => Internal::Stopping,
+        _ => Internal::Thread,
+    })
+}
+
 macro_rules! def {
     ($name:literal, $min:literal, $max:literal, $out:ident, $build:ident) => {
         FetchDef {
@@ -258,4 +271,6 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("var", 1, 2, Str, build_var),
     def!("wait_end", 0, 0, Bool, build_wait_end),
     def!("unique-id", 0, 0, Str, build_unique_id),
+    def!("stopping", 0, 0, Bool, build_process_state),
+    def!("thread", 0, 0, Int, build_process_state),
 ];

@@ -698,3 +698,89 @@ fn conditions_wait_for_data_that_may_still_arrive() {
     assert_eq!(decide("{ res.len ge 4 }", &ctx), Some(false));
     assert_eq!(decide("!{ res.len ge 4 }", &ctx), Some(true));
 }
+
+#[test]
+fn url_hashes_match_haproxy() {
+    // Values from HAProxy 2.6 for the same requests.
+    let origin = TestCtx::request("GET /p?q=1 HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(eval("base32", &origin), Some(Sample::Int(256_689_826)));
+    assert_eq!(eval("url32", &origin), Some(Sample::Int(1_854_676_743)));
+    assert_eq!(eval("base32", &origin), eval("base,sdbm(1)", &origin));
+    assert_eq!(eval("url32", &origin), eval("baseq,sdbm(1)", &origin));
+    let absolute =
+        TestCtx::request("GET http://1.2.3.4:8080/p?x HTTP/1.1\r\nHost: 1.2.3.4:8080\r\n\r\n");
+    assert_eq!(eval("base32", &absolute), Some(Sample::Int(1_418_847_217)));
+    assert_eq!(eval("url32", &absolute), Some(Sample::Int(2_835_733_485)));
+    let no_host = TestCtx::request("GET /a?b HTTP/1.0\r\n\r\n");
+    assert_eq!(eval("base32", &no_host), Some(Sample::Int(1_743_195_586)));
+    assert_eq!(eval("url32", &no_host), Some(Sample::Int(3_300_911_741)));
+    // The +src forms: the hash's four bytes, then the client's address (192.168.1.10).
+    assert_eq!(
+        text("base32+src,hex", &origin).as_deref(),
+        Some("0F4CC6A2C0A8010A")
+    );
+    assert_eq!(
+        text("url32+src,hex", &origin).as_deref(),
+        Some("6E8C1F07C0A8010A")
+    );
+    let mut v6 = TestCtx::request("GET /p?q=1 HTTP/1.1\r\nHost: h\r\n\r\n");
+    v6.src = Some("[2001:db8::1]:4000".parse().unwrap());
+    assert_eq!(
+        text("base32+src,hex", &v6).as_deref(),
+        Some("0F4CC6A220010DB8000000000000000000000001")
+    );
+    assert_eq!(eval("base32", &TestCtx::new()), None);
+}
+
+#[test]
+fn url_address_needs_an_ipv4_host_in_an_absolute_url() {
+    let with_port =
+        TestCtx::request("GET http://1.2.3.4:8080/p HTTP/1.1\r\nHost: 1.2.3.4:8080\r\n\r\n");
+    assert_eq!(text("url_ip", &with_port).as_deref(), Some("1.2.3.4"));
+    assert_eq!(eval("url_port", &with_port), Some(Sample::Int(8080)));
+    let https = TestCtx::request("GET HTTPS://9.9.9.9/?x HTTP/1.1\r\nHost: 9.9.9.9\r\n\r\n");
+    assert_eq!(text("url_ip", &https).as_deref(), Some("9.9.9.9"));
+    assert_eq!(eval("url_port", &https), Some(Sample::Int(443)));
+    let plain = TestCtx::request("GET http://1.2.3.4/ HTTP/1.1\r\nHost: 1.2.3.4\r\n\r\n");
+    assert_eq!(eval("url_port", &plain), Some(Sample::Int(80)));
+    // HAProxy 2.6 gives nothing for names, IPv6 literals and origin-form targets.
+    for raw in [
+        "GET http://example.com:81/p HTTP/1.1\r\nHost: example.com:81\r\n\r\n",
+        "GET https://[::1]:82/p HTTP/1.1\r\nHost: [::1]:82\r\n\r\n",
+        "GET /p HTTP/1.1\r\nHost: 1.2.3.4\r\n\r\n",
+    ] {
+        let ctx = TestCtx::request(raw);
+        assert_eq!(eval("url_ip", &ctx), None, "{raw}");
+        assert_eq!(eval("url_port", &ctx), None, "{raw}");
+    }
+}
+
+#[test]
+fn whole_request_head_fields() {
+    let long = "a".repeat(300);
+    let ctx = TestCtx::request(&format!(
+        "GET / HTTP/1.1\r\nHost: h\r\nX-Long:  {long} \r\n\r\n"
+    ));
+    assert_eq!(
+        text("req.hdrs", &ctx),
+        Some(format!("host: h\r\nx-long: {long}\r\n\r\n"))
+    );
+    // Lengths as SPOE variable-length integers: 300 is FC 03 (HAProxy 2.6's encoding).
+    let mut expected = b"\x04host\x01h\x06x-long\xFC\x03".to_vec();
+    expected.extend_from_slice(long.as_bytes());
+    expected.extend_from_slice(&[0, 0]);
+    assert_eq!(
+        eval("req.hdrs_bin", &ctx),
+        Some(Sample::Bin(std::borrow::Cow::Owned(expected)))
+    );
+    let bare = TestCtx::request("GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(text("req.hdrs", &bare).as_deref(), Some("\r\n"));
+    assert_eq!(eval("req.hdrs", &TestCtx::new()), None);
+}
+
+#[test]
+fn process_state() {
+    let ctx = TestCtx::new();
+    assert_eq!(eval("stopping", &ctx), Some(Sample::Bool(false)));
+    assert_eq!(eval("thread", &ctx), Some(Sample::Int(0)));
+}
