@@ -695,14 +695,6 @@ fn parse_option(
     if logging::apply_log_option(&mut conf.log, &d, name, skip + 2, enable, diags) {
         return;
     }
-    // The wait for the body happens before the frontend's rules; a backend's own wish for it
-    // (HAProxy waits again before the backend's rules) is not honoured, so it is refused.
-    if name == "http-buffer-request" && kind == SectionKind::Backend {
-        diags.push(
-            d.alert("in a backend section: not supported by Sluice (set it in the frontend)"),
-        );
-        return;
-    }
     if http_options::is_http_option(name) {
         let (frontend, backend) = match name.as_str() {
             "accept-unsafe-violations-in-http-request" | "accept-invalid-http-request" => {

@@ -268,6 +268,14 @@ pub enum HttpAction {
     /// Hold the request for `timeout tarpit`, then answer with a reply (500 by default)
     /// and close.
     Tarpit(Reply),
+    /// `wait-for-body`: hold the rules until the body is whole, `at_least` bytes of it came
+    /// (0: no such bound) or the buffer is full; 408 when `time` passes first.
+    WaitForBody {
+        /// The longest wait.
+        time: std::time::Duration,
+        /// Enough body bytes to go on with.
+        at_least: u64,
+    },
     /// Normalize the request's URI (`normalize-uri`, experimental in HAProxy 2.6).
     NormalizeUri(UriNormalizer),
     /// Store a sample in a capture slot of the frontend (`capture <sample> len|id N`).
@@ -1251,8 +1259,36 @@ fn parse_http_action(
             }
             Ok(HttpAction::SetStatus { status, reason })
         }
+        // Waiting for a response body would need the response buffered: not done.
+        "wait-for-body" if response => Err(unsupported("wait-for-body")),
+        "wait-for-body" => parse_wait_for_body(rest),
         other => Err(unsupported(other)),
     }
+}
+
+/// `wait-for-body time <time> [at-least <bytes>]`.
+fn parse_wait_for_body(args: &[String]) -> Result<HttpAction, String> {
+    const USAGE: &str = "'wait-for-body' expects 'time <time>' and optionally 'at-least <bytes>'";
+    let mut time = None;
+    let mut at_least = 0;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        let value = words.next().ok_or(USAGE)?;
+        match word.as_str() {
+            "time" => {
+                let limit = crate::units::parse_time(value, crate::units::TimeUnit::Ms)
+                    .map_err(|e| format!("'wait-for-body': invalid time '{value}': {e}"))?;
+                time = Some(limit);
+            }
+            "at-least" => {
+                at_least = crate::units::parse_size(value)
+                    .map_err(|e| format!("'wait-for-body': invalid size '{value}': {e}"))?;
+            }
+            _ => return Err(USAGE.to_owned()),
+        }
+    }
+    let time = time.ok_or(USAGE)?;
+    Ok(HttpAction::WaitForBody { time, at_least })
 }
 
 /// The actions `http-after-response` allows (configuration.txt §4.2, the "Aft" column):

@@ -104,6 +104,40 @@ pub enum RequestVerdict<'a> {
     Reject,
     /// Serve the statistics page ([`super::stats_page`]).
     Stats(&'a sluice_config::stats_page::StatsPage),
+    /// `http-request wait-for-body`: wait for the body as `BodyWait` says, then run the
+    /// rules again from `Resume`.
+    WaitForBody(BodyWait, Resume<'a>),
+}
+
+/// How long and for how much of the body the rules wait.
+#[derive(Clone, Copy, Debug)]
+pub enum BodyWait {
+    /// `http-request wait-for-body`: at most `time`, until the whole body or `at_least`
+    /// bytes of it (0: the whole body) or a full buffer came; then a 408.
+    Action {
+        /// The longest wait.
+        time: std::time::Duration,
+        /// Enough body bytes to go on with.
+        at_least: u64,
+    },
+    /// A backend's `option http-buffer-request` (the frontend's waits before any rule):
+    /// until the whole body or a full buffer came, within `timeout http-request` from the
+    /// request's start (none: no limit).
+    BackendOption {
+        /// The frontend's `timeout http-request`, else the backend's.
+        http_request: Option<std::time::Duration>,
+    },
+}
+
+/// Where the request rules go on after a wait for the body: at rule `next` of the
+/// frontend's `http-request` rules, or of the backend's when `backend` is set (chosen
+/// already), with the backend's `tcp-request content` rules first when `content`. The
+/// stages before it ran once and do not run again, so no action runs twice.
+#[derive(Clone, Copy)]
+pub struct Resume<'a> {
+    backend: Option<&'a Backend>,
+    content: bool,
+    next: usize,
 }
 
 /// What a rule set decided.
@@ -114,6 +148,8 @@ enum Flow<'a> {
     Answer(Answer<'a>),
     /// Close without answering.
     Reject,
+    /// Wait for the body, then go on at this rule of the set.
+    Wait(BodyWait, usize),
 }
 
 /// The error page for `status`: the proxy's own, else the other side's, else the built-in.
@@ -126,15 +162,17 @@ fn error_page<'a>(pages: &[&'a ErrorPages], status: u16) -> &'a [u8] {
 
 /// Runs the request-side rules of the frontend and of the backend they choose; an answer
 /// of the proxy's own then goes through the `http-after-response` rules.
+///
+/// `resume` is where a `wait-for-body` left them, `None` for a new request.
 pub fn process_request<'a>(
     scope: &Scope<'a>,
     input: &mut InBuf,
     head: &mut RequestHead,
-    limits: &Limits,
-    bufsize: usize,
+    (limits, bufsize): (&Limits, usize),
+    resume: Option<Resume<'a>>,
 ) -> RequestVerdict<'a> {
-    let mut chosen = None;
-    match request_verdict(scope, input, head, limits, bufsize, &mut chosen) {
+    let mut chosen = resume.and_then(|r| r.backend);
+    match request_verdict(scope, input, head, (limits, bufsize), resume, &mut chosen) {
         RequestVerdict::Answer(answer) => {
             let request = Some((input.filled(), &*head));
             RequestVerdict::Answer(finish_answer(scope, chosen, request, answer))
@@ -147,25 +185,121 @@ fn request_verdict<'a>(
     scope: &Scope<'a>,
     input: &mut InBuf,
     head: &mut RequestHead,
-    limits: &Limits,
-    bufsize: usize,
+    (limits, bufsize): (&Limits, usize),
+    resume: Option<Resume<'a>>,
     chosen: &mut Option<&'a Backend>,
 ) -> RequestVerdict<'a> {
+    let frontend = scope.frontend;
+    let rules = &frontend.plan.rules;
+    let front_pages = [&frontend.plan.error_pages];
+    let limits = limits.for_rewrites(bufsize);
+    let backend = match resume {
+        None => match frontend_verdict(scope, input, head, &limits) {
+            Ok(backend) => backend,
+            Err(verdict) => return verdict,
+        },
+        Some(Resume {
+            backend: None,
+            next,
+            ..
+        }) => {
+            match http_request_rules(scope, None, rules, &front_pages, input, head, &limits, next) {
+                Flow::Continue => {}
+                Flow::Reject => return RequestVerdict::Reject,
+                Flow::Answer(a) => return RequestVerdict::Answer(a),
+                Flow::Wait(wait, next) => {
+                    let resume = Resume {
+                        backend: None,
+                        content: false,
+                        next,
+                    };
+                    return RequestVerdict::WaitForBody(wait, resume);
+                }
+            }
+            match after_frontend_rules(scope, input, head) {
+                Ok(backend) => backend,
+                Err(verdict) => return verdict,
+            }
+        }
+        Some(Resume {
+            backend: Some(backend),
+            content,
+            next,
+        }) => {
+            if content && let Err(verdict) = backend_content(scope, backend, input, head) {
+                return verdict;
+            }
+            return backend_verdict(scope, backend, input, head, &limits, next);
+        }
+    };
+    *chosen = Some(backend);
+    if backend.plan.id.uid != frontend.plan.id.uid {
+        // A backend's `option http-buffer-request` waits before the backend's rules, as
+        // HAProxy's does once the request switched to it.
+        if backend.plan.http.buffer_request && !frontend.plan.http.buffer_request {
+            let http_request = frontend
+                .plan
+                .timeouts
+                .http_request
+                .or(backend.plan.timeouts.http_request);
+            let resume = Resume {
+                backend: Some(backend),
+                content: true,
+                next: 0,
+            };
+            return RequestVerdict::WaitForBody(BodyWait::BackendOption { http_request }, resume);
+        }
+        if let Err(verdict) = backend_content(scope, backend, input, head) {
+            return verdict;
+        }
+        return backend_verdict(scope, backend, input, head, &limits, 0);
+    }
+    RequestVerdict::Forward(backend)
+}
+
+/// A backend's `tcp-request content` rules; `Err` with the verdict when they end the request.
+fn backend_content<'a>(
+    scope: &Scope<'a>,
+    backend: &Backend,
+    input: &InBuf,
+    head: &RequestHead,
+) -> Result<(), RequestVerdict<'a>> {
+    match tcp_content(
+        scope,
+        Some(backend),
+        &backend.plan.rules.tcp_content,
+        input,
+        head,
+    ) {
+        Flow::Continue | Flow::Wait(..) => Ok(()),
+        Flow::Reject => Err(RequestVerdict::Reject),
+        Flow::Answer(a) => Err(RequestVerdict::Answer(a)),
+    }
+}
+
+/// The frontend's stages, from the captures to its `http-request` rules, then the choice
+/// of a backend; `Err` with the verdict when they end the request's way there.
+fn frontend_verdict<'a>(
+    scope: &Scope<'a>,
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    limits: &Limits,
+) -> Result<&'a Backend, RequestVerdict<'a>> {
     let frontend = scope.frontend;
     capture_headers(scope, false, input.filled(), head.headers());
     let rules = &frontend.plan.rules;
     let front_pages = [&frontend.plan.error_pages];
     match tcp_content(scope, None, &rules.tcp_content, input, head) {
-        Flow::Continue => {}
-        Flow::Reject => return RequestVerdict::Reject,
-        Flow::Answer(a) => return RequestVerdict::Answer(a),
+        Flow::Continue | Flow::Wait(..) => {}
+        Flow::Reject => return Err(RequestVerdict::Reject),
+        Flow::Answer(a) => return Err(RequestVerdict::Answer(a)),
     }
     if let Some(uri) = &rules.monitor_uri
         && head.target_bytes(input.filled()) == uri.as_bytes()
     {
         let view = scope.view(None, Some((input.filled(), head)));
         let failing = rules.monitor_fail.iter().any(|c| c.eval(&view));
-        return RequestVerdict::Answer(if failing {
+        return Err(RequestVerdict::Answer(if failing {
             Answer::page(error_page(&front_pages, 503), 503)
         } else {
             Answer {
@@ -174,41 +308,80 @@ fn request_verdict<'a>(
                 close: false,
                 tarpit: None,
             }
-        });
+        }));
     }
-    let limits = limits.for_rewrites(bufsize);
-    match http_request_rules(scope, None, rules, &front_pages, input, head, &limits) {
+    match http_request_rules(scope, None, rules, &front_pages, input, head, limits, 0) {
         Flow::Continue => {}
-        Flow::Reject => return RequestVerdict::Reject,
-        Flow::Answer(a) => return RequestVerdict::Answer(a),
+        Flow::Reject => return Err(RequestVerdict::Reject),
+        Flow::Answer(a) => return Err(RequestVerdict::Answer(a)),
+        Flow::Wait(wait, next) => {
+            let resume = Resume {
+                backend: None,
+                content: false,
+                next,
+            };
+            return Err(RequestVerdict::WaitForBody(wait, resume));
+        }
     }
+    after_frontend_rules(scope, input, head)
+}
+
+/// After the frontend's `http-request` rules: its statistics page, or the backend chosen.
+fn after_frontend_rules<'a>(
+    scope: &Scope<'a>,
+    input: &InBuf,
+    head: &RequestHead,
+) -> Result<&'a Backend, RequestVerdict<'a>> {
+    let frontend = scope.frontend;
+    let rules = &frontend.plan.rules;
     // The statistics page, once the frontend's rules had their say (they may deny it).
     if let Some(page) = &rules.stats_page
         && super::stats_page::wants(page, input.filled(), head)
     {
-        return RequestVerdict::Stats(page);
+        return Err(RequestVerdict::Stats(page));
     }
-    let Some(backend) = choose_backend(scope, input, head) else {
+    choose_backend(scope, input, head).ok_or_else(|| {
         // Nowhere to send the request: HAProxy answers 503.
         frontend.failed.incr();
-        return RequestVerdict::Answer(Answer::page(error_page(&front_pages, 503), 503));
-    };
-    *chosen = Some(backend);
-    if backend.plan.id.uid != frontend.plan.id.uid {
-        let rules = &backend.plan.rules;
-        let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
-        match tcp_content(scope, Some(backend), &rules.tcp_content, input, head) {
-            Flow::Continue => {}
-            Flow::Reject => return RequestVerdict::Reject,
-            Flow::Answer(a) => return RequestVerdict::Answer(a),
-        }
-        match http_request_rules(scope, Some(backend), rules, &pages, input, head, &limits) {
-            Flow::Continue => {}
-            Flow::Reject => return RequestVerdict::Reject,
-            Flow::Answer(a) => return RequestVerdict::Answer(a),
+        let front_pages = [&frontend.plan.error_pages];
+        RequestVerdict::Answer(Answer::page(error_page(&front_pages, 503), 503))
+    })
+}
+
+/// A backend's own `http-request` rules from rule `next` on (its `tcp-request content` rules
+/// ran before them), then the verdict to forward there.
+fn backend_verdict<'a>(
+    scope: &Scope<'a>,
+    backend: &'a Backend,
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    limits: &Limits,
+    next: usize,
+) -> RequestVerdict<'a> {
+    let rules = &backend.plan.rules;
+    let pages = [&backend.plan.error_pages, &scope.frontend.plan.error_pages];
+    match http_request_rules(
+        scope,
+        Some(backend),
+        rules,
+        &pages,
+        input,
+        head,
+        limits,
+        next,
+    ) {
+        Flow::Continue => RequestVerdict::Forward(backend),
+        Flow::Reject => RequestVerdict::Reject,
+        Flow::Answer(a) => RequestVerdict::Answer(a),
+        Flow::Wait(wait, next) => {
+            let resume = Resume {
+                backend: Some(backend),
+                content: false,
+                next,
+            };
+            RequestVerdict::WaitForBody(wait, resume)
         }
     }
-    RequestVerdict::Forward(backend)
 }
 
 /// The answer of the monitor URI while the service is up (our own words, HAProxy's layout).
@@ -350,7 +523,8 @@ enum Step<'a, 'e> {
     Edit(FieldEdit<'e>),
 }
 
-/// A proxy's `http-request` rules, then its `redirect` rules.
+/// A proxy's `http-request` rules from rule `first` on, then its `redirect` rules.
+#[allow(clippy::too_many_arguments)]
 fn http_request_rules<'a>(
     scope: &Scope<'a>,
     backend: Option<&Backend>,
@@ -359,14 +533,18 @@ fn http_request_rules<'a>(
     input: &mut InBuf,
     head: &mut RequestHead,
     limits: &Limits,
+    first: usize,
 ) -> Flow<'a> {
     // Values computed by the actions are rendered here, one buffer for the whole set.
     let mut scratch = Scratch::take();
-    for rule in &rules.http_request {
+    for (index, rule) in rules.http_request.iter().enumerate().skip(first) {
         let step = {
             let view = scope.view(backend, Some((input.filled(), head)));
             if !rule.applies(&view) {
                 continue;
+            }
+            if let HttpAction::WaitForBody { time, at_least } = rule.action {
+                return Flow::Wait(BodyWait::Action { time, at_least }, index + 1);
             }
             let buf = input.filled();
             request_action(
@@ -513,6 +691,9 @@ fn common_action<'a, 'e>(
 ) -> Step<'a, 'e> {
     match action {
         HttpAction::Allow => Step::Stop,
+        // Request rules wait before they get here (`http_request_rules`); response rules
+        // never have it.
+        HttpAction::WaitForBody { .. } => Step::Next,
         HttpAction::PrometheusExporter => {
             let body = sluice_runtime::prometheus::render(view.process);
             let bytes = format!(

@@ -14,7 +14,7 @@
 use super::buffer::{InBuf, ReadError};
 use super::exchange::{self, Attached, Next};
 use super::invalid;
-use super::rules::{self, RequestVerdict, Scope};
+use super::rules::{self, BodyWait, RequestVerdict, Scope};
 use super::settings::{BufferSizes, HttpSettings};
 use crate::park::{self, Parking};
 use crate::report::report;
@@ -322,34 +322,19 @@ impl<'s> Session<'_, 's> {
         // `option http-buffer-request`: the rules see the whole body, or as much of it as the
         // buffer takes before the rewrite reserve; `timeout http-request` covers it too.
         // (Boxed: a future in every request's state for a rarely set option.)
-        if settings.buffer_request
-            && !Box::pin(wait_for_body(
-                client,
-                input,
-                &mut head,
-                framing,
-                settings,
-                request_start,
-            ))
-            .await
-        {
-            let page = rules::finish_page(scope, None, settings.request_error(408));
-            let sent = Box::pin(answer(client, &page, settings.client)).await;
-            frontend.request_errors.incr();
-            let answered = Answered {
-                status: 408,
-                bytes: page.len(),
-                received: input.len(),
-                cause: Cause::ClientTimeout,
-                phase: Phase::Request,
-                request: Some((request_line_of(input.filled()), clock::since(request_start))),
-                head: Some((input.filled(), &head)),
+        if settings.buffer_request {
+            let wait = BodyNeed {
+                deadline: settings.http_request.map(|t| request_start + t),
+                at_least: 0,
             };
-            log_answer(scope, started, answered);
-            if sent {
-                close_gracefully(client, settings.client).await;
+            let waited = wait_for_body(client, input, &mut head, framing, settings, wait);
+            if !Box::pin(waited).await {
+                Box::pin(body_timed_out(
+                    scope, settings, client, input, &head, started,
+                ))
+                .await;
+                return Next::Close;
             }
-            return Next::Close;
         }
         // `unique-id-format`: the id is made once per request, before any rule reads it.
         if let Some(fmt) = &frontend.plan.log.unique_id_format {
@@ -361,85 +346,106 @@ impl<'s> Session<'_, 's> {
             fmt.render(&view, &mut id);
             scope.vars.set_unique_id(id);
         }
-        let verdict = rules::process_request(
-            scope,
-            input,
-            &mut head,
-            &settings.request_limits,
-            settings.bufsize,
-        );
-        let backend = match verdict {
-            RequestVerdict::Forward(backend) => backend,
-            RequestVerdict::Reject => return Next::Close,
-            RequestVerdict::Stats(page) => {
-                self.stats_page(client, input, &head, page, frontend.name(), started)
-                    .await;
-                return Next::Close;
-            }
-            RequestVerdict::Answer(reply) => {
-                if let Some(delay) = reply.tarpit {
-                    // `http-request tarpit`: the request is held, then answered as if
-                    // nothing special had happened (configuration.txt "tarpit").
-                    tokio::time::sleep(delay).await;
+        let limits = (&settings.request_limits, settings.bufsize);
+        let mut resume = None;
+        let backend = loop {
+            let verdict = rules::process_request(scope, input, &mut head, limits, resume);
+            break match verdict {
+                // `http-request wait-for-body`: the wait, then the rules after it.
+                RequestVerdict::WaitForBody(wait, rest) => {
+                    let wait = match wait {
+                        BodyWait::Action { time, at_least } => BodyNeed {
+                            deadline: Some(clock::now_std() + time),
+                            at_least: usize::try_from(at_least).unwrap_or(usize::MAX),
+                        },
+                        BodyWait::BackendOption { http_request } => BodyNeed {
+                            deadline: http_request.map(|t| request_start + t),
+                            at_least: 0,
+                        },
+                    };
+                    let waited = wait_for_body(client, input, &mut head, framing, settings, wait);
+                    if !Box::pin(waited).await {
+                        Box::pin(body_timed_out(
+                            scope, settings, client, input, &head, started,
+                        ))
+                        .await;
+                        return Next::Close;
+                    }
+                    resume = Some(rest);
+                    continue;
                 }
-                // A stopping process ends kept-alive connections after their answer.
-                let keep_alive = !reply.close
-                    && !self.scope.process.is_stopping()
-                    && can_answer_and_keep_alive(input, &head, framing, settings);
-                let mut reply = reply;
-                if !keep_alive {
-                    reply.bytes = with_connection_close(reply.bytes);
-                }
-                // configuration.txt §8.5: a denied request is "PR", one the proxy answered
-                // itself (return, redirect, monitor) "LR".
-                let cause = if reply.close {
-                    Cause::Proxy
-                } else {
-                    Cause::Local
-                };
-                let head_took = clock::since(request_start);
-                let line = request_line_of(input.filled());
-                let answered = Answered {
-                    status: reply.status,
-                    bytes: reply.bytes.len(),
-                    received: head.head_len,
-                    cause,
-                    // configuration.txt §8.5: "PT" for a tarpitted request.
-                    phase: if reply.tarpit.is_some() {
-                        Phase::Tarpit
-                    } else {
-                        Phase::Request
-                    },
-                    request: Some((line, head_took)),
-                    head: Some((input.filled(), &head)),
-                };
-                // The log (which may read the stick counters) and the end of the transaction
-                // for the counters come before the client hears the answer, so what the
-                // client does next, or asks the CLI, sees the entry released.
-                log_answer(scope, started, answered);
-                scope
-                    .vars
-                    .trackers
-                    .bytes(head.head_len as u64, reply.bytes.len() as u64);
-                scope.vars.trackers.end_transaction();
-                let sent = clock::timeout(
-                    settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
-                    client.write_all(&reply.bytes),
-                )
-                .await;
-                if !matches!(sent, Ok(Ok(()))) {
+                RequestVerdict::Forward(backend) => backend,
+                RequestVerdict::Reject => return Next::Close,
+                RequestVerdict::Stats(page) => {
+                    self.stats_page(client, input, &head, page, frontend.name(), started)
+                        .await;
                     return Next::Close;
                 }
-                if keep_alive {
-                    input.consume(head.head_len);
-                    return Next::KeepAlive;
+                RequestVerdict::Answer(reply) => {
+                    if let Some(delay) = reply.tarpit {
+                        // `http-request tarpit`: the request is held, then answered as if
+                        // nothing special had happened (configuration.txt "tarpit").
+                        tokio::time::sleep(delay).await;
+                    }
+                    // A stopping process ends kept-alive connections after their answer.
+                    let keep_alive = !reply.close
+                        && !self.scope.process.is_stopping()
+                        && can_answer_and_keep_alive(input, &head, framing, settings);
+                    let mut reply = reply;
+                    if !keep_alive {
+                        reply.bytes = with_connection_close(reply.bytes);
+                    }
+                    // configuration.txt §8.5: a denied request is "PR", one the proxy answered
+                    // itself (return, redirect, monitor) "LR".
+                    let cause = if reply.close {
+                        Cause::Proxy
+                    } else {
+                        Cause::Local
+                    };
+                    let head_took = clock::since(request_start);
+                    let line = request_line_of(input.filled());
+                    let answered = Answered {
+                        status: reply.status,
+                        bytes: reply.bytes.len(),
+                        received: head.head_len,
+                        cause,
+                        // configuration.txt §8.5: "PT" for a tarpitted request.
+                        phase: if reply.tarpit.is_some() {
+                            Phase::Tarpit
+                        } else {
+                            Phase::Request
+                        },
+                        request: Some((line, head_took)),
+                        head: Some((input.filled(), &head)),
+                    };
+                    // The log (which may read the stick counters) and the end of the transaction
+                    // for the counters come before the client hears the answer, so what the
+                    // client does next, or asks the CLI, sees the entry released.
+                    log_answer(scope, started, answered);
+                    scope
+                        .vars
+                        .trackers
+                        .bytes(head.head_len as u64, reply.bytes.len() as u64);
+                    scope.vars.trackers.end_transaction();
+                    let sent = clock::timeout(
+                        settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
+                        client.write_all(&reply.bytes),
+                    )
+                    .await;
+                    if !matches!(sent, Ok(Ok(()))) {
+                        return Next::Close;
+                    }
+                    if keep_alive {
+                        input.consume(head.head_len);
+                        return Next::KeepAlive;
+                    }
+                    // A request read whole with nothing after it leaves nothing to drain: the
+                    // connection (and the session's stick counters) ends at once, as HAProxy's.
+                    let pending = framing != BodyFraming::None || input.len() > head.head_len;
+                    close_after_exchange(client, settings.client, pending).await;
+                    return Next::Close;
                 }
-                // A request read whole with nothing after it leaves nothing to drain: the
-                // connection (and the session's stick counters) ends at once, as HAProxy's.
-                let pending = framing != BodyFraming::None || input.len() > head.head_len;
-                close_after_exchange(client, settings.client, pending).await;
-                return Next::Close;
-            }
+            };
         };
         // A backend's statistics page, after the backend's own rules (a frontend's was served
         // before choosing a backend).
@@ -518,22 +524,33 @@ impl<'s> Session<'_, 's> {
     }
 }
 
-/// Reads the request body into `input` until it is whole or `input` holds the most a head may
-/// (`tune.bufsize` less `tune.maxrewrite`, the room rewrites need), or the client stops
-/// sending (the exchange then finds out); false if `timeout http-request`, counted from
-/// `request_start`, passed first. A client that expects `100-continue` is told to go on here,
-/// and its `Expect` field is dropped, as HAProxy does, since it was answered.
+/// How much of a request body a wait wants, and until when.
+#[derive(Clone, Copy)]
+struct BodyNeed {
+    /// When the wait fails (`timeout http-request` from the request's start for `option
+    /// http-buffer-request`, the action's time for `wait-for-body`).
+    deadline: Option<std::time::Instant>,
+    /// Enough body bytes to go on (`wait-for-body ... at-least`); 0 for the whole body.
+    at_least: usize,
+}
+
+/// Reads the request body into `input` until it is whole, `need.at_least` bytes of it came,
+/// or `input` holds the most a head may (`tune.bufsize` less `tune.maxrewrite`, the room
+/// rewrites need), or the client stops sending (the exchange then finds out); false if the
+/// deadline passed first. A client that expects `100-continue` is told to go on here, and its
+/// `Expect` field is dropped, as HAProxy does, since it was answered.
 async fn wait_for_body(
     client: &mut Stream,
     input: &mut InBuf,
     head: &mut RequestHead,
     framing: BodyFraming,
     settings: &HttpSettings<'_>,
-    request_start: std::time::Instant,
+    need: BodyNeed,
 ) -> bool {
     let most = settings.request_limits.max_head;
     let complete = |input: &InBuf, head: &RequestHead| {
-        super::body::buffered(input.filled(), head.head_len, framing).1 || input.len() >= most
+        let (body, whole) = super::body::buffered(input.filled(), head.head_len, framing);
+        whole || (need.at_least > 0 && body.len() >= need.at_least) || input.len() >= most
     };
     if complete(input, head) {
         return true;
@@ -558,9 +575,10 @@ async fn wait_for_body(
             return true;
         }
     }
-    let deadline = settings.http_request.map(|t| request_start + t);
     while !complete(input, head) {
-        let remaining = deadline.map(|d| d.saturating_duration_since(clock::now_std()));
+        let remaining = need
+            .deadline
+            .map(|d| d.saturating_duration_since(clock::now_std()));
         match input
             .read_more_up_to(client, sooner(remaining, settings.client), most)
             .await
@@ -571,6 +589,35 @@ async fn wait_for_body(
         }
     }
     true
+}
+
+/// Answers a request whose body did not come in time (the wait of `option
+/// http-buffer-request` or `wait-for-body`): a 408, counted and logged, then the connection
+/// ends.
+async fn body_timed_out(
+    scope: &Scope<'_>,
+    settings: &HttpSettings<'_>,
+    client: &mut Stream,
+    input: &InBuf,
+    head: &RequestHead,
+    started: (std::time::Instant, SystemTime),
+) {
+    let page = rules::finish_page(scope, None, settings.request_error(408));
+    let sent = answer(client, &page, settings.client).await;
+    scope.frontend.request_errors.incr();
+    let answered = Answered {
+        status: 408,
+        bytes: page.len(),
+        received: input.len(),
+        cause: Cause::ClientTimeout,
+        phase: Phase::Request,
+        request: Some((request_line_of(input.filled()), clock::since(started.0))),
+        head: Some((input.filled(), head)),
+    };
+    log_answer(scope, started, answered);
+    if sent {
+        close_gracefully(client, settings.client).await;
+    }
 }
 
 /// `answer` with a `connection: close` field after its status line, unless it has a Connection
