@@ -51,6 +51,16 @@ pub struct StatsSocketConf {
     pub expose_listeners: bool,
 }
 
+/// `close-spread-time`: how a soft stop ends kept-alive client connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseSpread {
+    /// Over this window: the idle ones close at moments spread over it, and an answer sent
+    /// during it ends its connection with a chance that grows from none to certain.
+    Window(Duration),
+    /// `infinite`: not at all; they end at their own timeouts.
+    Infinite,
+}
+
 /// Everything the `global` sections say.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GlobalConf {
@@ -83,6 +93,12 @@ pub struct GlobalConf {
     pub stats_maxconn: Option<u32>,
     /// `hard-stop-after`: how long a soft stop may take at most.
     pub hard_stop_after: Option<Duration>,
+    /// `grace`: how long after SIGUSR1 the listeners keep accepting, `stopping` already
+    /// true, before the soft stop proper.
+    pub grace: Option<Duration>,
+    /// `close-spread-time`: how a soft stop ends kept-alive client connections (unset:
+    /// the idle ones at once, the others after their next answer).
+    pub close_spread_time: Option<CloseSpread>,
     /// `quiet`: no start-up messages.
     pub quiet: bool,
     /// `zero-warning`: warnings are fatal.
@@ -319,6 +335,18 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         }
         "hard-stop-after" => {
             conf.hard_stop_after = d.timeout(1, diags);
+            d.no_more_than(2, diags);
+        }
+        "grace" => {
+            conf.grace = d.timeout(1, diags);
+            d.no_more_than(2, diags);
+        }
+        "close-spread-time" => {
+            conf.close_spread_time = if d.word(1, "a time value", diags) == Some("infinite") {
+                Some(CloseSpread::Infinite)
+            } else {
+                d.timeout(1, diags).map(CloseSpread::Window)
+            };
             d.no_more_than(2, diags);
         }
         "node" => {

@@ -23,6 +23,7 @@
 //! thread has its own lot, made on first use.
 
 use crate::accept::{self, Held};
+use sluice_config::global::CloseSpread;
 use sluice_net::readiness::ReadinessSet;
 use sluice_net::stream::{ParkedStream, Stream};
 use sluice_runtime::process::{ListenState, Process};
@@ -32,7 +33,7 @@ use std::collections::BinaryHeap;
 use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{Notify, watch};
 
 /// How long an idle connection waits for its first or next request in its task before it is
@@ -234,7 +235,10 @@ fn lot(process: &Process) -> Option<Rc<Lot>> {
                 entries: RefCell::default(),
                 sooner: Notify::new(),
             });
-            let stop = process.watch_listen_state();
+            let stop = StopWatch {
+                state: process.watch_listen_state(),
+                spread: process.global.close_spread_time,
+            };
             tokio::task::spawn_local(watch(Rc::clone(&lot), stop));
             Some(lot)
         })
@@ -301,12 +305,31 @@ impl Lot {
     }
 }
 
+/// What the lot follows of a soft stop: the listening state, and `close-spread-time`.
+struct StopWatch {
+    state: watch::Receiver<ListenState>,
+    spread: Option<CloseSpread>,
+}
+
+/// How often the kept-alive connections parked at a soft stop are looked at while
+/// `close-spread-time` spreads their closing.
+fn spread_step(window: Duration) -> Duration {
+    (window / 16).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
 /// The lot's task: wakes the sessions whose clients send something, closes those whose wait
-/// ends first, and at a soft stop (`stop` turning `Stopped`) closes the kept-alive ones at
-/// once, as HAProxy closes its idle connections then; those still waiting for their first
-/// request wait on, as in HAProxy, and are answered `Connection: close` should it come.
-async fn watch(lot: Rc<Lot>, mut stop: watch::Receiver<ListenState>) {
+/// ends first, and at a soft stop (the listening state turning `Stopped`) closes the
+/// kept-alive ones: at once, as HAProxy closes its idle connections then, or at moments
+/// spread over `close-spread-time` (under `infinite`, at their own deadlines). Those still
+/// waiting for their first request wait on, as in HAProxy, and are answered `Connection:
+/// close` should it come.
+async fn watch(lot: Rc<Lot>, mut stop: StopWatch) {
     let mut stopped = false;
+    // Under `close-spread-time`, when the window ends; the kept-alive connections close
+    // spread over it.
+    let mut spreading: Option<Instant> = None;
+    let spread_tick = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(spread_tick);
     let mut ready = Vec::new();
     let sleep = tokio::time::sleep(PARK_AFTER);
     tokio::pin!(sleep);
@@ -346,30 +369,57 @@ async fn watch(lot: Rc<Lot>, mut stop: watch::Receiver<ListenState>) {
                 }
             }
             () = lot.sooner.notified() => {}
-            waited = stop.wait_for(|state| *state == ListenState::Stopped), if !stopped => {
+            waited = stop.state.wait_for(|state| *state == ListenState::Stopped), if !stopped => {
                 // Should the process's side of the channel be gone, nothing stops any more.
                 stopped = true;
                 let reached = waited.is_ok();
                 // The channel's value stays locked while borrowed.
                 drop(waited);
-                if reached {
-                    let kept_alive = lot
-                        .entries
-                        .borrow_mut()
-                        .take_picked(|parked| !parked.parking.first);
-                    for parked in kept_alive {
-                        drop(lot.unwatched(Some(parked)));
+                match stop.spread {
+                    _ if !reached => {}
+                    None => close_kept_alive(&lot, |_| true),
+                    Some(CloseSpread::Infinite) => {}
+                    Some(CloseSpread::Window(window)) => {
+                        spreading = Some(Instant::now() + window);
+                        spread_tick.as_mut().reset((Instant::now() + spread_step(window)).into());
                     }
+                }
+            }
+            () = &mut spread_tick, if spreading.is_some() => {
+                let (Some(end), Some(CloseSpread::Window(window))) = (spreading, stop.spread) else {
+                    continue;
+                };
+                let step = spread_step(window);
+                let left = end.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    close_kept_alive(&lot, |_| true);
+                    spreading = None;
+                } else {
+                    // Each closes now with the chance this step is of what is left, so the
+                    // closings fall evenly over the window.
+                    let (step_us, left_us) = (step.as_micros() as u64, left.as_micros() as u64);
+                    close_kept_alive(&lot, |random| random % left_us.max(1) < step_us);
+                    spread_tick.as_mut().reset((Instant::now() + step.min(left)).into());
                 }
             }
         }
     }
 }
 
+/// Closes the parked kept-alive connections `pick` chooses, given a random number for each.
+fn close_kept_alive(lot: &Lot, pick: impl Fn(u64) -> bool) {
+    let closing = lot
+        .entries
+        .borrow_mut()
+        .take_picked(|parked| !parked.parking.first && pick(sluice_runtime::proxy::next_random()));
+    for parked in closing {
+        drop(lot.unwatched(Some(parked)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn items_come_due_in_deadline_order_and_removed_ones_never() {

@@ -13,6 +13,7 @@ use crate::record::StreamLog;
 use crate::ring::Ring;
 use sluice_config::addr::{Host, ServerAddr};
 use sluice_config::checks::InitAddr;
+use sluice_config::global::CloseSpread;
 use sluice_config::global::GlobalConf;
 use sluice_config::logging::{LogAddr, LogTarget};
 use sluice_config::plan::FrontendPlan;
@@ -104,9 +105,11 @@ pub struct Process {
     /// The accept rate limits (`set rate-limit connections|sessions global`).
     pub accept_limits: crate::rate::AcceptLimits,
     listen_state: watch::Sender<ListenState>,
-    /// Set once the state is `Stopped`: read by every response, so a plain flag rather than
-    /// the channel's lock.
+    /// Set once a soft stop was asked for (`stopping`), `grace` before the listeners stop.
     stopping: std::sync::atomic::AtomicBool,
+    /// When the state became `Stopped`: kept-alive client connections end from then on.
+    /// Read by every response, so a cell rather than the channel's lock.
+    stopped_at: std::sync::OnceLock<Instant>,
 }
 
 impl Process {
@@ -225,6 +228,7 @@ impl Process {
             accept_limits,
             listen_state: watch::channel(ListenState::Active).0,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            stopped_at: std::sync::OnceLock::new(),
         })
     }
 
@@ -238,16 +242,50 @@ impl Process {
             change
         });
         if state == ListenState::Stopped {
-            self.stopping
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            self.begin_stopping();
+            self.stopped_at.get_or_init(Instant::now);
         }
     }
 
-    /// Whether a soft stop began (`stopping`): kept-alive client connections then close after
-    /// their current answer, and idle ones at once, as HAProxy ends them (configuration.txt
-    /// `close-spread-time`, unset).
+    /// Marks the process stopping (the `stopping` fetch) while its listeners may still
+    /// accept: SIGUSR1 under `grace`, until the grace period ends.
+    pub fn begin_stopping(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a soft stop was asked for (`stopping`).
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// When the listeners stopped for good, if they did.
+    pub fn stopped_at(&self) -> Option<Instant> {
+        self.stopped_at.get().copied()
+    }
+
+    /// Whether a kept-alive client connection should end now, after its answer or while
+    /// idle, because of a soft stop: always once the listeners stopped, as HAProxy does
+    /// without `close-spread-time`; never under `close-spread-time infinite`; over a window,
+    /// with a chance that grows from none at its start to certain at its end, so the
+    /// connections end spread over it.
+    pub fn ends_kept_alive(&self) -> bool {
+        let Some(since) = self.stopped_at() else {
+            return false;
+        };
+        match self.global.close_spread_time {
+            None => true,
+            Some(CloseSpread::Infinite) => false,
+            Some(CloseSpread::Window(window)) => {
+                let elapsed = since.elapsed();
+                if elapsed >= window || window.is_zero() {
+                    return true;
+                }
+                let window_us = window.as_micros().max(1) as u64;
+                let elapsed_us = elapsed.as_micros() as u64;
+                crate::proxy::next_random() % window_us < elapsed_us
+            }
+        }
     }
 
     /// What the listeners do now.

@@ -260,16 +260,26 @@ async fn control(
         }
     };
     let mut drain: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>> = None;
+    // `grace`: after SIGUSR1 the process says it is stopping (the `stopping` fetch) while
+    // its listeners still accept, until this ends.
+    let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         tokio::select! {
             _ = interrupt.recv() => return Ok(0),
             _ = terminate.recv() => return Ok(0),
-            _ = soft_stop.recv(), if drain.is_none() => {
-                say("SIGUSR1 received: stopping listeners, waiting for sessions to finish");
-                process.set_listen_state(ListenState::Stopped);
-                // A stopping process keeps no socket that nobody accepts on.
-                exposed.clear();
-                drain = Some(Box::pin(wait_for_sessions(Arc::clone(&process))));
+            _ = soft_stop.recv(), if drain.is_none() && grace.is_none() => {
+                process.begin_stopping();
+                match process.global.grace {
+                    Some(delay) if !delay.is_zero() => {
+                        say("SIGUSR1 received: stopping after the grace period");
+                        grace = Some(Box::pin(tokio::time::sleep(delay)));
+                    }
+                    _ => drain = Some(stop_listening(&process, &exposed, say)),
+                }
+            }
+            () = async { if let Some(g) = grace.as_mut() { g.await } else { std::future::pending().await } } => {
+                grace = None;
+                drain = Some(stop_listening(&process, &exposed, say));
             }
             _ = pause.recv() => {
                 say("SIGTTOU received: pausing listeners");
@@ -286,6 +296,20 @@ async fn control(
             }
         }
     }
+}
+
+/// The soft stop proper: the listeners close for good and the process waits for its
+/// sessions (the future returned).
+fn stop_listening(
+    process: &Arc<Process>,
+    exposed: &Exposed,
+    say: impl Fn(&str),
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+    say("soft stop: stopping listeners, waiting for sessions to finish");
+    process.set_listen_state(ListenState::Stopped);
+    // A stopping process keeps no socket that nobody accepts on.
+    exposed.clear();
+    Box::pin(wait_for_sessions(Arc::clone(process)))
 }
 
 /// Completes when every session has ended, or when `hard-stop-after` has passed.

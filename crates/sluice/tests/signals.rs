@@ -6,7 +6,9 @@
 //! process on the same address while the old one still listens. `busy-polling` keeps an idle
 //! event loop awake until a soft stop; the `stopping` fetch tells rules that one began. A soft
 //! stop closes idle kept-alive HTTP connections at once and the others after their next
-//! answer, which says `Connection: close`, as HAProxy does.
+//! answer, which says `Connection: close`, as HAProxy does; `close-spread-time` spreads
+//! that over a window, or (`infinite`) leaves them be; `grace` delays the stop while
+//! `stopping` already says true.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -217,6 +219,91 @@ fn a_soft_stop_closes_idle_kept_alive_connections_and_answers_the_last_requests_
         assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
     }
     drop((parked, recent, fresh, fresh_too));
+    assert_exit_zero(&mut proxy);
+}
+
+/// An HTTP proxy with `global` lines, answering `200 ok` through one server, and telling
+/// in `X-Stopping` what the `stopping` fetch said.
+fn http_proxy_with(global: &str) -> (common::Sluice, SocketAddr, Backend) {
+    let (backend, _) = common::http::ok_backend();
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{global}{}\nlisten px\n    bind {}\n    \
+         http-response set-header X-Stopping %[stopping]\n    server s1 {}\n",
+        common::http::HTTP_DEFAULTS,
+        fd_bind(&fe),
+        backend.addr()
+    );
+    (common::sluice(&cfg).inherit(fe).start(), addr, backend)
+}
+
+/// Sends one request on a new connection that closes after it; returns the answer.
+fn one_request(addr: SocketAddr) -> String {
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    let answer = common::http::one_shot(addr, raw);
+    String::from_utf8_lossy(answer.data()).to_ascii_lowercase()
+}
+
+#[test]
+fn grace_keeps_accepting_while_stopping_says_true_then_stops() {
+    let (mut proxy, addr, _backend) = http_proxy_with("global\n    grace 3s\n");
+    assert!(one_request(addr).contains("\r\nx-stopping: 0\r\n"));
+    proxy.signal(Signal::SIGUSR1);
+    // New connections are still served, and told the process is stopping.
+    assert!(
+        common::wait_until(GENEROUS, || one_request(addr).contains("\r\nx-stopping: 1\r\n")),
+        "the stopping fetch never turned true during the grace period"
+    );
+    // Then the soft stop proper: the listener closes and the process exits.
+    assert!(
+        common::wait_until(GENEROUS, || TcpStream::connect(addr).is_err()),
+        "the listener still accepts connections after the grace period"
+    );
+    assert_exit_zero(&mut proxy);
+}
+
+#[test]
+fn close_spread_time_infinite_leaves_kept_alive_connections_to_their_timeouts() {
+    let global = "global\n    close-spread-time infinite\n";
+    let (mut proxy, addr, _backend) = http_proxy_with(global);
+    let mut idle = connect(addr);
+    kept_alive_request(&mut idle);
+    proxy.signal(Signal::SIGUSR1);
+    assert!(
+        common::wait_until(GENEROUS, || TcpStream::connect(addr).is_err()),
+        "the listener still accepts connections after SIGUSR1"
+    );
+    // Parked or not, the idle connection is kept, and its next answer keeps it too.
+    assert!(stays_silent(&mut idle, Duration::from_millis(300)));
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\nok") {
+        answer.extend(read_n(&mut idle, 1));
+    }
+    let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    assert!(!answer.contains("connection: close"), "{answer}");
+    assert!(answer.contains("\r\nx-stopping: 1\r\n"), "{answer}");
+    assert!(stays_silent(&mut idle, Duration::from_millis(200)));
+    drop(idle);
+    assert_exit_zero(&mut proxy);
+}
+
+#[test]
+fn close_spread_time_closes_every_idle_kept_alive_connection_within_its_window() {
+    let global = "global\n    close-spread-time 1s\n";
+    let (mut proxy, addr, _backend) = http_proxy_with(global);
+    let mut idle: Vec<TcpStream> = (0..8).map(|_| connect(addr)).collect();
+    for c in &mut idle {
+        kept_alive_request(c);
+    }
+    proxy.signal(Signal::SIGUSR1);
+    for c in &mut idle {
+        assert!(
+            matches!(read_to_close(c, GENEROUS), Closed::Eof(d) if d.is_empty()),
+            "an idle kept-alive connection outlived the close-spread-time window"
+        );
+    }
+    drop(idle);
     assert_exit_zero(&mut proxy);
 }
 

@@ -1432,7 +1432,7 @@ where
             || !shape.client_wants_keepalive
             || s.conn_mode == HttpConnMode::Close
             || (shape.client_version == Version::Http10 && !length_only)
-            || ctx.process.is_stopping();
+            || ctx.process.ends_kept_alive();
         let upgrading = tunnel && head.status == 101;
         let mut remove: &[&str] = &[];
         let mut length = Decimal::default();

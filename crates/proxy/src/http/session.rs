@@ -119,7 +119,7 @@ pub fn run<'s>(
                     Some(Ok(())) => {}
                     // A stopping process closes its idle kept-alive connections, as
                     // HAProxy's does; one still to send its first request waits on.
-                    None if !first && scope.process.is_stopping() => return None,
+                    None if !first && scope.process.ends_kept_alive() => return None,
                     None if parks && park::available(scope.process) => {
                         return Some(Parking {
                             since: waited_since,
@@ -389,7 +389,7 @@ impl<'s> Session<'_, 's> {
                     }
                     // A stopping process ends kept-alive connections after their answer.
                     let keep_alive = !reply.close
-                        && !self.scope.process.is_stopping()
+                        && !self.scope.process.ends_kept_alive()
                         && can_answer_and_keep_alive(input, &head, framing, settings);
                     let mut reply = reply;
                     if !keep_alive {
