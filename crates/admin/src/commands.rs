@@ -660,10 +660,10 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         .iter()
         .map(|f| f.plan.binds.iter().map(|b| b.addrs.len()).sum::<usize>())
         .sum();
-    let stopping = matches!(
-        process.listen_state(),
-        sluice_runtime::process::ListenState::Stopped
-    );
+    // True from SIGUSR1 on, `grace` included, as HAProxy's `stopping`.
+    let stopping = process.is_stopping();
+    let idle_pct = sluice_runtime::load::idle_percent_of_loops();
+    let sessions = process.traffic.sessions.get();
     let dropped_logs = process.log_hub.as_ref().map_or(0, |h| h.dropped.get())
         + process.rings.iter().map(|r| r.dropped.get()).sum::<u64>();
     let requests: u64 = process
@@ -691,9 +691,13 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("Maxsock", process.ulimit_n.to_string()),
         ("Maxconn", process.runtime_maxconn().to_string()),
         ("Hard_maxconn", process.maxconn.to_string()),
-        ("CurrConns", process.traffic.sessions.get().to_string()),
+        ("CurrConns", sessions.to_string()),
         ("CumConns", process.traffic.total_sessions.get().to_string()),
         ("CumReq", requests.to_string()),
+        // Sluice terminates no TLS: no limit, nothing counted.
+        ("MaxSslConns", "0".into()),
+        ("CurrSslConns", "0".into()),
+        ("CumSslConns", "0".into()),
         ("Maxpipes", process.pipes.max().unwrap_or(0).to_string()),
         ("PipesUsed", process.pipes.used().to_string()),
         // Pipes are closed when their session ends: none waits idle for reuse.
@@ -712,16 +716,46 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
             process.accept_limits.sessions.limit().to_string(),
         ),
         ("MaxSessRate", session_rate.max().to_string()),
+        ("SslRate", "0".into()),
+        ("SslRateLimit", "0".into()),
+        ("MaxSslRate", "0".into()),
+        ("SslFrontendKeyRate", "0".into()),
+        ("SslFrontendMaxKeyRate", "0".into()),
+        ("SslFrontendSessionReuse_pct", "0".into()),
+        ("SslBackendKeyRate", "0".into()),
+        ("SslBackendMaxKeyRate", "0".into()),
+        ("SslCacheLookups", "0".into()),
+        ("SslCacheMisses", "0".into()),
+        // Nor does it compress.
+        ("CompressBpsIn", "0".into()),
+        ("CompressBpsOut", "0".into()),
+        ("CompressBpsRateLim", "0".into()),
+        ("Idle_pct", idle_pct.to_string()),
         ("node", process.global.node.clone().unwrap_or_default()),
         ("Stopping", u8::from(stopping).to_string()),
+        // What keeps a process alive: its sessions and its listeners.
+        ("Jobs", (sessions + listeners as u64).to_string()),
+        ("Unstoppable Jobs", "0".into()),
         ("Listeners", listeners.to_string()),
+        // No `peers` sections.
+        ("ActivePeers", "0".into()),
+        ("ConnectedPeers", "0".into()),
         ("DroppedLogs", dropped_logs.to_string()),
+        (
+            "BusyPolling",
+            u8::from(process.global.busy_polling).to_string(),
+        ),
+        // No `resolvers` sections.
+        ("FailedResolutions", "0".into()),
         ("TotalBytesOut", bytes_out.to_string()),
         (
             "TotalSplicdedBytesOut",
             process.pipes.spliced_out().to_string(),
         ),
+        ("Build info", env!("CARGO_PKG_VERSION").into()),
+        ("Memmax_bytes", "0".into()),
         ("Start_time_sec", start.to_string()),
+        ("Tainted", "0".into()),
     ];
     // HAProxy lists `description` (when set) after `node`, in field order.
     if let Some(description) = &process.global.description {

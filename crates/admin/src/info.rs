@@ -1,15 +1,16 @@
 //! `show info typed` and `show info json` (management.txt §9.3): the fields of `show info`
 //! with HAProxy's position, tags and type for each.
 //!
-//! HAProxy numbers its information fields; Sluice reports a subset of them and keeps each
-//! one's number, so a tool reading `12.Name.1:...` or `"pos":12` finds the same field in
-//! both. The tags use the letters of `show stat typed` (origin, nature, scope).
+//! HAProxy numbers its information fields; Sluice reports those it has a meaning for (the
+//! TLS and compression ones are 0: it terminates no TLS and compresses nothing; its memory
+//! pools are not HAProxy's and its tasks are not counted, so those fields are left out) and keeps each one's number, so a
+//! tool reading `12.Name.1:...` or `"pos":12` finds the same field in both. The tags use the letters of `show stat typed` (origin, nature, scope).
 
 use sluice_runtime::stats_typed::json_value;
 use std::fmt::Write;
 
 /// Per field name: HAProxy's position, tags and type.
-const INFO_FIELDS: [(&str, u32, &str, &str); 34] = [
+const INFO_FIELDS: [(&str, u32, &str, &str); 60] = [
     ("Name", 0, "POS", "str"),
     ("Version", 1, "POS", "str"),
     ("Release_date", 2, "POS", "str"),
@@ -27,6 +28,9 @@ const INFO_FIELDS: [(&str, u32, &str, &str); 34] = [
     ("CurrConns", 17, "MGP", "u32"),
     ("CumConns", 18, "MCP", "u32"),
     ("CumReq", 19, "MCP", "u32"),
+    ("MaxSslConns", 20, "CLP", "u32"),
+    ("CurrSslConns", 21, "MGP", "u32"),
+    ("CumSslConns", 22, "MCP", "u32"),
     ("Maxpipes", 23, "CLP", "u32"),
     ("PipesUsed", 24, "MGP", "u32"),
     ("PipesFree", 25, "MGP", "u32"),
@@ -36,15 +40,38 @@ const INFO_FIELDS: [(&str, u32, &str, &str); 34] = [
     ("SessRate", 29, "MRP", "u32"),
     ("SessRateLimit", 30, "CLP", "u32"),
     ("MaxSessRate", 31, "MRP", "u32"),
+    ("SslRate", 32, "MRP", "u32"),
+    ("SslRateLimit", 33, "CLP", "u32"),
+    ("MaxSslRate", 34, "MMP", "u32"),
+    ("SslFrontendKeyRate", 35, "MRP", "u32"),
+    ("SslFrontendMaxKeyRate", 36, "MMP", "u32"),
+    ("SslFrontendSessionReuse_pct", 37, "MaP", "u32"),
+    ("SslBackendKeyRate", 38, "MRP", "u32"),
+    ("SslBackendMaxKeyRate", 39, "MMP", "u32"),
+    ("SslCacheLookups", 40, "MCP", "u32"),
+    ("SslCacheMisses", 41, "MCP", "u32"),
+    ("CompressBpsIn", 42, "MRP", "u32"),
+    ("CompressBpsOut", 43, "MRP", "u32"),
+    ("CompressBpsRateLim", 44, "CLP", "u32"),
+    ("Idle_pct", 49, "MaP", "u32"),
     ("node", 50, "COS", "str"),
     ("description", 51, "COS", "str"),
     ("Stopping", 52, "MGP", "u32"),
+    ("Jobs", 53, "MGP", "u32"),
+    ("Unstoppable Jobs", 54, "MGP", "u32"),
     ("Listeners", 55, "MGP", "u32"),
+    ("ActivePeers", 56, "MGP", "u32"),
+    ("ConnectedPeers", 57, "MGP", "u32"),
     ("DroppedLogs", 58, "MGP", "u32"),
+    ("BusyPolling", 59, "MGP", "u32"),
+    ("FailedResolutions", 60, "MGP", "u32"),
     ("TotalBytesOut", 61, "MGP", "u64"),
     // HAProxy's spelling, kept so tools find the field.
     ("TotalSplicdedBytesOut", 62, "MGP", "u64"),
+    ("Build info", 66, "POS", "str"),
+    ("Memmax_bytes", 67, "CLP", "u32"),
     ("Start_time_sec", 70, "MDP", "u32"),
+    ("Tainted", 71, "SGP", "str"),
 ];
 
 fn describe(name: &str) -> Option<(u32, &'static str, &'static str)> {

@@ -14,6 +14,7 @@ pub mod errors;
 pub mod freq;
 pub mod health;
 pub mod idle;
+pub mod load;
 pub mod logging;
 pub mod proc_vars;
 pub mod process;

@@ -662,7 +662,7 @@ fn process_metrics(process: &Process, out: &mut String) {
         .iter()
         .map(|f| f.plan.binds.iter().map(|b| b.addrs.len()).sum::<usize>())
         .sum();
-    let stopping = process.listen_state() == crate::process::ListenState::Stopped;
+    let stopping = process.is_stopping();
     let plain: [(&str, &str, &str, u64); 13] = [
         (
             "nbthread",

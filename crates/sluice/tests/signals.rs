@@ -251,9 +251,12 @@ fn grace_keeps_accepting_while_stopping_says_true_then_stops() {
     proxy.signal(Signal::SIGUSR1);
     // New connections are still served, and told the process is stopping.
     assert!(
-        common::wait_until(GENEROUS, || one_request(addr).contains("\r\nx-stopping: 1\r\n")),
+        common::wait_until(GENEROUS, || one_request(addr)
+            .contains("\r\nx-stopping: 1\r\n")),
         "the stopping fetch never turned true during the grace period"
     );
+    let info = proxy.cli("show info");
+    assert_eq!(common::info_field(&info, "Stopping"), Some("1"), "{info}");
     // Then the soft stop proper: the listener closes and the process exits.
     assert!(
         common::wait_until(GENEROUS, || TcpStream::connect(addr).is_err()),
@@ -275,7 +278,8 @@ fn close_spread_time_infinite_leaves_kept_alive_connections_to_their_timeouts() 
     );
     // Parked or not, the idle connection is kept, and its next answer keeps it too.
     assert!(stays_silent(&mut idle, Duration::from_millis(300)));
-    idle.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
     let mut answer = Vec::new();
     while !answer.ends_with(b"\r\n\r\nok") {
         answer.extend(read_n(&mut idle, 1));

@@ -50,6 +50,7 @@ pub async fn upkeep() -> ! {
         scratch::trim_spares();
         sluice_http::head::trim_spare_span_lists();
         pool::purge_due();
+        sluice_runtime::load::sample_this_loop();
         if buffers_freed || crate::park::parked_since_last_look() >= PARKS_BEFORE_TRIM {
             sluice_heap::release_free_memory();
         }
