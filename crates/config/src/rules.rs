@@ -157,6 +157,30 @@ pub enum TcpAction {
     SwitchModeHttp,
     /// `track-scN`, `sc-inc-gpc0|1`, `sc-set-gpt0`.
     Stick(StickAction),
+    /// `set-log-level` (content rules only).
+    SetLogLevel(LogLevelChange),
+}
+
+/// `set-log-level`: the level the stream's log line is sent at, or none at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevelChange {
+    /// `silent`: no log line.
+    Silent,
+    /// A syslog severity, 0 (`emerg`) to 7 (`debug`).
+    Level(u8),
+}
+
+/// The argument of `set-log-level`.
+fn parse_log_level(rest: &[String]) -> Result<LogLevelChange, String> {
+    match rest {
+        [level] if level == "silent" => Ok(LogLevelChange::Silent),
+        [level] => crate::logging::level_code(level)
+            .map(LogLevelChange::Level)
+            .ok_or_else(|| {
+                format!("'set-log-level' expects a syslog level or 'silent', not '{level}'")
+            }),
+        _ => Err("'set-log-level' expects a syslog level or 'silent'".to_owned()),
+    }
 }
 
 /// How `del-header -m` compares names.
@@ -268,6 +292,13 @@ pub enum HttpAction {
     /// Hold the request for `timeout tarpit`, then answer with a reply (500 by default)
     /// and close.
     Tarpit(Reply),
+    /// `reject`: close the connection without an answer.
+    Reject,
+    /// `silent-drop`: make the connection disappear, the client not told (a reset that
+    /// goes no further than the next hop).
+    SilentDrop,
+    /// `set-log-level`.
+    SetLogLevel(LogLevelChange),
     /// `wait-for-body`: hold the rules until the body is whole, `at_least` bytes of it came
     /// (0: no such bound) or the buffer is full; 408 when `time` passes first.
     WaitForBody {
@@ -1055,6 +1086,11 @@ fn parse_tcp_action(args: &[String], maps: &MapStore, stages: Stages) -> Result<
             [layer] if layer == "layer4" => Ok(TcpAction::ExpectProxy),
             _ => Err("'expect-proxy' expects 'layer4'".to_owned()),
         },
+        // Content rules run within a stream, which has a log line; connection and session
+        // rules do not.
+        "set-log-level" if !stages.intersects(Stages::TCP_REQ_CONN | Stages::TCP_REQ_SESS) => {
+            parse_log_level(rest).map(TcpAction::SetLogLevel)
+        }
         other => Err(unsupported(other)),
     }
 }
@@ -1259,6 +1295,18 @@ fn parse_http_action(
             }
             Ok(HttpAction::SetStatus { status, reason })
         }
+        "reject" => {
+            exactly(0, "no argument")?;
+            request_only(HttpAction::Reject)
+        }
+        // Dropping the client's connection from a response would need the exchange to
+        // stop its relay there: request rules only.
+        "silent-drop" if response => Err(unsupported("silent-drop")),
+        "silent-drop" => match rest {
+            [] => Ok(HttpAction::SilentDrop),
+            _ => Err(format!("{UNSUPPORTED}silent-drop {}", rest.join(" "))),
+        },
+        "set-log-level" => parse_log_level(rest).map(HttpAction::SetLogLevel),
         // Waiting for a response body would need the response buffered: not done.
         "wait-for-body" if response => Err(unsupported("wait-for-body")),
         "wait-for-body" => parse_wait_for_body(rest),
@@ -1302,12 +1350,9 @@ fn parse_after_response_action(
     let name = action.split('(').next().unwrap_or_default();
     match name {
         "allow" | "set-header" | "add-header" | "del-header" | "replace-header"
-        | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var" => {
-            parse_http_action(args, maps, stages, true)
-        }
-        "del-acl" | "del-map" | "set-log-level" | "set-map" | "strict-mode" => {
-            Err(unsupported(name))
-        }
+        | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var"
+        | "set-log-level" => parse_http_action(args, maps, stages, true),
+        "del-acl" | "del-map" | "set-map" | "strict-mode" => Err(unsupported(name)),
         "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"
         | "set-uri" | "set-method" => Err(format!(
             "'{name}' is not allowed in 'http-after-response' rules"

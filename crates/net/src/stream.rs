@@ -235,6 +235,24 @@ impl Stream {
         Ok(())
     }
 
+    /// Readies the connection to disappear when it is dropped (`silent-drop`): a reset
+    /// rather than an orderly close (SO_LINGER of 0), sent with a time-to-live of 1 so that
+    /// it dies at the first router on its way (the client keeps a connection it believes
+    /// open, and stops using resources to reach us). HAProxy first tries TCP_REPAIR, which
+    /// needs privileges, and falls back to the same.
+    pub fn abort_silently(&self) -> io::Result<()> {
+        let socket = match self {
+            Stream::Tcp(tcp) => socket2::SockRef::from(tcp),
+            Stream::Lazy(tcp) => socket2::SockRef::from(tcp.socket()),
+            Stream::Unix(_) => return Ok(()),
+        };
+        match socket.local_addr()?.as_socket() {
+            Some(std::net::SocketAddr::V6(_)) => socket.set_unicast_hops_v6(1)?,
+            _ => socket.set_ttl(1)?,
+        }
+        socket.set_linger(Some(Duration::ZERO))
+    }
+
     /// SO_KEEPALIVE on an accepted connection (`option clitcpka`); the rest of its options
     /// come from the listening socket ([`crate::listen::BoundListener::tune_accepted`]).
     pub fn set_keepalive(&self) -> io::Result<()> {

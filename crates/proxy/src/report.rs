@@ -7,6 +7,7 @@
 //! aliases are both available.
 
 use crate::stream_context::StreamView;
+use sluice_config::rules::LogLevelChange;
 use sluice_net::proxy_io::HeaderError;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server, counts};
@@ -38,13 +39,19 @@ pub fn report(
         }
     }
     if frontend.logger.is_some() {
+        // `set-log-level`: another level for this line, or no line at all.
+        let level = match view.vars.log_level() {
+            Some(LogLevelChange::Silent) => return,
+            Some(LogLevelChange::Level(level)) => Some(level),
+            None => None,
+        };
         let record: &StreamRecord<'_> = record;
         let facts = RecordFacts::new(record).with_unique_id(view.vars.unique_id());
         let view = StreamView {
             facts: Some(&facts),
             ..view
         };
-        frontend.log_stream(record, http, &|fmt, out| fmt.render(&view, out));
+        frontend.log_stream(record, http, level, &|fmt, out| fmt.render(&view, out));
     }
 }
 

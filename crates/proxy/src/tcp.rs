@@ -50,7 +50,8 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         backend: Some(backend.name()),
         server: None,
         timers: Timers::default(),
-        status: None,
+        // HAProxy's `%ST` for a TCP stream, which has no HTTP status.
+        status: Some(0),
         bytes_to_client: 0,
         bytes_from_client: 0,
         termination: Termination::NORMAL,

@@ -14,6 +14,7 @@
 //! session's [`Vars`]. They and the unique id sit in a box made only for a transaction that
 //! has them: every session holds its `Vars` for as long as it lives, idle time included.
 
+use sluice_config::rules::LogLevelChange;
 use sluice_runtime::capture::CaptureSet;
 use sluice_sample::Sample;
 use std::borrow::Cow;
@@ -39,6 +40,8 @@ pub struct Vars {
     transaction: RefCell<Option<Box<Transaction>>>,
     /// `tcp-request connection expect-proxy layer4` applied: a PROXY header comes first.
     expects_proxy: std::cell::Cell<bool>,
+    /// The transaction's `set-log-level`, if a rule set it.
+    log_level: std::cell::Cell<Option<LogLevelChange>>,
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
     pub trackers: crate::track::Trackers,
@@ -104,6 +107,16 @@ impl Vars {
         self.expects_proxy.get()
     }
 
+    /// `set-log-level`: the transaction's log line goes at `level`, or nowhere.
+    pub fn set_log_level(&self, level: LogLevelChange) {
+        self.log_level.set(Some(level));
+    }
+
+    /// The transaction's log level, if a rule changed it.
+    pub fn log_level(&self) -> Option<LogLevelChange> {
+        self.log_level.get()
+    }
+
     /// The transaction's box, made on first use.
     fn transaction(&self) -> std::cell::RefMut<'_, Transaction> {
         std::cell::RefMut::map(self.transaction.borrow_mut(), |t| {
@@ -160,6 +173,7 @@ impl Vars {
     pub fn end_transaction(&self) {
         // The box goes too: an idle kept-alive session holds no capture slots.
         self.transaction.borrow_mut().take();
+        self.log_level.set(None);
         for entry in self.entries.borrow_mut().iter_mut() {
             if !entry.name.starts_with("sess.") {
                 entry.unset();

@@ -64,11 +64,13 @@ pub struct FrontendLog {
 
 impl Frontend {
     /// Logs a finished stream if the frontend logs: the line in the frontend's format
-    /// (`custom` renders a `log-format`, which needs the data path's view of the stream).
+    /// (`custom` renders a `log-format`, which needs the data path's view of the stream), at
+    /// `level` when a rule chose one (`set-log-level`).
     pub fn log_stream(
         &self,
         record: &StreamRecord<'_>,
         http: bool,
+        level: Option<u8>,
         custom: &dyn Fn(&LogFormat, &mut Vec<u8>),
     ) {
         let Some(log) = &self.logger else {
@@ -88,11 +90,15 @@ impl Frontend {
             LineFormat::Custom(fmt) => {
                 let mut bytes = Vec::with_capacity(256);
                 custom(fmt, &mut bytes);
-                log.out.emit(severity(log, record), &bytes);
+                log.out
+                    .emit(level.unwrap_or_else(|| severity(log, record)), &bytes);
                 return;
             }
         }
-        log.out.emit(severity(log, record), line.as_bytes());
+        log.out.emit(
+            level.unwrap_or_else(|| severity(log, record)),
+            line.as_bytes(),
+        );
     }
 
     /// Logs a connection that failed before it became a stream (a bad PROXY protocol

@@ -240,7 +240,8 @@ impl LogFacts for RecordFacts<'_> {
             LogNumber::ServerQueue => Some(r.counts.server_queue as i64),
             LogNumber::Retries => Some(i64::from(r.retries)),
             LogNumber::Pid => Some(i64::from(std::process::id())),
-            LogNumber::Status => r.status.map(i64::from),
+            // An HTTP request the proxy closed unanswered (`reject`): HAProxy's -1.
+            LogNumber::Status => Some(r.status.map_or(-1, i64::from)),
             _ => None,
         }
     }

@@ -484,3 +484,42 @@ fn rules_cannot_change_how_a_response_body_is_delimited() {
         assert_eq!(body(&full), "0123456789");
     }
 }
+
+#[test]
+fn silent_drop_resets_the_connection_and_counts_a_denied_request() {
+    let (backend, seen) = named_http("s1");
+    let (proxy, addr) = start(&format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    {{bind}}\n    \
+         http-request silent-drop if {{ path /drop }}\n    \
+         http-request reject if {{ path /reject }}\n    default_backend be\n\
+         backend be\n    server s1 {}\n",
+        backend.addr()
+    ));
+    // silent-drop: no answer, a reset rather than an end of stream.
+    let mut c = connect(addr);
+    c.write_all(b"GET /drop HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    c.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut buf = [0u8; 64];
+    let read = c.read(&mut buf);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+    // reject: no answer, an orderly close.
+    assert!(matches!(
+        one_shot(addr, b"GET /reject HTTP/1.1\r\nHost: h\r\n\r\n"),
+        Closed::Eof(d) if d.is_empty()
+    ));
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a dropped request reached the server"
+    );
+    // Both are denied requests (`dreq`, the 11th field of the frontend's row).
+    let stat = proxy.cli("show stat");
+    let row = stat
+        .lines()
+        .find(|l| l.starts_with("fe,FRONTEND,"))
+        .unwrap();
+    assert_eq!(row.split(',').nth(10), Some("2"), "{row}");
+}

@@ -100,8 +100,12 @@ pub enum RequestVerdict<'a> {
     Forward(&'a Backend),
     /// Answer the client ourselves.
     Answer(Answer<'a>),
-    /// Close the connection without a word (`tcp-request content reject`).
+    /// Close the connection without a word (`tcp-request content reject`, `http-request
+    /// reject`).
     Reject,
+    /// Make the connection disappear without telling the client (`http-request
+    /// silent-drop`).
+    Drop,
     /// Serve the statistics page ([`super::stats_page`]).
     Stats(&'a sluice_config::stats_page::StatsPage),
     /// `http-request wait-for-body`: wait for the body as `BodyWait` says, then run the
@@ -148,6 +152,8 @@ enum Flow<'a> {
     Answer(Answer<'a>),
     /// Close without answering.
     Reject,
+    /// Make the connection disappear (`silent-drop`).
+    Drop,
     /// Wait for the body, then go on at this rule of the set.
     Wait(BodyWait, usize),
 }
@@ -206,6 +212,7 @@ fn request_verdict<'a>(
             match http_request_rules(scope, None, rules, &front_pages, input, head, &limits, next) {
                 Flow::Continue => {}
                 Flow::Reject => return RequestVerdict::Reject,
+                Flow::Drop => return RequestVerdict::Drop,
                 Flow::Answer(a) => return RequestVerdict::Answer(a),
                 Flow::Wait(wait, next) => {
                     let resume = Resume {
@@ -273,6 +280,7 @@ fn backend_content<'a>(
     ) {
         Flow::Continue | Flow::Wait(..) => Ok(()),
         Flow::Reject => Err(RequestVerdict::Reject),
+        Flow::Drop => Err(RequestVerdict::Drop),
         Flow::Answer(a) => Err(RequestVerdict::Answer(a)),
     }
 }
@@ -292,6 +300,7 @@ fn frontend_verdict<'a>(
     match tcp_content(scope, None, &rules.tcp_content, input, head) {
         Flow::Continue | Flow::Wait(..) => {}
         Flow::Reject => return Err(RequestVerdict::Reject),
+        Flow::Drop => return Err(RequestVerdict::Drop),
         Flow::Answer(a) => return Err(RequestVerdict::Answer(a)),
     }
     if let Some(uri) = &rules.monitor_uri
@@ -313,6 +322,7 @@ fn frontend_verdict<'a>(
     match http_request_rules(scope, None, rules, &front_pages, input, head, limits, 0) {
         Flow::Continue => {}
         Flow::Reject => return Err(RequestVerdict::Reject),
+        Flow::Drop => return Err(RequestVerdict::Drop),
         Flow::Answer(a) => return Err(RequestVerdict::Answer(a)),
         Flow::Wait(wait, next) => {
             let resume = Resume {
@@ -372,6 +382,7 @@ fn backend_verdict<'a>(
     ) {
         Flow::Continue => RequestVerdict::Forward(backend),
         Flow::Reject => RequestVerdict::Reject,
+        Flow::Drop => RequestVerdict::Drop,
         Flow::Answer(a) => RequestVerdict::Answer(a),
         Flow::Wait(wait, next) => {
             let resume = Resume {
@@ -454,6 +465,7 @@ pub fn run_tcp_rules(
             TcpAction::ExpectProxy => vars.expect_proxy(),
             TcpAction::SwitchModeHttp => return Some(TcpVerdict::SwitchHttp),
             TcpAction::Stick(action) => crate::track::apply(action, view, stage),
+            TcpAction::SetLogLevel(level) => vars.set_log_level(*level),
         }
     }
     None
@@ -543,8 +555,21 @@ fn http_request_rules<'a>(
             if !rule.applies(&view) {
                 continue;
             }
-            if let HttpAction::WaitForBody { time, at_least } = rule.action {
-                return Flow::Wait(BodyWait::Action { time, at_least }, index + 1);
+            match rule.action {
+                HttpAction::WaitForBody { time, at_least } => {
+                    return Flow::Wait(BodyWait::Action { time, at_least }, index + 1);
+                }
+                // Both end the request as a denial (HAProxy counts them with `deny`).
+                HttpAction::Reject | HttpAction::SilentDrop => {
+                    scope.frontend.denied_requests.incr();
+                    scope.vars.trackers.http_error();
+                    return if matches!(rule.action, HttpAction::Reject) {
+                        Flow::Reject
+                    } else {
+                        Flow::Drop
+                    };
+                }
+                _ => {}
             }
             let buf = input.filled();
             request_action(
@@ -691,9 +716,13 @@ fn common_action<'a, 'e>(
 ) -> Step<'a, 'e> {
     match action {
         HttpAction::Allow => Step::Stop,
-        // Request rules wait before they get here (`http_request_rules`); response rules
-        // never have it.
-        HttpAction::WaitForBody { .. } => Step::Next,
+        // Request rules stop at these before they get here (`http_request_rules`);
+        // response rules never have them.
+        HttpAction::WaitForBody { .. } | HttpAction::Reject | HttpAction::SilentDrop => Step::Next,
+        HttpAction::SetLogLevel(level) => {
+            vars.set_log_level(*level);
+            Step::Next
+        }
         HttpAction::PrometheusExporter => {
             let body = sluice_runtime::prometheus::render(view.process);
             let bytes = format!(

@@ -375,7 +375,16 @@ impl<'s> Session<'_, 's> {
                     continue;
                 }
                 RequestVerdict::Forward(backend) => backend,
-                RequestVerdict::Reject => return Next::Close,
+                RequestVerdict::Reject => {
+                    log_unanswered(scope, started, input.filled(), &head);
+                    return Next::Close;
+                }
+                RequestVerdict::Drop => {
+                    log_unanswered(scope, started, input.filled(), &head);
+                    // Should the socket refuse the options, it still closes, only less quietly.
+                    let _ = client.abort_silently();
+                    return Next::Close;
+                }
                 RequestVerdict::Stats(page) => {
                     self.stats_page(client, input, &head, page, frontend.name(), started)
                         .await;
@@ -735,6 +744,54 @@ fn log_answer(
     };
     let view = StreamView {
         request: head,
+        ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
+    };
+    report(
+        scope.process,
+        scope.frontend,
+        None,
+        None,
+        &mut record,
+        true,
+        view,
+    );
+}
+
+/// Reports a request the rules closed without an answer (`reject`, `silent-drop`), as
+/// HAProxy logs it: no status (`-1`), no head time, `PR`.
+fn log_unanswered(
+    scope: &Scope<'_>,
+    (start, start_at): (std::time::Instant, SystemTime),
+    buf: &[u8],
+    head: &RequestHead,
+) {
+    let captures = scope.vars.captures();
+    let mut record = StreamRecord {
+        start: start_at,
+        client: scope.endpoints.client,
+        frontend: scope.frontend.name(),
+        backend: None,
+        server: None,
+        timers: Timers {
+            total: clock::since(start),
+            ..Timers::default()
+        },
+        status: None,
+        bytes_to_client: 0,
+        bytes_from_client: head.head_len as u64,
+        termination: Termination {
+            cause: Cause::Proxy,
+            phase: Phase::Request,
+        },
+        retries: 0,
+        request_line: Some(request_line_of(buf)),
+        response_version: None,
+        counts: Counts::default(),
+        captures: Some(&*captures),
+        early: false,
+    };
+    let view = StreamView {
+        request: Some((buf, head)),
         ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
     };
     report(
