@@ -68,6 +68,20 @@ pub struct HttpConf {
     /// `option http-buffer-request`: the request rules wait for the whole body (or a full
     /// buffer).
     pub buffer_request: bool,
+    /// `option http-restrict-req-hdr-names`: what becomes of request fields whose names
+    /// hold characters other than letters, digits and `-` (unset: they are kept).
+    pub restrict_header_names: Option<HeaderNamePolicy>,
+}
+
+/// `option http-restrict-req-hdr-names`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderNamePolicy {
+    /// `preserve`: keep them.
+    Preserve,
+    /// `delete`: remove them before the request goes on.
+    Delete,
+    /// `reject`: answer 403.
+    Reject,
 }
 
 /// Names of `option` keywords handled here.
@@ -84,6 +98,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "accept-unsafe-violations-in-http-response"
             | "accept-invalid-http-response"
             | "http-buffer-request"
+            | "http-restrict-req-hdr-names"
     )
 }
 
@@ -132,6 +147,26 @@ pub(crate) fn apply_http_option(
         "http-buffer-request" => {
             conf.buffer_request = enable;
             d.no_more_than(first_arg, diags);
+        }
+        "http-restrict-req-hdr-names" => {
+            let policy = match d.word(first_arg, "'preserve', 'delete' or 'reject'", diags) {
+                Some("preserve") => Some(HeaderNamePolicy::Preserve),
+                Some("delete") => Some(HeaderNamePolicy::Delete),
+                Some("reject") => Some(HeaderNamePolicy::Reject),
+                Some(other) => {
+                    diags.push(d.alert(format!(
+                        "expects 'preserve', 'delete' or 'reject', not '{other}'"
+                    )));
+                    None
+                }
+                None => None,
+            };
+            if !enable {
+                diags.push(d.alert("cannot be disabled with 'no'"));
+            } else if policy.is_some() {
+                conf.restrict_header_names = policy;
+            }
+            d.no_more_than(first_arg + 1, diags);
         }
         _ => {
             conf.accept_unsafe_response = enable;

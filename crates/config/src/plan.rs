@@ -62,6 +62,8 @@ pub struct ProxyId {
     pub uid: u32,
     /// Where the section starts.
     pub span: Span,
+    /// `description`.
+    pub description: Option<String>,
 }
 
 /// The accepting side of a `frontend` or `listen` section.
@@ -81,6 +83,8 @@ pub struct FrontendPlan {
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on client connections.
     pub clitcpka: bool,
+    /// `option nolinger`: client connections close with a reset (SO_LINGER 0).
+    pub nolinger: bool,
     /// Delay the ACK of a new client connection's first data (`option tcp-smart-accept`, on by
     /// default in `mode http`, where the response acknowledges the request).
     pub smart_accept: bool,
@@ -139,6 +143,8 @@ pub struct BackendPlan {
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on server connections.
     pub srvtcpka: bool,
+    /// `option nolinger`: server connections close with a reset (SO_LINGER 0).
+    pub nolinger: bool,
     /// Send the request with the handshake's last ACK (`option tcp-smart-connect`).
     pub smart_connect: bool,
     /// HTTP options (used in `mode http`).
@@ -446,6 +452,7 @@ fn plan_proxies(
             retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,
             srvtcpka: p.conf.srvtcpka.unwrap_or(false),
+            nolinger: p.conf.server_nolinger.unwrap_or(false),
             smart_connect: p.conf.smart_connect.unwrap_or(false),
             http: p.conf.http.clone(),
             error_pages: pages[i].clone(),
@@ -539,6 +546,7 @@ fn plan_proxies(
             default_backend,
             timeouts: p.conf.timeouts,
             clitcpka: p.conf.clitcpka.unwrap_or(false),
+            nolinger: p.conf.client_nolinger.unwrap_or(false),
             smart_accept: p
                 .conf
                 .smart_accept
@@ -687,6 +695,7 @@ fn proxy_id(p: &ParsedProxy<'_>, uid: u32) -> ProxyId {
         kind: p.section.kind,
         uid,
         span: p.section.span.clone(),
+        description: p.conf.description.clone(),
     }
 }
 

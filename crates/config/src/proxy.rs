@@ -230,6 +230,10 @@ pub struct ProxyConf {
     pub clitcpka: Option<bool>,
     /// `option srvtcpka` (or `option tcpka`): SO_KEEPALIVE on server connections.
     pub srvtcpka: Option<bool>,
+    /// `option nolinger` in a frontend (or `listen`): client connections close with a reset.
+    pub client_nolinger: Option<bool>,
+    /// `option nolinger` in a backend (or `listen`): server connections close with a reset.
+    pub server_nolinger: Option<bool>,
     /// `option tcp-smart-accept`: the first ACK of a client connection waits for data to
     /// carry (on by default in `mode http`).
     pub smart_accept: Option<bool>,
@@ -262,6 +266,8 @@ pub struct ProxyConf {
     pub source: Option<SocketAddr>,
     /// `id`: the proxy's number (never inherited from a `defaults` section).
     pub id: Option<(u32, Span)>,
+    /// `description`: a text shown with the proxy on the statistics page (never inherited).
+    pub description: Option<String>,
     /// `stick-table`: the section's table (named after the section by the plan).
     pub stick_table: Option<sluice_stick::TableConf>,
 }
@@ -592,6 +598,15 @@ pub fn parse_proxy_line(
             }
             d.no_more_than(2, diags);
         }
+        "description" => {
+            if only_in(&d, kind, kind != SectionKind::Defaults, "frontend, backend and listen sections", diags) {
+                if line.words.len() < 2 {
+                    diags.push(d.alert("expects a text"));
+                } else {
+                    conf.description = Some(line.words[1..].join(" "));
+                }
+            }
+        }
         "timeout" => parse_timeout(conf, kind, line, diags),
         "http-reuse" => {
             if applies(&d, kind, BACK, diags) {
@@ -722,7 +737,7 @@ fn parse_option(
         return;
     }
     let (front, back) = match name.as_str() {
-        "tcpka" => (true, true),
+        "tcpka" | "nolinger" => (true, true),
         "clitcpka" | "tcp-smart-accept" => (true, false),
         "srvtcpka" | "tcp-smart-connect" => (false, true),
         "splice-auto" | "splice-request" | "splice-response" => {
@@ -756,6 +771,14 @@ fn parse_option(
         match name.as_str() {
             "tcp-smart-accept" => conf.smart_accept = Some(enable),
             "tcp-smart-connect" => conf.smart_connect = Some(enable),
+            "nolinger" => {
+                if kind != SectionKind::Backend {
+                    conf.client_nolinger = Some(enable);
+                }
+                if kind != SectionKind::Frontend {
+                    conf.server_nolinger = Some(enable);
+                }
+            }
             _ => {
                 if front && kind != SectionKind::Backend {
                     conf.clitcpka = Some(enable);

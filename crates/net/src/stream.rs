@@ -184,6 +184,8 @@ pub struct StreamOptions {
     pub source: Option<SocketAddr>,
     /// The handshake's last ACK waits to ride on the request (`option tcp-smart-connect`).
     pub delayed_ack: bool,
+    /// Close with a reset (SO_LINGER 0, `option nolinger`).
+    pub nolinger: bool,
 }
 
 impl AsRawFd for Stream {
@@ -231,6 +233,9 @@ impl Stream {
             if opts.keepalive {
                 socket2::SockRef::from(tcp).set_keepalive(true)?;
             }
+            if opts.nolinger {
+                socket2::SockRef::from(tcp).set_linger(Some(Duration::ZERO))?;
+            }
         }
         Ok(())
     }
@@ -251,6 +256,18 @@ impl Stream {
             _ => socket.set_ttl(1)?,
         }
         socket.set_linger(Some(Duration::ZERO))
+    }
+
+    /// SO_LINGER 0 on an accepted connection (`option nolinger`): its close sends a reset
+    /// and frees the socket at once, whatever is still unsent.
+    pub fn set_nolinger(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(tcp) => socket2::SockRef::from(tcp).set_linger(Some(Duration::ZERO)),
+            Stream::Lazy(tcp) => {
+                socket2::SockRef::from(tcp.socket()).set_linger(Some(Duration::ZERO))
+            }
+            Stream::Unix(_) => Ok(()),
+        }
     }
 
     /// SO_KEEPALIVE on an accepted connection (`option clitcpka`); the rest of its options

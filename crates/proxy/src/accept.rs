@@ -379,6 +379,9 @@ fn established<'a>(
             if frontend.plan.clitcpka && client.set_keepalive().is_err() {
                 return None;
             }
+            if frontend.plan.nolinger && client.set_nolinger().is_err() {
+                return None;
+            }
             match frontend.plan.mode {
                 Mode::Tcp => Box::pin(tcp::serve(&scope, client)).await?,
                 Mode::Http => http::buffer::InBuf::new(buffers.bufsize as usize),

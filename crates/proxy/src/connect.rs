@@ -68,6 +68,7 @@ pub async fn connect_attempts(
         // `source`: the server's own, else the backend's.
         source: server.conf.source.or(backend.plan.source),
         delayed_ack: backend.plan.smart_connect,
+        nolinger: backend.plan.nolinger,
     };
     for attempt in attempts {
         if attempt > 0 {

@@ -785,3 +785,42 @@ fn concurrent_kept_alive_exchanges_are_each_answered_on_their_connection() {
     });
     assert_eq!(log.lock().unwrap().len(), CLIENTS * REQUESTS);
 }
+
+/// Whether the kernel still holds a TCP socket from local port `local` to remote port
+/// `remote` on 127.0.0.1 (in any state), from `/proc/net/tcp`.
+fn socket_exists(local: u16, remote: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!("0100007F:{local:04X}");
+    let remote = format!("0100007F:{remote:04X}");
+    table.lines().skip(1).any(|line| {
+        let mut fields = line.split_whitespace().skip(1);
+        fields.next() == Some(local.as_str()) && fields.next() == Some(remote.as_str())
+    })
+}
+
+#[test]
+fn nolinger_closes_client_connections_with_a_reset() {
+    // With an orderly close the proxy's socket lingers (FIN_WAIT2 while the client keeps
+    // its side open); with `option nolinger` it is gone as soon as it is closed.
+    for (option, lingers) in [("", true), ("    option nolinger\n", false)] {
+        let (listener, addr) = frontend();
+        let config = format!(
+            "{HTTP_DEFAULTS}\nfrontend fe\n    bind {}\n{option}    \
+             http-request return status 200\n",
+            fd_bind(&listener)
+        );
+        let _proxy = sluice(&config).inherit(listener).start();
+        let mut c = connect(addr);
+        c.write_all(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = Vec::new();
+        // The end: an end of stream, or the reset.
+        let _ = c.read_to_end(&mut answer);
+        assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+        let client_port = c.local_addr().unwrap().port();
+        let gone = common::wait_until(Duration::from_secs(2), || {
+            !socket_exists(addr.port(), client_port)
+        });
+        assert_eq!(gone, !lingers, "option nolinger: {}", !lingers);
+    }
+}

@@ -45,7 +45,7 @@ fn post(addr: SocketAddr, target: &str, extra: &str, form: &str) -> (u16, String
 fn start(stats_lines: &str) -> (common::Sluice, SocketAddr) {
     let (listener, addr) = frontend();
     let config = format!(
-        "{HTTP_DEFAULTS}\nlisten st\n    bind {}\n{stats_lines}\n    server web1 127.0.0.1:9\n    server web2 127.0.0.1:10 disabled\nbackend other\n    server o1 127.0.0.1:11\n",
+        "{HTTP_DEFAULTS}\nlisten st\n    bind {}\n{stats_lines}\n    server web1 127.0.0.1:9\n    server web2 127.0.0.1:10 disabled\nbackend other\n    description <the> other one\n    server o1 127.0.0.1:11\n",
         fd_bind(&listener)
     );
     (sluice(&config).inherit(listener).start(), addr)
@@ -110,7 +110,13 @@ fn the_page_lists_every_proxy_and_server() {
     );
     assert!(head.contains("Refresh: 5"), "{head}");
     assert!(body.contains("<caption>st</caption>"), "{body}");
-    assert!(body.contains("<caption>other</caption>"));
+    // A proxy's `description` follows its name, escaped.
+    assert!(
+        body.contains(
+            "<caption>other <span class=\"desc\">(&lt;the&gt; other one)</span></caption>"
+        ),
+        "{body}"
+    );
     assert!(body.contains("<td class=\"name\">web1</td>"));
     assert!(
         body.contains("<tr class=\"maint\" data-name=\"web2\">"),

@@ -22,10 +22,12 @@ use crate::stream_context::StreamView;
 use crate::track::Stage;
 use crate::vars::Vars;
 use sluice_config::errors::ErrorPages;
+use sluice_config::http_options::HeaderNamePolicy;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_config::rules::{
-    HttpAction, LinePart, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, VarValue,
+    HttpAction, LinePart, NameMatch, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction,
+    VarValue,
 };
 use sluice_http::error::error_response;
 use sluice_http::head::{
@@ -336,6 +338,41 @@ fn frontend_verdict<'a>(
     after_frontend_rules(scope, input, head)
 }
 
+/// Whether a field name holds a character other than a letter, a digit or `-`, which
+/// `option http-restrict-req-hdr-names` restricts.
+fn restricted_name(name: &[u8]) -> bool {
+    name.iter()
+        .any(|&b| !(b.is_ascii_alphanumeric() || b == b'-'))
+}
+
+/// Whether the request has a field with a restricted name.
+fn has_restricted_name(buf: &[u8], head: &RequestHead) -> bool {
+    head.headers
+        .iter()
+        .any(|h| restricted_name(sluice_http::header_name(buf, h)))
+}
+
+/// Removes every field with a restricted name (`delete`).
+fn delete_restricted_names(
+    input: &mut InBuf,
+    head: &mut RequestHead,
+    limits: &Limits,
+) -> Result<(), RewriteFailed> {
+    let buf = input.filled();
+    let names: Vec<String> = head
+        .headers
+        .iter()
+        .map(|h| sluice_http::header_name(buf, h))
+        .filter(|name| restricted_name(name))
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .collect();
+    for name in names {
+        let matching = NameMatch::Str(name);
+        rewrite::edit_request(input, head, &FieldEdit::Delete(&matching), limits)?;
+    }
+    Ok(())
+}
+
 /// After the frontend's `http-request` rules: its statistics page, or the backend chosen.
 fn after_frontend_rules<'a>(
     scope: &Scope<'a>,
@@ -592,6 +629,21 @@ fn http_request_rules<'a>(
         if done.is_err() {
             return Flow::Answer(Answer::page(error_page(pages, 500), 500));
         }
+    }
+    // `option http-restrict-req-hdr-names`, after the proxy's `http-request` rules.
+    let http = backend.map_or(&scope.frontend.plan.http, |b| &b.plan.http);
+    match http.restrict_header_names {
+        Some(HeaderNamePolicy::Reject) if has_restricted_name(input.filled(), head) => {
+            scope.frontend.denied_requests.incr();
+            return Flow::Answer(Answer::page(error_page(pages, 403), 403));
+        }
+        Some(HeaderNamePolicy::Delete)
+            if has_restricted_name(input.filled(), head)
+                && delete_restricted_names(input, head, limits).is_err() =>
+        {
+            return Flow::Answer(Answer::page(error_page(pages, 500), 500));
+        }
+        _ => {}
     }
     let view = scope.view(backend, Some((input.filled(), head)));
     for rule in &rules.redirects {

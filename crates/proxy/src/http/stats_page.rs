@@ -543,14 +543,22 @@ fn render(
             .iter()
             .position(|r| r.pxname() != proxy)
             .map_or(rows.len(), |n| start + n);
-        proxy_table(&mut html, &rows[start..end], admin);
+        // The proxy's `description`, from whichever side of it has one.
+        let description = process
+            .frontends
+            .iter()
+            .map(|f| &f.plan.id)
+            .chain(process.backends.iter().map(|b| &b.plan.id))
+            .find(|id| id.name == proxy && id.description.is_some())
+            .and_then(|id| id.description.as_deref());
+        proxy_table(&mut html, &rows[start..end], admin, description);
         start = end;
     }
     html.push_str("</body></html>\n");
     html
 }
 
-fn proxy_table(html: &mut String, rows: &[Row], admin: bool) {
+fn proxy_table(html: &mut String, rows: &[Row], admin: bool, description: Option<&str>) {
     let Some(first) = rows.first() else {
         return;
     };
@@ -563,9 +571,13 @@ fn proxy_table(html: &mut String, rows: &[Row], admin: bool) {
             "<form method=\"post\"><input type=\"hidden\" name=\"b\" value=\"{proxy}\">"
         );
     }
+    let caption = match description {
+        Some(text) => format!("{proxy} <span class=\"desc\">({})</span>", esc(text)),
+        None => proxy.to_string(),
+    };
     let _ = write!(
         html,
-        "<table id=\"{proxy}\"><caption>{proxy}</caption>\n<tr>"
+        "<table id=\"{proxy}\"><caption>{caption}</caption>\n<tr>"
     );
     if form {
         html.push_str("<th></th>");
