@@ -161,6 +161,19 @@ pub enum TcpAction {
     SetLogLevel(LogLevelChange),
 }
 
+/// What `set-src`, `set-src-port`, `set-dst` and `set-dst-port` change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddressPart {
+    /// The client's address (its port kept when the family allows, else 0).
+    SourceIp,
+    /// The client's port.
+    SourcePort,
+    /// The address the client connected to.
+    DestinationIp,
+    /// The port the client connected to.
+    DestinationPort,
+}
+
 /// `set-log-level`: the level the stream's log line is sent at, or none at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogLevelChange {
@@ -292,6 +305,14 @@ pub enum HttpAction {
     /// Hold the request for `timeout tarpit`, then answer with a reply (500 by default)
     /// and close.
     Tarpit(Reply),
+    /// `set-src`, `set-src-port`, `set-dst`, `set-dst-port`: the transaction's addresses as
+    /// fetches, logs and the forwarded headers see them from then on.
+    SetAddress {
+        /// Which part changes.
+        part: AddressPart,
+        /// The new value (an address, or a port).
+        expr: Expr,
+    },
     /// `reject`: close the connection without an answer.
     Reject,
     /// `silent-drop`: make the connection disappear, the client not told (a reset that
@@ -1298,6 +1319,18 @@ fn parse_http_action(
         "reject" => {
             exactly(0, "no argument")?;
             request_only(HttpAction::Reject)
+        }
+        "set-src" | "set-src-port" | "set-dst" | "set-dst-port" => {
+            exactly(1, "a sample expression")?;
+            let expr = Expr::parse(&rest[0], maps)?;
+            expr.check_stages(stages)?;
+            let part = match action.as_str() {
+                "set-src" => AddressPart::SourceIp,
+                "set-src-port" => AddressPart::SourcePort,
+                "set-dst" => AddressPart::DestinationIp,
+                _ => AddressPart::DestinationPort,
+            };
+            request_only(HttpAction::SetAddress { part, expr })
         }
         // Dropping the client's connection from a response would need the exchange to
         // stop its relay there: request rules only.

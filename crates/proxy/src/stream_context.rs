@@ -52,7 +52,8 @@ pub struct StreamView<'a> {
 }
 
 impl<'a> StreamView<'a> {
-    /// A view of a stream that has nothing but its client connection yet.
+    /// A view of a stream that has nothing but its client connection yet; its addresses
+    /// are `endpoints`, or those a `set-src`/`set-dst` rule gave the transaction.
     pub fn new(
         process: &'a Process,
         frontend: &'a Frontend,
@@ -64,7 +65,7 @@ impl<'a> StreamView<'a> {
             frontend,
             backend: None,
             server: None,
-            endpoints,
+            endpoints: vars.addresses().unwrap_or(endpoints),
             request: None,
             response: None,
             vars,

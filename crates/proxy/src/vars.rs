@@ -15,6 +15,7 @@
 //! has them: every session holds its `Vars` for as long as it lives, idle time included.
 
 use sluice_config::rules::LogLevelChange;
+use sluice_net::listen::Endpoints;
 use sluice_runtime::capture::CaptureSet;
 use sluice_sample::Sample;
 use std::borrow::Cow;
@@ -30,6 +31,10 @@ struct Transaction {
     unique_id: Option<Vec<u8>>,
     /// The captures.
     captures: CaptureSet,
+    /// The addresses as `set-src`/`set-dst` made them for the transaction, if a rule did
+    /// (as in HAProxy 2.6, the next request of the connection has the connection's again).
+    /// Here, boxed with the rest, rather than in every session's state.
+    addresses: Option<Endpoints>,
 }
 
 /// The variables of one session.
@@ -42,6 +47,7 @@ pub struct Vars {
     expects_proxy: std::cell::Cell<bool>,
     /// The transaction's `set-log-level`, if a rule set it.
     log_level: std::cell::Cell<Option<LogLevelChange>>,
+
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
     pub trackers: crate::track::Trackers,
@@ -110,6 +116,16 @@ impl Vars {
     /// `set-log-level`: the transaction's log line goes at `level`, or nowhere.
     pub fn set_log_level(&self, level: LogLevelChange) {
         self.log_level.set(Some(level));
+    }
+
+    /// `set-src`, `set-dst`...: the transaction's addresses from now on.
+    pub fn set_addresses(&self, addresses: Endpoints) {
+        self.transaction().addresses = Some(addresses);
+    }
+
+    /// The transaction's addresses as rules set them, if they did.
+    pub fn addresses(&self) -> Option<Endpoints> {
+        self.transaction.borrow().as_ref().and_then(|t| t.addresses)
     }
 
     /// The transaction's log level, if a rule changed it.

@@ -26,8 +26,8 @@ use sluice_config::http_options::HeaderNamePolicy;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_config::rules::{
-    HttpAction, LinePart, NameMatch, Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction,
-    VarValue,
+    AddressPart, HttpAction, LinePart, NameMatch, Redirect, RedirectKind, Reply, ReplyBody, Rule,
+    TcpAction, VarValue,
 };
 use sluice_http::error::error_response;
 use sluice_http::head::{
@@ -56,6 +56,12 @@ pub struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
+    /// The addresses now: the connection's, unless a `set-src`/`set-dst` rule of the
+    /// transaction changed them.
+    pub(crate) fn addresses(&self) -> Endpoints {
+        self.vars.addresses().unwrap_or(*self.endpoints)
+    }
+
     pub(crate) fn view<'v>(
         &self,
         backend: Option<&'v Backend>,
@@ -336,6 +342,42 @@ fn frontend_verdict<'a>(
         }
     }
     after_frontend_rules(scope, input, head)
+}
+
+/// `addresses` with the part `set-src`, `set-src-port`, `set-dst` or `set-dst-port` names
+/// set to `value`. A new address keeps the port when the family allows (an IPv4 port stays
+/// with an IPv6 address too); a new port given an address-less side goes with 0.0.0.0, as
+/// HAProxy does.
+fn changed_addresses(
+    addresses: Endpoints,
+    part: AddressPart,
+    value: sluice_sample::Sample<'_>,
+) -> Option<Endpoints> {
+    use sluice_sample::{Sample, SampleType};
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    let mut changed = addresses;
+    let side = match part {
+        AddressPart::SourceIp | AddressPart::SourcePort => &mut changed.client,
+        AddressPart::DestinationIp | AddressPart::DestinationPort => &mut changed.local,
+    };
+    match part {
+        AddressPart::SourceIp | AddressPart::DestinationIp => {
+            let Some(Sample::Ip(ip)) = value.cast(SampleType::Ip) else {
+                return None;
+            };
+            let port = side.map_or(0, |a| a.port());
+            *side = Some(SocketAddr::new(ip, port));
+        }
+        AddressPart::SourcePort | AddressPart::DestinationPort => {
+            let Some(Sample::Int(port)) = value.cast(SampleType::Int) else {
+                return None;
+            };
+            let port = u16::try_from(port).ok()?;
+            let ip = side.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
+            *side = Some(SocketAddr::new(ip, port));
+        }
+    }
+    Some(changed)
 }
 
 /// Whether a field name holds a character other than a letter, a digit or `-`, which
@@ -773,6 +815,16 @@ fn common_action<'a, 'e>(
         HttpAction::WaitForBody { .. } | HttpAction::Reject | HttpAction::SilentDrop => Step::Next,
         HttpAction::SetLogLevel(level) => {
             vars.set_log_level(*level);
+            Step::Next
+        }
+        HttpAction::SetAddress { part, expr } => {
+            // A value that cannot be had, or is not an address (a port), changes nothing.
+            if let Some(addresses) = expr
+                .eval(view)
+                .and_then(|value| changed_addresses(view.endpoints, *part, value))
+            {
+                vars.set_addresses(addresses);
+            }
             Step::Next
         }
         HttpAction::PrometheusExporter => {
@@ -1395,8 +1447,35 @@ fn may_read_request(rule: &Rule<HttpAction>) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_src_and_set_dst_change_one_part_of_the_addresses() {
+        use sluice_sample::Sample;
+        let addresses = Endpoints {
+            client: Some("127.0.0.1:5000".parse().unwrap()),
+            local: None,
+        };
+        // A new address keeps the port, across families too; text is read as an address.
+        let moved = changed_addresses(addresses, AddressPart::SourceIp, Sample::str(b"::1"));
+        assert_eq!(moved.unwrap().client, Some("[::1]:5000".parse().unwrap()));
+        // A port on a side with no address goes with 0.0.0.0.
+        let port = changed_addresses(addresses, AddressPart::DestinationPort, Sample::Int(80));
+        assert_eq!(port.unwrap().local, Some("0.0.0.0:80".parse().unwrap()));
+        // Values that are no address or port change nothing.
+        let text = Sample::str(b"not an address");
+        assert_eq!(
+            changed_addresses(addresses, AddressPart::SourceIp, text),
+            None
+        );
+        let big = Sample::Int(70_000);
+        assert_eq!(
+            changed_addresses(addresses, AddressPart::SourcePort, big),
+            None
+        );
+    }
 
     #[test]
     fn the_auth_answer_replaces_the_challenge_and_keeps_the_connection() {

@@ -485,7 +485,7 @@ impl<'s> Session<'_, 's> {
             frontend,
             backend,
             settings: settings.clone(),
-            endpoints: *scope.endpoints,
+            endpoints: scope.addresses(),
             first,
             scope,
         };
@@ -722,7 +722,7 @@ fn log_answer(
     let captures = scope.vars.captures();
     let mut record = StreamRecord {
         start: start_at,
-        client: scope.endpoints.client,
+        client: scope.addresses().client,
         frontend: scope.frontend.name(),
         backend: None,
         server: None,
@@ -768,7 +768,7 @@ fn log_unanswered(
     let captures = scope.vars.captures();
     let mut record = StreamRecord {
         start: start_at,
-        client: scope.endpoints.client,
+        client: scope.addresses().client,
         frontend: scope.frontend.name(),
         backend: None,
         server: None,
