@@ -68,6 +68,9 @@ pub struct HttpConf {
     /// `option http-buffer-request`: the request rules wait for the whole body (or a full
     /// buffer).
     pub buffer_request: bool,
+    /// `option http-pretend-keepalive`: under `http-server-close` or `httpclose`, requests
+    /// do not tell the server the connection closes (it is closed after the response).
+    pub pretend_keepalive: bool,
     /// `option http-restrict-req-hdr-names`: what becomes of request fields whose names
     /// hold characters other than letters, digits and `-` (unset: they are kept).
     pub restrict_header_names: Option<HeaderNamePolicy>,
@@ -99,6 +102,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "accept-invalid-http-response"
             | "http-buffer-request"
             | "http-restrict-req-hdr-names"
+            | "http-pretend-keepalive"
     )
 }
 
@@ -146,6 +150,10 @@ pub(crate) fn apply_http_option(
         }
         "http-buffer-request" => {
             conf.buffer_request = enable;
+            d.no_more_than(first_arg, diags);
+        }
+        "http-pretend-keepalive" => {
+            conf.pretend_keepalive = enable;
             d.no_more_than(first_arg, diags);
         }
         "http-restrict-req-hdr-names" => {

@@ -715,9 +715,9 @@ fn parse_option(
             "accept-unsafe-violations-in-http-request" | "accept-invalid-http-request" => {
                 (true, false)
             }
-            "accept-unsafe-violations-in-http-response" | "accept-invalid-http-response" => {
-                (false, true)
-            }
+            "accept-unsafe-violations-in-http-response"
+            | "accept-invalid-http-response"
+            | "http-pretend-keepalive" => (false, true),
             _ => (true, true),
         };
         let allowed = Allowed {

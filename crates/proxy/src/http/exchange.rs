@@ -990,7 +990,7 @@ fn encode_request(
     }
     if upgrade {
         add.push("Connection", b"upgrade");
-    } else if s.conn_mode != HttpConnMode::KeepAlive {
+    } else if s.conn_mode != HttpConnMode::KeepAlive && !s.pretend_keepalive {
         add.push("Connection", b"close");
     } else if head.version == Version::Http10 {
         // An HTTP/1.0 request ends its connection unless it says otherwise: said here, so

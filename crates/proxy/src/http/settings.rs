@@ -45,6 +45,8 @@ pub struct HttpSettings<'a> {
     pub bufsize: usize,
     /// `option http-buffer-request` on the frontend: the rules wait for the body.
     pub buffer_request: bool,
+    /// `option http-pretend-keepalive` (the backend's).
+    pub pretend_keepalive: bool,
     /// `timeout client`.
     pub client: Option<Duration>,
     /// `timeout server`.
@@ -108,6 +110,7 @@ impl<'a> HttpSettings<'a> {
             },
             bufsize: bufsize as usize,
             buffer_request: f.buffer_request,
+            pretend_keepalive: b.pretend_keepalive,
             client: frontend.plan.timeouts.client,
             server: back_timeouts.server,
             http_request: frontend
