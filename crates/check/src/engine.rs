@@ -173,7 +173,17 @@ impl Engine {
         if let Some(event) = classify(&before, &after, outcome, via) {
             self.print(
                 "[WARNING]",
-                &report::message(backend.name(), server.name(), &event, count, sessions),
+                &report::message(
+                    report::Who {
+                        backend: backend.name(),
+                        server: server.name(),
+                        backup: server.conf.backup,
+                        reasons: !backend.plan.checks.log_health_checks,
+                    },
+                    &event,
+                    count,
+                    sessions,
+                ),
             );
         }
         let c = &server.conf.checks;
@@ -429,8 +439,18 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         if !outcome.status.passed() && machine.phase() == Phase::Up {
             server.stats.chkfail.incr();
         }
+        let health_before = machine.health();
         machine.record(outcome.status.passed());
         server.stats.set_check_health(machine.health());
+        // `option log-health-checks`: each result that moved the health counter.
+        if backend.plan.checks.log_health_checks && machine.health() != health_before {
+            let line = report::check_result(
+                (backend.name(), server.name(), server.conf.backup),
+                &outcome,
+                &machine,
+            );
+            engine.print("[WARNING]", &line);
+        }
         let up = machine.phase() == Phase::Up;
         let stopping = outcome.status == Status::L7OkC;
         let last = LastCheck {

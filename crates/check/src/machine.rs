@@ -78,6 +78,16 @@ impl Machine {
         self.health
     }
 
+    /// `rise`.
+    pub fn rise(&self) -> u32 {
+        self.rise
+    }
+
+    /// `fall`.
+    pub fn fall(&self) -> u32 {
+        self.fall
+    }
+
     /// Counts one check result.
     pub fn record(&mut self, passed: bool) -> Change {
         let before = self.phase();

@@ -7,6 +7,7 @@
 //! messages are built here (pure, tested) and printed by the engine with HAProxy's
 //! `[WARNING]  (pid) : ` prefix.
 
+use crate::machine::{Machine, Phase};
 use crate::status::Outcome;
 use sluice_runtime::health::Usable;
 
@@ -36,21 +37,61 @@ impl Event<'_> {
     }
 }
 
-/// The warning for `event` on `backend/server`, with the backend's usable servers after it and
-/// the server's active sessions.
-pub fn message(
-    backend: &str,
-    server: &str,
-    event: &Event<'_>,
-    usable: Usable,
-    sessions: u32,
+/// `option log-health-checks`: the line for a check result that moved a server's health
+/// counter, e.g. `Health check for server be/s1 failed, reason: Layer4 connection problem,
+/// info: "Connection refused", check duration: 0ms, status: 2/3 UP` (the failures left
+/// before going down, out of `fall`, while up; the successes had, out of `rise`, while
+/// down), HAProxy's words.
+pub fn check_result(
+    (backend, server, backup): (&str, &str, bool),
+    outcome: &Outcome,
+    machine: &Machine,
 ) -> String {
-    let mut m = format!("Server {backend}/{server} ");
+    let verdict = if outcome.status.passed() {
+        "succeeded"
+    } else {
+        "failed"
+    };
+    let kind = if backup { "backup " } else { "" };
+    let mut line = format!("Health check for {kind}server {backend}/{server} {verdict}, ");
+    outcome.write_reason(&mut line);
+    let (health, of, word) = match machine.phase() {
+        Phase::Up => (machine.health() - machine.rise() + 1, machine.fall(), "UP"),
+        Phase::Down => (machine.health(), machine.rise(), "DOWN"),
+    };
+    line.push_str(&format!(", status: {health}/{of} {word}."));
+    line
+}
+
+/// The server a state change is about.
+#[derive(Clone, Copy, Debug)]
+pub struct Who<'a> {
+    /// Its backend's name.
+    pub backend: &'a str,
+    /// Its name.
+    pub server: &'a str,
+    /// A `backup` server ("Backup Server be/s2 is DOWN").
+    pub backup: bool,
+    /// Whether the check's reason goes in the message; not under `option
+    /// log-health-checks`, whose line for the check result said it already.
+    pub reasons: bool,
+}
+
+/// The warning for `event` on `who`, with the backend's usable servers after it and the
+/// server's active sessions.
+pub fn message(who: Who<'_>, event: &Event<'_>, usable: Usable, sessions: u32) -> String {
+    let (backend, server) = (who.backend, who.server);
+    let kind = if who.backup {
+        "Backup Server"
+    } else {
+        "Server"
+    };
+    let mut m = format!("{kind} {backend}/{server} ");
     let with_reason = |m: &mut String, word: &str, outcome: Option<&Outcome>, via: Option<&str>| {
         m.push_str(word);
         if let Some(via) = via {
             m.push_str(&format!(" via {via}"));
-        } else if let Some(o) = outcome {
+        } else if let Some(o) = outcome.filter(|_| who.reasons) {
             m.push_str(", ");
             o.write_reason(m);
         }
@@ -99,8 +140,66 @@ pub fn line(tag: &str, pid: u32, message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plain<'a>(backend: &'a str, server: &'a str) -> Who<'a> {
+        Who {
+            backend,
+            server,
+            backup: false,
+            reasons: true,
+        }
+    }
     use crate::status::Status;
     use std::time::Duration;
+
+    #[test]
+    fn log_health_checks_lines_count_towards_the_next_change() {
+        let refused = Outcome::new(Status::L4Con).info("Connection refused");
+        let ok = Outcome::new(Status::L4Ok);
+        let mut machine = Machine::new(2, 3);
+        // Down at the first failure, then one success of the two it takes to rise.
+        machine.record(false);
+        assert_eq!(
+            check_result(("be", "s1", false), &refused, &machine),
+            "Health check for server be/s1 failed, reason: Layer4 connection problem, \
+             info: \"Connection refused\", check duration: 0ms, status: 0/2 DOWN."
+        );
+        machine.record(true);
+        assert_eq!(
+            check_result(("be", "s2", true), &ok, &machine),
+            "Health check for backup server be/s2 succeeded, reason: Layer4 check passed, \
+             check duration: 0ms, status: 1/2 DOWN."
+        );
+        // Up, then one failure of the three it takes to fall.
+        machine.record(true);
+        machine.record(false);
+        assert_eq!(
+            check_result(("be", "s1", false), &refused, &machine),
+            "Health check for server be/s1 failed, reason: Layer4 connection problem, \
+             info: \"Connection refused\", check duration: 0ms, status: 2/3 UP."
+        );
+    }
+
+    #[test]
+    fn backup_servers_and_reasons_left_to_the_check_lines() {
+        let refused = Outcome::new(Status::L4Con).info("Connection refused");
+        let who = Who {
+            backend: "be",
+            server: "s2",
+            backup: true,
+            reasons: false,
+        };
+        assert_eq!(
+            message(
+                who,
+                &Event::Down(Some(&refused), None),
+                Usable::default(),
+                0
+            ),
+            "Backup Server be/s2 is DOWN. 0 active and 0 backup servers left. \
+             0 sessions active, 0 requeued, 0 remaining in queue."
+        );
+    }
 
     #[test]
     fn haproxy_forms() {
@@ -110,7 +209,12 @@ mod tests {
             line(
                 "[WARNING]",
                 15155,
-                &message("be1", "s1", &Event::Down(Some(&refused), None), none, 0)
+                &message(
+                    plain("be1", "s1"),
+                    &Event::Down(Some(&refused), None),
+                    none,
+                    0
+                )
             ),
             "[WARNING]  (15155) : Server be1/s1 is DOWN, reason: Layer4 connection problem, info: \"Connection refused\", check duration: 0ms. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
         );
@@ -124,7 +228,7 @@ mod tests {
             backup: 0,
         };
         assert_eq!(
-            message("be1", "s1", &Event::Up(Some(&ok), None), one, 0),
+            message(plain("be1", "s1"), &Event::Up(Some(&ok), None), one, 0),
             "Server be1/s1 is UP, reason: Layer4 check passed, check duration: 0ms. 1 active and 0 backup servers online. 0 sessions requeued, 0 total in queue."
         );
         let backup = Usable {
@@ -132,13 +236,13 @@ mod tests {
             backup: 1,
         };
         assert_eq!(
-            message("be6", "s1", &Event::Drain, backup, 0),
+            message(plain("be6", "s1"), &Event::Drain, backup, 0),
             "Server be6/s1 enters drain state. 0 active and 1 backup servers online. Running on backup. 0 sessions requeued, 0 total in queue."
         );
         let mut c404 = Outcome::new(Status::L7OkC).code(404);
         c404.duration = Duration::from_millis(1);
         assert_eq!(
-            message("be7", "s1", &Event::Stopping(Some(&c404)), none, 0),
+            message(plain("be7", "s1"), &Event::Stopping(Some(&c404)), none, 0),
             "Server be7/s1 is stopping, reason: Layer7 check conditionally passed, code: 404, check duration: 1ms. 0 active and 0 backup servers online. 0 sessions requeued, 0 total in queue."
         );
         let both = Usable {
@@ -146,24 +250,29 @@ mod tests {
             backup: 1,
         };
         assert_eq!(
-            message("be6", "s1", &Event::Maint, both, 0),
+            message(plain("be6", "s1"), &Event::Maint, both, 0),
             "Server be6/s1 is going DOWN for maintenance. 1 active and 1 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
         );
         let agent = Outcome::new(Status::L7Sts).code(0).info("via agent : down");
         assert_eq!(
-            message("be6", "s1", &Event::Down(Some(&agent), None), both, 0),
+            message(
+                plain("be6", "s1"),
+                &Event::Down(Some(&agent), None),
+                both,
+                0
+            ),
             "Server be6/s1 is DOWN, reason: Layer7 wrong status, code: 0, info: \"via agent : down\", check duration: 0ms. 1 active and 1 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
         );
         assert_eq!(
-            message("be", "s1", &Event::Ready, one, 0),
+            message(plain("be", "s1"), &Event::Ready, one, 0),
             "Server be/s1 is UP (leaving forced drain)."
         );
         assert_eq!(
-            message("be", "s1", &Event::LeaveMaint, one, 0),
+            message(plain("be", "s1"), &Event::LeaveMaint, one, 0),
             "Server be/s1 is UP/READY (leaving forced maintenance)."
         );
         assert_eq!(
-            message("b", "t", &Event::Down(None, Some("b/s")), none, 2),
+            message(plain("b", "t"), &Event::Down(None, Some("b/s")), none, 2),
             "Server b/t is DOWN via b/s. 0 active and 0 backup servers left. 2 sessions active, 0 requeued, 0 remaining in queue."
         );
     }

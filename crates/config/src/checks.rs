@@ -328,6 +328,9 @@ pub struct ProxyChecks {
     pub disable_on_404: bool,
     /// `http-check send-state`: tell the server its state in a header.
     pub send_state: bool,
+    /// `option log-health-checks`: every check result that moves a server's health is
+    /// reported, not only the changes of state.
+    pub log_health_checks: bool,
     /// The rules came from a `defaults` section: a proxy's own first rule replaces them.
     tcp_inherited: bool,
     http_inherited: bool,

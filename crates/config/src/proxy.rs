@@ -736,6 +736,13 @@ fn parse_option(
         }
         return;
     }
+    if name == "log-health-checks" {
+        if applies(&d, kind, BACK, diags) {
+            conf.checks.log_health_checks = enable;
+        }
+        d.no_more_than(skip + 2, diags);
+        return;
+    }
     let (front, back) = match name.as_str() {
         "tcpka" | "nolinger" => (true, true),
         "clitcpka" | "tcp-smart-accept" => (true, false),

@@ -880,3 +880,43 @@ fn checks_of_a_send_proxy_server_start_with_the_proxy_line() {
     );
     assert_eq!(seen.lock().unwrap()[0], b"PROXY ");
 }
+
+#[test]
+fn log_health_checks_reports_each_result_that_moves_the_health() {
+    let refused = refused_addr();
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    option log-health-checks\n    \
+         server s1 {refused} check inter 50 rise 2 fall 2\n    \
+         server s2 {refused} check inter 50 rise 2 fall 2 backup\n",
+        fd_bind(&fe)
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Backup Server app/s2 is DOWN.");
+    // The check's line says why; the state change, as in HAProxy, then does not.
+    let check = stderr
+        .lines()
+        .find(|l| l.contains("Health check for backup server app/s2 failed"))
+        .unwrap();
+    assert!(
+        check.contains("reason: Layer4 connection problem, info: \"Connection refused\"")
+            && check.ends_with("status: 0/2 DOWN."),
+        "{check}"
+    );
+    let down = stderr
+        .lines()
+        .find(|l| l.contains("Backup Server app/s2 is DOWN"))
+        .unwrap();
+    assert!(
+        down.ends_with(
+            "Backup Server app/s2 is DOWN. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
+        ),
+        "{down}"
+    );
+    // A down server's further failures move nothing: one line per server.
+    assert_eq!(
+        stderr.matches("Health check for server app/s1").count(),
+        1,
+        "{stderr}"
+    );
+}
