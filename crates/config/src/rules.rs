@@ -976,8 +976,10 @@ pub(crate) fn check_experimental(rules: &ProxyRules) -> Vec<Diagnostic> {
 
 /// The error for an action this rule keyword does not know.
 fn unsupported(what: &str) -> String {
-    if KNOWN_ACTIONS.contains(&what) || what.starts_with("lua.") || what.starts_with("sc-") {
-        format!("{UNSUPPORTED}{what}")
+    // `del-acl(file)`, `do-resolve(var,resolvers)`: known by the name before the argument.
+    let name = what.split('(').next().unwrap_or(what);
+    if KNOWN_ACTIONS.contains(&name) || what.starts_with("lua.") || what.starts_with("sc-") {
+        format!("{UNSUPPORTED}{name}")
     } else {
         format!("unknown action '{what}'")
     }
