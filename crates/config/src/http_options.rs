@@ -68,6 +68,9 @@ pub struct HttpConf {
     /// `option http-buffer-request`: the request rules wait for the whole body (or a full
     /// buffer).
     pub buffer_request: bool,
+    /// `option abortonclose`: a request whose client closed its side while it waited for a
+    /// server (queued, or connecting) is abandoned.
+    pub abort_on_close: bool,
     /// `option http-pretend-keepalive`: under `http-server-close` or `httpclose`, requests
     /// do not tell the server the connection closes (it is closed after the response).
     pub pretend_keepalive: bool,
@@ -103,6 +106,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "http-buffer-request"
             | "http-restrict-req-hdr-names"
             | "http-pretend-keepalive"
+            | "abortonclose"
     )
 }
 
@@ -154,6 +158,10 @@ pub(crate) fn apply_http_option(
         }
         "http-pretend-keepalive" => {
             conf.pretend_keepalive = enable;
+            d.no_more_than(first_arg, diags);
+        }
+        "abortonclose" => {
+            conf.abort_on_close = enable;
             d.no_more_than(first_arg, diags);
         }
         "http-restrict-req-hdr-names" => {

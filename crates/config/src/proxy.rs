@@ -717,7 +717,8 @@ fn parse_option(
             }
             "accept-unsafe-violations-in-http-response"
             | "accept-invalid-http-response"
-            | "http-pretend-keepalive" => (false, true),
+            | "http-pretend-keepalive"
+            | "abortonclose" => (false, true),
             _ => (true, true),
         };
         let allowed = Allowed {

@@ -12,9 +12,8 @@ use crate::listen::Endpoints;
 use crate::proxy_protocol::{self, Parse};
 use crate::stream::Stream;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The longest header accepted. A version 2 header may announce up to 64 KiB of TLVs; like
 /// HAProxy, which refuses a header larger than its buffer, we stop at the default
@@ -112,7 +111,7 @@ async fn read_header_bytes(stream: &mut Stream, real: Endpoints) -> Result<Endpo
     let mut consumed: Vec<u8> = Vec::new();
     let mut peeked = [0u8; PEEK_LEN];
     loop {
-        let n = peek(stream, &mut peeked).await?;
+        let n = stream.peek(&mut peeked).await?;
         if n == 0 {
             return Err(if consumed.is_empty() {
                 HeaderError::Closed
@@ -157,34 +156,6 @@ async fn read_header_bytes(stream: &mut Stream, real: Endpoints) -> Result<Endpo
             }
         }
     }
-}
-
-/// Waits until `stream` has data (or is closed) and copies it into `buf` without consuming it.
-async fn peek(stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        stream.readable().await?;
-        // `try_io` clears the readiness when the peek would block, so the next `readable`
-        // waits for new data.
-        let result = match stream {
-            Stream::Tcp(s) => s.try_io(Interest::READABLE, || recv_peek(s.as_raw_fd(), buf)),
-            Stream::Lazy(s) => s.try_io(Interest::READABLE, || {
-                recv_peek(s.socket().as_raw_fd(), buf)
-            }),
-            Stream::Unix(s) => s.try_io(Interest::READABLE, || recv_peek(s.as_raw_fd(), buf)),
-        };
-        match result {
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) => {}
-            other => return other,
-        }
-    }
-}
-
-fn recv_peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-    nix::sys::socket::recv(fd, buf, nix::sys::socket::MsgFlags::MSG_PEEK).map_err(io::Error::from)
 }
 
 /// Which header a server receives.

@@ -404,6 +404,31 @@ impl Stream {
         }
     }
 
+    /// Waits until the socket has data (or is closed) and copies it into `buf` without
+    /// consuming it: 0 means the peer ended its side.
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            self.readable().await?;
+            // `try_io` clears the readiness when the peek would block, so the next
+            // `readable` waits for new data.
+            let result = match self {
+                Stream::Tcp(s) => s.try_io(Interest::READABLE, || recv_peek(s.as_raw_fd(), buf)),
+                Stream::Lazy(s) => s.try_io(Interest::READABLE, || {
+                    recv_peek(s.socket().as_raw_fd(), buf)
+                }),
+                Stream::Unix(s) => s.try_io(Interest::READABLE, || recv_peek(s.as_raw_fd(), buf)),
+            };
+            match result {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                other => return other,
+            }
+        }
+    }
+
     /// Borrows the read and write sides separately, so one task can read a request body from
     /// the client while it reads the response head from the server (no lock: the halves are
     /// plain borrows of the socket).
@@ -606,6 +631,10 @@ impl AsyncWrite for Stream {
             Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
+}
+
+fn recv_peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    nix::sys::socket::recv(fd, buf, nix::sys::socket::MsgFlags::MSG_PEEK).map_err(io::Error::from)
 }
 
 #[cfg(test)]

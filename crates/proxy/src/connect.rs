@@ -154,6 +154,17 @@ pub async fn connect_redispatching<'b>(
     }
 }
 
+/// Completes when the client has ended its side (or its connection failed) while its
+/// request or session waits for a server (`option abortonclose`); never if it sends more
+/// instead (a body, a next request), which stays in the socket for later.
+pub(crate) async fn client_closed(client: &Stream) {
+    let mut probe = [0u8; 1];
+    match client.peek(&mut probe).await {
+        Ok(0) | Err(_) => {}
+        Ok(_) => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

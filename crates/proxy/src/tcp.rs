@@ -101,21 +101,41 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     } else {
         None
     };
-    let picked = match stuck {
-        Some(index) => match backend.acquire_server_at(index).await {
-            Err(Unserved::QueueFull | Unserved::NoServer) => backend.acquire_server(key).await,
-            other => other,
-        },
-        None => backend.acquire_server(key).await,
+    let acquire = async {
+        match stuck {
+            Some(index) => match backend.acquire_server_at(index).await {
+                Err(Unserved::QueueFull | Unserved::NoServer) => backend.acquire_server(key).await,
+                other => other,
+            },
+            None => backend.acquire_server(key).await,
+        }
     };
-    let stick_stores = if has_stick_rules && picked.is_ok() {
+    // `option abortonclose`: a client that leaves while its session waits in a queue, or
+    // for the server connection, ends it there (`CQ`, `CC`).
+    let abort_on_close = backend.plan.http.abort_on_close;
+    let picked = if abort_on_close {
+        tokio::select! {
+            biased;
+            picked = acquire => Some(picked),
+            () = crate::connect::client_closed(client) => None,
+        }
+    } else {
+        Some(acquire.await)
+    };
+    let stick_stores = if has_stick_rules && matches!(picked, Some(Ok(_))) {
         crate::stick_rules::request_stores(&stick_view(), backend)
     } else {
         crate::stick_rules::PendingStores::default()
     };
     record.timers.queue = Some(clock::since(queued_at));
     match picked {
-        Err(unserved) => {
+        None => {
+            record.termination = Termination {
+                cause: Cause::ClientAbort,
+                phase: Phase::Queue,
+            };
+        }
+        Some(Err(unserved)) => {
             backend.failed_connections.incr();
             // configuration.txt §8.5: "sQ" for a queue timeout, "SC" when no server was usable.
             record.termination = match unserved {
@@ -129,11 +149,26 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                 },
             };
         }
-        Ok(mut lease) => {
+        Some(Ok(mut lease)) => 'connected: {
             let connecting = clock::now_std();
             // `option redispatch` may move the session to another server.
-            let (connection, _) =
-                connect_redispatching(backend, &mut lease, &endpoints, true).await;
+            let connect = connect_redispatching(backend, &mut lease, &endpoints, true);
+            let connected = if abort_on_close {
+                tokio::select! {
+                    biased;
+                    connected = connect => Some(connected),
+                    () = crate::connect::client_closed(client) => None,
+                }
+            } else {
+                Some(connect.await)
+            };
+            let Some((connection, _)) = connected else {
+                record.termination = Termination {
+                    cause: Cause::ClientAbort,
+                    phase: Phase::Connect,
+                };
+                break 'connected;
+            };
             let server = lease.server();
             // `on-marked-down shutdown-sessions` and the like end the relay at once; listening
             // from now on, so that a shutdown during the inspection is not missed.

@@ -2,7 +2,8 @@
 //! `maxqueue`, §4.2 `timeout queue`): a server never has more requests in progress than its
 //! limit, the others wait and are served in arrival order as slots free up, a request that
 //! waits longer than `timeout queue` gets a 503, and the `queue` fetch reports the waiting
-//! requests.
+//! requests; under `option abortonclose` a request (or TCP session) whose client leaves
+//! while queued is taken out.
 //!
 //! The in-test server holds every request until the test releases it, and the test watches
 //! the backend's queue through a `return` rule reading `%[queue(be)]`, so each step waits for
@@ -189,4 +190,78 @@ fn a_request_waiting_longer_than_timeout_queue_gets_503() {
     server.release.send(()).unwrap();
     assert!(answer_of(first).ends_with("/held"));
     assert_eq!(*server.arrived.lock().unwrap(), ["/held"]);
+}
+
+#[test]
+fn abortonclose_takes_a_queued_request_out_when_its_client_leaves() {
+    let server = gated_server();
+    let (_p, addr, watch) = start(
+        server.backend.addr(),
+        "maxconn 1",
+        "    timeout queue 30s\n    option abortonclose",
+    );
+    let first = send(addr, "/1");
+    assert!(wait_until(GENEROUS, || server
+        .arrived
+        .lock()
+        .unwrap()
+        .len()
+        == 1));
+    let mut leaving = send(addr, "/2");
+    assert!(wait_until(GENEROUS, || queued(watch) == 1));
+    // The client ends its side: its request leaves the queue without an answer.
+    leaving.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(wait_until(GENEROUS, || queued(watch) == 0), "still queued");
+    assert!(
+        matches!(read_to_close(&mut leaving, GENEROUS), common::Closed::Eof(d) if d.is_empty())
+    );
+    // The next one is served once the slot frees; the aborted one never reaches the server.
+    let next = send(addr, "/3");
+    assert!(wait_until(GENEROUS, || queued(watch) == 1));
+    server.release.send(()).unwrap();
+    server.release.send(()).unwrap();
+    assert!(answer_of(first).ends_with("/1"));
+    assert!(answer_of(next).ends_with("/3"));
+    assert_eq!(*server.arrived.lock().unwrap(), ["/1", "/3"]);
+}
+
+#[test]
+fn abortonclose_in_tcp_mode_ends_a_queued_session_whose_client_left() {
+    // A server that keeps every connection open and counts them.
+    let held = Backend::start(|mut s| {
+        let mut sink = [0u8; 64];
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    let (fe, addr) = frontend();
+    let config = format!(
+        "{}\nlisten app\n    bind {}\n    timeout queue 30s\n    option abortonclose\n    \
+         server s1 {} maxconn 1\n",
+        common::TCP_DEFAULTS,
+        fd_bind(&fe),
+        held.addr()
+    );
+    let proxy = sluice(&config).inherit(fe).start();
+    // The backend's row: `qcur` is its third field.
+    let backend_queue = || {
+        let stat = proxy.cli("show stat");
+        let row = stat
+            .lines()
+            .find(|l| l.starts_with("app,BACKEND,"))
+            .unwrap_or("");
+        row.split(',').nth(2).unwrap_or("").to_owned()
+    };
+    let first = connect(addr);
+    assert!(wait_until(GENEROUS, || held.accepted() == 1));
+    let mut leaving = connect(addr);
+    assert!(wait_until(GENEROUS, || backend_queue() == "1"));
+    leaving.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(
+        wait_until(GENEROUS, || backend_queue() == "0"),
+        "still queued"
+    );
+    assert!(
+        matches!(read_to_close(&mut leaving, GENEROUS), common::Closed::Eof(d) if d.is_empty())
+    );
+    drop(first);
+    assert_eq!(held.accepted(), 1, "the aborted session reached the server");
 }

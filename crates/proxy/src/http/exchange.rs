@@ -561,23 +561,39 @@ async fn exchange<'a>(
     };
     // The session's clock: no clock reading unless the request waited in a queue.
     let queued_at = clock::now_std();
-    let picked = match target {
-        // `option persist`/`force-persist`: the down server is used on purpose, no queue.
-        Some(target) if target.forced => ctx
-            .backend
-            .lease_server_forced(target.index)
-            .ok_or(Unserved::NoServer),
-        // A persisted or `use-server` server: its own queue when full; a full queue or an
-        // unusable server gives the request back to the balancing (configuration.txt §5.2
-        // `maxqueue`).
-        Some(target) => match ctx.backend.acquire_server_at(target.index).await {
-            Err(Unserved::QueueFull | Unserved::NoServer) => {
-                persist_state.direct = false;
-                ctx.backend.acquire_server(balance_key).await
+    let acquire = async {
+        match target {
+            // `option persist`/`force-persist`: the down server is used on purpose, no queue.
+            Some(target) if target.forced => ctx
+                .backend
+                .lease_server_forced(target.index)
+                .ok_or(Unserved::NoServer),
+            // A persisted or `use-server` server: its own queue when full; a full queue or an
+            // unusable server gives the request back to the balancing (configuration.txt §5.2
+            // `maxqueue`).
+            Some(target) => match ctx.backend.acquire_server_at(target.index).await {
+                Err(Unserved::QueueFull | Unserved::NoServer) => {
+                    persist_state.direct = false;
+                    ctx.backend.acquire_server(balance_key).await
+                }
+                other => other,
+            },
+            None => ctx.backend.acquire_server(balance_key).await,
+        }
+    };
+    // `option abortonclose`: a client that leaves while its request waits in a queue takes
+    // it out (HAProxy's `CQ`).
+    let picked = if s.abort_on_close {
+        tokio::select! {
+            biased;
+            picked = acquire => picked,
+            () = crate::connect::client_closed(client) => {
+                facts.queue = Some(clock::since(queued_at));
+                return Ending::close(None, Cause::ClientAbort, Phase::Queue);
             }
-            other => other,
-        },
-        None => ctx.backend.acquire_server(balance_key).await,
+        }
+    } else {
+        acquire.await
     };
     facts.queue = Some(clock::since(queued_at));
     let mut lease = match picked {
@@ -640,7 +656,7 @@ async fn exchange<'a>(
         attempts -= 1;
         let force_new = attempts == 0 && framing == BodyFraming::None;
         let connecting = clock::now_std();
-        let connection = server_connection(
+        let connecting_future = server_connection(
             ctx,
             &mut lease,
             &mut persist_state,
@@ -648,8 +664,20 @@ async fn exchange<'a>(
             attached,
             force_new,
             facts,
-        )
-        .await;
+        );
+        // `option abortonclose`: so does a client that leaves while the server connection is
+        // being made (`CC`).
+        let connection = if s.abort_on_close {
+            tokio::select! {
+                biased;
+                connection = connecting_future => connection,
+                () = crate::connect::client_closed(client) => {
+                    return Ending::close(None, Cause::ClientAbort, Phase::Connect);
+                }
+            }
+        } else {
+            connecting_future.await
+        };
         facts.retries += l7_retried;
         if !std::ptr::eq(lease.server(), server) {
             // `option redispatch` moved the request to another server.

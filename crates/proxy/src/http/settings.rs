@@ -47,6 +47,8 @@ pub struct HttpSettings<'a> {
     pub buffer_request: bool,
     /// `option http-pretend-keepalive` (the backend's).
     pub pretend_keepalive: bool,
+    /// `option abortonclose` (the backend's).
+    pub abort_on_close: bool,
     /// `timeout client`.
     pub client: Option<Duration>,
     /// `timeout server`.
@@ -111,6 +113,7 @@ impl<'a> HttpSettings<'a> {
             bufsize: bufsize as usize,
             buffer_request: f.buffer_request,
             pretend_keepalive: b.pretend_keepalive,
+            abort_on_close: b.abort_on_close,
             client: frontend.plan.timeouts.client,
             server: back_timeouts.server,
             http_request: frontend
