@@ -77,6 +77,8 @@ pub struct FrontendPlan {
     pub binds: Vec<BindConf>,
     /// Concurrent connection limit; `None` means the global one.
     pub maxconn: Option<u32>,
+    /// `rate-limit sessions`: new sessions per second; 0 for no limit.
+    pub session_rate_limit: u32,
     /// Index into [`Plan::backends`] of the backend taking this frontend's traffic.
     pub default_backend: Option<usize>,
     /// Timeouts (the client-side ones apply here).
@@ -543,6 +545,7 @@ fn plan_proxies(
             mode: p.conf.mode.unwrap_or(Mode::Tcp),
             binds: p.conf.binds.clone(),
             maxconn: p.conf.maxconn.filter(|&n| n > 0),
+            session_rate_limit: p.conf.session_rate_limit.unwrap_or(0),
             default_backend,
             timeouts: p.conf.timeouts,
             clitcpka: p.conf.clitcpka.unwrap_or(false),

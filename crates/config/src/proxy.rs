@@ -226,6 +226,8 @@ pub struct ProxyConf {
     pub retry_on: Option<RetryOn>,
     /// `maxconn` (frontend side).
     pub maxconn: Option<u32>,
+    /// `rate-limit sessions`: new sessions accepted per second (frontend side).
+    pub session_rate_limit: Option<u32>,
     /// `option clitcpka` (or `option tcpka`): SO_KEEPALIVE on client connections.
     pub clitcpka: Option<bool>,
     /// `option srvtcpka` (or `option tcpka`): SO_KEEPALIVE on server connections.
@@ -588,6 +590,22 @@ pub fn parse_proxy_line(
                 conf.maxconn = Some(n as u32);
             }
             d.no_more_than(2, diags);
+        }
+        "rate-limit" => {
+            if applies(&d, kind, FRONT, diags) {
+                match d.word(1, "'sessions'", diags) {
+                    Some("sessions") => {
+                        conf.session_rate_limit = d
+                            .integer(2, "a number of sessions per second", 0, u32::MAX as u64, diags)
+                            .map(|n| n as u32);
+                    }
+                    Some(other) => {
+                        diags.push(d.alert(format!("expects 'sessions', not '{other}'")));
+                    }
+                    None => {}
+                }
+            }
+            d.no_more_than(3, diags);
         }
         "id" => {
             // A number names one proxy: a `defaults` section cannot give it to several.

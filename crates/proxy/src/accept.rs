@@ -117,6 +117,8 @@ pub async fn run_listener(
                 // its turn and the loop accepts no other meanwhile, so the next clients
                 // wait in the kernel's queue, as with a full `maxconn`.
                 process.accept_limits.admit().await;
+                // `rate-limit sessions`: the frontend's own rate, likewise.
+                frontend.session_rate_limit.wait_turn().await;
                 // Sessions stay on this thread (its LocalSet): no Send bound, no migration.
                 let held = Held {
                     process: Arc::clone(&process),

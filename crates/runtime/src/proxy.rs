@@ -25,6 +25,8 @@ use tokio::sync::oneshot;
 /// A proxy's accepting side.
 #[derive(Debug)]
 pub struct Frontend {
+    /// `rate-limit sessions`: the accept loops wait their turn under it.
+    pub session_rate_limit: crate::rate::RateLimit,
     /// What the configuration said.
     pub plan: FrontendPlan,
     /// The backend taking this frontend's connections, if any.
@@ -199,7 +201,10 @@ impl Frontend {
     /// A frontend from its plan, limited to `maxconn` concurrent sessions.
     pub fn new(plan: FrontendPlan, backend: Option<Arc<Backend>>, maxconn: u32) -> Self {
         let slots = Arc::new(Semaphore::new(maxconn as usize));
+        let session_rate_limit = crate::rate::RateLimit::default();
+        session_rate_limit.set_limit(plan.session_rate_limit);
         Frontend {
+            session_rate_limit,
             plan,
             backend,
             limit: crate::stats::SlotLimit::new(&slots, maxconn),

@@ -1,5 +1,5 @@
-//! Process-wide accept rate limits (`set rate-limit connections|sessions global`,
-//! management.txt §9.3).
+//! Accept rate limits: the process's (`set rate-limit connections|sessions global`,
+//! management.txt §9.3) and a frontend's (`rate-limit sessions`).
 //!
 //! A [`RateLimit`] counts events per second the way HAProxy's frequency counters do: the
 //! rate is this second's count plus the previous second's count weighted by the part of
@@ -107,9 +107,16 @@ impl AcceptLimits {
     /// Waits until both rates allow one more connection, and counts it.
     pub async fn admit(&self) {
         for limit in [&self.connections, &self.sessions] {
-            while let Err(wait) = limit.admit(crate::clock::now_std()) {
-                tokio::time::sleep(wait).await;
-            }
+            limit.wait_turn().await;
+        }
+    }
+}
+
+impl RateLimit {
+    /// Waits until the rate allows one more event, and counts it.
+    pub async fn wait_turn(&self) {
+        while let Err(wait) = self.admit(crate::clock::now_std()) {
+            tokio::time::sleep(wait).await;
         }
     }
 }

@@ -549,8 +549,8 @@ fn frontend_row(f: &Frontend) -> Row {
     row.set(Field::mode, mode_name(f.plan.mode));
     row.set(Field::conn_tot, t.total_sessions.get());
     set_rates(&mut row, t);
-    // No `rate-limit sessions` in Sluice: HAProxy shows 0 for "no limit".
-    row.set(Field::rate_lim, 0);
+    // `rate-limit sessions`; 0 for "no limit", as HAProxy shows it.
+    row.set(Field::rate_lim, u64::from(f.session_rate_limit.limit()));
     // Sessions and connections are the same events here (`tcp-request session` rules, which
     // could tell them apart, are not supported).
     row.set(Field::conn_rate, t.session_rate.get());

@@ -203,3 +203,35 @@ fn no_strict_limits_starts_short_of_descriptors_with_a_warning() {
         proxy.stderr()
     );
 }
+
+#[test]
+fn rate_limit_sessions_makes_the_next_client_wait_its_turn() {
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    rate-limit sessions 1\n    server s1 {}\n",
+        fd_bind(&fe),
+        backend.addr()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut first = connect(addr);
+    first.write_all(b"first").unwrap();
+    assert_eq!(read_n(&mut first, 5), b"first");
+    // One session a second: the next waits in the kernel's queue, though the first is
+    // still open and there is no connection limit.
+    let mut second = connect(addr);
+    second.write_all(b"second").unwrap();
+    assert!(
+        common::stays_silent(&mut second, Duration::from_millis(300)),
+        "a second session was accepted within the same second"
+    );
+    second.set_read_timeout(Some(GENEROUS)).unwrap();
+    assert_eq!(read_n(&mut second, 6), b"second");
+    // The frontend's row shows the limit (`rate_lim`, the 35th field).
+    let stat = proxy.cli("show stat");
+    let row = stat
+        .lines()
+        .find(|l| l.starts_with("app,FRONTEND,"))
+        .unwrap();
+    assert_eq!(row.split(',').nth(34), Some("1"), "{row}");
+}
