@@ -93,6 +93,10 @@ pub struct GlobalConf {
     pub stats_maxconn: Option<u32>,
     /// `hard-stop-after`: how long a soft stop may take at most.
     pub hard_stop_after: Option<Duration>,
+    /// `server-state-file`: the global state file (`load-server-state-from-file global`).
+    pub server_state_file: Option<String>,
+    /// `server-state-base`: the directory of relative state file names.
+    pub server_state_base: Option<String>,
     /// `grace`: how long after SIGUSR1 the listeners keep accepting, `stopping` already
     /// true, before the soft stop proper.
     pub grace: Option<Duration>,
@@ -335,6 +339,15 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         }
         "hard-stop-after" => {
             conf.hard_stop_after = d.timeout(1, diags);
+            d.no_more_than(2, diags);
+        }
+        "server-state-file" | "server-state-base" => {
+            let value = d.word(1, "a path", diags).map(str::to_owned);
+            if line.words[0] == "server-state-file" {
+                conf.server_state_file = value;
+            } else {
+                conf.server_state_base = value;
+            }
             d.no_more_than(2, diags);
         }
         "grace" => {

@@ -118,6 +118,8 @@ pub enum BackendChoice {
 pub struct BackendPlan {
     /// Name and number.
     pub id: ProxyId,
+    /// `load-server-state-from-file` (`None`: not set) and `server-state-file-name`.
+    pub server_state: (Option<crate::proxy::ServerStateFrom>, Option<String>),
     /// Protocol.
     pub mode: Mode,
     /// Algorithm choosing a server (`roundrobin` unless set, as in HAProxy 2.6).
@@ -441,6 +443,10 @@ fn plan_proxies(
         backend_index.insert(&p.name, backends.len());
         backends.push(BackendPlan {
             id: proxy_id(p, uids[i]),
+            server_state: (
+                p.conf.load_server_state,
+                p.conf.server_state_file_name.clone(),
+            ),
             mode: p.conf.mode.unwrap_or(Mode::Tcp),
             balance: p.conf.balance.clone().unwrap_or(Algorithm::RoundRobin),
             hash_type: p.conf.hash_type.unwrap_or_default(),

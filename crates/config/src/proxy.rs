@@ -228,6 +228,10 @@ pub struct ProxyConf {
     pub maxconn: Option<u32>,
     /// `rate-limit sessions`: new sessions accepted per second (frontend side).
     pub session_rate_limit: Option<u32>,
+    /// `load-server-state-from-file`: where the servers' states are read at start-up.
+    pub load_server_state: Option<ServerStateFrom>,
+    /// `server-state-file-name`: the local state file (none: named after the backend).
+    pub server_state_file_name: Option<String>,
     /// `option clitcpka` (or `option tcpka`): SO_KEEPALIVE on client connections.
     pub clitcpka: Option<bool>,
     /// `option srvtcpka` (or `option tcpka`): SO_KEEPALIVE on server connections.
@@ -591,6 +595,29 @@ pub fn parse_proxy_line(
             }
             d.no_more_than(2, diags);
         }
+        "load-server-state-from-file" => {
+            if applies(&d, kind, BACK, diags) {
+                match d.word(1, "'global', 'local' or 'none'", diags) {
+                    Some("global") => conf.load_server_state = Some(ServerStateFrom::Global),
+                    Some("local") => conf.load_server_state = Some(ServerStateFrom::Local),
+                    Some("none") => conf.load_server_state = Some(ServerStateFrom::Nowhere),
+                    Some(other) => diags.push(d.alert(format!(
+                        "expects 'global', 'local' or 'none', not '{other}'"
+                    ))),
+                    None => {}
+                }
+            }
+            d.no_more_than(2, diags);
+        }
+        "server-state-file-name" => {
+            if applies(&d, kind, BACK, diags) {
+                conf.server_state_file_name = match d.words.get(1).map(String::as_str) {
+                    None | Some("use-backend-name") => None,
+                    Some(name) => Some(name.to_owned()),
+                };
+            }
+            d.no_more_than(2, diags);
+        }
         "rate-limit" => {
             if applies(&d, kind, FRONT, diags) {
                 match d.word(1, "'sessions'", diags) {
@@ -816,6 +843,17 @@ fn parse_option(
         }
     }
     d.no_more_than(skip + 2, diags);
+}
+
+/// `load-server-state-from-file`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerStateFrom {
+    /// `none`: the configuration alone.
+    Nowhere,
+    /// `global`: the lines of this backend in the global `server-state-file`.
+    Global,
+    /// `local`: a file of the backend's own (`server-state-file-name`).
+    Local,
 }
 
 /// Parses `bind ADDR[,ADDR…] [options]`.

@@ -24,6 +24,7 @@ pub mod rate;
 pub mod record;
 pub mod ring;
 pub mod server_list;
+pub mod server_state;
 pub mod stats;
 pub mod stats_typed;
 pub mod streams;

@@ -187,6 +187,10 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         drop(process);
         return master::run(opts, &plan, &|| load_plan(opts, ctx));
     }
+    // `load-server-state-from-file`: what the previous process's servers had been set to.
+    for warning in sluice_runtime::server_state::load(&process) {
+        eprintln!("[WARNING] {warning}");
+    }
     // A worker never detaches nor writes the pid file: its master did.
     let worker = handoff.as_ref().is_some_and(|h| h.from_master);
     if worker {

@@ -3,7 +3,8 @@
 //! 1s)), retries really reconnect (a server that appears between attempts gets the session),
 //! `disabled` servers take no traffic, a backend with every server disabled closes clients at
 //! once, `backup` servers take over only when no active server is usable, and `balance
-//! roundrobin` spreads connections in proportion to the servers' weights.
+//! roundrobin` spreads connections in proportion to the servers' weights, and the states saved
+//! with `show servers state` are given back at start-up (`load-server-state-from-file`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -333,4 +334,54 @@ fn option_redispatch_moves_a_tcp_session_off_a_refusing_server() {
         panic!("the session must reach the live server and end");
     };
     assert_eq!(data, b"alive", "the last retry went to the other server");
+}
+
+#[test]
+fn saved_server_states_are_loaded_at_start_up() {
+    // A first process: a server put in maintenance, another given a weight and an address.
+    let (fe, _addr) = frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 127.0.0.1:9001\n    \
+         server s2 127.0.0.1:9002 weight 10\n    server s3 127.0.0.1:9003\n",
+        fd_bind(&fe)
+    );
+    let first = common::sluice(&config).inherit(fe).start();
+    first.cli("disable server app/s1");
+    first.cli("set weight app/s2 3");
+    first.cli("set server app/s2 addr 127.0.0.2");
+    let saved = first.cli("show servers state");
+    drop(first);
+    // The next one reads them, as after a reload.
+    let builder = {
+        let (fe, _addr) = frontend();
+        let bind = fd_bind(&fe);
+        let b = common::sluice("").inherit(fe);
+        let state = b.dir().write("state", &saved);
+        let config = format!(
+            "global\n    server-state-file {}\n{TCP_DEFAULTS}    load-server-state-from-file global\n\
+             listen app\n    bind {}\n    server s1 127.0.0.1:9001\n    \
+             server s2 127.0.0.1:9002 weight 10\n    server s3 127.0.0.1:9003\n    \
+             server gone 127.0.0.1:9004\n",
+            state.display(),
+            bind
+        );
+        b.config(&config)
+    };
+    let second = builder.start();
+    let now = second.cli("show servers state");
+    let line = |name: &str| -> Vec<String> {
+        now.lines()
+            .find(|l| l.split_whitespace().nth(3) == Some(name))
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    // srv_admin_state (7th field) 1: in maintenance by hand.
+    assert_eq!(line("s1")[6], "1", "{now}");
+    // srv_uweight (8th) and srv_addr (5th).
+    assert_eq!(line("s2")[7], "3", "{now}");
+    assert_eq!(line("s2")[4], "127.0.0.2", "{now}");
+    assert_eq!(line("s3")[6], "0", "{now}");
+    assert_eq!(line("s3")[7], "1", "{now}");
 }
