@@ -57,6 +57,20 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Whether the same request always goes to the same server (a hash of something it
+    /// carries), as opposed to rotations, loads and draws (`option prefer-last-server`
+    /// applies only to those).
+    pub fn is_deterministic(&self) -> bool {
+        matches!(
+            self,
+            Algorithm::Source
+                | Algorithm::Uri(_)
+                | Algorithm::UrlParam { .. }
+                | Algorithm::Hdr { .. }
+                | Algorithm::Hash(_)
+        )
+    }
+
     /// The `balance` keyword naming this algorithm, for messages and `show` output.
     pub fn keyword(&self) -> &'static str {
         match self {

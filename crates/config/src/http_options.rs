@@ -68,6 +68,9 @@ pub struct HttpConf {
     /// `option http-buffer-request`: the request rules wait for the whole body (or a full
     /// buffer).
     pub buffer_request: bool,
+    /// `option prefer-last-server`: a request goes to the server whose connection the
+    /// session kept when the balancing would pick any (rotations, loads, draws).
+    pub prefer_last_server: bool,
     /// `option abortonclose`: a request whose client closed its side while it waited for a
     /// server (queued, or connecting) is abandoned.
     pub abort_on_close: bool,
@@ -107,6 +110,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "http-restrict-req-hdr-names"
             | "http-pretend-keepalive"
             | "abortonclose"
+            | "prefer-last-server"
     )
 }
 
@@ -162,6 +166,10 @@ pub(crate) fn apply_http_option(
         }
         "abortonclose" => {
             conf.abort_on_close = enable;
+            d.no_more_than(first_arg, diags);
+        }
+        "prefer-last-server" => {
+            conf.prefer_last_server = enable;
             d.no_more_than(first_arg, diags);
         }
         "http-restrict-req-hdr-names" => {

@@ -763,7 +763,8 @@ fn parse_option(
             "accept-unsafe-violations-in-http-response"
             | "accept-invalid-http-response"
             | "http-pretend-keepalive"
-            | "abortonclose" => (false, true),
+            | "abortonclose"
+            | "prefer-last-server" => (false, true),
             _ => (true, true),
         };
         let allowed = Allowed {
@@ -780,6 +781,19 @@ fn parse_option(
         if applies(&d, kind, BACK, diags) {
             checks::parse_check_option(&mut conf.checks, line, skip, enable, diags);
         }
+        return;
+    }
+    // Sluice never holds HTTP data back to fill packets (its sockets have TCP_NODELAY, and
+    // MSG_MORE only goes with the end of a closing connection), which is what this option
+    // asks of HAProxy: accepted, with nothing to change.
+    if name == "http-no-delay" {
+        let allowed = Allowed {
+            defaults: true,
+            frontend: true,
+            backend: true,
+        };
+        applies(&d, kind, allowed, diags);
+        d.no_more_than(skip + 2, diags);
         return;
     }
     if name == "log-health-checks" {

@@ -509,7 +509,31 @@ async fn exchange<'a>(
     } else {
         None
     };
-    let target = persistence.target.or(stuck);
+    // `option prefer-last-server`: the server of the connection the session kept (under
+    // `http-reuse never`, or a private one), when the balancing would pick any server, as
+    // HAProxy prefers the server it "still holds a connection" to; shared connections go
+    // back to the pool after each response, so there is then none.
+    let last = if ctx.backend.plan.http.prefer_last_server
+        && !ctx.backend.algorithm().is_deterministic()
+    {
+        attached
+            .as_ref()
+            .filter(|a| a.key.backend == ctx.backend.plan.id.uid)
+            .and_then(|a| {
+                ctx.backend
+                    .servers
+                    .iter()
+                    .position(|s| s.id == a.key.server)
+            })
+            .filter(|&index| ctx.backend.is_server_usable(index))
+            .map(|index| persist::Target {
+                index,
+                forced: false,
+            })
+    } else {
+        None
+    };
+    let target = persistence.target.or(stuck).or(last);
     let conn = encode::connection_tokens(buf, &head);
     let client_wants_keepalive = conn.persistent(head.version);
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
