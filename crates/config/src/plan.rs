@@ -118,6 +118,8 @@ pub enum BackendChoice {
 pub struct BackendPlan {
     /// Name and number.
     pub id: ProxyId,
+    /// `disabled`: no servers, no statistics row; requests sent here get 503.
+    pub disabled: bool,
     /// `load-server-state-from-file` (`None`: not set) and `server-state-file-name`.
     pub server_state: (Option<crate::proxy::ServerStateFrom>, Option<String>),
     /// Protocol.
@@ -453,7 +455,9 @@ fn plan_proxies(
             hash_expr: p.conf.hash_expr.clone(),
             allbackups: p.conf.allbackups.unwrap_or(false),
             hash_balance_factor: p.conf.hash_balance_factor.filter(|&n| n != 0),
-            servers,
+            // A `disabled` backend has no server to give (503), and no statistics row.
+            servers: if disabled(p) { Vec::new() } else { servers },
+            disabled: disabled(p),
             fullconn: p.conf.fullconn.filter(|&n| n > 0),
             source: p.conf.source,
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
@@ -479,7 +483,8 @@ fn plan_proxies(
 
     let mut frontends = Vec::new();
     for (i, p) in proxies.iter().enumerate() {
-        if !p.section.kind.has_frontend() {
+        // A `disabled` frontend does not listen, and is not shown.
+        if !p.section.kind.has_frontend() || disabled(p) {
             continue;
         }
         let default_backend = match &p.conf.default_backend {
@@ -696,6 +701,11 @@ fn plan_persistence(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> PersistPlan
         ));
     }
     persistence.plan(http)
+}
+
+/// Whether the proxy is `disabled`.
+fn disabled(p: &ParsedProxy<'_>) -> bool {
+    p.conf.disabled.unwrap_or(false)
 }
 
 fn proxy_id(p: &ParsedProxy<'_>, uid: u32) -> ProxyId {

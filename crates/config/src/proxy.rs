@@ -228,6 +228,8 @@ pub struct ProxyConf {
     pub maxconn: Option<u32>,
     /// `rate-limit sessions`: new sessions accepted per second (frontend side).
     pub session_rate_limit: Option<u32>,
+    /// `disabled` (`enabled` undoes it): the proxy does not run.
+    pub disabled: Option<bool>,
     /// `load-server-state-from-file`: where the servers' states are read at start-up.
     pub load_server_state: Option<ServerStateFrom>,
     /// `server-state-file-name`: the local state file (none: named after the backend).
@@ -594,6 +596,10 @@ pub fn parse_proxy_line(
                 conf.maxconn = Some(n as u32);
             }
             d.no_more_than(2, diags);
+        }
+        "disabled" | "enabled" => {
+            conf.disabled = Some(line.words[0] == "disabled");
+            d.no_more_than(1, diags);
         }
         "load-server-state-from-file" => {
             if applies(&d, kind, BACK, diags) {

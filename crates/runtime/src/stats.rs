@@ -477,7 +477,8 @@ pub fn collect(process: &Process) -> Vec<Row> {
     for f in &process.frontends {
         proxies.push((f.plan.id.uid, Some(f), None));
     }
-    for b in &process.backends {
+    // A `disabled` backend is not shown, as in HAProxy.
+    for b in process.backends.iter().filter(|b| !b.plan.disabled) {
         match proxies.iter_mut().find(|(uid, _, _)| *uid == b.plan.id.uid) {
             Some(entry) => entry.2 = Some(b),
             None => proxies.push((b.plan.id.uid, None, Some(b))),
