@@ -448,6 +448,7 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
                 (backend.name(), server.name(), server.conf.backup),
                 &outcome,
                 &machine,
+                server.stats.weight(),
             );
             engine.print("[WARNING]", &line);
         }

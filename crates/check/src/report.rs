@@ -8,7 +8,7 @@
 //! `[WARNING]  (pid) : ` prefix.
 
 use crate::machine::{Machine, Phase};
-use crate::status::Outcome;
+use crate::status::{Outcome, Status};
 use sluice_runtime::health::Usable;
 
 /// What happened to a server.
@@ -38,7 +38,7 @@ impl Event<'_> {
 }
 
 /// `option log-health-checks`: the line for a check result that moved a server's health
-/// counter, e.g. `Health check for server be/s1 failed, reason: Layer4 connection problem,
+/// counter (`weight` is the server's current one), e.g. `Health check for server be/s1 failed, reason: Layer4 connection problem,
 /// info: "Connection refused", check duration: 0ms, status: 2/3 UP` (the failures left
 /// before going down, out of `fall`, while up; the successes had, out of `rise`, while
 /// down), HAProxy's words.
@@ -46,16 +46,24 @@ pub fn check_result(
     (backend, server, backup): (&str, &str, bool),
     outcome: &Outcome,
     machine: &Machine,
+    weight: u32,
 ) -> String {
-    let verdict = if outcome.status.passed() {
-        "succeeded"
-    } else {
-        "failed"
+    let verdict = match outcome.status {
+        // `http-check disable-on-404`: up, but draining.
+        Status::L7OkC => "conditionally succeeded",
+        status if status.passed() => "succeeded",
+        _ => "failed",
     };
     let kind = if backup { "backup " } else { "" };
     let mut line = format!("Health check for {kind}server {backend}/{server} {verdict}, ");
     outcome.write_reason(&mut line);
     let (health, of, word) = match machine.phase() {
+        // An up server with no weight takes no new traffic: HAProxy says DRAIN.
+        Phase::Up if weight == 0 => (
+            machine.health() - machine.rise() + 1,
+            machine.fall(),
+            "DRAIN",
+        ),
         Phase::Up => (machine.health() - machine.rise() + 1, machine.fall(), "UP"),
         Phase::Down => (machine.health(), machine.rise(), "DOWN"),
     };
@@ -149,7 +157,6 @@ mod tests {
             reasons: true,
         }
     }
-    use crate::status::Status;
     use std::time::Duration;
 
     #[test]
@@ -160,13 +167,13 @@ mod tests {
         // Down at the first failure, then one success of the two it takes to rise.
         machine.record(false);
         assert_eq!(
-            check_result(("be", "s1", false), &refused, &machine),
+            check_result(("be", "s1", false), &refused, &machine, 1),
             "Health check for server be/s1 failed, reason: Layer4 connection problem, \
              info: \"Connection refused\", check duration: 0ms, status: 0/2 DOWN."
         );
         machine.record(true);
         assert_eq!(
-            check_result(("be", "s2", true), &ok, &machine),
+            check_result(("be", "s2", true), &ok, &machine, 1),
             "Health check for backup server be/s2 succeeded, reason: Layer4 check passed, \
              check duration: 0ms, status: 1/2 DOWN."
         );
@@ -174,7 +181,7 @@ mod tests {
         machine.record(true);
         machine.record(false);
         assert_eq!(
-            check_result(("be", "s1", false), &refused, &machine),
+            check_result(("be", "s1", false), &refused, &machine, 1),
             "Health check for server be/s1 failed, reason: Layer4 connection problem, \
              info: \"Connection refused\", check duration: 0ms, status: 2/3 UP."
         );

@@ -32,6 +32,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::os::fd::AsFd;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{Notify, watch};
@@ -238,6 +239,7 @@ fn lot(process: &Process) -> Option<Rc<Lot>> {
             let stop = StopWatch {
                 state: process.watch_listen_state(),
                 spread: process.global.close_spread_time,
+                at: process.stop_moment(),
             };
             tokio::task::spawn_local(watch(Rc::clone(&lot), stop));
             Some(lot)
@@ -309,6 +311,8 @@ impl Lot {
 struct StopWatch {
     state: watch::Receiver<ListenState>,
     spread: Option<CloseSpread>,
+    /// When the stop came: a lot made after it spreads over what is left of the window.
+    at: Arc<std::sync::OnceLock<Instant>>,
 }
 
 /// How often the kept-alive connections parked at a soft stop are looked at while
@@ -380,7 +384,8 @@ async fn watch(lot: Rc<Lot>, mut stop: StopWatch) {
                     None => close_kept_alive(&lot, |_| true),
                     Some(CloseSpread::Infinite) => {}
                     Some(CloseSpread::Window(window)) => {
-                        spreading = Some(Instant::now() + window);
+                        let stopped = stop.at.get().copied().unwrap_or_else(Instant::now);
+                        spreading = Some(stopped + window);
                         spread_tick.as_mut().reset((Instant::now() + spread_step(window)).into());
                     }
                 }

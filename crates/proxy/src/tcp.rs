@@ -150,6 +150,8 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             };
         }
         Some(Ok(mut lease)) => 'connected: {
+            // Logged even if the client leaves before the connection is made.
+            record.server = Some(lease.server().name());
             let connecting = clock::now_std();
             // `option redispatch` may move the session to another server.
             let connect = connect_redispatching(backend, &mut lease, &endpoints, true);

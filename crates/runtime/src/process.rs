@@ -109,7 +109,7 @@ pub struct Process {
     stopping: std::sync::atomic::AtomicBool,
     /// When the state became `Stopped`: kept-alive client connections end from then on.
     /// Read by every response, so a cell rather than the channel's lock.
-    stopped_at: std::sync::OnceLock<Instant>,
+    stopped_at: Arc<std::sync::OnceLock<Instant>>,
 }
 
 impl Process {
@@ -228,12 +228,17 @@ impl Process {
             accept_limits,
             listen_state: watch::channel(ListenState::Active).0,
             stopping: std::sync::atomic::AtomicBool::new(false),
-            stopped_at: std::sync::OnceLock::new(),
+            stopped_at: Arc::default(),
         })
     }
 
     /// Changes what the listeners do. A stopped process never resumes.
     pub fn set_listen_state(&self, state: ListenState) {
+        // Set before the watchers hear of the stop, so they read its moment.
+        if state == ListenState::Stopped {
+            self.begin_stopping();
+            self.stopped_at.get_or_init(Instant::now);
+        }
         self.listen_state.send_if_modified(|current| {
             let change = *current != state && *current != ListenState::Stopped;
             if change {
@@ -241,10 +246,6 @@ impl Process {
             }
             change
         });
-        if state == ListenState::Stopped {
-            self.begin_stopping();
-            self.stopped_at.get_or_init(Instant::now);
-        }
     }
 
     /// Marks the process stopping (the `stopping` fetch) while its listeners may still
@@ -262,6 +263,12 @@ impl Process {
     /// When the listeners stopped for good, if they did.
     pub fn stopped_at(&self) -> Option<Instant> {
         self.stopped_at.get().copied()
+    }
+
+    /// The cell [`Process::stopped_at`] reads, for a task that outlives any borrow of the
+    /// process (a thread's parking lot).
+    pub fn stop_moment(&self) -> Arc<std::sync::OnceLock<Instant>> {
+        Arc::clone(&self.stopped_at)
     }
 
     /// Whether a kept-alive client connection should end now, after its answer or while

@@ -107,6 +107,8 @@ pub fn load(process: &Process) -> Vec<String> {
                 backend.name(),
                 path.display()
             ));
+            // Said once: the other backends reading it skip it quietly.
+            files.insert(path, None);
             continue;
         };
         for line in lines.iter().filter(|l| l.backend == backend.name()) {

@@ -214,8 +214,9 @@ pub trait Context {
         None
     }
 
-    /// Whether the process is stopping (`stopping`): a soft stop closed its listeners and it
-    /// waits for its last sessions. The default is false.
+    /// Whether the process is stopping (`stopping`): a soft stop was asked for (its
+    /// listeners close at once, or after `grace`) and it waits for its last sessions. The
+    /// default is false.
     fn stopping(&self) -> bool {
         false
     }

@@ -506,10 +506,10 @@ fn silent_drop_resets_the_connection_and_counts_a_denied_request() {
         matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
         "{read:?}"
     );
-    // reject: no answer, an orderly close.
+    // reject: no answer, and the connection is killed (a reset), as HAProxy kills it.
     assert!(matches!(
         one_shot(addr, b"GET /reject HTTP/1.1\r\nHost: h\r\n\r\n"),
-        Closed::Eof(d) if d.is_empty()
+        Closed::Reset(d) if d.is_empty()
     ));
     assert!(
         seen.lock().unwrap().is_empty(),

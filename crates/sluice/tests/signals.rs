@@ -245,6 +245,30 @@ fn one_request(addr: SocketAddr) -> String {
 }
 
 #[test]
+fn a_soft_stop_closes_an_idle_connection_that_keeps_its_server_connection() {
+    // Under `http-reuse never` the session keeps its server connection between requests
+    // and waits in its task, neither parked nor in the short wait after an answer.
+    let (backend, _) = common::http::ok_backend();
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "{}\nlisten px\n    bind {}\n    http-reuse never\n    server s1 {}\n",
+        common::http::HTTP_DEFAULTS,
+        fd_bind(&fe),
+        backend.addr()
+    );
+    let mut proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut idle = connect(addr);
+    kept_alive_request(&mut idle);
+    proxy.signal(Signal::SIGUSR1);
+    assert!(
+        matches!(read_to_close(&mut idle, GENEROUS), Closed::Eof(d) if d.is_empty()),
+        "the idle connection stayed open after SIGUSR1"
+    );
+    drop(idle);
+    assert_exit_zero(&mut proxy);
+}
+
+#[test]
 fn grace_keeps_accepting_while_stopping_says_true_then_stops() {
     let (mut proxy, addr, _backend) = http_proxy_with("global\n    grace 3s\n");
     assert!(one_request(addr).contains("\r\nx-stopping: 0\r\n"));

@@ -31,8 +31,9 @@ const PARKS_BEFORE_TRIM: usize = 64;
 /// Runs for the life of an event-loop thread, never returning: every
 /// [`buffer::TRIM_PERIOD`], lets go of the input buffers, the spare head buffers and span
 /// lists, and the idle server connections the thread's traffic no longer needs
-/// ([`buffer::trim_idle_buffers`], [`scratch::trim_spares`], [`pool::purge_due`]), and
-/// has the allocator return the memory that this and parked connections' tasks left free.
+/// ([`buffer::trim_idle_buffers`], [`scratch::trim_spares`], [`pool::purge_due`]), has
+/// the allocator return the memory that this and parked connections' tasks left free, and
+/// samples how busy the loop was (`show info`'s `Idle_pct`, `sluice_runtime::load`).
 /// The period timer also keeps a timer always standing within the next quarter second:
 /// tokio wakes its own poller (an eventfd write, then one more event to read) whenever a
 /// timer is set earlier than every other, which, between connections that leave no wait

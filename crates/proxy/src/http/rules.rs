@@ -638,10 +638,10 @@ fn http_request_rules<'a>(
                 HttpAction::WaitForBody { time, at_least } => {
                     return Flow::Wait(BodyWait::Action { time, at_least }, index + 1);
                 }
-                // Both end the request as a denial (HAProxy counts them with `deny`).
+                // Both end the request as a denied one (not an HTTP error for the stick
+                // counters, which HAProxy counts for `deny` and `tarpit` only).
                 HttpAction::Reject | HttpAction::SilentDrop => {
                     scope.frontend.denied_requests.incr();
-                    scope.vars.trackers.http_error();
                     return if matches!(rule.action, HttpAction::Reject) {
                         Flow::Reject
                     } else {

@@ -232,6 +232,31 @@ fn serve<'x, 's: 'x>(
                     Ok(Err(_)) => return Served::Closed,
                     Err(_) => return Served::Idle(since, deadline),
                 }
+            } else if !first && input.is_empty() {
+                // A connection keeping its own server connection waits here for its next
+                // request, for as long as its limit allows; a soft stop ends it as it ends
+                // the idle connections waiting elsewhere.
+                let limit = settings
+                    .http_keep_alive
+                    .or(settings.http_request)
+                    .or(settings.client);
+                let (since, _) = wait_from_now(limit);
+                let next = async {
+                    match limit {
+                        Some(limit) => clock::timeout(limit, first_bytes(client, input)).await.ok(),
+                        None => Some(first_bytes(client, input).await),
+                    }
+                };
+                let waited = tokio::select! {
+                    biased;
+                    waited = next => waited,
+                    () = kept_alive_ends(scope.process) => None,
+                };
+                match waited {
+                    Some(Ok(())) => waited_since = Some(since),
+                    // The client left, the limit passed, or the process stops.
+                    _ => return Served::Closed,
+                }
             }
             let started = waited_since
                 .take()
@@ -276,8 +301,11 @@ fn serve<'x, 's: 'x>(
             if let Some(tunnel) = tunnel {
                 return Served::Tunnel(tunnel);
             }
-            // Counters tracked by this transaction's content and HTTP rules are let go.
+            // Counters tracked by this transaction's content and HTTP rules are let go, and
+            // its rules' effects (`set-log-level`, `set-src`...) do not reach what comes
+            // next (a refused next head is logged on its own terms).
             scope.vars.trackers.end_transaction();
+            scope.vars.end_transaction();
             match handled {
                 Next::KeepAlive => first = false,
                 Next::Close | Next::CloseAfterAnswer | Next::Tunnel => return Served::Closed,
@@ -377,6 +405,8 @@ impl<'s> Session<'_, 's> {
                 RequestVerdict::Forward(backend) => backend,
                 RequestVerdict::Reject => {
                     log_unanswered(scope, started, input.filled(), &head);
+                    // HAProxy kills the connection: a reset, whatever is still unsent.
+                    let _ = client.set_nolinger();
                     return Next::Close;
                 }
                 RequestVerdict::Drop => {
@@ -969,6 +999,32 @@ fn wait_from_now(
 ) -> ((std::time::Instant, SystemTime), Option<std::time::Instant>) {
     let now = clock::now_std();
     ((now, clock::wall_now()), limit.map(|limit| now + limit))
+}
+
+/// Completes when a soft stop ends the kept-alive connections (`Process::ends_kept_alive`:
+/// at once, or over `close-spread-time`; never under `infinite`).
+async fn kept_alive_ends(process: &sluice_runtime::process::Process) {
+    use sluice_config::global::CloseSpread;
+    use sluice_runtime::process::ListenState;
+    let mut state = process.watch_listen_state();
+    if state
+        .wait_for(|s| *s == ListenState::Stopped)
+        .await
+        .is_err()
+    {
+        return std::future::pending().await;
+    }
+    loop {
+        if process.ends_kept_alive() {
+            return;
+        }
+        match process.global.close_spread_time {
+            Some(CloseSpread::Window(window)) => {
+                tokio::time::sleep((window / 16).max(Duration::from_millis(10))).await;
+            }
+            _ => return std::future::pending().await,
+        }
+    }
 }
 
 /// Waits for the client's first bytes and reads them into the (empty) `input`; an error at
