@@ -156,20 +156,17 @@ pub(crate) fn apply_http_option(
             conf.accept_unsafe_request = enable;
             d.no_more_than(first_arg, diags);
         }
-        "http-buffer-request" => {
-            conf.buffer_request = enable;
-            d.no_more_than(first_arg, diags);
-        }
-        "http-pretend-keepalive" => {
-            conf.pretend_keepalive = enable;
-            d.no_more_than(first_arg, diags);
-        }
-        "abortonclose" => {
-            conf.abort_on_close = enable;
-            d.no_more_than(first_arg, diags);
-        }
-        "prefer-last-server" => {
-            conf.prefer_last_server = enable;
+        "http-buffer-request"
+        | "http-pretend-keepalive"
+        | "abortonclose"
+        | "prefer-last-server" => {
+            let flag = match name {
+                "http-buffer-request" => &mut conf.buffer_request,
+                "http-pretend-keepalive" => &mut conf.pretend_keepalive,
+                "abortonclose" => &mut conf.abort_on_close,
+                _ => &mut conf.prefer_last_server,
+            };
+            *flag = enable;
             d.no_more_than(first_arg, diags);
         }
         "http-restrict-req-hdr-names" => {

@@ -444,7 +444,7 @@ impl<'s> Session<'_, 's> {
                     let head_took = clock::since(request_start);
                     let line = request_line_of(input.filled());
                     let answered = Answered {
-                        status: reply.status,
+                        status: Some(reply.status),
                         bytes: reply.bytes.len(),
                         received: head.head_len,
                         cause,
@@ -548,7 +548,7 @@ impl<'s> Session<'_, 's> {
                 .await;
         let head_took = clock::since(started.0);
         let answered = Answered {
-            status,
+            status: Some(status),
             bytes,
             received: head.head_len,
             cause: Cause::Local,
@@ -645,7 +645,7 @@ async fn body_timed_out(
     let sent = answer(client, &page, settings.client).await;
     scope.frontend.request_errors.incr();
     let answered = Answered {
-        status: 408,
+        status: Some(408),
         bytes: page.len(),
         received: input.len(),
         cause: Cause::ClientTimeout,
@@ -701,9 +701,10 @@ fn request_line_of(buf: &[u8]) -> &[u8] {
     &buf[..end]
 }
 
-/// What the log says of a request the proxy answered itself.
+/// What the log says of a request the proxy answered itself (or closed unanswered: no
+/// status).
 struct Answered<'r> {
-    status: u16,
+    status: Option<u16>,
     bytes: usize,
     /// Bytes of the request received (`option dontlognull` skips a request of none).
     received: usize,
@@ -721,7 +722,7 @@ impl Answered<'static> {
     /// of the page's bytes (`400 0`, `408 0`).
     fn without_head(status: u16, cause: Cause, received: usize) -> Self {
         Answered {
-            status,
+            status: Some(status),
             bytes: 0,
             received,
             cause,
@@ -747,7 +748,9 @@ fn log_answer(
         request,
         head,
     } = answered;
-    scope.frontend.stats.count_response(status);
+    if let Some(status) = status {
+        scope.frontend.stats.count_response(status);
+    }
     // A request that could not be parsed has no captures (HAProxy prints none).
     let captures = scope.vars.captures();
     let mut record = StreamRecord {
@@ -757,11 +760,12 @@ fn log_answer(
         backend: None,
         server: None,
         timers: Timers {
-            request: request.map(|(_, took)| took),
+            // An unanswered request shows no head time in HAProxy's log (-1).
+            request: status.and(request.map(|(_, took)| took)),
             total: clock::since(start),
             ..Timers::default()
         },
-        status: Some(status),
+        status,
         bytes_to_client: bytes as u64,
         bytes_from_client: received as u64,
         termination: Termination { cause, phase },
@@ -791,48 +795,20 @@ fn log_answer(
 /// HAProxy logs it: no status (`-1`), no head time, `PR`.
 fn log_unanswered(
     scope: &Scope<'_>,
-    (start, start_at): (std::time::Instant, SystemTime),
+    started: (std::time::Instant, SystemTime),
     buf: &[u8],
     head: &RequestHead,
 ) {
-    let captures = scope.vars.captures();
-    let mut record = StreamRecord {
-        start: start_at,
-        client: scope.addresses().client,
-        frontend: scope.frontend.name(),
-        backend: None,
-        server: None,
-        timers: Timers {
-            total: clock::since(start),
-            ..Timers::default()
-        },
+    let unanswered = Answered {
         status: None,
-        bytes_to_client: 0,
-        bytes_from_client: head.head_len as u64,
-        termination: Termination {
-            cause: Cause::Proxy,
-            phase: Phase::Request,
-        },
-        retries: 0,
-        request_line: Some(request_line_of(buf)),
-        response_version: None,
-        counts: Counts::default(),
-        captures: Some(&*captures),
-        early: false,
+        bytes: 0,
+        received: head.head_len,
+        cause: Cause::Proxy,
+        phase: Phase::Request,
+        request: Some((request_line_of(buf), Duration::ZERO)),
+        head: Some((buf, head)),
     };
-    let view = StreamView {
-        request: Some((buf, head)),
-        ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
-    };
-    report(
-        scope.process,
-        scope.frontend,
-        None,
-        None,
-        &mut record,
-        true,
-        view,
-    );
+    log_answer(scope, started, unanswered);
 }
 
 /// Reads until `input` starts with a complete request head.
