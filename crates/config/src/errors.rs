@@ -1,5 +1,5 @@
-//! Custom error answers: `errorfile`, `errorloc`/`errorloc302`/`errorloc303`, `errorfiles`
-//! and `http-errors` sections (configuration.txt §4.2 and §12.4).
+//! Custom error answers: `errorfile`, `errorloc`/`errorloc302`/`errorloc303`, `errorfiles`,
+//! `http-error` and `http-errors` sections (configuration.txt §4.2 and §12.4).
 //!
 //! Files are read with the configuration, checked, and kept in memory (HAProxy reads them
 //! before any chroot, and so do we). Directives apply in order, later ones overriding earlier
@@ -30,6 +30,9 @@ pub type ErrorPages = BTreeMap<u16, ErrorPage>;
 pub enum ErrorDirective {
     /// `errorfile` or `errorloc*`: one status, one page.
     Page(u16, ErrorPage),
+    /// `http-error status CODE default-errorfiles`: back to the built-in page (or, in a
+    /// backend, the frontend's).
+    Reset(u16),
     /// `errorfiles NAME [CODE…]`: the pages of an `http-errors` section (all, or the listed
     /// statuses).
     Import {
@@ -96,12 +99,126 @@ pub(crate) fn parse_error_directive(
                 codes,
             })
         }
+        "http-error" => parse_http_error(line, &d, diags),
         _ => return None,
     })
 }
 
+/// `http-error status CODE [content-type T] [default-errorfiles | errorfile F | errorfiles N |
+/// file F | string S] [hdr NAME VALUE]*`: the page is made here, once; the forms rendered
+/// for each answer (`lf-string`, `lf-file`, a `hdr` value with `%`) are not supported.
+fn parse_http_error(
+    line: &Line,
+    d: &Directive<'_>,
+    diags: &mut Diagnostics,
+) -> Option<ErrorDirective> {
+    let words = &line.words;
+    if words.get(1).map(String::as_str) != Some("status") {
+        diags.push(d.alert("expects 'status' and a status code"));
+        return None;
+    }
+    let code = status_at(d, 2, diags)?;
+    let mut content_type = None;
+    let mut body: Option<Vec<u8>> = None;
+    let mut headers: Vec<(String, String)> = Vec::new();
+    let mut reset = false;
+    let mut i = 3;
+    while i < words.len() {
+        let word = words[i].as_str();
+        if word == "default-errorfiles" {
+            reset = true;
+            i += 1;
+            continue;
+        }
+        let Some(value) = words.get(i + 1) else {
+            diags.push(d.alert(format!("'{word}' expects a value")));
+            return None;
+        };
+        match word {
+            "content-type" => content_type = Some(value.clone()),
+            "errorfile" => return parse_errorfile_at(d, code, value, diags),
+            "errorfiles" => {
+                return Some(ErrorDirective::Import {
+                    span: line.span.clone(),
+                    section: value.clone(),
+                    codes: vec![code],
+                });
+            }
+            "file" => match std::fs::read(value) {
+                Ok(bytes) => body = Some(bytes),
+                Err(err) => {
+                    diags.push(d.alert(format!("cannot read file '{value}': {err}")));
+                    return None;
+                }
+            },
+            "string" => body = Some(value.clone().into_bytes()),
+            "hdr" => {
+                let Some(field) = words.get(i + 2) else {
+                    diags.push(d.alert("'hdr' expects a name and a value"));
+                    return None;
+                };
+                if field.contains('%') {
+                    diags.push(Diagnostic::not_supported(
+                        &line.span,
+                        "http-error hdr with a log-format value".to_owned(),
+                    ));
+                    return None;
+                }
+                headers.push((value.to_ascii_lowercase(), field.clone()));
+                i += 1;
+            }
+            "lf-string" | "lf-file" => {
+                diags.push(Diagnostic::not_supported(
+                    &line.span,
+                    format!("http-error {word}"),
+                ));
+                return None;
+            }
+            other => {
+                diags.push(d.alert(format!("unknown argument '{other}'")));
+                return None;
+            }
+        }
+        i += 2;
+    }
+    if reset {
+        if body.is_some() || !headers.is_empty() {
+            diags.push(d.alert("'default-errorfiles' takes no payload nor fields"));
+            return None;
+        }
+        return Some(ErrorDirective::Reset(code));
+    }
+    let body = body.unwrap_or_default();
+    if !body.is_empty() && content_type.is_none() {
+        diags.push(d.alert("a payload needs a 'content-type'"));
+        return None;
+    }
+    // HAProxy's order: the added fields, then the length and the type.
+    let mut page = format!("HTTP/1.1 {code} {}\r\n", sluice_http::reason_phrase(code));
+    for (name, value) in &headers {
+        page.push_str(&format!("{name}: {value}\r\n"));
+    }
+    page.push_str(&format!("content-length: {}\r\n", body.len()));
+    if let Some(t) = content_type.filter(|_| !body.is_empty()) {
+        page.push_str(&format!("content-type: {t}\r\n"));
+    }
+    page.push_str("\r\n");
+    let mut bytes = page.into_bytes();
+    bytes.extend_from_slice(&body);
+    if let Err(problem) = check_page(&bytes) {
+        diags.push(d.alert(problem));
+        return None;
+    }
+    Some(ErrorDirective::Page(code, Arc::from(bytes)))
+}
+
 fn status(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<u16> {
-    let word = d.word(1, "a status code", diags)?;
+    status_at(d, 1, diags)
+}
+
+/// The customizable status at word `index`.
+fn status_at(d: &Directive<'_>, index: usize, diags: &mut Diagnostics) -> Option<u16> {
+    let word = d.word(index, "a status code", diags)?;
     match word.parse::<u16>() {
         Ok(code) if CUSTOMIZABLE_STATUSES.contains(&code) => Some(code),
         _ => {
@@ -117,6 +234,16 @@ fn parse_errorfile(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<ErrorDi
     let code = status(d, diags)?;
     let path = d.word(2, "a file name", diags)?;
     d.no_more_than(3, diags);
+    parse_errorfile_at(d, code, path, diags)
+}
+
+/// The page of status `code` read from the file at `path`, checked.
+fn parse_errorfile_at(
+    d: &Directive<'_>,
+    code: u16,
+    path: &str,
+    diags: &mut Diagnostics,
+) -> Option<ErrorDirective> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(err) => {
@@ -196,6 +323,9 @@ pub fn resolve(
         match directive {
             ErrorDirective::Page(code, page) => {
                 pages.insert(*code, Arc::clone(page));
+            }
+            ErrorDirective::Reset(code) => {
+                pages.remove(code);
             }
             ErrorDirective::Import {
                 span,
