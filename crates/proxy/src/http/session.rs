@@ -355,12 +355,8 @@ impl<'s> Session<'_, 's> {
                 deadline: settings.http_request.map(|t| request_start + t),
                 at_least: 0,
             };
-            let waited = wait_for_body(client, input, &mut head, framing, settings, wait);
-            if !Box::pin(waited).await {
-                Box::pin(body_timed_out(
-                    scope, settings, client, input, &head, started,
-                ))
-                .await;
+            let message = (&mut *input, &mut head, framing);
+            if !Box::pin(await_body(scope, settings, client, message, wait, started)).await {
                 return Next::Close;
             }
         }
@@ -391,12 +387,9 @@ impl<'s> Session<'_, 's> {
                             at_least: 0,
                         },
                     };
-                    let waited = wait_for_body(client, input, &mut head, framing, settings, wait);
+                    let message = (&mut *input, &mut head, framing);
+                    let waited = await_body(scope, settings, client, message, wait, started);
                     if !Box::pin(waited).await {
-                        Box::pin(body_timed_out(
-                            scope, settings, client, input, &head, started,
-                        ))
-                        .await;
                         return Next::Close;
                     }
                     resume = Some(rest);
@@ -628,6 +621,23 @@ async fn wait_for_body(
         }
     }
     true
+}
+
+/// Waits for the request body as `need` says (`option http-buffer-request`,
+/// `wait-for-body`); false, once the client was answered 408, if it did not come in time.
+async fn await_body(
+    scope: &Scope<'_>,
+    settings: &HttpSettings<'_>,
+    client: &mut Stream,
+    (input, head, framing): (&mut InBuf, &mut RequestHead, BodyFraming),
+    need: BodyNeed,
+    started: (std::time::Instant, SystemTime),
+) -> bool {
+    if wait_for_body(client, input, head, framing, settings, need).await {
+        return true;
+    }
+    body_timed_out(scope, settings, client, input, head, started).await;
+    false
 }
 
 /// Answers a request whose body did not come in time (the wait of `option
