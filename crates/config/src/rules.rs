@@ -87,6 +87,9 @@ pub struct ProxyRules {
     pub request_captures: Vec<CaptureSlot>,
     /// Response capture slots (`capture response header`, `declare capture response`).
     pub response_captures: Vec<CaptureSlot>,
+    /// `capture cookie NAME len N`: the first request cookie, and the first cookie the
+    /// server sets, whose name starts with `NAME`, cut to `N` bytes (`%CC`, `%CS`).
+    pub cookie_capture: Option<(String, usize)>,
     /// The statistics page (`stats *`, see [`crate::stats_page`]), served after the frontend's
     /// `http-request` rules.
     pub stats_page: Option<crate::stats_page::StatsPage>,
@@ -825,7 +828,15 @@ fn parse_capture_header(rules: &mut ProxyRules, words: &[String]) -> Result<(), 
     let slots = match side {
         Some("request") => &mut rules.request_captures,
         Some("response") => &mut rules.response_captures,
-        Some("cookie") => return Err(format!("{UNSUPPORTED}cookie")),
+        Some("cookie") => {
+            return match &words[2..] {
+                [name, len_kw, len] if len_kw == "len" => {
+                    rules.cookie_capture = Some((name.clone(), capture_len(len)?));
+                    Ok(())
+                }
+                _ => Err("expects 'capture cookie <name> len <length>'".to_owned()),
+            };
+        }
         _ => return Err("expects 'request header', 'response header' or 'cookie'".to_owned()),
     };
     match &words[2..] {

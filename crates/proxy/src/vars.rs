@@ -160,12 +160,20 @@ impl Vars {
         })
     }
 
-    /// Gives the transaction `request` and `response` empty capture slots (none: no box).
-    pub fn start_captures(&self, request: usize, response: usize) {
-        if request == 0 && response == 0 && self.transaction.borrow().is_none() {
+    /// Gives the transaction `request` and `response` empty capture slots, and a place for
+    /// its captured cookies when `cookies` (none of them: no box).
+    pub fn start_captures(&self, request: usize, response: usize, cookies: bool) {
+        if request == 0 && response == 0 && !cookies && self.transaction.borrow().is_none() {
             return;
         }
         self.transaction().captures.reset(request, response);
+    }
+
+    /// Keeps a captured cookie (`capture cookie`) of the request or the response.
+    pub fn capture_cookie(&self, response: bool, cookie: &[u8], len: usize) {
+        self.transaction()
+            .captures
+            .store_cookie(response, cookie, len);
     }
 
     /// Stores a capture (see [`CaptureSet::store`]); `first_only` keeps an earlier value

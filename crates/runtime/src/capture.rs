@@ -12,6 +12,8 @@
 pub struct CaptureSet {
     request: Vec<Option<Vec<u8>>>,
     response: Vec<Option<Vec<u8>>>,
+    /// `capture cookie`: the request's and the response's.
+    cookies: [Option<Vec<u8>>; 2],
 }
 
 impl CaptureSet {
@@ -19,6 +21,7 @@ impl CaptureSet {
     pub const EMPTY: CaptureSet = CaptureSet {
         request: Vec::new(),
         response: Vec::new(),
+        cookies: [None, None],
     };
 
     /// Empties the set and gives it `request` and `response` empty slots.
@@ -27,6 +30,18 @@ impl CaptureSet {
         self.request.resize(request, None);
         self.response.clear();
         self.response.resize(response, None);
+        self.cookies = [None, None];
+    }
+
+    /// Keeps the captured cookie (`name=value`, cut to `max_len` bytes) of the request or
+    /// of the response.
+    pub fn store_cookie(&mut self, response: bool, cookie: &[u8], max_len: usize) {
+        self.cookies[usize::from(response)] = Some(truncated(cookie, max_len).to_vec());
+    }
+
+    /// The captured cookie of the request or of the response.
+    pub fn cookie(&self, response: bool) -> Option<&[u8]> {
+        self.cookies[usize::from(response)].as_deref()
     }
 
     /// Stores `value`, cut to `max_len` bytes, in slot `index`; an unknown slot is ignored.

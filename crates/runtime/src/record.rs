@@ -264,6 +264,8 @@ impl LogFacts for RecordFacts<'_> {
             LogText::TerminationStateCookie => Some(&self.termination_cookie),
             LogText::UniqueId => self.unique_id.as_deref(),
             LogText::ResponseVersion => self.record.response_version,
+            LogText::RequestCookie => self.record.captures?.cookie(false),
+            LogText::ResponseCookie => self.record.captures?.cookie(true),
             _ => None,
         }
     }
@@ -306,14 +308,19 @@ impl StreamLog for StderrLog {
 impl StreamRecord<'_> {
     /// `option httplog`'s line: `client:port [date] frontend backend/server
     /// TR/Tw/Tc/Tr/Ta status bytes - - term counts queues {captures} {captures} "request"`
-    /// (the cookie captures are printed as `-`; each `{...}` only when the frontend declares
-    /// captures of that side).
+    /// (the two cookies `capture cookie` took, `-` when none; each `{...}` only when the
+    /// frontend declares captures of that side).
     pub fn write_http_line(&self, out: &mut String) {
         self.write_prefix(out);
         let t = &self.timers;
+        let cookie = |response: bool| {
+            self.captures
+                .and_then(|c| c.cookie(response))
+                .map_or(std::borrow::Cow::Borrowed("-"), String::from_utf8_lossy)
+        };
         let _ = write!(
             out,
-            " {}/{}/{}/{}/{}{} {} {}{} - - {}{}-- {}/{}/{}/{}/{} {}/{} \"",
+            " {}/{}/{}/{}/{}{} {} {}{} {} {} {}{}-- {}/{}/{}/{}/{} {}/{} \"",
             ms(t.request),
             ms(t.queue),
             ms(t.connect),
@@ -323,6 +330,8 @@ impl StreamRecord<'_> {
             self.status.map_or(-1, i32::from),
             self.plus(),
             self.bytes_to_client,
+            cookie(false),
+            cookie(true),
             self.termination.chars()[0],
             self.termination.chars()[1],
             self.counts.process,

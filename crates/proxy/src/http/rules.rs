@@ -1230,9 +1230,16 @@ pub fn process_response<'a>(
 fn capture_headers(scope: &Scope<'_>, response: bool, buf: &[u8], headers: &[HeaderSpan]) {
     let rules = &scope.frontend.plan.rules;
     if !response {
-        scope
-            .vars
-            .start_captures(rules.request_captures.len(), rules.response_captures.len());
+        scope.vars.start_captures(
+            rules.request_captures.len(),
+            rules.response_captures.len(),
+            rules.cookie_capture.is_some(),
+        );
+    }
+    if let Some((name, len)) = &rules.cookie_capture
+        && let Some(cookie) = captured_cookie(buf, headers, response, name.as_bytes())
+    {
+        scope.vars.capture_cookie(response, cookie, *len);
     }
     let slots = if response {
         &rules.response_captures
@@ -1246,6 +1253,27 @@ fn capture_headers(scope: &Scope<'_>, response: bool, buf: &[u8], headers: &[Hea
         if let Some(value) = header_values(buf, headers, name).next() {
             scope.vars.capture(response, index, value, slot.len, true);
         }
+    }
+}
+
+/// `capture cookie NAME`: the first `name=value` whose name starts with `name`, among the
+/// request's `Cookie` fields, or the response's `Set-Cookie` fields (where only each field's
+/// first cookie counts, the rest being its attributes).
+fn captured_cookie<'b>(
+    buf: &'b [u8],
+    headers: &'b [HeaderSpan],
+    response: bool,
+    name: &[u8],
+) -> Option<&'b [u8]> {
+    let trim = |c: &'b [u8]| c.trim_ascii();
+    if response {
+        header_values(buf, headers, "set-cookie")
+            .filter_map(|value| value.split(|&b| b == b';').next().map(trim))
+            .find(|cookie| cookie.starts_with(name))
+    } else {
+        header_values(buf, headers, "cookie")
+            .flat_map(|value| value.split(|&b| b == b';').map(trim))
+            .find(|cookie| cookie.starts_with(name))
     }
 }
 
