@@ -547,7 +547,7 @@ pub fn set_maxconn_frontend(
         return Flow::Continue;
     };
     match args.get(1).and_then(|a| a.parse::<u32>().ok()) {
-        Some(n) => f.limit.set(n),
+        Some(n) => f.slots.set_limit(n),
         None => out.push_str("Integer value expected.\n"),
     }
     Flow::Continue

@@ -31,11 +31,11 @@ use sluice_net::stream::Stream;
 use sluice_runtime::clock;
 use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::proxy::Frontend;
+use sluice_runtime::slots::{ConnSlots, Slot};
 use sluice_runtime::streams::Origin;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long to wait before accepting again after the process ran out of descriptors or
 /// memory: long enough to let sessions end, short enough to be invisible to clients.
@@ -43,9 +43,9 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// The slots a session holds while it lives.
 struct Slots {
-    _bind: Option<OwnedSemaphorePermit>,
-    _frontend: OwnedSemaphorePermit,
-    _process: OwnedSemaphorePermit,
+    _bind: Option<Slot>,
+    _frontend: Slot,
+    _process: Slot,
 }
 
 /// Accepts connections on `listener` for `frontend` until the process stops listening;
@@ -55,7 +55,7 @@ pub async fn run_listener(
     process: Arc<Process>,
     frontend: Arc<Frontend>,
     listener: Listener,
-    bind_slots: Option<Arc<Semaphore>>,
+    bind_slots: Option<Arc<ConnSlots>>,
     accept_proxy: bool,
     bind_name: Arc<str>,
 ) {
@@ -92,9 +92,6 @@ pub async fn run_listener(
                 _ = state.changed() => continue,
                 _ = paused.changed() => continue,
             },
-        };
-        let Some(slots) = slots else {
-            return;
         };
         let mut accepting = std::pin::pin!(listener.accept());
         let Some(accepted) = ready_now(accepting.as_mut()) else {
@@ -189,19 +186,17 @@ fn ready_now<F: std::future::Future>(waiting: std::pin::Pin<&mut F>) -> Option<F
 async fn take_slots(
     process: &Process,
     frontend: &Frontend,
-    bind: Option<&Arc<Semaphore>>,
-) -> Option<Slots> {
+    bind: Option<&Arc<ConnSlots>>,
+) -> Slots {
     let bind = match bind {
-        Some(sem) => Some(Arc::clone(sem).acquire_owned().await.ok()?),
+        Some(slots) => Some(slots.take().await),
         None => None,
     };
-    let frontend = Arc::clone(&frontend.slots).acquire_owned().await.ok()?;
-    let process = Arc::clone(&process.slots).acquire_owned().await.ok()?;
-    Some(Slots {
+    Slots {
         _bind: bind,
-        _frontend: frontend,
-        _process: process,
-    })
+        _frontend: frontend.slots.take().await,
+        _process: process.slots.take().await,
+    }
 }
 
 fn is_resource_exhaustion(err: &io::Error) -> bool {
@@ -423,16 +418,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_slot_missed_at_once_is_taken_when_one_frees() {
-        let slots = Arc::new(Semaphore::new(0));
-        let mut taking = std::pin::pin!(Arc::clone(&slots).acquire_owned());
+        let slots = ConnSlots::new(0);
+        let mut taking = std::pin::pin!(slots.take());
         assert!(ready_now(taking.as_mut()).is_none());
-        // The waiter the first poll queued (with a waker that wakes nothing) still gets the
+        // The wait the first poll started (with a waker that wakes nothing) still gets the
         // slot once the future is awaited with the task's own.
-        slots.add_permits(1);
-        let slot = taking.await.unwrap();
-        assert_eq!(slots.available_permits(), 0);
+        slots.set_limit(1);
+        let slot = taking.await;
+        assert_eq!(slots.taken(), 1);
         drop(slot);
-        assert_eq!(slots.available_permits(), 1);
+        assert_eq!(slots.taken(), 0);
     }
 
     #[tokio::test]

@@ -25,6 +25,7 @@ pub mod record;
 pub mod ring;
 pub mod server_list;
 pub mod server_state;
+pub mod slots;
 pub mod stats;
 pub mod stats_typed;
 pub mod streams;

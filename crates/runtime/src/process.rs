@@ -24,7 +24,7 @@ use sluice_net::splice::PipeBudget;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 /// What the listeners should be doing; every accept loop follows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,10 +71,9 @@ pub struct Process {
     pub backends: Vec<Arc<Backend>>,
     /// Process-wide connection limit.
     pub maxconn: u32,
-    /// One permit per allowed concurrent connection, process-wide.
-    pub slots: Arc<Semaphore>,
-    /// The limit `set maxconn global` set (`maxconn` at start); see `stats.rs`.
-    pub runtime_maxconn: crate::stats::SlotLimit,
+    /// Process-wide concurrent connections: every open session holds a slot, under the
+    /// limit `set maxconn global` sets (`maxconn` at start).
+    pub slots: Arc<crate::slots::ConnSlots>,
     /// Event-loop threads.
     pub nbthread: usize,
     /// The file-descriptor limit the process runs with.
@@ -197,7 +196,6 @@ impl Process {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let slots = Arc::new(Semaphore::new(opts.maxconn as usize));
         let accept_limits = crate::rate::AcceptLimits::default();
         accept_limits
             .connections
@@ -210,8 +208,7 @@ impl Process {
             frontends,
             backends,
             maxconn: opts.maxconn,
-            runtime_maxconn: crate::stats::SlotLimit::new(&slots, opts.maxconn),
-            slots,
+            slots: crate::slots::ConnSlots::new(opts.maxconn),
             nbthread: opts.nbthread,
             ulimit_n: opts.ulimit_n,
             started_at: SystemTime::now(),

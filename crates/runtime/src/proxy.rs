@@ -19,7 +19,6 @@ use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::Semaphore;
 use tokio::sync::oneshot;
 
 /// A proxy's accepting side.
@@ -31,10 +30,9 @@ pub struct Frontend {
     pub plan: FrontendPlan,
     /// The backend taking this frontend's connections, if any.
     pub backend: Option<Arc<Backend>>,
-    /// Concurrent connection limit (`maxconn`): a permit is held by every open session.
-    pub slots: Arc<Semaphore>,
-    /// The limit in force (`set maxconn frontend` changes it).
-    pub limit: crate::stats::SlotLimit,
+    /// Concurrent connection limit (`maxconn`, which `set maxconn frontend` changes): every
+    /// open session holds a slot.
+    pub slots: Arc<crate::slots::ConnSlots>,
     /// Sessions and bytes.
     pub traffic: Traffic,
     /// Connections closed without being forwarded (no backend, no server).
@@ -200,15 +198,13 @@ pub fn counts(
 impl Frontend {
     /// A frontend from its plan, limited to `maxconn` concurrent sessions.
     pub fn new(plan: FrontendPlan, backend: Option<Arc<Backend>>, maxconn: u32) -> Self {
-        let slots = Arc::new(Semaphore::new(maxconn as usize));
         let session_rate_limit = crate::rate::RateLimit::default();
         session_rate_limit.set_limit(plan.session_rate_limit);
         Frontend {
             session_rate_limit,
             plan,
             backend,
-            limit: crate::stats::SlotLimit::new(&slots, maxconn),
-            slots,
+            slots: crate::slots::ConnSlots::new(maxconn),
             traffic: Traffic::default(),
             failed: Counter::default(),
             request_errors: Counter::default(),

@@ -17,8 +17,8 @@ use sluice_balance::Algorithm;
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::proxy::Mode;
 use std::fmt::Write;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -532,7 +532,7 @@ fn frontend_row(f: &Frontend) -> Row {
     let t = &f.traffic;
     row.set(Field::scur, t.sessions.get());
     row.set(Field::smax, t.sessions.max());
-    row.set(Field::slim, f.limit.get());
+    row.set(Field::slim, f.slots.limit());
     row.set(Field::stot, t.total_sessions.get());
     row.set(Field::bin, t.bytes_in.get());
     row.set(Field::bout, t.bytes_out.get());
@@ -743,7 +743,7 @@ fn backend_limit(process: &Process, b: &Backend) -> u64 {
         .frontends
         .iter()
         .filter(|f| f.backend.as_ref().is_some_and(|fb| std::ptr::eq(&**fb, b)))
-        .map(|f| u64::from(f.limit.get()))
+        .map(|f| u64::from(f.slots.limit()))
         .sum();
     total.div_ceil(10).max(1)
 }
@@ -908,91 +908,15 @@ impl Backend {
     }
 }
 
-/// A connection limit the runtime API can change (`set maxconn global|frontend`): a
-/// semaphore of slots and the limit in force. Lowering it withdraws slots: the free ones at
-/// once, the others as sessions end (a task takes them as they are released, so open sessions
-/// are not cut). `debt` counts the slots still to withdraw; raising the limit first cancels
-/// debt, then adds slots, so the two never race.
-#[derive(Debug)]
-pub struct SlotLimit {
-    slots: Arc<tokio::sync::Semaphore>,
-    limit: AtomicU32,
-    debt: Arc<AtomicU32>,
-    change: std::sync::Mutex<()>,
-}
-
-impl SlotLimit {
-    /// A limit of `limit` over `slots` (a semaphore holding that many permits).
-    pub fn new(slots: &Arc<tokio::sync::Semaphore>, limit: u32) -> Self {
-        SlotLimit {
-            slots: Arc::clone(slots),
-            limit: AtomicU32::new(limit),
-            debt: Arc::new(AtomicU32::new(0)),
-            change: std::sync::Mutex::new(()),
-        }
-    }
-
-    /// The limit in force.
-    pub fn get(&self) -> u32 {
-        self.limit.load(Ordering::Relaxed)
-    }
-
-    /// Changes the limit to `limit`.
-    pub fn set(&self, limit: u32) {
-        // Changes are serialised; the lock holds no data, so poisoning cannot matter.
-        let _one_at_a_time = self.change.lock().unwrap_or_else(|p| p.into_inner());
-        let before = self.limit.swap(limit, Ordering::Relaxed);
-        if limit > before {
-            let mut more = limit - before;
-            let cancelled = self
-                .debt
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                    Some(d.saturating_sub(more))
-                })
-                .unwrap_or(0)
-                .min(more);
-            more -= cancelled;
-            self.slots.add_permits(more as usize);
-        } else if limit < before {
-            let missing = before - limit;
-            let free = self.slots.forget_permits(missing as usize) as u32;
-            let rest = missing - free;
-            if rest == 0 {
-                return;
-            }
-            let owed = self.debt.fetch_add(rest, Ordering::Relaxed);
-            // One task collects the debt; a second is needed only if none was running.
-            if owed == 0
-                && let Ok(runtime) = tokio::runtime::Handle::try_current()
-            {
-                let (slots, debt) = (Arc::clone(&self.slots), Arc::clone(&self.debt));
-                runtime.spawn(async move {
-                    while debt.load(Ordering::Relaxed) > 0 {
-                        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-                            return;
-                        };
-                        let taken = debt.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                            d.checked_sub(1)
-                        });
-                        if taken.is_ok() {
-                            permit.forget();
-                        }
-                    }
-                });
-            }
-        }
-    }
-}
-
 impl Process {
     /// The process-wide connection limit now (`set maxconn global`).
     pub fn runtime_maxconn(&self) -> u32 {
-        self.runtime_maxconn.get()
+        self.slots.limit()
     }
 
     /// Changes the process-wide connection limit to `limit` (at most [`Process::maxconn`]).
     pub fn set_runtime_maxconn(&self, limit: u32) {
-        self.runtime_maxconn.set(limit.min(self.maxconn));
+        self.slots.set_limit(limit.min(self.maxconn));
     }
 }
 
@@ -1060,7 +984,7 @@ mod tests {
             version: "2.6",
         };
         let source = sluice_config::reader::Source {
-            name: Arc::from("t.cfg"),
+            name: std::sync::Arc::from("t.cfg"),
             text: "global\n".to_owned(),
         };
         sluice_config::plan::check(&[source], &ctx)
@@ -1068,8 +992,8 @@ mod tests {
             .unwrap_or_else(|| unreachable!())
     }
 
-    #[tokio::test]
-    async fn maxconn_is_lowered_as_sessions_end_and_raised_at_once() {
+    #[test]
+    fn set_maxconn_global_is_capped_by_the_configured_maxconn() {
         let process = Process::build(
             empty_plan(),
             crate::process::BuildOptions {
@@ -1081,31 +1005,12 @@ mod tests {
             None,
         )
         .unwrap_or_else(|_| unreachable!());
-        let slots = Arc::clone(&process.slots);
-        let held = Arc::clone(&slots)
-            .acquire_many_owned(3)
-            .await
-            .unwrap_or_else(|_| unreachable!());
         process.set_runtime_maxconn(1);
-        assert_eq!(
-            slots.available_permits(),
-            0,
-            "the free slot is withdrawn at once"
-        );
-        process.set_runtime_maxconn(2);
-        assert_eq!(slots.available_permits(), 0, "raising cancels debt first");
-        drop(held);
-        // The collecting task takes the one slot still owed, leaving two.
-        for _ in 0..100 {
-            if slots.available_permits() == 2 {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(slots.available_permits(), 2);
-        process.set_runtime_maxconn(4);
-        assert_eq!(slots.available_permits(), 4);
-        assert_eq!(process.runtime_maxconn(), 4);
+        assert_eq!(process.runtime_maxconn(), 1);
+        let held = process.slots.try_take();
+        assert!(held.is_some() && process.slots.try_take().is_none());
+        process.set_runtime_maxconn(10);
+        assert_eq!(process.runtime_maxconn(), 4, "never above maxconn");
     }
 
     #[test]

@@ -316,7 +316,7 @@ fn stop_listening(
 async fn wait_for_sessions(process: Arc<Process>) {
     // Every session holds one of the process's `maxconn` slots: holding them all means no
     // session is left.
-    let all = process.slots.acquire_many(process.maxconn);
+    let all = process.slots.all_free();
     match process.global.hard_stop_after {
         Some(limit) => {
             let _ = tokio::time::timeout(limit, all).await;

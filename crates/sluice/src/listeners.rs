@@ -15,9 +15,9 @@ use sluice_config::proxy::BindConf;
 use sluice_net::listen::{self, BindOptions, BoundListener, Endpoint};
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::Frontend;
+use sluice_runtime::slots::ConnSlots;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
 
 /// The kernel's pending-connection queue when neither `backlog` nor `maxconn` says otherwise.
 const DEFAULT_BACKLOG: u32 = 1024;
@@ -54,7 +54,7 @@ pub struct FrontendSocket {
     /// (`-x`); empty when the threads share `socket`.
     pub shards: Vec<BoundListener>,
     /// Shared by every socket of one `bind` line that has `maxconn`.
-    pub bind_slots: Option<Arc<Semaphore>>,
+    pub bind_slots: Option<Arc<ConnSlots>>,
     /// The bind line's `accept-proxy`: connections start with a PROXY protocol header.
     pub accept_proxy: bool,
     /// The bind line's `name`, else the socket's number in its frontend (from 1), as
@@ -104,11 +104,8 @@ pub fn bind_all(
     for frontend in &process.frontends {
         let mut number = 0;
         for bind in &frontend.plan.binds {
-            let opts = bind_options(bind, frontend.limit.get());
-            let slots = bind
-                .maxconn
-                .filter(|&n| n > 0)
-                .map(|n| Arc::new(Semaphore::new(n as usize)));
+            let opts = bind_options(bind, frontend.slots.limit());
+            let slots = bind.maxconn.filter(|&n| n > 0).map(ConnSlots::new);
             for addr in &bind.addrs {
                 match bind_or_inherit(addr, &opts, handoff.as_deref_mut(), shards) {
                     Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(

@@ -343,6 +343,22 @@ fn sigusr1_without_sessions_exits_zero_at_once() {
     assert_exit_zero(&mut proxy);
 }
 
+#[test]
+fn a_soft_stop_after_set_maxconn_lowered_the_limit_still_ends_once_sessions_end() {
+    let backend = Backend::echo();
+    let (mut proxy, addr) = echo_proxy(&backend, "global\n    maxconn 100\n");
+    let session = live_session(addr);
+    assert_eq!(proxy.cli("set maxconn global 10").trim(), "");
+    proxy.signal(Signal::SIGUSR1);
+    assert!(
+        proxy.wait_exit(Duration::from_millis(300)).is_none(),
+        "the process left before its live session ended"
+    );
+    drop(session);
+    // The stop waits for the sessions, not for the slots the lowered limit withdrew.
+    assert_exit_zero(&mut proxy);
+}
+
 /// Share of one CPU the process used over `window`, from the scheduler's account of its
 /// threads (`schedstat`, in nanoseconds).
 fn cpu_share(pid: u32, window: Duration) -> f64 {
