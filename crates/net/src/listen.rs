@@ -15,10 +15,9 @@ use sluice_config::addr::{Family, Host, ListenAddr};
 use socket2::{Domain, Socket, Type};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixListener as StdUnixListener;
-use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 /// Socket options of a `bind` line that matter when creating the socket.
@@ -142,6 +141,30 @@ pub enum Listener {
     Unix(AsyncFd<StdUnixListener>),
 }
 
+/// Waits until `listener` is readable. Through the socket's single reader slot (one task
+/// waits on a listener), where `AsyncFd::readable` would join and leave a list of waiters
+/// under its lock at every wait.
+async fn read_ready<T: AsRawFd>(
+    listener: &AsyncFd<T>,
+) -> io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, T>> {
+    std::future::poll_fn(|cx| listener.poll_read_ready(cx)).await
+}
+
+/// Runs `accept` once `listener` is readable, again after each wait while it would block.
+async fn accept_when_ready<T: AsRawFd, R>(
+    listener: &AsyncFd<T>,
+    mut accept: impl FnMut(&T) -> io::Result<R>,
+) -> io::Result<R> {
+    loop {
+        let mut ready = read_ready(listener).await?;
+        // `try_io` clears the readiness when the accept would block, so the wait above
+        // sleeps until the next connection.
+        if let Ok(result) = ready.try_io(|l| accept(l.get_ref())) {
+            return result;
+        }
+    }
+}
+
 /// Who connected, and to which of our addresses (the `src` and `dst` of HAProxy's fetches).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Endpoints {
@@ -159,8 +182,8 @@ impl Listener {
         // The guard is dropped without clearing the readiness: the accept that follows
         // finds it, and clears it only if it finds no connection.
         match self {
-            Listener::Tcp(l, _) => l.readable().await.map(drop),
-            Listener::Unix(l) => l.readable().await.map(drop),
+            Listener::Tcp(l, _) => read_ready(l).await.map(drop),
+            Listener::Unix(l) => read_ready(l).await.map(drop),
         }
     }
 
@@ -170,11 +193,10 @@ impl Listener {
             Listener::Tcp(l, fixed) => {
                 // Accepted outside tokio, so that the connection joins the event loop only
                 // if it has to wait (see `LazyTcp`).
-                let (socket, client) = l
-                    .async_io(Interest::READABLE, |l| {
-                        socket2::SockRef::from(l).accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
-                    })
-                    .await?;
+                let (socket, client) = accept_when_ready(l, |l| {
+                    socket2::SockRef::from(l).accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+                })
+                .await?;
                 let stream = std::net::TcpStream::from(socket);
                 let local = fixed.or_else(|| stream.local_addr().ok());
                 Ok((
@@ -186,7 +208,7 @@ impl Listener {
                 ))
             }
             Listener::Unix(l) => {
-                let (stream, _) = l.async_io(Interest::READABLE, |l| l.accept()).await?;
+                let (stream, _) = accept_when_ready(l, |l| l.accept()).await?;
                 stream.set_nonblocking(true)?;
                 Ok((
                     Stream::Unix(tokio::net::UnixStream::from_std(stream)?),
@@ -489,6 +511,37 @@ mod tests {
         };
         // No setsockopt on the accepted socket: TCP_NODELAY came with it.
         assert!(accepted.socket().nodelay().unwrap());
+    }
+
+    #[tokio::test]
+    async fn readable_leaves_the_connection_queued_and_accept_waits_when_none_is() {
+        let addr = ListenAddr::Inet {
+            family: Family::Unspec,
+            host: Host::Ip("127.0.0.1".parse().unwrap()),
+            ports: 0..=0,
+        };
+        let bound = bind(&addr, &opts()).unwrap().remove(0);
+        let BoundListener::Tcp(l) = &bound else {
+            panic!("expected tcp")
+        };
+        let addr = l.local_addr().unwrap();
+        let listener = bound.into_async().unwrap();
+        let noop = &mut std::task::Context::from_waker(std::task::Waker::noop());
+        let mut first = std::pin::pin!(listener.accept());
+        assert!(first.as_mut().poll(noop).is_pending(), "nothing queued yet");
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        listener.readable().await.unwrap();
+        listener.readable().await.unwrap();
+        let (_, endpoints) = first.await.unwrap();
+        assert_eq!(endpoints.client, Some(client.local_addr().unwrap()));
+        let mut second = std::pin::pin!(listener.accept());
+        assert!(
+            second.as_mut().poll(noop).is_pending(),
+            "the one queued was taken"
+        );
+        let other = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (_, endpoints) = second.await.unwrap();
+        assert_eq!(endpoints.client, Some(other.local_addr().unwrap()));
     }
 
     #[test]
