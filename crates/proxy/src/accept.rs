@@ -28,6 +28,7 @@ use sluice_config::proxy::Mode;
 use sluice_net::listen::{Endpoints, Listener};
 use sluice_net::proxy_io;
 use sluice_net::stream::Stream;
+use sluice_runtime::bell::either_rang;
 use sluice_runtime::clock;
 use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::proxy::Frontend;
@@ -59,38 +60,36 @@ pub async fn run_listener(
     accept_proxy: bool,
     bind_name: Arc<str>,
 ) {
-    let mut state = process.watch_listen_state();
+    // Joined once with this task's waker: a wait below is then one load per bell, where a
+    // watch channel's `changed()` would join and leave a list under a lock every time.
+    let task = std::future::poll_fn(|cx| std::task::Poll::Ready(cx.waker().clone())).await;
+    let mut stopping = process.listen_bell.listen(&task);
     // `disable frontend` pauses this frontend alone, like SIGTTOU pauses them all.
-    let mut paused = frontend.stats.watch_paused();
+    let mut pausing = frontend.stats.pause_bell.listen(&task);
     let mut batch = AcceptBatch::new(process.global.maxaccept());
     loop {
-        let current = *state.borrow_and_update();
-        match current {
+        // What was rung so far is read below; a ring from now on ends the waits.
+        stopping.rang();
+        pausing.rang();
+        match process.listen_state() {
             ListenState::Stopped => return,
             ListenState::Paused => {
-                if state.changed().await.is_err() {
-                    return;
-                }
+                either_rang(&mut stopping, &mut pausing).await;
                 continue;
             }
             ListenState::Active => {}
         }
-        if *paused.borrow_and_update() {
-            tokio::select! {
-                changed = paused.changed() => if changed.is_err() { return },
-                _ = state.changed() => {}
-            }
+        if frontend.stats.paused() {
+            either_rang(&mut stopping, &mut pausing).await;
             continue;
         }
-        // Slots are usually free: taken at once, without the select below, whose watch
-        // branches would each join and leave a list of waiters under a lock per connection.
+        // Slots are usually free: taken at once, without the select below.
         let mut taking = std::pin::pin!(take_slots(&process, &frontend, bind_slots.as_ref()));
         let slots = match ready_now(taking.as_mut()) {
             Some(slots) => slots,
             None => tokio::select! {
                 slots = taking => slots,
-                _ = state.changed() => continue,
-                _ = paused.changed() => continue,
+                () = either_rang(&mut stopping, &mut pausing) => continue,
             },
         };
         let mut accepting = std::pin::pin!(listener.accept());
@@ -103,8 +102,7 @@ pub async fn run_listener(
             tokio::select! {
                 // An error shows in the accept that follows.
                 _ = listener.readable() => {}
-                _ = state.changed() => {}
-                _ = paused.changed() => {}
+                () = either_rang(&mut stopping, &mut pausing) => {}
             }
             continue;
         };

@@ -6,6 +6,7 @@
 //! `Arc`s. Live state (server maintenance, weights, counters) is in atomics so that reading it
 //! never blocks the data path; the plan itself is never changed after start-up.
 
+pub mod bell;
 pub mod capture;
 pub mod clock;
 pub mod counters;

@@ -104,6 +104,8 @@ pub struct Process {
     /// The accept rate limits (`set rate-limit connections|sessions global`).
     pub accept_limits: crate::rate::AcceptLimits,
     listen_state: watch::Sender<ListenState>,
+    /// Rung when `listen_state` changes, for the accept loops.
+    pub listen_bell: crate::bell::Bell,
     /// Set once a soft stop was asked for (`stopping`), `grace` before the listeners stop.
     stopping: std::sync::atomic::AtomicBool,
     /// When the state became `Stopped`: kept-alive client connections end from then on.
@@ -224,6 +226,7 @@ impl Process {
             error_events: crate::errors::ErrorEvents::default(),
             accept_limits,
             listen_state: watch::channel(ListenState::Active).0,
+            listen_bell: crate::bell::Bell::default(),
             stopping: std::sync::atomic::AtomicBool::new(false),
             stopped_at: Arc::default(),
         })
@@ -236,13 +239,16 @@ impl Process {
             self.begin_stopping();
             self.stopped_at.get_or_init(Instant::now);
         }
-        self.listen_state.send_if_modified(|current| {
+        let changed = self.listen_state.send_if_modified(|current| {
             let change = *current != state && *current != ListenState::Stopped;
             if change {
                 *current = state;
             }
             change
         });
+        if changed {
+            self.listen_bell.ring();
+        }
     }
 
     /// Marks the process stopping (the `stopping` fetch) while its listeners may still

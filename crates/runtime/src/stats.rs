@@ -20,7 +20,6 @@ use std::fmt::Write;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
-use tokio::sync::watch;
 
 macro_rules! field_name {
     ($name:ident) => {
@@ -191,7 +190,9 @@ pub struct StatsCounters {
     /// The weight set at run time (`set weight`), the configured one at start.
     weight: AtomicU32,
     /// A frontend disabled with `disable frontend` stops accepting (true).
-    paused: watch::Sender<bool>,
+    paused: AtomicBool,
+    /// Rung when `paused` changes, for the frontend's accept loops.
+    pub pause_bell: crate::bell::Bell,
 }
 
 impl StatsCounters {
@@ -214,7 +215,8 @@ impl StatsCounters {
             check_running: AtomicBool::new(false),
             agent_enabled: AtomicBool::new(true),
             weight: AtomicU32::new(weight),
-            paused: watch::channel(false).0,
+            paused: AtomicBool::new(false),
+            pause_bell: crate::bell::Bell::default(),
         }
     }
 
@@ -346,17 +348,13 @@ impl StatsCounters {
 
     /// `disable|enable frontend`.
     pub fn set_paused(&self, paused: bool) {
-        self.paused.send_replace(paused);
+        self.paused.store(paused, Ordering::SeqCst);
+        self.pause_bell.ring();
     }
 
     /// Whether the frontend is disabled.
     pub fn paused(&self) -> bool {
-        *self.paused.borrow()
-    }
-
-    /// A receiver that sees `disable|enable frontend`.
-    pub fn watch_paused(&self) -> watch::Receiver<bool> {
-        self.paused.subscribe()
+        self.paused.load(Ordering::SeqCst)
     }
 
     /// `clear counters`: the maximums would be here; Sluice keeps them in the gauges, which
