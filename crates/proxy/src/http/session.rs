@@ -425,7 +425,9 @@ impl<'s> Session<'_, 's> {
                         && can_answer_and_keep_alive(input, &head, framing, settings);
                     let mut reply = reply;
                     if !keep_alive {
-                        reply.bytes = with_connection_close(reply.bytes);
+                        reply.bytes = with_connection(reply.bytes, "close");
+                    } else if head.version == Version::Http10 {
+                        reply.bytes = with_connection(reply.bytes, "keep-alive");
                     }
                     // configuration.txt §8.5: a denied request is "PR", one the proxy answered
                     // itself (return, redirect, monitor) "LR".
@@ -669,10 +671,11 @@ async fn body_timed_out(
     }
 }
 
-/// `answer` with a `connection: close` field after its status line, unless it has a Connection
-/// field already: an answer after which the connection closes says so (RFC 9112 §9.6), as
-/// HAProxy's redirections and returns do.
-fn with_connection_close(answer: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+/// `answer` with a `connection: <value>` field after its status line, unless it has a
+/// Connection field already: an answer after which the connection closes says so (RFC 9112
+/// §9.6), as HAProxy's redirections and returns do, and one that keeps an HTTP/1.0 client's
+/// connection says that (an HTTP/1.0 client assumes a close otherwise).
+fn with_connection<'a>(answer: Cow<'a, [u8]>, value: &str) -> Cow<'a, [u8]> {
     let limits = sluice_http::head::Limits::default();
     let Ok(Parse::Complete(head)) = sluice_http::head::parse_response(&answer, &limits) else {
         return answer;
@@ -681,11 +684,13 @@ fn with_connection_close(answer: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
         return answer;
     }
     let line_end = answer.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let mut closing = Vec::with_capacity(answer.len() + 19);
-    closing.extend_from_slice(&answer[..line_end]);
-    closing.extend_from_slice(b"connection: close\r\n");
-    closing.extend_from_slice(&answer[line_end..]);
-    Cow::Owned(closing)
+    let mut with = Vec::with_capacity(answer.len() + 14 + value.len());
+    with.extend_from_slice(&answer[..line_end]);
+    with.extend_from_slice(b"connection: ");
+    with.extend_from_slice(value.as_bytes());
+    with.extend_from_slice(b"\r\n");
+    with.extend_from_slice(&answer[line_end..]);
+    Cow::Owned(with)
 }
 
 /// An answer of the proxy's own may keep the connection when the request has no body to
