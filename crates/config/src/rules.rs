@@ -162,6 +162,9 @@ pub enum TcpAction {
     Stick(StickAction),
     /// `set-log-level` (content rules only).
     SetLogLevel(LogLevelChange),
+    /// `silent-drop`: the client's connection disappears without telling it (a reset that
+    /// cannot leave this host), as the HTTP action does.
+    SilentDrop,
 }
 
 /// What `set-src`, `set-src-port`, `set-dst` and `set-dst-port` change.
@@ -1109,6 +1112,8 @@ fn parse_tcp_action(args: &[String], maps: &MapStore, stages: Stages) -> Result<
     match action.as_str() {
         "accept" => no_args(TcpAction::Accept),
         "reject" => no_args(TcpAction::Reject),
+        // `rst-ttl` (HAProxy 3.0) is refused by `no_args`: the reset's TTL is always 1.
+        "silent-drop" => no_args(TcpAction::SilentDrop),
         "switch-mode" if stages.contains(Stages::FE_TCP_REQ_CONTENT) => match rest {
             [mode] if mode == "http" => Ok(TcpAction::SwitchModeHttp),
             [mode, proto, h1] if mode == "http" && proto == "proto" && h1 == "h1" => {

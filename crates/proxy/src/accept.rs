@@ -263,14 +263,14 @@ fn session(
         let connection_rules = &held.frontend.plan.rules.tcp_connection;
         if !connection_rules.is_empty() {
             let view = held.scope().view(None, None);
-            if run_tcp_rules(
+            let verdict = run_tcp_rules(
                 &view,
                 &held.vars,
                 connection_rules,
                 Stage::Connection,
                 &mut 0,
-            ) == Some(TcpVerdict::Reject)
-            {
+            );
+            if refuses(verdict, &client) {
                 held.frontend.denied_connections.incr();
                 return;
             }
@@ -296,9 +296,8 @@ fn session(
         let session_rules = &held.frontend.plan.rules.tcp_session;
         if !session_rules.is_empty() {
             let view = held.scope().view(None, None);
-            if run_tcp_rules(&view, &held.vars, session_rules, Stage::Session, &mut 0)
-                == Some(TcpVerdict::Reject)
-            {
+            let verdict = run_tcp_rules(&view, &held.vars, session_rules, Stage::Session, &mut 0);
+            if refuses(verdict, &client) {
                 held.frontend.denied_sessions.incr();
                 return;
             }
@@ -308,6 +307,20 @@ fn session(
         if let Some(parking) = live(&held, &mut client, Start::New).await {
             park::park(held, client, parking);
         }
+    }
+}
+
+/// Whether a `tcp-request connection|session` verdict ends the connection; a `silent-drop`
+/// one also arranges for its close to go unnoticed by the client.
+fn refuses(verdict: Option<TcpVerdict>, client: &Stream) -> bool {
+    match verdict {
+        Some(TcpVerdict::Reject) => true,
+        Some(TcpVerdict::SilentDrop) => {
+            // Should the socket refuse the options, it still closes, only less quietly.
+            let _ = client.abort_silently();
+            true
+        }
+        Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => false,
     }
 }
 

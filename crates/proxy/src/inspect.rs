@@ -84,6 +84,11 @@ pub async fn inspect<'a>(
         };
         match verdict {
             Some(TcpVerdict::Reject) => return Inspection::Reject,
+            Some(TcpVerdict::SilentDrop) => {
+                // Should the socket refuse the options, it still closes, only less quietly.
+                let _ = client.abort_silently();
+                return Inspection::Reject;
+            }
             Some(TcpVerdict::SwitchHttp) => return Inspection::SwitchHttp,
             Some(TcpVerdict::Accept) => break,
             Some(TcpVerdict::Wait) | None if ended => break,
@@ -184,6 +189,10 @@ pub async fn inspect_response(
         };
         let decided = match verdict {
             Some(TcpVerdict::Reject) => ResponseInspection::Reject,
+            Some(TcpVerdict::SilentDrop) => {
+                let _ = client.abort_silently();
+                ResponseInspection::Reject
+            }
             // The configuration allows `switch-mode` in request rules only.
             Some(TcpVerdict::Accept | TcpVerdict::SwitchHttp) => ResponseInspection::Forward,
             Some(TcpVerdict::Wait) | None if ended => ResponseInspection::Forward,

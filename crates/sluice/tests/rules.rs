@@ -690,3 +690,45 @@ backend b
     assert_eq!(status_of(answer.as_bytes()), 503, "{answer}");
     assert_eq!(seen.load(Ordering::SeqCst), 4);
 }
+
+#[test]
+fn silent_drop_resets_the_connection_at_each_tcp_request_stage() {
+    let (app, log) = named_http("app");
+    for (stage, defaults) in [
+        ("connection", HTTP_DEFAULTS),
+        ("session", HTTP_DEFAULTS),
+        ("content", HTTP_DEFAULTS),
+        ("content", TCP_DEFAULTS),
+    ] {
+        let config = format!(
+            "{defaults}
+frontend fe
+    {{bind}}
+    tcp-request inspect-delay 5s
+    tcp-request {stage} silent-drop if {{ src 127.0.0.0/8 }}
+    default_backend app
+backend app
+    server s {}
+",
+            app.addr()
+        );
+        let (p, addr) = start(&config);
+        let mut c = connect(addr);
+        // Before any content, the client sends nothing: a plain close would be an end of
+        // stream, where the drop is a reset.
+        if stage == "content" {
+            c.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        }
+        c.set_read_timeout(Some(GENEROUS)).unwrap();
+        let read = std::io::Read::read(&mut c, &mut [0u8; 64]);
+        assert!(
+            matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "tcp-request {stage} ({defaults}): {read:?}"
+        );
+        drop(p);
+    }
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "a dropped client reached the server"
+    );
+}

@@ -488,6 +488,7 @@ fn tcp_content<'a>(
     let view = scope.view(backend, Some((input.filled(), head)));
     match run_tcp_rules(&view, scope.vars, rules, Stage::Content, &mut 0) {
         Some(TcpVerdict::Reject) => Flow::Reject,
+        Some(TcpVerdict::SilentDrop) => Flow::Drop,
         // Already HTTP: `switch-mode http` has nothing to switch.
         Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => {
             Flow::Continue
@@ -502,6 +503,9 @@ pub enum TcpVerdict {
     Accept,
     /// A `reject` rule applied: close the connection.
     Reject,
+    /// A `silent-drop` rule applied: close the client's connection with a reset that does
+    /// not reach it ([`sluice_net::stream::Stream::abort_silently`]).
+    SilentDrop,
     /// A rule's condition needs data that has not arrived yet (content inspection only).
     Wait,
     /// A `switch-mode http` rule applied: the connection is HTTP from now on.
@@ -535,6 +539,7 @@ pub fn run_tcp_rules(
         match &rule.action {
             TcpAction::Accept => return Some(TcpVerdict::Accept),
             TcpAction::Reject => return Some(TcpVerdict::Reject),
+            TcpAction::SilentDrop => return Some(TcpVerdict::SilentDrop),
             TcpAction::SetVar { name, expr } => {
                 if let Some(value) = expr.eval(view) {
                     vars.set(name, value);
