@@ -732,3 +732,26 @@ backend app
         "a dropped client reached the server"
     );
 }
+
+#[test]
+fn tcp_response_silent_drop_resets_the_clients_connection() {
+    let echo = Backend::echo();
+    let config = format!(
+        "{TCP_DEFAULTS}
+listen fe
+    {{bind}}
+    tcp-response content silent-drop
+    server s {}
+",
+        echo.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut c = connect(addr);
+    c.write_all(b"ping").unwrap();
+    c.set_read_timeout(Some(GENEROUS)).unwrap();
+    let read = std::io::Read::read(&mut c, &mut [0u8; 64]);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+}
