@@ -11,6 +11,7 @@
 pub mod addr;
 pub mod canned;
 pub mod checks;
+pub mod compression;
 pub mod cond;
 pub mod cookie;
 pub mod diag;

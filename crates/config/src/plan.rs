@@ -92,6 +92,8 @@ pub struct FrontendPlan {
     pub smart_accept: bool,
     /// HTTP options (used in `mode http`).
     pub http: HttpConf,
+    /// `compression algo|type|offload`.
+    pub compression: crate::compression::CompressionConf,
     /// Custom pages replacing the built-in error answers.
     pub error_pages: ErrorPages,
     /// `use_backend` rules, backend names resolved to indices into [`Plan::backends`].
@@ -155,6 +157,8 @@ pub struct BackendPlan {
     pub smart_connect: bool,
     /// HTTP options (used in `mode http`).
     pub http: HttpConf,
+    /// `compression algo|type|offload`.
+    pub compression: crate::compression::CompressionConf,
     /// Custom pages replacing the built-in error answers.
     pub error_pages: ErrorPages,
     /// `use-server` rules, server names resolved to indices into `servers`.
@@ -467,6 +471,7 @@ fn plan_proxies(
             nolinger: p.conf.server_nolinger.unwrap_or(false),
             smart_connect: p.conf.smart_connect.unwrap_or(false),
             http: p.conf.http.clone(),
+            compression: p.conf.compression.clone(),
             error_pages: pages[i].clone(),
             use_server: resolve_use_server(p, &rules[i], diags),
             splice: p.conf.splice,
@@ -566,6 +571,7 @@ fn plan_proxies(
                 .smart_accept
                 .unwrap_or(p.conf.mode == Some(Mode::Http)),
             http: p.conf.http.clone(),
+            compression: p.conf.compression.clone(),
             error_pages: pages[i].clone(),
             use_backend,
             log: p.conf.log.clone(),

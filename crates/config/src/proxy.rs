@@ -278,6 +278,8 @@ pub struct ProxyConf {
     pub description: Option<String>,
     /// `stick-table`: the section's table (named after the section by the plan).
     pub stick_table: Option<sluice_stick::TableConf>,
+    /// `compression algo|type|offload`.
+    pub compression: crate::compression::CompressionConf,
 }
 
 /// Which directions may be forwarded with `splice(2)` (configuration.txt §4.2
@@ -449,6 +451,9 @@ pub fn parse_proxy_line(
         maps,
         diags,
     ) {
+        return;
+    }
+    if crate::compression::parse_line(&mut conf.compression, kind, line, diags) {
         return;
     }
     if let Some(directive) = errors::parse_error_directive(line, diags) {

@@ -189,6 +189,9 @@ pub struct StatsCounters {
     pub times: [crate::freq::SlidingAverage; 4],
     /// The weight set at run time (`set weight`), the configured one at start.
     weight: AtomicU32,
+    /// `compression`, frontends and backends: bytes into the compressor (`comp_in`),
+    /// compressed bytes out (`comp_out`), responses compressed (`comp_rsp`).
+    pub compressed: [LoopCounter; 3],
     /// A frontend disabled with `disable frontend` stops accepting (true).
     paused: AtomicBool,
     /// Rung when `paused` changes, for the frontend's accept loops.
@@ -215,6 +218,7 @@ impl StatsCounters {
             check_running: AtomicBool::new(false),
             agent_enabled: AtomicBool::new(true),
             weight: AtomicU32::new(weight),
+            compressed: Default::default(),
             paused: AtomicBool::new(false),
             pause_bell: crate::bell::Bell::default(),
         }
@@ -375,6 +379,9 @@ impl StatsCounters {
             self.lbtot.reset();
             self.chkfail.reset();
             self.chkdown.reset();
+            for c in &self.compressed {
+                c.reset();
+            }
         }
     }
 }
@@ -534,6 +541,7 @@ fn frontend_row(f: &Frontend) -> Row {
     row.set(Field::stot, t.total_sessions.get());
     row.set(Field::bin, t.bytes_in.get());
     row.set(Field::bout, t.bytes_out.get());
+    set_compression(&mut row, &f.stats);
     row.set(Field::dreq, f.denied_requests.get());
     row.set(Field::ereq, f.request_errors.get());
     row.set(
@@ -781,6 +789,16 @@ fn backend_weights(b: &Backend) -> (u32, usize, usize, u32) {
     }
 }
 
+/// The compression fields of a frontend or backend row (`comp_byp` stays 0: Sluice never
+/// bypasses the compressor for lack of CPU).
+fn set_compression(row: &mut Row, stats: &StatsCounters) {
+    let [bytes_in, bytes_out, responses] = &stats.compressed;
+    row.set(Field::comp_in, bytes_in.get());
+    row.set(Field::comp_out, bytes_out.get());
+    row.set(Field::comp_byp, 0);
+    row.set(Field::comp_rsp, responses.get());
+}
+
 fn backend_row(process: &Process, b: &Backend) -> Row {
     let mut row = Row::new(
         RowKind::Backend,
@@ -799,6 +817,7 @@ fn backend_row(process: &Process, b: &Backend) -> Row {
     row.set(Field::stot, t.total_sessions.get());
     row.set(Field::bin, t.bytes_in.get());
     row.set(Field::bout, t.bytes_out.get());
+    set_compression(&mut row, &b.stats);
     row.set(Field::econ, b.failed_connections.get());
     row.set(Field::eresp, b.response_errors.get());
     row.set(Field::wretr, b.retries.get());

@@ -824,3 +824,49 @@ fn nolinger_closes_client_connections_with_a_reset() {
         assert_eq!(gone, !lingers, "option nolinger: {}", !lingers);
     }
 }
+
+#[test]
+fn large_bodies_are_compressed_whole_and_the_connection_goes_on() {
+    let text: String = (0..40_000)
+        .map(|n| format!("line {n} of the body\n"))
+        .collect();
+    let body = text.clone();
+    let (backend, _log) = http_backend(move |req| {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n";
+        if req.request_line().contains("/chunked") {
+            let mut out = format!("{head}Transfer-Encoding: chunked\r\n\r\n");
+            for piece in [&body[..1000], &body[1000..300_000], &body[300_000..]] {
+                out += &format!("{:x}\r\n{piece}\r\n", piece.len());
+            }
+            out + "0\r\n\r\n"
+        } else {
+            format!("{head}Content-Length: {}\r\n\r\n{body}", body.len())
+        }
+    });
+    let (_p, addr) = proxy(backend.addr(), "    compression algo deflate");
+    let mut client = connect(addr);
+    let mut reader = BufReader::new(client.try_clone().unwrap());
+    for path in ["/length", "/chunked", "/length"] {
+        client
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: h\r\nAccept-Encoding: deflate\r\n\r\n")
+                    .as_bytes(),
+            )
+            .unwrap();
+        let answer = read_message(&mut reader).unwrap();
+        assert_eq!(
+            answer.header("content-encoding").as_deref(),
+            Some("deflate")
+        );
+        assert_eq!(
+            answer.header("transfer-encoding").as_deref(),
+            Some("chunked")
+        );
+        assert!(answer.body.len() < text.len() / 4, "{path}: compressed");
+        let mut plain = String::new();
+        flate2::read::ZlibDecoder::new(&answer.body[..])
+            .read_to_string(&mut plain)
+            .unwrap();
+        assert!(plain == text, "{path}: the body came whole");
+    }
+}

@@ -11,6 +11,7 @@
 
 use super::body::{self, BodyError, BodySpec, BodyTimeouts, OutFraming};
 use super::buffer::{InBuf, ReadError};
+use super::compress::{self, Compressing};
 use super::persist::{self, PersistState};
 use super::pool::{self, ServerKey};
 use super::rules::{self, KeptRequest, ResponseVerdict, Scope};
@@ -21,6 +22,7 @@ use crate::forward::{self, IdleTimeouts};
 use crate::report::report;
 use crate::stream_context::StreamView;
 use sluice_balance::Algorithm;
+use sluice_config::compression::Algo;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
 use sluice_config::logging::LineFormat;
 use sluice_config::proxy::SpliceMode;
@@ -546,6 +548,8 @@ async fn exchange<'a>(
     let is_head = head.is_method(buf, "HEAD");
     let is_connect = head.is_method(buf, "CONNECT");
     let client_version = head.version;
+    let compression = Compression::of(ctx);
+    let compress = compress::negotiate(buf, &head, compression.algos);
 
     // The key is extracted only for the algorithm that uses it (none for the rotations).
     let source;
@@ -652,7 +656,9 @@ async fn exchange<'a>(
     let mut _server_session = SessionMark::open(&server.traffic);
     let mut key = pool_key(ctx, server);
 
-    let mut request_head = encode_request(ctx, buf, &head, framing, upgrade, server);
+    // `compression offload`: the server is not asked for what the proxy will compress.
+    let offload = compress.is_some() && compression.offload;
+    let mut request_head = encode_request(ctx, buf, &head, (framing, upgrade, offload), server);
     input.consume(head.head_len);
     // Response rules may read the request's method and version: keep the head we sent,
     // parsed again, only when there are such rules.
@@ -772,6 +778,7 @@ async fn exchange<'a>(
                 is_head,
                 is_connect,
                 upgrade,
+                compress,
             },
             &response_head,
         );
@@ -1013,18 +1020,21 @@ fn encode_request(
     ctx: &Context<'_>,
     buf: &[u8],
     head: &RequestHead,
-    framing: BodyFraming,
-    upgrade: bool,
+    (framing, upgrade, offload): (BodyFraming, bool, bool),
     server: &Server,
 ) -> Scratch {
     let s = &ctx.settings;
     // Framing is ours: the received framing fields go, exactly one of ours is added.
-    let removed = [
-        "content-length",
-        "transfer-encoding",
-        s.send_name_header.unwrap_or(""),
-    ];
-    let remove = &removed[..if s.send_name_header.is_some() { 3 } else { 2 }];
+    let mut removed = ["content-length", "transfer-encoding", "", ""];
+    let mut count = 2;
+    for name in [s.send_name_header, offload.then_some("accept-encoding")]
+        .into_iter()
+        .flatten()
+    {
+        removed[count] = name;
+        count += 1;
+    }
+    let remove = &removed[..count];
     // Codings before `chunked` (gzip...) stay announced: we re-chunk, we do not decode them.
     // Only a value still ending in `chunked` is kept: a rule may have rewritten the field,
     // and the body is chunked whatever it says now.
@@ -1190,6 +1200,38 @@ struct TransferShape {
     is_head: bool,
     is_connect: bool,
     upgrade: bool,
+    /// The algorithm the client takes its answer compressed with, if it may be.
+    compress: Option<Algo>,
+}
+
+/// The compression settings in force for an exchange: the backend's lists when it has
+/// them, else the frontend's (`compression` may be set on either side).
+struct Compression<'c> {
+    algos: &'c [Algo],
+    types: &'c [String],
+    offload: bool,
+}
+
+impl<'c> Compression<'c> {
+    fn of(ctx: &Context<'c>) -> Self {
+        let (back, front) = (
+            &ctx.backend.plan.compression,
+            &ctx.frontend.plan.compression,
+        );
+        Compression {
+            algos: if back.algos.is_empty() {
+                &front.algos
+            } else {
+                &back.algos
+            },
+            types: if back.types.is_empty() {
+                &front.types
+            } else {
+                &back.types
+            },
+            offload: back.offload || front.offload,
+        }
+    }
 }
 
 /// The request as it leaves for the server.
@@ -1467,16 +1509,26 @@ where
         let tunnel = (head.status == 101 && shape.upgrade)
             || (shape.is_connect && (200..300).contains(&head.status));
         let server_keepalive = encode::connection_tokens(buf, &head).persistent(head.version);
+        // `compression`: a client that may take the answer compressed gets it so when the
+        // answer is one to compress (only HTTP/1.1 clients may: the body goes chunked).
+        let compressing = shape.compress.filter(|_| {
+            !tunnel && compress::compressible(buf, &head, framing, Compression::of(ctx).types)
+        });
         // A body delimited by the server's close cannot be passed on as such to a client we
         // keep: HTTP/1.1 clients get it re-chunked, HTTP/1.0 clients get the close.
-        let chunk_to_client = matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose)
-            && shape.client_version == Version::Http11;
+        let chunk_to_client = compressing.is_some()
+            || (matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose)
+                && shape.client_version == Version::Http11);
         let out_framing = if chunk_to_client {
             OutFraming::Chunked
         } else {
             OutFraming::Raw
         };
-        let framing_header = chunk_to_client.then(|| response_coding(buf, &head, framing));
+        let framing_header = chunk_to_client.then(|| match compressing {
+            Some(_) => b"chunked".to_vec(),
+            None => response_coding(buf, &head, framing),
+        });
+        let weak_etag = compressing.and_then(|_| compress::weak_etag(buf, &head));
         let length_only = matches!(framing, BodyFraming::ContentLength(_) | BodyFraming::None);
         // A stopping process ends kept-alive connections after their answer, as HAProxy
         // does (configuration.txt `close-spread-time`).
@@ -1492,11 +1544,24 @@ where
         if framing != BodyFraming::None {
             // Bodiless responses (HEAD, 304) keep their Content-Length: it describes the
             // resource, not this message.
-            remove = &["content-length", "transfer-encoding"];
-            if let BodyFraming::ContentLength(n) = framing {
-                add.push("Content-Length", length.of(n));
-            } else if let Some(te) = &framing_header {
+            remove = if weak_etag.is_some() {
+                &["content-length", "transfer-encoding", "etag"]
+            } else {
+                &["content-length", "transfer-encoding"]
+            };
+            if let Some(te) = &framing_header {
                 add.push("Transfer-Encoding", te);
+            } else if let BodyFraming::ContentLength(n) = framing {
+                add.push("Content-Length", length.of(n));
+            }
+        }
+        if let Some(algo) = compressing {
+            if let Some(coding) = algo.content_encoding() {
+                add.push("Content-Encoding", coding.as_bytes());
+            }
+            add.push("Vary", b"Accept-Encoding");
+            if let Some(etag) = &weak_etag {
+                add.push("ETag", etag);
             }
         }
         if upgrading {
@@ -1573,6 +1638,13 @@ where
         }
         let sent = if let Some(length) = inline_body {
             length
+        } else if let Some(algo) = compressing {
+            compress_response_body(ctx, &mut input, server, client, framing, algo, s)
+                .await
+                .map_err(|failure| match failure {
+                    ResponseFailure::Broken(cause, _) => ResponseFailure::Broken(cause, sent_heads),
+                    other => other,
+                })?
         } else {
             let pipe = body_pipe(ctx, Side::Response, framing, out_framing);
             forward_response_body(&mut input, server, client, (framing, out_framing), pipe, s)
@@ -1667,15 +1739,65 @@ where
             .await
         }
     };
-    moved.map_err(|e| {
-        let cause = match e {
-            BodyError::ReadTimeout => Cause::ServerTimeout,
-            BodyError::WriteTimeout => Cause::ClientTimeout,
-            BodyError::WriteIo(_) => Cause::ClientAbort,
-            _ => Cause::ServerAbort,
-        };
-        ResponseFailure::Broken(cause, 0)
-    })
+    moved.map_err(|e| ResponseFailure::Broken(body_failure_cause(&e), 0))
+}
+
+/// Relays a response body compressed with `algo`, as chunks, and counts it in the
+/// statistics; the compressed bytes sent.
+async fn compress_response_body<R, W>(
+    ctx: &Context<'_>,
+    input: &mut InBuf,
+    server: &mut R,
+    client: &mut W,
+    framing: BodyFraming,
+    algo: Algo,
+    s: &HttpSettings<'_>,
+) -> Result<u64, ResponseFailure>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let timeouts = BodyTimeouts {
+        read: s.server,
+        write: s.client,
+    };
+    let mut compressing = Compressing::new(client, algo);
+    let spec = BodySpec {
+        framing,
+        // The decoded payload goes into the compressor, which frames its output.
+        out: OutFraming::Raw,
+        timeouts,
+        limits: &s.response_limits,
+        side: Side::Response,
+    };
+    body::forward_body(input, server, &mut compressing, spec)
+        .await
+        .map_err(|e| ResponseFailure::Broken(body_failure_cause(&e), 0))?;
+    let finish = compressing.finish();
+    let ended = match s.client {
+        Some(limit) => clock::timeout(limit, finish)
+            .await
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+        None => finish.await,
+    };
+    let (consumed, produced) = ended.map_err(|_| ResponseFailure::Broken(Cause::ClientAbort, 0))?;
+    for stats in [&ctx.frontend.stats, &ctx.backend.stats] {
+        let [bytes_in, bytes_out, responses] = &stats.compressed;
+        bytes_in.add(consumed);
+        bytes_out.add(produced);
+        responses.incr();
+    }
+    Ok(produced)
+}
+
+/// Who a broken response body transfer is put down to.
+fn body_failure_cause(e: &BodyError) -> Cause {
+    match e {
+        BodyError::ReadTimeout => Cause::ServerTimeout,
+        BodyError::WriteTimeout => Cause::ClientTimeout,
+        BodyError::WriteIo(_) => Cause::ClientAbort,
+        _ => Cause::ServerAbort,
+    }
 }
 
 /// The Transfer-Encoding announced to a client that gets the body re-chunked: the server's

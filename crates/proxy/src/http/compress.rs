@@ -1,0 +1,486 @@
+//! HTTP response compression (`compression algo|type|offload`, configuration.txt §4.2), as
+//! HAProxy 2.6 does it.
+//!
+//! The request decides whether its answer may be compressed, and with what: an HTTP/1.1
+//! client, not an old Mozilla/4 one, that lists one of the configured codings in
+//! `Accept-Encoding` with a non-zero weight ([`negotiate`]). The response then decides
+//! whether it is worth it ([`compressible`]): a 200 to 203 with a body of known framing, of a
+//! configured media type, not already encoded, not marked `no-transform`. Its head loses its
+//! length, gains `Transfer-Encoding: chunked`, `Content-Encoding` and `Vary: Accept-Encoding`,
+//! and a strong `ETag` becomes weak ([`weak_etag`]); its body goes through [`Compressing`],
+//! which compresses each piece the body relay writes, flushed at once so a streamed answer
+//! is not held back, and frames the result as chunks.
+
+use flate2::Compression;
+use flate2::write::{DeflateEncoder, GzEncoder, ZlibEncoder};
+use sluice_config::compression::Algo;
+use sluice_http::chunked;
+use sluice_http::framing::BodyFraming;
+use sluice_http::head::{MessageHead, RequestHead, ResponseHead, Version};
+use std::io::{self, Write};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tokio::io::AsyncWrite;
+
+/// HAProxy's default level (`tune.comp.maxlevel` 1): the fastest, which matters more in a
+/// proxy than the last percent of size.
+const LEVEL: u32 = 1;
+
+/// The configured algorithm the request's client takes best, if its answer may be
+/// compressed at all. `identity`, when configured, applies whatever the client says.
+pub fn negotiate(buf: &[u8], head: &RequestHead, algos: &[Algo]) -> Option<Algo> {
+    if algos.is_empty() || head.version != Version::Http11 || old_mozilla(buf, head) {
+        return None;
+    }
+    let mut best: Option<(Algo, f32)> = None;
+    for value in head.header_values(buf, "accept-encoding") {
+        for element in value.split(|&b| b == b',') {
+            let mut parts = element.split(|&b| b == b';');
+            let coding = parts.next().unwrap_or_default().trim_ascii();
+            let weight = parts
+                .filter_map(|p| p.trim_ascii().strip_prefix(b"q="))
+                .find_map(|q| std::str::from_utf8(q).ok()?.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            if weight <= 0.0 || best.is_some_and(|(_, w)| w >= weight) {
+                continue;
+            }
+            let found = if coding == b"*" {
+                algos.first().copied()
+            } else {
+                algos
+                    .iter()
+                    .copied()
+                    .find(|a| a.token().as_bytes().eq_ignore_ascii_case(coding))
+            };
+            if let Some(algo) = found {
+                best = Some((algo, weight));
+            }
+        }
+    }
+    best.map(|(algo, _)| algo)
+        .or_else(|| algos.contains(&Algo::Identity).then_some(Algo::Identity))
+}
+
+/// Netscape 4 and the Internet Explorers before 6 with XP SP2 announce gzip and cannot read
+/// it: HAProxy does not compress for a `User-Agent` starting with `Mozilla/4` unless it names
+/// `MSIE 7` or later (one digit, as HAProxy reads it) or `MSIE 6` with `SV1`.
+fn old_mozilla(buf: &[u8], head: &RequestHead) -> bool {
+    let Some(agent) = head.header_values(buf, "user-agent").next() else {
+        return false;
+    };
+    if !agent.starts_with(b"Mozilla/4") {
+        return false;
+    }
+    let Some(at) = agent.windows(5).position(|w| w == b"MSIE ") else {
+        return true;
+    };
+    match agent.get(at + 5) {
+        Some(b'7'..=b'9') => false,
+        Some(b'6') => !agent.windows(3).any(|w| w == b"SV1"),
+        _ => true,
+    }
+}
+
+/// Whether a response the client may get compressed is one to compress (`types`: the
+/// configured media types, any when empty).
+pub fn compressible(
+    buf: &[u8],
+    head: &ResponseHead,
+    framing: BodyFraming,
+    types: &[String],
+) -> bool {
+    let body = match framing {
+        BodyFraming::ContentLength(n) => n > 0,
+        BodyFraming::Chunked => true,
+        BodyFraming::None | BodyFraming::UntilClose => false,
+    };
+    if !body || !(200..=203).contains(&head.status) || head.has_header(buf, "content-encoding") {
+        return false;
+    }
+    let no_transform = head.header_values(buf, "cache-control").any(|v| {
+        v.split(|&b| b == b',')
+            .any(|d| d.trim_ascii().eq_ignore_ascii_case(b"no-transform"))
+    });
+    if no_transform {
+        return false;
+    }
+    let mut etags = head.header_values(buf, "etag");
+    if let Some(etag) = etags.next()
+        && (etags.next().is_some() || !valid_etag(etag))
+    {
+        return false;
+    }
+    match head.header_values(buf, "content-type").next() {
+        Some(ctype) => {
+            let starts = |prefix: &[u8]| {
+                ctype.len() >= prefix.len() && ctype[..prefix.len()].eq_ignore_ascii_case(prefix)
+            };
+            !starts(b"multipart")
+                && (types.is_empty() || types.iter().any(|t| starts(t.as_bytes())))
+        }
+        None => types.is_empty(),
+    }
+}
+
+/// `"tag"` or `W/"tag"`.
+fn valid_etag(value: &[u8]) -> bool {
+    let tag = value.strip_prefix(b"W/").unwrap_or(value);
+    tag.len() >= 2 && tag.starts_with(b"\"") && tag.ends_with(b"\"")
+}
+
+/// The weak form of the response's `ETag`, when it has a strong one: a compressed body is
+/// not the byte-for-byte representation the tag named.
+pub fn weak_etag(buf: &[u8], head: &ResponseHead) -> Option<Vec<u8>> {
+    let etag = head.header_values(buf, "etag").next()?;
+    (!etag.starts_with(b"W/")).then(|| [&b"W/"[..], etag].concat())
+}
+
+/// One of flate2's encoders, writing into a vector the compressed bytes are taken from.
+enum Encoder {
+    Identity(Vec<u8>),
+    Gzip(GzEncoder<Vec<u8>>),
+    Zlib(ZlibEncoder<Vec<u8>>),
+    Raw(DeflateEncoder<Vec<u8>>),
+}
+
+impl Encoder {
+    fn new(algo: Algo) -> Self {
+        let level = Compression::new(LEVEL);
+        match algo {
+            Algo::Identity => Encoder::Identity(Vec::new()),
+            Algo::Gzip => Encoder::Gzip(GzEncoder::new(Vec::new(), level)),
+            Algo::Deflate => Encoder::Zlib(ZlibEncoder::new(Vec::new(), level)),
+            Algo::RawDeflate => Encoder::Raw(DeflateEncoder::new(Vec::new(), level)),
+        }
+    }
+
+    /// Compresses `data` and flushes (a sync flush: what came so far can be decoded), so
+    /// the bytes ready are all of `data`'s.
+    fn push(&mut self, data: &[u8]) -> io::Result<()> {
+        match self {
+            Encoder::Identity(out) => {
+                out.extend_from_slice(data);
+                Ok(())
+            }
+            Encoder::Gzip(e) => e.write_all(data).and_then(|()| e.flush()),
+            Encoder::Zlib(e) => e.write_all(data).and_then(|()| e.flush()),
+            Encoder::Raw(e) => e.write_all(data).and_then(|()| e.flush()),
+        }
+    }
+
+    /// Ends the stream (its trailer: gzip's CRC and length, zlib's checksum).
+    fn finish(&mut self) -> io::Result<()> {
+        match self {
+            Encoder::Identity(_) => Ok(()),
+            Encoder::Gzip(e) => e.try_finish(),
+            Encoder::Zlib(e) => e.try_finish(),
+            Encoder::Raw(e) => e.try_finish(),
+        }
+    }
+
+    /// The compressed bytes produced so far and not yet taken.
+    fn ready(&mut self) -> &mut Vec<u8> {
+        match self {
+            Encoder::Identity(out) => out,
+            Encoder::Gzip(e) => e.get_mut(),
+            Encoder::Zlib(e) => e.get_mut(),
+            Encoder::Raw(e) => e.get_mut(),
+        }
+    }
+}
+
+/// A writer that compresses what is written to it and writes the result to `inner` as
+/// chunks; [`Compressing::finish`] ends the stream and the chunked body.
+///
+/// A write is taken whole once the chunks of the one before have left, so a client that
+/// reads slowly slows the relay down as a plain copy would.
+pub struct Compressing<'w, W> {
+    inner: &'w mut W,
+    encoder: Encoder,
+    /// Framed chunks waiting to be written to `inner`, and how much of them was.
+    framed: Vec<u8>,
+    sent: usize,
+    /// Bytes taken in and compressed bytes put out (`comp_in`, `comp_out`).
+    consumed: u64,
+    produced: u64,
+}
+
+impl<'w, W: AsyncWrite + Unpin> Compressing<'w, W> {
+    /// Compresses with `algo` into `inner`.
+    pub fn new(inner: &'w mut W, algo: Algo) -> Self {
+        Compressing {
+            inner,
+            encoder: Encoder::new(algo),
+            framed: Vec::new(),
+            sent: 0,
+            consumed: 0,
+            produced: 0,
+        }
+    }
+
+    /// Frames the encoder's output as a chunk after those waiting.
+    fn frame_ready(&mut self) {
+        let ready = self.encoder.ready();
+        if ready.is_empty() {
+            return;
+        }
+        chunked::write_chunk_header(ready.len(), &mut self.framed);
+        self.framed.extend_from_slice(ready);
+        self.framed.extend_from_slice(b"\r\n");
+        self.produced += ready.len() as u64;
+        ready.clear();
+    }
+
+    /// Writes the waiting chunks.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.framed.len() {
+            let n = ready!(Pin::new(&mut *self.inner).poll_write(cx, &self.framed[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.framed.clear();
+        self.sent = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Ends the compressed stream and the chunked body, and writes what is left; the bytes
+    /// taken in and the compressed bytes sent.
+    pub async fn finish(mut self) -> io::Result<(u64, u64)> {
+        self.encoder.finish()?;
+        self.frame_ready();
+        chunked::write_last_chunk(&mut self.framed);
+        std::future::poll_fn(|cx| self.poll_send(cx)).await?;
+        Ok((self.consumed, self.produced))
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Compressing<'_, W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        ready!(this.poll_send(cx))?;
+        this.encoder.push(data)?;
+        this.consumed += data.len() as u64;
+        this.frame_ready();
+        // Sent now if the client takes it; otherwise before the next piece is taken.
+        if let Poll::Ready(Err(err)) = this.poll_send(cx) {
+            return Poll::Ready(Err(err));
+        }
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut *this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut *this.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use sluice_http::head::{Limits, Parse, parse_request, parse_response};
+    use std::io::Read;
+    use tokio::io::AsyncWriteExt;
+
+    fn request(text: &str) -> (Vec<u8>, RequestHead) {
+        let buf = text.as_bytes().to_vec();
+        let Ok(Parse::Complete(head)) = parse_request(&buf, &Limits::default()) else {
+            panic!("bad request")
+        };
+        (buf, head)
+    }
+
+    fn choose(fields: &str, algos: &[Algo]) -> Option<Algo> {
+        let (buf, head) = request(&format!("GET / HTTP/1.1\r\nHost: a\r\n{fields}\r\n"));
+        negotiate(&buf, &head, algos)
+    }
+
+    #[test]
+    fn the_best_weighted_configured_coding_is_chosen() {
+        use Algo::*;
+        let ae = |v: &str| format!("Accept-Encoding: {v}\r\n");
+        assert_eq!(choose(&ae("gzip"), &[Gzip]), Some(Gzip));
+        assert_eq!(choose(&ae("GZIP"), &[Gzip]), Some(Gzip));
+        assert_eq!(choose(&ae("gzip;q=0"), &[Gzip]), None);
+        assert_eq!(choose(&ae("deflate, gzip;q=0.5"), &[Gzip]), Some(Gzip));
+        assert_eq!(
+            choose(&ae("gzip;q=0.5, deflate"), &[Gzip, RawDeflate]),
+            Some(RawDeflate)
+        );
+        assert_eq!(choose(&ae("*"), &[Deflate, Gzip]), Some(Deflate));
+        assert_eq!(choose(&ae("br"), &[Gzip]), None);
+        assert_eq!(choose("", &[Gzip]), None);
+        // Several fields count as one list.
+        assert_eq!(choose(&(ae("br") + &ae("gzip")), &[Gzip]), Some(Gzip));
+        // identity applies whatever the client says.
+        assert_eq!(choose(&ae("br"), &[Gzip, Identity]), Some(Identity));
+        assert_eq!(choose("", &[Identity]), Some(Identity));
+    }
+
+    #[test]
+    fn old_clients_get_nothing_compressed() {
+        let with_agent = |agent: &str| {
+            choose(
+                &format!("Accept-Encoding: gzip\r\nUser-Agent: {agent}\r\n"),
+                &[Algo::Gzip],
+            )
+        };
+        assert_eq!(
+            with_agent("Mozilla/4.0 (compatible; MSIE 7.0)"),
+            Some(Algo::Gzip)
+        );
+        assert_eq!(
+            with_agent("Mozilla/4.0 (compatible; MSIE 6.0; SV1)"),
+            Some(Algo::Gzip)
+        );
+        assert_eq!(with_agent("Mozilla/4.0 (compatible; MSIE 6.0)"), None);
+        // One digit, as HAProxy reads it.
+        assert_eq!(with_agent("Mozilla/4.0 (compatible; MSIE 10.0)"), None);
+        assert_eq!(with_agent("Mozilla/4.0"), None);
+        assert_eq!(with_agent("Mozilla/5.0"), Some(Algo::Gzip));
+        let (buf, head) = request("GET / HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n");
+        assert_eq!(negotiate(&buf, &head, &[Algo::Gzip]), None, "HTTP/1.0");
+    }
+
+    fn response(fields: &str) -> (Vec<u8>, ResponseHead) {
+        let buf = format!("HTTP/1.1 200 OK\r\n{fields}\r\n").into_bytes();
+        let Ok(Parse::Complete(head)) = parse_response(&buf, &Limits::default()) else {
+            panic!("bad response")
+        };
+        (buf, head)
+    }
+
+    #[test]
+    fn only_eligible_responses_are_compressed() {
+        let types = ["text/html".to_owned(), "text/plain".to_owned()];
+        let ok = |fields: &str, framing| {
+            let (buf, head) = response(fields);
+            compressible(&buf, &head, framing, &types)
+        };
+        let cl = BodyFraming::ContentLength(10);
+        assert!(ok("Content-Type: text/html; charset=utf-8\r\n", cl));
+        assert!(ok("Content-Type: text/plain\r\n", BodyFraming::Chunked));
+        assert!(!ok("Content-Type: application/json\r\n", cl));
+        assert!(!ok(
+            "Content-Type: text/plain\r\n",
+            BodyFraming::ContentLength(0)
+        ));
+        assert!(!ok("Content-Type: text/plain\r\n", BodyFraming::UntilClose));
+        assert!(!ok(
+            "Content-Type: text/plain\r\nContent-Encoding: br\r\n",
+            cl
+        ));
+        assert!(!ok(
+            "Content-Type: text/plain\r\nCache-Control: public, no-transform\r\n",
+            cl
+        ));
+        assert!(!ok(
+            "Content-Type: text/plain\r\nETag: \"a\"\r\nETag: \"b\"\r\n",
+            cl
+        ));
+        assert!(!ok("Content-Type: text/plain\r\nETag: a\r\n", cl));
+        assert!(ok("Content-Type: text/plain\r\nETag: W/\"a\"\r\n", cl));
+        assert!(!ok("", cl), "no type, some configured");
+        let (buf, head) = response("Content-Type: multipart/mixed\r\n");
+        assert!(!compressible(&buf, &head, cl, &[]));
+        let (buf, head) = response("");
+        assert!(
+            compressible(&buf, &head, cl, &[]),
+            "no type, none configured"
+        );
+        let buf = b"HTTP/1.1 404 Not Found\r\n\r\n";
+        let Ok(Parse::Complete(head)) = parse_response(buf, &Limits::default()) else {
+            panic!()
+        };
+        assert!(!compressible(buf, &head, cl, &[]));
+    }
+
+    #[test]
+    fn a_strong_etag_turns_weak() {
+        let (buf, head) = response("ETag: \"v1\"\r\n");
+        assert_eq!(weak_etag(&buf, &head).as_deref(), Some(&b"W/\"v1\""[..]));
+        let (buf, head) = response("ETag: W/\"v1\"\r\n");
+        assert_eq!(weak_etag(&buf, &head), None);
+    }
+
+    /// The chunks of a chunked body, joined.
+    fn dechunk(mut body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let line_end = body.windows(2).position(|w| w == b"\r\n").unwrap();
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&body[..line_end]).unwrap(), 16).unwrap();
+            body = &body[line_end + 2..];
+            if size == 0 {
+                assert_eq!(body, b"\r\n", "the body ends with its last chunk");
+                return out;
+            }
+            out.extend_from_slice(&body[..size]);
+            assert_eq!(&body[size..size + 2], b"\r\n");
+            body = &body[size + 2..];
+        }
+    }
+
+    #[tokio::test]
+    async fn every_algorithm_round_trips_and_each_write_is_sent_decodable() {
+        let text: Vec<u8> = b"the quick brown fox jumps over the lazy dog "
+            .repeat(300)
+            .to_vec();
+        for algo in [Algo::Identity, Algo::Gzip, Algo::Deflate, Algo::RawDeflate] {
+            let mut wire = Vec::new();
+            let mut writer = Compressing::new(&mut wire, algo);
+            writer.write_all(&text[..5000]).await.unwrap();
+            writer.write_all(&text[5000..]).await.unwrap();
+            let (consumed, produced) = writer.finish().await.unwrap();
+            assert_eq!(consumed, text.len() as u64);
+            let compressed = dechunk(&wire);
+            assert_eq!(produced, compressed.len() as u64);
+            let mut plain = Vec::new();
+            match algo {
+                Algo::Identity => plain = compressed.clone(),
+                Algo::Gzip => {
+                    flate2::read::GzDecoder::new(&compressed[..])
+                        .read_to_end(&mut plain)
+                        .unwrap();
+                }
+                Algo::Deflate => {
+                    flate2::read::ZlibDecoder::new(&compressed[..])
+                        .read_to_end(&mut plain)
+                        .unwrap();
+                }
+                Algo::RawDeflate => {
+                    flate2::read::DeflateDecoder::new(&compressed[..])
+                        .read_to_end(&mut plain)
+                        .unwrap();
+                }
+            }
+            assert!(plain == text, "{algo:?}");
+            if algo != Algo::Identity {
+                assert!(compressed.len() < text.len() / 10, "{algo:?}: compressed");
+            }
+        }
+        // A piece written is on the wire, decodable, before the stream ends.
+        let mut wire = Vec::new();
+        let mut writer = Compressing::new(&mut wire, Algo::RawDeflate);
+        writer.write_all(b"streamed").await.unwrap();
+        drop(writer);
+        let line_end = wire.windows(2).position(|w| w == b"\r\n").unwrap();
+        let mut partial = Vec::new();
+        let _ = flate2::read::DeflateDecoder::new(&wire[line_end + 2..wire.len() - 2])
+            .read_to_end(&mut partial);
+        assert_eq!(partial, b"streamed");
+    }
+}
