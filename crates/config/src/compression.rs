@@ -79,6 +79,10 @@ pub(crate) fn parse_line(
             let d = Directive::new(line, 2);
             // Compression is the only filter Sluice has: declaring it changes nothing.
             match line.words.get(1).map(String::as_str) {
+                // configuration.txt: `filter` has no place in a `defaults` section.
+                Some("compression") if kind == SectionKind::Defaults => {
+                    diags.push(d.alert("not allowed in a 'defaults' section"));
+                }
                 Some("compression") => {
                     d.no_more_than(2, diags);
                 }
@@ -185,6 +189,7 @@ mod tests {
                 "compression minsize-res 100",
                 "compression offload",
                 "filter trace",
+                "filter compression",
             ],
         );
         assert!(!conf.offload);
@@ -193,5 +198,9 @@ mod tests {
         assert!(text.contains("compression minsize-res"), "{text}");
         assert!(text.contains("ignored in a 'defaults' section"), "{text}");
         assert!(text.contains("filter trace"), "{text}");
+        assert!(
+            text.contains("not allowed in a 'defaults' section"),
+            "{text}"
+        );
     }
 }

@@ -252,7 +252,11 @@ impl Stream {
             Stream::Unix(_) => return Ok(()),
         };
         match socket.local_addr()?.as_socket() {
-            Some(std::net::SocketAddr::V6(_)) => socket.set_unicast_hops_v6(1)?,
+            Some(std::net::SocketAddr::V6(_)) => {
+                socket.set_unicast_hops_v6(1)?;
+                // An IPv4 client of a dual-stack socket: its packets take the IPv4 TTL.
+                let _ = socket.set_ttl(1);
+            }
             _ => socket.set_ttl(1)?,
         }
         socket.set_linger(Some(Duration::ZERO))

@@ -270,8 +270,8 @@ fn session(
                 Stage::Connection,
                 &mut 0,
             );
-            if refuses(verdict, &client) {
-                held.frontend.denied_connections.incr();
+            if let Some(refusal) = refusal(verdict, &client) {
+                refusal.count(&held.frontend, &held.frontend.denied_connections);
                 return;
             }
         }
@@ -297,8 +297,8 @@ fn session(
         if !session_rules.is_empty() {
             let view = held.scope().view(None, None);
             let verdict = run_tcp_rules(&view, &held.vars, session_rules, Stage::Session, &mut 0);
-            if refuses(verdict, &client) {
-                held.frontend.denied_sessions.incr();
+            if let Some(refusal) = refusal(verdict, &client) {
+                refusal.count(&held.frontend, &held.frontend.denied_sessions);
                 return;
             }
         }
@@ -310,17 +310,34 @@ fn session(
     }
 }
 
-/// Whether a `tcp-request connection|session` verdict ends the connection; a `silent-drop`
-/// one also arranges for its close to go unnoticed by the client.
-fn refuses(verdict: Option<TcpVerdict>, client: &Stream) -> bool {
+/// How a `tcp-request connection|session` rule ended the connection.
+enum Refusal {
+    Reject,
+    SilentDrop,
+}
+
+impl Refusal {
+    /// Counts it: a `reject` on the stage's own counter (`dcon`, `dses`), a `silent-drop` as
+    /// a denied request (`dreq`), as HAProxy counts them.
+    fn count(self, frontend: &Frontend, stage: &sluice_runtime::counters::Counter) {
+        match self {
+            Refusal::Reject => stage.incr(),
+            Refusal::SilentDrop => frontend.denied_requests.incr(),
+        }
+    }
+}
+
+/// Whether a `tcp-request connection|session` verdict ends the connection, and how; a
+/// `silent-drop` also arranges for its close to go unnoticed by the client.
+fn refusal(verdict: Option<TcpVerdict>, client: &Stream) -> Option<Refusal> {
     match verdict {
-        Some(TcpVerdict::Reject) => true,
+        Some(TcpVerdict::Reject) => Some(Refusal::Reject),
         Some(TcpVerdict::SilentDrop) => {
             // Should the socket refuse the options, it still closes, only less quietly.
             let _ = client.abort_silently();
-            true
+            Some(Refusal::SilentDrop)
         }
-        Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => false,
+        Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => None,
     }
 }
 

@@ -42,6 +42,8 @@ pub enum Inspection<'a> {
     SwitchHttp,
     /// Close the connection (`reject`).
     Reject,
+    /// The connection was dropped without a word (`silent-drop`).
+    Dropped,
     /// No `use_backend` rule applied and there is no default backend.
     NoBackend,
 }
@@ -87,7 +89,7 @@ pub async fn inspect<'a>(
             Some(TcpVerdict::SilentDrop) => {
                 // Should the socket refuse the options, it still closes, only less quietly.
                 let _ = client.abort_silently();
-                return Inspection::Reject;
+                return Inspection::Dropped;
             }
             Some(TcpVerdict::SwitchHttp) => return Inspection::SwitchHttp,
             Some(TcpVerdict::Accept) => break,

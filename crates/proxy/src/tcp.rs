@@ -37,6 +37,11 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             frontend.denied_connections.incr();
             return None;
         }
+        // HAProxy counts a `silent-drop` as a denied request.
+        Inspection::Dropped => {
+            frontend.denied_requests.incr();
+            return None;
+        }
         Inspection::NoBackend => {
             frontend.failed.incr();
             return None;

@@ -870,3 +870,65 @@ fn large_bodies_are_compressed_whole_and_the_connection_goes_on() {
         assert!(plain == text, "{path}: the body came whole");
     }
 }
+
+#[test]
+fn a_compressed_answer_streams_each_piece_as_the_server_sends_it() {
+    let (go_on, wait) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    let backend = Backend::start(move |s| {
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        read_message(&mut reader).unwrap();
+        let mut s = s;
+        s.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n\
+              b\r\nfirst piece\r\n",
+        )
+        .unwrap();
+        // The rest only once the client has seen the first piece.
+        wait.lock().unwrap().recv().unwrap();
+        s.write_all(b"6\r\n, more\r\n0\r\n\r\n").unwrap();
+    });
+    let (_p, addr) = proxy(backend.addr(), "    compression algo gzip");
+    let mut client = connect(addr);
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: h\r\nAccept-Encoding: gzip\r\n\r\n")
+        .unwrap();
+    client.set_read_timeout(Some(GENEROUS)).unwrap();
+    // Reads until the body's chunks so far decode to the first piece.
+    let mut received = Vec::new();
+    // Room for the first piece (decompress_vec fills the spare capacity).
+    let mut plain = Vec::with_capacity(64);
+    let mut chunk = [0u8; 4096];
+    while plain != b"first piece" {
+        let n = client
+            .read(&mut chunk)
+            .expect("the first piece came before the rest");
+        assert!(n > 0, "closed early");
+        received.extend_from_slice(&chunk[..n]);
+        let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let mut body = &received[at + 4..];
+        let mut compressed = Vec::new();
+        // The whole chunks received so far.
+        while let Some(end) = body.windows(2).position(|w| w == b"\r\n") {
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&body[..end]).unwrap(), 16).unwrap();
+            if body.len() < end + 2 + size + 2 {
+                break;
+            }
+            compressed.extend_from_slice(&body[end + 2..end + 2 + size]);
+            body = &body[end + 2 + size + 2..];
+        }
+        // gzip: a 10-byte header, then deflate data.
+        if compressed.len() > 10 {
+            plain.clear();
+            let _ = flate2::Decompress::new(false).decompress_vec(
+                &compressed[10..],
+                &mut plain,
+                flate2::FlushDecompress::Sync,
+            );
+        }
+    }
+    go_on.send(()).unwrap();
+}

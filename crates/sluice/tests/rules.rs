@@ -725,6 +725,14 @@ backend app
             matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
             "tcp-request {stage} ({defaults}): {read:?}"
         );
+        // HAProxy counts a drop as a denied request (`dreq`, the 11th field), whatever the
+        // stage, and not as a denied connection or session.
+        let stat = p.cli("show stat");
+        let row = stat
+            .lines()
+            .find(|l| l.starts_with("fe,FRONTEND,"))
+            .unwrap();
+        assert_eq!(row.split(',').nth(10), Some("1"), "{stage}: {row}");
         drop(p);
     }
     assert!(

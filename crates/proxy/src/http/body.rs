@@ -335,16 +335,22 @@ async fn write_piece<W: AsyncWrite + Unpin + ?Sized>(
     }
 }
 
-/// Writes all of `data`, giving up if that takes longer than `limit`.
+/// Writes all of `data` and flushes it, giving up if that takes longer than `limit`. On a
+/// socket the flush is nothing; a writer that transforms the data (a compressor, which may
+/// hold its output back while the client is slow) sends it there, so a body streamed in
+/// pieces reaches the client piece by piece.
 pub async fn write<W: AsyncWrite + Unpin + ?Sized>(
     output: &mut W,
     data: &[u8],
     limit: Option<Duration>,
 ) -> Result<(), BodyError> {
-    within(limit, output.write_all(data))
-        .await
-        .ok_or(BodyError::WriteTimeout)?
-        .map_err(BodyError::WriteIo)
+    within(limit, async {
+        output.write_all(data).await?;
+        output.flush().await
+    })
+    .await
+    .ok_or(BodyError::WriteTimeout)?
+    .map_err(BodyError::WriteIo)
 }
 
 #[cfg(test)]

@@ -5,11 +5,17 @@
 //! client, not an old Mozilla/4 one, that lists one of the configured codings in
 //! `Accept-Encoding` with a non-zero weight ([`negotiate`]). The response then decides
 //! whether it is worth it ([`compressible`]): a 200 to 203 with a body of known framing, of a
-//! configured media type, not already encoded, not marked `no-transform`. Its head loses its
+//! configured media type, not already encoded nor transfer-coded otherwise than chunked, not
+//! marked `no-transform`, from an HTTP/1.1 server. Its head loses its
 //! length, gains `Transfer-Encoding: chunked`, `Content-Encoding` and `Vary: Accept-Encoding`,
 //! and a strong `ETag` becomes weak ([`weak_etag`]); its body goes through [`Compressing`],
 //! which compresses each piece the body relay writes, flushed at once so a streamed answer
-//! is not held back, and frames the result as chunks.
+//! is not held back, and frames the result as chunks. A chunked response's trailers are
+//! dropped.
+//!
+//! As in HAProxy, whose list of algorithms is built by adding each at its head, the last
+//! configured algorithm comes first: `*` takes it, and of `deflate` and `raw-deflate` (both
+//! asked for as `deflate`) the later one applies.
 
 use flate2::Compression;
 use flate2::write::{DeflateEncoder, GzEncoder, ZlibEncoder};
@@ -45,10 +51,11 @@ pub fn negotiate(buf: &[u8], head: &RequestHead, algos: &[Algo]) -> Option<Algo>
                 continue;
             }
             let found = if coding == b"*" {
-                algos.first().copied()
+                algos.last().copied()
             } else {
                 algos
                     .iter()
+                    .rev()
                     .copied()
                     .find(|a| a.token().as_bytes().eq_ignore_ascii_case(coding))
             };
@@ -94,7 +101,19 @@ pub fn compressible(
         BodyFraming::Chunked => true,
         BodyFraming::None | BodyFraming::UntilClose => false,
     };
-    if !body || !(200..=203).contains(&head.status) || head.has_header(buf, "content-encoding") {
+    if !body
+        || head.version != Version::Http11
+        || !(200..=203).contains(&head.status)
+        || head.has_header(buf, "content-encoding")
+    {
+        return false;
+    }
+    // A coding before `chunked` (`gzip, chunked`) is the server's: the body passes unchanged.
+    let other_coding = head.header_values(buf, "transfer-encoding").any(|v| {
+        v.split(|&b| b == b',')
+            .any(|c| !c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+    });
+    if other_coding {
         return false;
     }
     let no_transform = head.header_values(buf, "cache-control").any(|v| {
@@ -280,6 +299,8 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Compressing<'_, W> {
         Pin::new(&mut *this.inner).poll_flush(cx)
     }
 
+    /// Sends what waits and shuts `inner` down, without ending the compressed stream: only
+    /// [`Compressing::finish`] does.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         ready!(this.poll_send(cx))?;
@@ -320,7 +341,13 @@ mod tests {
             choose(&ae("gzip;q=0.5, deflate"), &[Gzip, RawDeflate]),
             Some(RawDeflate)
         );
-        assert_eq!(choose(&ae("*"), &[Deflate, Gzip]), Some(Deflate));
+        // The last configured comes first, as in HAProxy; equal weights: the client's order.
+        assert_eq!(choose(&ae("*"), &[Gzip, Deflate]), Some(Deflate));
+        assert_eq!(
+            choose(&ae("deflate"), &[Deflate, RawDeflate]),
+            Some(RawDeflate)
+        );
+        assert_eq!(choose(&ae("gzip, deflate"), &[Gzip, Deflate]), Some(Gzip));
         assert_eq!(choose(&ae("br"), &[Gzip]), None);
         assert_eq!(choose("", &[Gzip]), None);
         // Several fields count as one list.
@@ -392,6 +419,11 @@ mod tests {
             cl
         ));
         assert!(!ok("Content-Type: text/plain\r\nETag: a\r\n", cl));
+        let coded = "Content-Type: text/plain\r\nTransfer-Encoding: gzip, chunked\r\n";
+        assert!(
+            !ok(coded, BodyFraming::Chunked),
+            "transfer-coded by the server"
+        );
         assert!(ok("Content-Type: text/plain\r\nETag: W/\"a\"\r\n", cl));
         assert!(!ok("", cl), "no type, some configured");
         let (buf, head) = response("Content-Type: multipart/mixed\r\n");
@@ -401,11 +433,13 @@ mod tests {
             compressible(&buf, &head, cl, &[]),
             "no type, none configured"
         );
-        let buf = b"HTTP/1.1 404 Not Found\r\n\r\n";
-        let Ok(Parse::Complete(head)) = parse_response(buf, &Limits::default()) else {
-            panic!()
-        };
-        assert!(!compressible(buf, &head, cl, &[]));
+        for status_line in ["HTTP/1.1 404 Not Found", "HTTP/1.0 200 OK"] {
+            let buf = format!("{status_line}\r\n\r\n").into_bytes();
+            let Ok(Parse::Complete(head)) = parse_response(&buf, &Limits::default()) else {
+                panic!()
+            };
+            assert!(!compressible(&buf, &head, cl, &[]), "{status_line}");
+        }
     }
 
     #[test]

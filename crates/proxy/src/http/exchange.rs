@@ -656,8 +656,9 @@ async fn exchange<'a>(
     let mut _server_session = SessionMark::open(&server.traffic);
     let mut key = pool_key(ctx, server);
 
-    // `compression offload`: the server is not asked for what the proxy will compress.
-    let offload = compress.is_some() && compression.offload;
+    // `compression offload`: the server is not asked for what the proxy will compress (a
+    // coding the client asked for; `identity` applies whatever it asked).
+    let offload = compression.offload && compress.is_some_and(|a| a.content_encoding().is_some());
     let mut request_head = encode_request(ctx, buf, &head, (framing, upgrade, offload), server);
     input.consume(head.head_len);
     // Response rules may read the request's method and version: keep the head we sent,
@@ -1777,7 +1778,7 @@ where
     let ended = match s.client {
         Some(limit) => clock::timeout(limit, finish)
             .await
-            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+            .map_err(|_| ResponseFailure::Broken(Cause::ClientTimeout, 0))?,
         None => finish.await,
     };
     let (consumed, produced) = ended.map_err(|_| ResponseFailure::Broken(Cause::ClientAbort, 0))?;

@@ -488,7 +488,11 @@ fn tcp_content<'a>(
     let view = scope.view(backend, Some((input.filled(), head)));
     match run_tcp_rules(&view, scope.vars, rules, Stage::Content, &mut 0) {
         Some(TcpVerdict::Reject) => Flow::Reject,
-        Some(TcpVerdict::SilentDrop) => Flow::Drop,
+        Some(TcpVerdict::SilentDrop) => {
+            // A denied request, as HAProxy counts a drop.
+            scope.frontend.denied_requests.incr();
+            Flow::Drop
+        }
         // Already HTTP: `switch-mode http` has nothing to switch.
         Some(TcpVerdict::Accept | TcpVerdict::Wait | TcpVerdict::SwitchHttp) | None => {
             Flow::Continue
