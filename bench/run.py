@@ -122,6 +122,11 @@ class Origin:
             f.write(b"x" * 64)
         with open(os.path.join(self.dir, "www", "big"), "wb") as f:
             f.write(os.urandom(10 * 1024 * 1024))
+        # The `compression` scenario's page: 64 KiB of table rows, text that compresses about
+        # as a generated HTML page does (each row differs).
+        with open(os.path.join(self.dir, "www", "page.html"), "wb") as f:
+            rows = (f"<tr><td>row {n}</td><td>{n * 7919 % 10007}</td></tr>\n" for n in range(5000))
+            f.write("".join(rows).encode()[:64 * 1024])
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
             f.write(f"""
@@ -173,6 +178,9 @@ def proxy_config(kind, mode, work, scenario=""):
     elif scenario == "idle-websocket":
         # The upgraded connections need a tunnel timeout longer than the run.
         extra = "    timeout tunnel 1h\n"
+    elif scenario == "compression":
+        # gzip at each proxy's default level (HAProxy 2.6 from Debian: libslz).
+        extra = "    compression algo gzip\n    compression type text/html\n"
     elif scenario == "rules" and kind != "nginx":
         with open(os.path.join(work, "routes.map"), "w") as f:
             f.writelines(f"/section{n}/ backend{n}\n" for n in range(200))
@@ -214,6 +222,7 @@ listen bench
     server {{
         listen 127.0.0.1:{PROXY_PORT} backlog=4096{' deferred' if bind_extra else ''};
         location / {{ proxy_pass http://origin; proxy_http_version 1.1; {connection} }}
+        {'gzip on; gzip_comp_level 1; gzip_types text/html; gzip_proxied any;' if scenario == 'compression' else ''}
     }}
 }}""")
     # Debian ships nginx's stream (TCP) proxy as a dynamic module (libnginx-mod-stream).
@@ -378,6 +387,7 @@ SCENARIOS = {
     "cpu-at-rate": ("http", "proxy CPU us per request at a fixed total rate over 50 kept-alive connections "
                             "(user part in the per-CPU column; lower is better)"),
     "rules": ("http", "req/s with 20 ACLs, rewrites and a map (nginx without rules)"),
+    "compression": ("http", "req/s of a 64 KiB HTML page, gzip at level 1 (HAProxy: libslz), 10 kept-alive connections"),
     "idle-memory": ("http", "MiB for N idle connections"),
     "idle-websocket": ("http", "MiB for N idle upgraded WebSocket connections"),
 }
@@ -398,6 +408,9 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             return (*fixed_rate_latency(max(seconds, LATENCY_SECONDS), latency_rate), None)
         elif scenario == "cpu-at-rate":
             return (*cpu_at_rate(proc.pid, seconds, cpu_rate), None)
+        elif scenario == "compression":
+            rate, _, requests = wrk("/page.html", seconds, 10, ("-H", "Accept-Encoding: gzip"))
+            value = rate
         elif scenario in ("http-close", "http-close-defer"):
             rate, _, requests = wrk("/small", seconds, 50, ("-H", "Connection: close"))
             value = rate

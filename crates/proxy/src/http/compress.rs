@@ -17,13 +17,13 @@
 //! configured algorithm comes first: `*` takes it, and of `deflate` and `raw-deflate` (both
 //! asked for as `deflate`) the later one applies.
 
-use flate2::Compression;
-use flate2::write::{DeflateEncoder, GzEncoder, ZlibEncoder};
+use crc32fast::Hasher as Crc;
+use flate2::{Compress, Compression, FlushCompress, Status};
 use sluice_config::compression::Algo;
 use sluice_http::chunked;
 use sluice_http::framing::BodyFraming;
 use sluice_http::head::{MessageHead, RequestHead, ResponseHead, Version};
-use std::io::{self, Write};
+use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::AsyncWrite;
@@ -154,56 +154,143 @@ pub fn weak_etag(buf: &[u8], head: &ResponseHead) -> Option<Vec<u8>> {
     (!etag.starts_with(b"W/")).then(|| [&b"W/"[..], etag].concat())
 }
 
-/// One of flate2's encoders, writing into a vector the compressed bytes are taken from.
-enum Encoder {
-    Identity(Vec<u8>),
-    Gzip(GzEncoder<Vec<u8>>),
-    Zlib(ZlibEncoder<Vec<u8>>),
-    Raw(DeflateEncoder<Vec<u8>>),
+/// How many idle deflate states a thread keeps for the next responses, of each kind (with
+/// and without the zlib wrapper). A state is about 300 kB: made anew for each response, its
+/// allocation and first touch (page faults, zeroing) cost more than compressing a 64 kB page.
+const SPARE_STATES: usize = 4;
+
+thread_local! {
+    /// Idle deflate states, reset, by kind: `[raw, zlib]`.
+    static SPARES: std::cell::RefCell<[Vec<Compress>; 2]> = const {
+        std::cell::RefCell::new([Vec::new(), Vec::new()])
+    };
+}
+
+/// A deflate state from the thread's spares, or a new one.
+fn take_state(zlib: bool) -> Compress {
+    SPARES
+        .with(|spares| spares.borrow_mut()[usize::from(zlib)].pop())
+        .unwrap_or_else(|| Compress::new(Compression::new(LEVEL), zlib))
+}
+
+/// Gives a state back to the thread's spares, reset, unless they are full.
+fn give_back_state(mut state: Compress, zlib: bool) {
+    SPARES.with(|spares| {
+        let mut spares = spares.borrow_mut();
+        let kind = &mut spares[usize::from(zlib)];
+        if kind.len() < SPARE_STATES {
+            state.reset();
+            kind.push(state);
+        }
+    });
+}
+
+/// gzip's header (RFC 1952 §2.3): deflate, no flags, no time, fastest, Unix.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 3];
+
+/// An algorithm's encoder, writing into `out`, from which the compressed bytes are taken.
+/// Deflate states come from the thread's spares and go back there when the encoder is
+/// dropped.
+struct Encoder {
+    /// `None` for identity.
+    deflate: Option<Compress>,
+    /// The zlib wrapper (`deflate`); without it, raw deflate (`raw-deflate`, and gzip's body).
+    zlib: bool,
+    /// gzip: the checksum of the data so far; its header and trailer are written here.
+    gzip: Option<Crc>,
+    /// Bytes taken in (gzip's trailer says how many, modulo 2^32).
+    taken: u64,
+    out: Vec<u8>,
 }
 
 impl Encoder {
     fn new(algo: Algo) -> Self {
-        let level = Compression::new(LEVEL);
-        match algo {
-            Algo::Identity => Encoder::Identity(Vec::new()),
-            Algo::Gzip => Encoder::Gzip(GzEncoder::new(Vec::new(), level)),
-            Algo::Deflate => Encoder::Zlib(ZlibEncoder::new(Vec::new(), level)),
-            Algo::RawDeflate => Encoder::Raw(DeflateEncoder::new(Vec::new(), level)),
+        let zlib = algo == Algo::Deflate;
+        let mut out = Vec::new();
+        let gzip = (algo == Algo::Gzip).then(|| {
+            out.extend_from_slice(&GZIP_HEADER);
+            Crc::new()
+        });
+        Encoder {
+            deflate: (algo != Algo::Identity).then(|| take_state(zlib)),
+            zlib,
+            gzip,
+            taken: 0,
+            out,
         }
     }
 
     /// Compresses `data` and flushes (a sync flush: what came so far can be decoded), so
     /// the bytes ready are all of `data`'s.
     fn push(&mut self, data: &[u8]) -> io::Result<()> {
-        match self {
-            Encoder::Identity(out) => {
-                out.extend_from_slice(data);
+        if let Some(crc) = &mut self.gzip {
+            crc.update(data);
+        }
+        self.taken += data.len() as u64;
+        match &mut self.deflate {
+            Some(state) => run(state, data, &mut self.out, FlushCompress::Sync),
+            None => {
+                self.out.extend_from_slice(data);
                 Ok(())
             }
-            Encoder::Gzip(e) => e.write_all(data).and_then(|()| e.flush()),
-            Encoder::Zlib(e) => e.write_all(data).and_then(|()| e.flush()),
-            Encoder::Raw(e) => e.write_all(data).and_then(|()| e.flush()),
         }
     }
 
     /// Ends the stream (its trailer: gzip's CRC and length, zlib's checksum).
     fn finish(&mut self) -> io::Result<()> {
-        match self {
-            Encoder::Identity(_) => Ok(()),
-            Encoder::Gzip(e) => e.try_finish(),
-            Encoder::Zlib(e) => e.try_finish(),
-            Encoder::Raw(e) => e.try_finish(),
+        if let Some(state) = &mut self.deflate {
+            run(state, &[], &mut self.out, FlushCompress::Finish)?;
         }
+        if let Some(crc) = &self.gzip {
+            self.out
+                .extend_from_slice(&crc.clone().finalize().to_le_bytes());
+            // ISIZE: the input's length modulo 2^32.
+            self.out
+                .extend_from_slice(&(self.taken as u32).to_le_bytes());
+        }
+        Ok(())
     }
 
     /// The compressed bytes produced so far and not yet taken.
     fn ready(&mut self) -> &mut Vec<u8> {
-        match self {
-            Encoder::Identity(out) => out,
-            Encoder::Gzip(e) => e.get_mut(),
-            Encoder::Zlib(e) => e.get_mut(),
-            Encoder::Raw(e) => e.get_mut(),
+        &mut self.out
+    }
+}
+
+impl Drop for Encoder {
+    fn drop(&mut self) {
+        if let Some(state) = self.deflate.take() {
+            give_back_state(state, self.zlib);
+        }
+    }
+}
+
+/// Deflates all of `input` into `out` with `flush`, growing `out` as needed.
+fn run(
+    state: &mut Compress,
+    mut input: &[u8],
+    out: &mut Vec<u8>,
+    flush: FlushCompress,
+) -> io::Result<()> {
+    loop {
+        // Room for what this input makes, or for the flush's last bytes.
+        out.reserve(input.len() / 2 + 64);
+        let before = state.total_in();
+        let status = state
+            .compress_vec(input, out, flush)
+            .map_err(io::Error::other)?;
+        let consumed = usize::try_from(state.total_in() - before).unwrap_or(input.len());
+        input = &input[consumed.min(input.len())..];
+        match status {
+            Status::StreamEnd => return Ok(()),
+            // A flush is complete once everything is in and the output was not filled.
+            _ if flush != FlushCompress::Finish
+                && input.is_empty()
+                && out.len() < out.capacity() =>
+            {
+                return Ok(());
+            }
+            _ => {}
         }
     }
 }
@@ -448,6 +535,29 @@ mod tests {
         assert_eq!(weak_etag(&buf, &head).as_deref(), Some(&b"W/\"v1\""[..]));
         let (buf, head) = response("ETag: W/\"v1\"\r\n");
         assert_eq!(weak_etag(&buf, &head), None);
+    }
+
+    #[test]
+    fn deflate_states_are_kept_by_the_thread_for_the_next_responses() {
+        let spare = |zlib: bool| SPARES.with(|s| s.borrow()[usize::from(zlib)].len());
+        assert_eq!(spare(false), 0);
+        drop(Encoder::new(Algo::Gzip));
+        assert_eq!(spare(false), 1, "given back when done");
+        let taken = Encoder::new(Algo::RawDeflate);
+        assert_eq!(spare(false), 0, "taken again");
+        drop(Encoder::new(Algo::Identity));
+        drop(Encoder::new(Algo::Deflate));
+        assert_eq!(
+            (spare(false), spare(true)),
+            (0, 1),
+            "identity holds none; zlib apart"
+        );
+        drop(taken);
+        let many: Vec<Encoder> = (0..SPARE_STATES + 2)
+            .map(|_| Encoder::new(Algo::Gzip))
+            .collect();
+        drop(many);
+        assert_eq!(spare(false), SPARE_STATES, "no more than the bound kept");
     }
 
     /// The chunks of a chunked body, joined.
