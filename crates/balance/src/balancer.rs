@@ -316,7 +316,8 @@ impl Balancer {
             | Algorithm::Uri(_)
             | Algorithm::UrlParam { .. }
             | Algorithm::Hdr { .. }
-            | Algorithm::Hash(_) => {
+            | Algorithm::Hash(_)
+            | Algorithm::RdpCookie(_) => {
                 let rule = Rule::Hashed {
                     source: *algorithm == Algorithm::Source,
                 };

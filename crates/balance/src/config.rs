@@ -54,6 +54,9 @@ pub enum Algorithm {
     /// `hash <expression>`: a hash of a sample expression. The expression text is kept for the
     /// caller, which evaluates it per request and passes the result as the key.
     Hash(String),
+    /// `rdp-cookie[(<name>)]`: a hash of an RDP client's cookie (`mstshash` by default), read
+    /// by the caller from the connection's first bytes (`mode tcp`).
+    RdpCookie(String),
 }
 
 impl Algorithm {
@@ -68,6 +71,7 @@ impl Algorithm {
                 | Algorithm::UrlParam { .. }
                 | Algorithm::Hdr { .. }
                 | Algorithm::Hash(_)
+                | Algorithm::RdpCookie(_)
         )
     }
 
@@ -84,11 +88,12 @@ impl Algorithm {
             Algorithm::Hdr { .. } => "hdr",
             Algorithm::Random { .. } => "random",
             Algorithm::Hash(_) => "hash",
+            Algorithm::RdpCookie(_) => "rdp-cookie",
         }
     }
 
     /// True for the algorithms that hash a key the caller extracts per request (`source`,
-    /// `uri`, `url_param`, `hdr`, `hash`); those follow `hash-type`.
+    /// `uri`, `url_param`, `hdr`, `hash`, `rdp-cookie`); those follow `hash-type`.
     pub fn uses_key(&self) -> bool {
         matches!(
             self,
@@ -97,6 +102,7 @@ impl Algorithm {
                 | Algorithm::UrlParam { .. }
                 | Algorithm::Hdr { .. }
                 | Algorithm::Hash(_)
+                | Algorithm::RdpCookie(_)
         )
     }
 
@@ -173,13 +179,13 @@ pub struct HashType {
 pub const DEFAULT_RANDOM_DRAWS: u32 = 2;
 
 const KNOWN: &str = "roundrobin, static-rr, leastconn, first, source, uri, url_param, \
-                     hdr(<name>), random, random(<draws>), hash <expression>";
+                     hdr(<name>), random, random(<draws>), rdp-cookie[(<name>)], hash <expression>";
 
 /// Parses the arguments of a `balance` line (the words after `balance`), e.g. `["roundrobin"]`,
 /// `["uri", "whole", "depth", "3"]`, `["hdr(host)", "use_domain_only"]`,
 /// `["url_param", "userid", "check_post", "64"]`, `["random(2)"]`, `["hash", "req.cookie(id)"]`.
 ///
-/// Refuses an unknown algorithm, `rdp-cookie` (not supported by Sluice), the log-backend
+/// Refuses an unknown algorithm, the log-backend
 /// algorithms `log-hash` and `sticky`, and malformed arguments; the error says which word is
 /// wrong. Extra words after an algorithm that takes none are ignored, as HAProxy does.
 pub fn parse_balance(words: &[&str]) -> Result<Algorithm, String> {
@@ -203,9 +209,13 @@ pub fn parse_balance(words: &[&str]) -> Result<Algorithm, String> {
         },
         _ if name == "random" || name.starts_with("random(") => parse_random(name),
         _ if name.starts_with("hdr(") || name == "hdr" => parse_hdr(name, args),
-        _ if name == "rdp-cookie" || name.starts_with("rdp-cookie(") => Err(format!(
-            "'balance {name}' (RDP cookie hashing) is not supported by Sluice"
-        )),
+        "rdp-cookie" => Ok(Algorithm::RdpCookie("mstshash".to_string())),
+        _ if name.starts_with("rdp-cookie(") => name
+            .strip_prefix("rdp-cookie(")
+            .and_then(|inner| inner.strip_suffix(')'))
+            .filter(|cookie| !cookie.is_empty())
+            .map(|cookie| Algorithm::RdpCookie(cookie.to_string()))
+            .ok_or_else(|| format!("'balance {name}' expects a cookie name in parentheses")),
         "log-hash" | "sticky" => Err(format!(
             "'balance {name}' is for log backends, which are not supported by Sluice"
         )),
@@ -518,15 +528,21 @@ mod tests {
     }
 
     #[test]
+    fn rdp_cookie_hashes_mstshash_unless_named() {
+        assert_eq!(ok(&["rdp-cookie"]), Algorithm::RdpCookie("mstshash".into()));
+        assert_eq!(
+            ok(&["rdp-cookie(user)"]),
+            Algorithm::RdpCookie("user".into())
+        );
+        assert!(ok(&["rdp-cookie"]).uses_key() && ok(&["rdp-cookie"]).is_deterministic());
+    }
+
+    #[test]
     fn refused_algorithms() {
         assert!(err(&["foo"]).starts_with("unknown balance algorithm 'foo'"));
         // Keywords are case-sensitive, as in HAProxy.
         assert!(err(&["Roundrobin"]).starts_with("unknown balance algorithm"));
-        assert_eq!(
-            err(&["rdp-cookie"]),
-            "'balance rdp-cookie' (RDP cookie hashing) is not supported by Sluice"
-        );
-        assert!(err(&["rdp-cookie(mstshash)"]).contains("not supported by Sluice"));
+        assert!(err(&["rdp-cookie()"]).contains("expects a cookie name"));
         assert!(err(&["log-hash", "x"]).contains("not supported by Sluice"));
         assert!(err(&[]).contains("expects an algorithm"));
     }

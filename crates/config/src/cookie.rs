@@ -87,6 +87,8 @@ pub struct PersistConf {
     pub redispatch: Option<i32>,
     /// `force-persist` and `ignore-persist` rules, in order (the first that applies wins).
     pub rules: Vec<Rule<PersistAction>>,
+    /// `persist rdp-cookie[(<name>)]`: the cookie's name (`msts` by default).
+    pub rdp_cookie: Option<String>,
 }
 
 /// The persistence settings of a backend, as the runtime uses them.
@@ -101,6 +103,9 @@ pub struct PersistPlan {
     pub redispatch: Option<i32>,
     /// `force-persist` and `ignore-persist` rules.
     pub rules: Vec<Rule<PersistAction>>,
+    /// `persist rdp-cookie`, in `mode tcp` only: the name of the cookie in which a
+    /// redirecting terminal server wrote the address of the server to go back to.
+    pub rdp_cookie: Option<String>,
 }
 
 impl PersistConf {
@@ -111,6 +116,7 @@ impl PersistConf {
             persist: self.persist.unwrap_or(false),
             redispatch: self.redispatch.filter(|&n| n != 0),
             rules: self.rules.clone(),
+            rdp_cookie: self.rdp_cookie.clone().filter(|_| !http),
         }
     }
 }
@@ -160,6 +166,25 @@ pub(crate) fn parse_persist_line(
             let d = Directive::new(line, skip + 2);
             if proxy::applies(&d, kind, proxy::BACK, diags) && d.no_more_than(skip + 2, diags) {
                 conf.persist = Some(enable);
+            }
+        }
+        ["persist", rdp, ..] if rdp.starts_with("rdp-cookie") => {
+            let d = Directive::new(line, 1);
+            let name = match rdp.strip_prefix("rdp-cookie") {
+                Some("") => Some("msts"),
+                Some(rest) => rest
+                    .strip_prefix('(')
+                    .and_then(|r| r.strip_suffix(')'))
+                    .filter(|n| !n.is_empty()),
+                None => None,
+            };
+            match name {
+                None => diags.push(d.alert("expects 'rdp-cookie' or 'rdp-cookie(<name>)'")),
+                Some(name) => {
+                    if proxy::applies(&d, kind, proxy::BACK, diags) && d.no_more_than(2, diags) {
+                        conf.rdp_cookie = Some(name.to_owned());
+                    }
+                }
             }
         }
         ["option", "redispatch", ..] => {

@@ -12,11 +12,29 @@ use crate::stream_context::StreamView;
 use sluice_config::proxy::SpliceMode;
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
+use sluice_net::stream::Target;
 use sluice_runtime::clock;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Unserved};
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
+use sluice_sample::rdp::{RdpCookie, msts_address, rdp_cookie};
+
+/// The server whose address the connection's RDP cookie names (`persist rdp-cookie`): a
+/// terminal server that redirects a client writes where to come back in an `msts` cookie.
+/// When that server cannot take the session, the balancing chooses.
+fn persisted_rdp_server(backend: &Backend, inspected: &[u8]) -> Option<usize> {
+    let name = backend.plan.persistence.rdp_cookie.as_deref()?;
+    let RdpCookie::Found(value) = rdp_cookie(inspected, Some(name)) else {
+        return None;
+    };
+    let wanted = std::net::SocketAddr::V4(msts_address(value)?);
+    backend
+        .servers
+        .iter()
+        .find(|s| matches!(s.target(None), Some(Target::Inet(at)) if at == wanted))
+        .map(|s| s.index)
+}
 
 /// Serves one client connection of a TCP frontend whose traffic goes to `backend`, and
 /// reports it to the process's stream log.
@@ -90,6 +108,13 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             hash_key = hash_sample.as_ref().map(|s| s.to_bytes());
             hash_key.as_deref()
         }
+        // `balance rdp-cookie`: without the cookie, round robin, as in HAProxy.
+        sluice_balance::Algorithm::RdpCookie(name) => {
+            match rdp_cookie(inspected.filled(), Some(name)) {
+                RdpCookie::Found(value) => Some(value),
+                RdpCookie::Absent | RdpCookie::Incomplete => None,
+            }
+        }
         _ => None,
     };
     let queued_at = clock::now_std();
@@ -106,6 +131,8 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     } else {
         None
     };
+    // `persist rdp-cookie`: the server a redirecting terminal server named, before the rest.
+    let stuck = persisted_rdp_server(backend, inspected.filled()).or(stuck);
     let acquire = async {
         match stuck {
             Some(index) => match backend.acquire_server_at(index).await {

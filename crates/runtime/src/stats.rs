@@ -739,6 +739,7 @@ pub fn algorithm_name(a: &Algorithm) -> &'static str {
         Algorithm::Hdr { .. } => "hdr",
         Algorithm::Random { .. } => "random",
         Algorithm::Hash(_) => "hash",
+        Algorithm::RdpCookie(_) => "rdp-cookie",
     }
 }
 

@@ -368,7 +368,7 @@ fn valid_name(name: &str) -> Result<(), String> {
 }
 
 /// The predefined ACLs of §7.4. `RDP_COOKIE` is missing: Sluice has no `req.rdp_cookie_cnt`.
-const PREDEFINED: [(&str, &[&str]); 22] = [
+const PREDEFINED: [(&str, &[&str]); 23] = [
     ("FALSE", &["always_false"]),
     ("HTTP", &["req.proto_http"]),
     ("HTTP_1.0", &["req.ver", "1.0"]),
@@ -388,6 +388,7 @@ const PREDEFINED: [(&str, &[&str]); 22] = [
     ("METH_POST", &["method", "POST"]),
     ("METH_PUT", &["method", "PUT"]),
     ("METH_TRACE", &["method", "TRACE"]),
+    ("RDP_COOKIE", &["req.rdp_cookie_cnt", "gt", "0"]),
     ("REQ_CONTENT", &["req.len", "gt", "0"]),
     ("TRUE", &["always_true"]),
     ("WAIT_END", &["wait_end"]),

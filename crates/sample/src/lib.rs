@@ -43,6 +43,7 @@ mod logformat;
 mod map;
 mod patref;
 mod pattern;
+pub mod rdp;
 mod stages;
 mod time;
 mod value;

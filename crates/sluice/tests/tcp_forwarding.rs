@@ -375,3 +375,73 @@ fn splicing_one_direction_and_running_out_of_pipes_fall_back_to_copies() {
     echo_a_megabyte("    option splice-auto", "    maxpipes 0");
     echo_a_megabyte("    option splice-auto", "    nosplice");
 }
+
+/// A Remote Desktop client's first packet (TPKT, X.224 Connection Request) with `cookie`.
+fn rdp_request(cookie: &str) -> Vec<u8> {
+    let line = format!("Cookie: {cookie}\r\n");
+    let len = u16::try_from(11 + line.len()).unwrap();
+    let mut packet = vec![3, 0];
+    packet.extend_from_slice(&len.to_be_bytes());
+    packet.extend_from_slice(&[u8::try_from(6 + line.len()).unwrap(), 0xe0, 0, 0, 0, 0, 0]);
+    packet.extend_from_slice(line.as_bytes());
+    packet
+}
+
+/// A server that reads the client's first packet, then answers its name and closes.
+fn rdp_server(name: &'static str) -> Backend {
+    Backend::start(move |mut s| {
+        let mut packet = [0u8; 512];
+        if matches!(s.read(&mut packet), Ok(n) if n > 0) {
+            let _ = s.write_all(name.as_bytes());
+        }
+    })
+}
+
+/// Which server answered a client sending `cookie`.
+fn rdp_served_by(addr: std::net::SocketAddr, cookie: &str) -> String {
+    let mut c = connect(addr);
+    c.write_all(&rdp_request(cookie)).unwrap();
+    match read_to_close(&mut c, GENEROUS) {
+        Closed::Eof(name) => String::from_utf8(name).unwrap(),
+        other => panic!("{cookie}: {other:?}"),
+    }
+}
+
+#[test]
+fn rdp_cookies_choose_the_server_by_hash_and_by_the_address_a_redirection_wrote() {
+    let (s1, s2) = (rdp_server("s1"), rdp_server("s2"));
+    let (fe, addr) = frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}\nlisten rdp\n    bind {}\n    tcp-request inspect-delay 5s\n    \
+         tcp-request content accept if RDP_COOKIE\n    persist rdp-cookie\n    \
+         balance rdp-cookie\n    server s1 {}\n    server s2 {}\n",
+        fd_bind(&fe),
+        s1.addr(),
+        s2.addr()
+    );
+    let _proxy = sluice(&config).inherit(fe).start();
+    // `balance rdp-cookie`: a user always reaches the same server, and users spread.
+    let mut seen = std::collections::HashSet::new();
+    for user in 0..20 {
+        let cookie = format!("mstshash=user{user}");
+        let first = rdp_served_by(addr, &cookie);
+        assert_eq!(rdp_served_by(addr, &cookie), first, "{cookie}");
+        seen.insert(first);
+    }
+    assert_eq!(seen.len(), 2, "twenty users on one server: {seen:?}");
+    // `persist rdp-cookie`: an `msts` cookie names the server to come back to, whatever the
+    // hash would choose: the address's bytes read little-endian, the port's swapped.
+    for (backend, name) in [(&s1, "s1"), (&s2, "s2")] {
+        let std::net::SocketAddr::V4(at) = backend.addr() else {
+            panic!("IPv4 expected")
+        };
+        let msts = format!(
+            "msts={}.{}.0000",
+            u32::from_le_bytes(at.ip().octets()),
+            at.port().swap_bytes()
+        );
+        for _ in 0..3 {
+            assert_eq!(rdp_served_by(addr, &msts), name, "{msts}");
+        }
+    }
+}

@@ -416,6 +416,7 @@ fn predefined_acls() {
         "METH_POST",
         "METH_PUT",
         "METH_TRACE",
+        "RDP_COOKIE",
         "REQ_CONTENT",
         "TRUE",
         "WAIT_END",
@@ -423,5 +424,5 @@ fn predefined_acls() {
         assert_eq!(AclSet::predefined(name).unwrap().name(), Some(name));
     }
     assert!(!check(&["TRUE always_false"], "if TRUE", &get));
-    assert!(AclSet::predefined("RDP_COOKIE").is_none());
+    assert!(AclSet::predefined("RDP_COOKIES").is_none());
 }

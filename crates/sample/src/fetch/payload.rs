@@ -50,6 +50,10 @@ pub(crate) enum Payload {
     BodySize,
     /// `req.body_param([name[,i]])`.
     BodyParam { name: Option<String>, icase: bool },
+    /// `req.rdp_cookie([name])`: the RDP cookie's value.
+    RdpCookie { name: Option<String> },
+    /// `req.rdp_cookie_cnt([name])`: 1 if the request has that RDP cookie, else 0.
+    RdpCookieCount { name: Option<String> },
 }
 
 /// Where `req.payload_lv`'s block starts.
@@ -85,6 +89,20 @@ impl Payload {
                 len_size,
                 data,
             } => payload().and_then(|buf| length_value(buf, *len_offset, *len_size, *data)),
+            Payload::RdpCookie { name } => {
+                payload().and_then(|buf| match crate::rdp::rdp_cookie(buf, name.as_deref()) {
+                    crate::rdp::RdpCookie::Found(value) => Some(Sample::str(value)),
+                    _ => None,
+                })
+            }
+            // No sample while the packet is incomplete: a rule waits for the rest.
+            Payload::RdpCookieCount { name } => {
+                payload().and_then(|buf| match crate::rdp::rdp_cookie(buf, name.as_deref()) {
+                    crate::rdp::RdpCookie::Found(_) => Some(Sample::Int(1)),
+                    crate::rdp::RdpCookie::Absent => Some(Sample::Int(0)),
+                    crate::rdp::RdpCookie::Incomplete => None,
+                })
+            }
             Payload::HelloType => payload().and_then(tls_hello::hello_type).map(Sample::Int),
             Payload::SslVersion => payload().and_then(tls_hello::version).map(Sample::Int),
             Payload::Sni => hello().and_then(|h| h.server_name()).map(Sample::str),
@@ -226,6 +244,16 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "req.ssl_alpn" => Payload::Alpn,
         "req.ssl_ec_ext" => Payload::EcExtension,
         "req.ssl_st_ext" => Payload::TicketExtension,
+        "req.rdp_cookie" | "rdp_cookie" => Payload::RdpCookie {
+            name: str_arg(args, 0)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+        },
+        "req.rdp_cookie_cnt" | "rdp_cookie_cnt" => Payload::RdpCookieCount {
+            name: str_arg(args, 0)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+        },
         "req.body" => Payload::Body,
         "req.body_len" => Payload::BodyLen,
         "req.body_size" => Payload::BodySize,
@@ -274,6 +302,10 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("req.ssl_alpn", 0, 0, Str),
     def!("req.ssl_ec_ext", 0, 0, Bool),
     def!("req.ssl_st_ext", 0, 0, Int),
+    def!("req.rdp_cookie", 0, 1, Str),
+    def!("rdp_cookie", 0, 1, Str),
+    def!("req.rdp_cookie_cnt", 0, 1, Int),
+    def!("rdp_cookie_cnt", 0, 1, Int),
     def!("req.body", 0, 0, Bin),
     def!("req.body_len", 0, 0, Int),
     def!("req.body_size", 0, 0, Int),
