@@ -150,7 +150,7 @@ where
     let mut remaining = len;
     while remaining > 0 {
         if buf.is_empty() {
-            fill(buf, input, timeouts.read).await?;
+            fill_or_flush(buf, input, output, timeouts).await?;
         }
         let take = buf
             .len()
@@ -250,14 +250,16 @@ where
         }
         buf.consume(step.consumed);
         if step.consumed == 0 || buf.is_empty() {
-            fill(buf, input, timeouts.read).await.map_err(|e| match e {
-                // Only a trailer section is kept whole in the buffer: filling it means the
-                // trailers are larger than a head may be.
-                BodyError::Invalid(_) => {
-                    BodyError::Invalid(HttpError::new(side, HttpErrorKind::TrailersTooLarge))
-                }
-                other => other,
-            })?;
+            fill_or_flush(buf, input, output, timeouts)
+                .await
+                .map_err(|e| match e {
+                    // Only a trailer section is kept whole in the buffer: filling it means the
+                    // trailers are larger than a head may be.
+                    BodyError::Invalid(_) => {
+                        BodyError::Invalid(HttpError::new(side, HttpErrorKind::TrailersTooLarge))
+                    }
+                    other => other,
+                })?;
         }
     }
 }
@@ -283,7 +285,7 @@ where
             let n = data.len();
             buf.consume(n);
         }
-        match fill(buf, input, timeouts.read).await {
+        match fill_or_flush(buf, input, output, timeouts).await {
             Ok(()) => {}
             Err(BodyError::Truncated) => {
                 if out == OutFraming::Chunked {
@@ -296,6 +298,33 @@ where
             Err(err) => return Err(err),
         }
     }
+}
+
+/// Reads more of the body into `buf`: bytes already waiting at once; before waiting for more,
+/// `output` is flushed. On a socket that is nothing; a writer that transforms the body (the
+/// compressor) holds its output until then, so the pieces that come together leave in one
+/// send, and none is held back while the sender pauses.
+async fn fill_or_flush<R, W>(
+    buf: &mut InBuf,
+    input: &mut R,
+    output: &mut W,
+    timeouts: BodyTimeouts,
+) -> Result<(), BodyError>
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let mut reading = std::pin::pin!(fill(buf, input, timeouts.read));
+    // Polled once with a waker that wakes nothing; awaited below, it takes the task's own.
+    let mut now = std::task::Context::from_waker(std::task::Waker::noop());
+    if let std::task::Poll::Ready(done) = reading.as_mut().poll(&mut now) {
+        return done;
+    }
+    within(timeouts.write, output.flush())
+        .await
+        .ok_or(BodyError::WriteTimeout)?
+        .map_err(BodyError::WriteIo)?;
+    reading.await
 }
 
 async fn fill<R: AsyncRead + Unpin + ?Sized>(
@@ -335,22 +364,16 @@ async fn write_piece<W: AsyncWrite + Unpin + ?Sized>(
     }
 }
 
-/// Writes all of `data` and flushes it, giving up if that takes longer than `limit`. On a
-/// socket the flush is nothing; a writer that transforms the data (a compressor, which may
-/// hold its output back while the client is slow) sends it there, so a body streamed in
-/// pieces reaches the client piece by piece.
+/// Writes all of `data`, giving up if that takes longer than `limit`.
 pub async fn write<W: AsyncWrite + Unpin + ?Sized>(
     output: &mut W,
     data: &[u8],
     limit: Option<Duration>,
 ) -> Result<(), BodyError> {
-    within(limit, async {
-        output.write_all(data).await?;
-        output.flush().await
-    })
-    .await
-    .ok_or(BodyError::WriteTimeout)?
-    .map_err(BodyError::WriteIo)
+    within(limit, output.write_all(data))
+        .await
+        .ok_or(BodyError::WriteTimeout)?
+        .map_err(BodyError::WriteIo)
 }
 
 #[cfg(test)]

@@ -9,9 +9,10 @@
 //! marked `no-transform`, from an HTTP/1.1 server. Its head loses its
 //! length, gains `Transfer-Encoding: chunked`, `Content-Encoding` and `Vary: Accept-Encoding`,
 //! and a strong `ETag` becomes weak ([`weak_etag`]); its body goes through [`Compressing`],
-//! which compresses each piece the body relay writes, flushed at once so a streamed answer
-//! is not held back, and frames the result as chunks. A chunked response's trailers are
-//! dropped.
+//! which compresses what the body relay writes and frames the result as chunks. Its output
+//! leaves when the relay flushes it, before waiting for more of the server's body (so a
+//! streamed answer is not held back, and the pieces that came together leave together), or
+//! once enough of it waits. A chunked response's trailers are dropped.
 //!
 //! As in HAProxy, whose list of algorithms is built by adding each at its head, the last
 //! configured algorithm comes first: `*` takes it, and of `deflate` and `raw-deflate` (both
@@ -31,6 +32,9 @@ use tokio::io::AsyncWrite;
 /// HAProxy's default level (`tune.comp.maxlevel` 1): the fastest, which matters more in a
 /// proxy than the last percent of size.
 const LEVEL: u32 = 1;
+
+/// Compressed bytes that leave without waiting for a flush, once this many wait.
+const SEND_AT: usize = 16 * 1024;
 
 /// The configured algorithm the request's client takes best, if its answer may be
 /// compressed at all. `identity`, when configured, applies whatever the client says.
@@ -220,19 +224,26 @@ impl Encoder {
         }
     }
 
-    /// Compresses `data` and flushes (a sync flush: what came so far can be decoded), so
-    /// the bytes ready are all of `data`'s.
+    /// Compresses `data`; the encoder may keep some of it until [`Encoder::flush`].
     fn push(&mut self, data: &[u8]) -> io::Result<()> {
         if let Some(crc) = &mut self.gzip {
             crc.update(data);
         }
         self.taken += data.len() as u64;
         match &mut self.deflate {
-            Some(state) => run(state, data, &mut self.out, FlushCompress::Sync),
+            Some(state) => run(state, data, &mut self.out, FlushCompress::None),
             None => {
                 self.out.extend_from_slice(data);
                 Ok(())
             }
+        }
+    }
+
+    /// A sync flush: everything pushed so far can be decoded from the bytes ready.
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.deflate {
+            Some(state) => run(state, &[], &mut self.out, FlushCompress::Sync),
+            None => Ok(()),
         }
     }
 
@@ -283,7 +294,7 @@ fn run(
         input = &input[consumed.min(input.len())..];
         match status {
             Status::StreamEnd => return Ok(()),
-            // A flush is complete once everything is in and the output was not filled.
+            // Done once everything is in and, for a sync flush, the output was not filled.
             _ if flush != FlushCompress::Finish
                 && input.is_empty()
                 && out.len() < out.capacity() =>
@@ -296,9 +307,10 @@ fn run(
 }
 
 /// A writer that compresses what is written to it and writes the result to `inner` as
-/// chunks; [`Compressing::finish`] ends the stream and the chunked body.
+/// chunks when flushed, or once [`SEND_AT`] bytes wait; [`Compressing::finish`] ends the
+/// stream and the chunked body.
 ///
-/// A write is taken whole once the chunks of the one before have left, so a client that
+/// A write is taken whole unless chunks wait that the client has not taken, so a client that
 /// reads slowly slows the relay down as a plain copy would.
 pub struct Compressing<'w, W> {
     inner: &'w mut W,
@@ -309,6 +321,8 @@ pub struct Compressing<'w, W> {
     /// Bytes taken in and compressed bytes put out (`comp_in`, `comp_out`).
     consumed: u64,
     produced: u64,
+    /// Data was written since the last flush (a second sync flush would add an empty block).
+    unflushed: bool,
 }
 
 impl<'w, W: AsyncWrite + Unpin> Compressing<'w, W> {
@@ -321,6 +335,7 @@ impl<'w, W: AsyncWrite + Unpin> Compressing<'w, W> {
             sent: 0,
             consumed: 0,
             produced: 0,
+            unflushed: false,
         }
     }
 
@@ -369,12 +384,16 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Compressing<'_, W> {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        ready!(this.poll_send(cx))?;
+        if this.framed.len() >= SEND_AT {
+            ready!(this.poll_send(cx))?;
+        }
         this.encoder.push(data)?;
         this.consumed += data.len() as u64;
+        this.unflushed = true;
         this.frame_ready();
-        // Sent now if the client takes it; otherwise before the next piece is taken.
-        if let Poll::Ready(Err(err)) = this.poll_send(cx) {
+        if this.framed.len() >= SEND_AT
+            && let Poll::Ready(Err(err)) = this.poll_send(cx)
+        {
             return Poll::Ready(Err(err));
         }
         Poll::Ready(Ok(data.len()))
@@ -382,6 +401,11 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Compressing<'_, W> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.unflushed {
+            this.encoder.flush()?;
+            this.unflushed = false;
+            this.frame_ready();
+        }
         ready!(this.poll_send(cx))?;
         Pin::new(&mut *this.inner).poll_flush(cx)
     }
@@ -616,10 +640,13 @@ mod tests {
                 assert!(compressed.len() < text.len() / 10, "{algo:?}: compressed");
             }
         }
-        // A piece written is on the wire, decodable, before the stream ends.
+        // A piece written and flushed is on the wire, decodable, before the stream ends (a
+        // second flush adds nothing).
         let mut wire = Vec::new();
         let mut writer = Compressing::new(&mut wire, Algo::RawDeflate);
         writer.write_all(b"streamed").await.unwrap();
+        writer.flush().await.unwrap();
+        writer.flush().await.unwrap();
         drop(writer);
         let line_end = wire.windows(2).position(|w| w == b"\r\n").unwrap();
         let mut partial = Vec::new();
