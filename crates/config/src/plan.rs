@@ -318,6 +318,7 @@ fn build(
         if !global.expose_experimental {
             diags.extend(rules::check_experimental(&p.conf.rules));
         }
+        diags.extend(rules::check_pattern_edits(&p.conf.rules, maps));
     }
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);

@@ -167,6 +167,36 @@ pub enum TcpAction {
     SilentDrop,
 }
 
+/// The change a pattern-editing action makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatternEdit {
+    /// `set-map`: the value of the key's entries, or a new entry.
+    SetMap,
+    /// `del-map`: the key's entries go.
+    DelMap,
+    /// `add-acl`: a new pattern, unless it is there.
+    AddAcl,
+    /// `del-acl`: the pattern's entries go.
+    DelAcl,
+}
+
+impl PatternEdit {
+    /// The action's name.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            PatternEdit::SetMap => "set-map",
+            PatternEdit::DelMap => "del-map",
+            PatternEdit::AddAcl => "add-acl",
+            PatternEdit::DelAcl => "del-acl",
+        }
+    }
+
+    /// Whether it edits a map (else an ACL).
+    pub fn of_map(self) -> bool {
+        matches!(self, PatternEdit::SetMap | PatternEdit::DelMap)
+    }
+}
+
 /// What `set-src`, `set-src-port`, `set-dst` and `set-dst-port` change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddressPart {
@@ -318,6 +348,18 @@ pub enum HttpAction {
         part: AddressPart,
         /// The new value (an address, or a port).
         expr: Expr,
+    },
+    /// `set-map(file)`, `del-map(file)`, `add-acl(file)`, `del-acl(file)`: change the entries
+    /// of a map or ACL file loaded by the configuration, as the CLI's `set map`... do.
+    EditPatterns {
+        /// Which change.
+        edit: PatternEdit,
+        /// The file, as the map or ACL that loads it names it.
+        file: String,
+        /// The entry's key.
+        key: LogFormat,
+        /// The value (`set-map` only).
+        value: Option<LogFormat>,
     },
     /// `reject`: close the connection without an answer.
     Reject,
@@ -973,6 +1015,36 @@ pub(crate) fn check_capture_ids(
 
 /// HAProxy 2.6 refuses its experimental actions (`normalize-uri`) unless the global
 /// section says `expose-experimental-directives`; so does Sluice, to accept the same files.
+/// The pattern-editing actions name a map or ACL file that the configuration loads (a
+/// converter or an ACL's `-f`), as in HAProxy: checked once every line was read, since the
+/// file may be loaded after the rule.
+pub(crate) fn check_pattern_edits(rules: &ProxyRules, maps: &MapStore) -> Vec<Diagnostic> {
+    let all = [
+        ("http-request", &rules.http_request),
+        ("http-response", &rules.http_response),
+        ("http-after-response", &rules.http_after_response),
+    ];
+    let mut diags = Vec::new();
+    for (keyword, list) in all {
+        for r in list {
+            if let HttpAction::EditPatterns { edit, file, .. } = &r.action
+                && maps.find_ref(file, edit.of_map()).is_none()
+            {
+                let kind = if edit.of_map() { "map" } else { "ACL" };
+                diags.push(Diagnostic::alert(
+                    &r.span,
+                    keyword,
+                    format!(
+                        "'{}({file})': no {kind} of the configuration loads '{file}'",
+                        edit.keyword()
+                    ),
+                ));
+            }
+        }
+    }
+    diags
+}
+
 pub(crate) fn check_experimental(rules: &ProxyRules) -> Vec<Diagnostic> {
     rules
         .http_request
@@ -1172,6 +1244,29 @@ fn parse_http_action(
     }
     if let Some(stick) = crate::stick::parse_action(action, rest, maps, stages) {
         return stick.map(HttpAction::Stick);
+    }
+    for edit in [
+        PatternEdit::SetMap,
+        PatternEdit::DelMap,
+        PatternEdit::AddAcl,
+        PatternEdit::DelAcl,
+    ] {
+        let Some(file) = paren_arg(action, edit.keyword()).filter(|f| !f.is_empty()) else {
+            continue;
+        };
+        let value = if edit == PatternEdit::SetMap {
+            exactly(2, "a key and a value (log-format strings)")?;
+            Some(fmt(&rest[1])?)
+        } else {
+            exactly(1, "a key (a log-format string)")?;
+            None
+        };
+        return Ok(HttpAction::EditPatterns {
+            edit,
+            file: file.to_owned(),
+            key: fmt(&rest[0])?,
+            value,
+        });
     }
     if let Some(name) = paren_arg(action, "unset-var") {
         exactly(0, "no argument")?;
@@ -1402,8 +1497,10 @@ fn parse_after_response_action(
     match name {
         "allow" | "set-header" | "add-header" | "del-header" | "replace-header"
         | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var"
-        | "set-log-level" => parse_http_action(args, maps, stages, true),
-        "del-acl" | "del-map" | "set-map" | "strict-mode" => Err(unsupported(name)),
+        | "set-log-level" | "del-acl" | "del-map" | "set-map" => {
+            parse_http_action(args, maps, stages, true)
+        }
+        "strict-mode" => Err(unsupported(name)),
         "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"
         | "set-uri" | "set-method" => Err(format!(
             "'{name}' is not allowed in 'http-after-response' rules"

@@ -450,11 +450,25 @@ impl PatRef {
         Ok(())
     }
 
+    /// Whether an entry's key is `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.lock().entries.iter().any(|e| e.key() == key)
+    }
+
     /// Deletes the entries whose key is `key`, or the entry `#<id>`; false when none was.
     pub fn delete(&self, key: &str) -> bool {
+        self.delete_where(key, parse_entry_id(key))
+    }
+
+    /// Deletes the entries whose key is `key`, even one that reads `#<id>` (what a rule
+    /// computed from a request: it names no entry by number); false when none was.
+    pub fn delete_key(&self, key: &str) -> bool {
+        self.delete_where(key, None)
+    }
+
+    fn delete_where(&self, key: &str, target: Option<u64>) -> bool {
         let mut state = self.lock();
         let before = state.entries.len();
-        let target = parse_entry_id(key);
         state.entries.retain(|e| match target {
             Some(id) => e.id != id,
             None => e.key() != key,
@@ -469,8 +483,17 @@ impl PatRef {
     /// Sets the value of the entries whose key is `key`, or of the entry `#<id>` (`set
     /// map`). `Ok(false)` when none matched; an error when a view refuses the value.
     pub fn set(&self, key: &str, value: &str) -> Result<bool, String> {
+        self.set_where(key, parse_entry_id(key), value)
+    }
+
+    /// Sets the value of the entries whose key is `key`, even one that reads `#<id>` (see
+    /// [`PatRef::delete_key`]).
+    pub fn set_key(&self, key: &str, value: &str) -> Result<bool, String> {
+        self.set_where(key, None, value)
+    }
+
+    fn set_where(&self, key: &str, target: Option<u64>, value: &str) -> Result<bool, String> {
         let mut state = self.lock();
-        let target = parse_entry_id(key);
         let hit = |e: &RefEntry| match target {
             Some(id) => e.id == id,
             None => e.key() == key,

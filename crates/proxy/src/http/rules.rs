@@ -26,8 +26,8 @@ use sluice_config::http_options::HeaderNamePolicy;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_config::rules::{
-    AddressPart, HttpAction, LinePart, NameMatch, Redirect, RedirectKind, Reply, ReplyBody, Rule,
-    TcpAction, VarValue,
+    AddressPart, HttpAction, LinePart, NameMatch, PatternEdit, Redirect, RedirectKind, Reply,
+    ReplyBody, Rule, TcpAction, VarValue,
 };
 use sluice_http::error::error_response;
 use sluice_http::head::{
@@ -826,6 +826,15 @@ fn common_action<'a, 'e>(
             vars.set_log_level(*level);
             Step::Next
         }
+        HttpAction::EditPatterns {
+            edit,
+            file,
+            key,
+            value,
+        } => {
+            edit_patterns(view, (*edit, file), key, value.as_ref());
+            Step::Next
+        }
         HttpAction::SetAddress { part, expr } => {
             // A value that cannot be had, or is not an address (a port), changes nothing.
             if let Some(addresses) = expr
@@ -938,6 +947,40 @@ fn common_action<'a, 'e>(
 /// How long `http-request tarpit` holds a request: the `timeout tarpit` of the proxy whose
 /// rule applied, else its `timeout connect` when it has servers (HAProxy 2.6 sets that
 /// default only for proxies with a backend side; a plain frontend answers at once).
+/// `set-map`, `del-map`, `add-acl`, `del-acl`: the entries of a loaded map or ACL file
+/// change for every later lookup, as the CLI's `set map`... change them. `set-map` replaces
+/// the value of the key's entries, or adds one; `add-acl` adds a pattern not there yet.
+fn edit_patterns(
+    view: &StreamView<'_>,
+    (edit, file): (PatternEdit, &str),
+    key: &LogFormat,
+    value: Option<&LogFormat>,
+) {
+    // Checked at start-up: the configuration loads the file.
+    let Some(patterns) = view.process.maps.find_ref(file, edit.of_map()) else {
+        return;
+    };
+    let key = String::from_utf8_lossy(&render(key, view)).into_owned();
+    // A value that no view can read (a map of numbers given a word) changes nothing, as in
+    // HAProxy.
+    let _ = match edit {
+        PatternEdit::SetMap => {
+            let value = value.map(|v| render(v, view)).unwrap_or_default();
+            let value = String::from_utf8_lossy(&value).into_owned();
+            match patterns.set_key(&key, &value) {
+                Ok(true) => Ok(()),
+                _ => patterns.add(&[(key, Some(value))]),
+            }
+        }
+        PatternEdit::AddAcl if patterns.contains_key(&key) => Ok(()),
+        PatternEdit::AddAcl => patterns.add(&[(key, None)]),
+        PatternEdit::DelMap | PatternEdit::DelAcl => {
+            patterns.delete_key(&key);
+            Ok(())
+        }
+    };
+}
+
 fn tarpit_delay(view: &StreamView<'_>) -> std::time::Duration {
     let (timeouts, has_servers) = match view.backend {
         Some(b) => (&b.plan.timeouts, true),
