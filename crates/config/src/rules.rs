@@ -1013,8 +1013,6 @@ pub(crate) fn check_capture_ids(
     diags
 }
 
-/// HAProxy 2.6 refuses its experimental actions (`normalize-uri`) unless the global
-/// section says `expose-experimental-directives`; so does Sluice, to accept the same files.
 /// The pattern-editing actions name a map or ACL file that the configuration loads (a
 /// converter or an ACL's `-f`), as in HAProxy: checked once every line was read, since the
 /// file may be loaded after the rule.
@@ -1045,6 +1043,8 @@ pub(crate) fn check_pattern_edits(rules: &ProxyRules, maps: &MapStore) -> Vec<Di
     diags
 }
 
+/// HAProxy 2.6 refuses its experimental actions (`normalize-uri`) unless the global
+/// section says `expose-experimental-directives`; so does Sluice, to accept the same files.
 pub(crate) fn check_experimental(rules: &ProxyRules) -> Vec<Diagnostic> {
     rules
         .http_request

@@ -109,10 +109,11 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             hash_key.as_deref()
         }
         // `balance rdp-cookie`: without the cookie, round robin, as in HAProxy.
+        // An empty value is none, as in HAProxy.
         sluice_balance::Algorithm::RdpCookie(name) => {
             match rdp_cookie(inspected.filled(), Some(name)) {
-                RdpCookie::Found(value) => Some(value),
-                RdpCookie::Absent | RdpCookie::Incomplete => None,
+                RdpCookie::Found(value) if !value.is_empty() => Some(value),
+                _ => None,
             }
         }
         _ => None,
@@ -131,11 +132,16 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     } else {
         None
     };
-    // `persist rdp-cookie`: the server a redirecting terminal server named, before the rest.
-    let stuck = persisted_rdp_server(backend, inspected.filled()).or(stuck);
+    // `persist rdp-cookie`: the server a redirecting terminal server named, before the rest;
+    // with `option persist`, even down (configuration.txt `persist rdp-cookie`).
+    let persisted = persisted_rdp_server(backend, inspected.filled());
+    let force = persisted.is_some() && backend.plan.persistence.persist;
     let acquire = async {
-        match stuck {
+        match persisted.or(stuck) {
             Some(index) => match backend.acquire_server_at(index).await {
+                Err(Unserved::NoServer) if force => {
+                    backend.lease_server_forced(index).ok_or(Unserved::NoServer)
+                }
                 Err(Unserved::QueueFull | Unserved::NoServer) => backend.acquire_server(key).await,
                 other => other,
             },

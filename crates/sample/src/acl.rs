@@ -367,7 +367,7 @@ fn valid_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// The predefined ACLs of §7.4. `RDP_COOKIE` is missing: Sluice has no `req.rdp_cookie_cnt`.
+/// The predefined ACLs of §7.4.
 const PREDEFINED: [(&str, &[&str]); 23] = [
     ("FALSE", &["always_false"]),
     ("HTTP", &["req.proto_http"]),

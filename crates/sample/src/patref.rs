@@ -420,7 +420,14 @@ impl PatRef {
     /// Adds entries (`add map`, `add acl`): every view must accept every entry, else
     /// nothing changes and the error names the first refusal.
     pub fn add(&self, items: &[(String, Option<String>)]) -> Result<(), String> {
-        let mut state = self.lock();
+        self.add_to(&mut self.lock(), items)
+    }
+
+    fn add_to(
+        &self,
+        state: &mut RefState,
+        items: &[(String, Option<String>)],
+    ) -> Result<(), String> {
         let new: Vec<RefEntry> = items
             .iter()
             .map(|(k, v)| match v {
@@ -439,7 +446,6 @@ impl PatRef {
                 }
             }
         }
-        let state = &mut *state;
         state.entries.extend(new.iter().cloned());
         for view in &state.views {
             match view {
@@ -450,9 +456,29 @@ impl PatRef {
         Ok(())
     }
 
-    /// Whether an entry's key is `key`.
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.lock().entries.iter().any(|e| e.key() == key)
+    /// Adds the pattern `key` unless an entry has it (`add-acl`), in one hold of the lock, so
+    /// two threads adding it at once add it once.
+    pub fn add_if_absent(&self, key: &str) -> Result<(), String> {
+        let mut state = self.lock();
+        if state.entries.iter().any(|e| e.key() == key) {
+            return Ok(());
+        }
+        self.add_to(&mut state, &[(key.to_owned(), None)])
+    }
+
+    /// Sets the value of the entries whose key is `key`, or adds one (`set-map`), in one hold
+    /// of the lock. Entries that already have the value change nothing: the views are not
+    /// rebuilt (a rule may set the same value on every request).
+    pub fn set_or_add(&self, key: &str, value: &str) -> Result<(), String> {
+        let mut state = self.lock();
+        let mut found = state.entries.iter().filter(|e| e.key() == key).peekable();
+        if found.peek().is_none() {
+            return self.add_to(&mut state, &[(key.to_owned(), Some(value.to_owned()))]);
+        }
+        if found.all(|e| e.value() == Some(value)) {
+            return Ok(());
+        }
+        self.set_in(&mut state, key, None, value).map(drop)
     }
 
     /// Deletes the entries whose key is `key`, or the entry `#<id>`; false when none was.
@@ -493,7 +519,16 @@ impl PatRef {
     }
 
     fn set_where(&self, key: &str, target: Option<u64>, value: &str) -> Result<bool, String> {
-        let mut state = self.lock();
+        self.set_in(&mut self.lock(), key, target, value)
+    }
+
+    fn set_in(
+        &self,
+        state: &mut RefState,
+        key: &str,
+        target: Option<u64>,
+        value: &str,
+    ) -> Result<bool, String> {
         let hit = |e: &RefEntry| match target {
             Some(id) => e.id == id,
             None => e.key() == key,
@@ -510,7 +545,7 @@ impl PatRef {
         for e in state.entries.iter_mut().filter(|e| hit(e)) {
             *e = e.with_value(value);
         }
-        rebuild(&state, &self.file);
+        rebuild(state, &self.file);
         Ok(true)
     }
 

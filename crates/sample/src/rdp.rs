@@ -55,19 +55,26 @@ pub fn rdp_cookie<'a>(buf: &'a [u8], name: Option<&str>) -> RdpCookie<'a> {
     }
     let rest = &line[COOKIE.len()..];
     let rest = &rest[rest.iter().take_while(|&&b| b == b' ').count()..];
-    let Some(equals) = rest.iter().position(|&b| b == b'=') else {
-        return if rest.contains(&b'\r') {
-            RdpCookie::Absent
-        } else {
-            wait_or_absent
+    // The cookie is one line: its name, `=`, and its value up to the line's CR LF.
+    let line_end = rest.iter().position(|&b| b == b'\r' || b == b'\n');
+    let Some(equals) = rest[..line_end.unwrap_or(rest.len())]
+        .iter()
+        .position(|&b| b == b'=')
+    else {
+        return match line_end {
+            Some(_) => RdpCookie::Absent,
+            None => wait_or_absent,
         };
     };
     if name.is_some_and(|name| !rest[..equals].eq_ignore_ascii_case(name.as_bytes())) {
         return RdpCookie::Absent;
     }
     let value = &rest[equals + 1..];
-    match value.windows(2).position(|w| w == b"\r\n") {
-        Some(end) => RdpCookie::Found(&value[..end]),
+    match line_end.map(|end| end - equals - 1) {
+        Some(end) if value.get(end..end + 2) == Some(b"\r\n") => RdpCookie::Found(&value[..end]),
+        // A line ended otherwise than by CR LF, or a CR whose LF is still to come.
+        Some(end) if value.get(end..) == Some(b"\r") => wait_or_absent,
+        Some(_) => RdpCookie::Absent,
         None => wait_or_absent,
     }
 }
@@ -111,6 +118,17 @@ mod tests {
             rdp_cookie(&lower, Some("msts")),
             RdpCookie::Found(&b"3640205228.15629.0000"[..])
         );
+    }
+
+    #[test]
+    fn a_cookie_is_one_line_ended_by_cr_lf() {
+        // Without a name, the `=` must be on the cookie's own line.
+        let split = packet(b"Cookie: foo\r\nx=y\r\n");
+        assert_eq!(rdp_cookie(&split, None), RdpCookie::Absent);
+        let lone_cr = packet(b"Cookie: mstshash=a\rb\r\n");
+        assert_eq!(rdp_cookie(&lone_cr, None), RdpCookie::Absent);
+        let empty = packet(b"Cookie: mstshash=\r\n");
+        assert_eq!(rdp_cookie(&empty, None), RdpCookie::Found(b""));
     }
 
     #[test]

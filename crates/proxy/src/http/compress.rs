@@ -177,9 +177,10 @@ fn take_state(zlib: bool) -> Compress {
         .unwrap_or_else(|| Compress::new(Compression::new(LEVEL), zlib))
 }
 
-/// Gives a state back to the thread's spares, reset, unless they are full.
+/// Gives a state back to the thread's spares, reset, unless they are full (or gone: a thread
+/// that ends drops its states).
 fn give_back_state(mut state: Compress, zlib: bool) {
-    SPARES.with(|spares| {
+    let _ = SPARES.try_with(|spares| {
         let mut spares = spares.borrow_mut();
         let kind = &mut spares[usize::from(zlib)];
         if kind.len() < SPARE_STATES {
@@ -286,7 +287,7 @@ fn run(
     loop {
         // Room for what this input makes, or for the flush's last bytes.
         out.reserve(input.len() / 2 + 64);
-        let before = state.total_in();
+        let (before, written) = (state.total_in(), out.len());
         let status = state
             .compress_vec(input, out, flush)
             .map_err(io::Error::other)?;
@@ -294,6 +295,15 @@ fn run(
         input = &input[consumed.min(input.len())..];
         match status {
             Status::StreamEnd => return Ok(()),
+            // Room was given: a state that neither takes nor gives is broken, not to be
+            // called again and again.
+            _ if consumed == 0
+                && out.len() == written
+                && !out.spare_capacity_mut().is_empty()
+                && (flush == FlushCompress::Finish || !input.is_empty()) =>
+            {
+                return Err(io::Error::other("the deflate state makes no progress"));
+            }
             // Done once everything is in and, for a sync flush, the output was not filled.
             _ if flush != FlushCompress::Finish
                 && input.is_empty()
@@ -577,6 +587,19 @@ mod tests {
             "identity holds none; zlib apart"
         );
         drop(taken);
+        // A state given back in the middle of a stream (an aborted response) starts afresh.
+        let mut aborted = Encoder::new(Algo::RawDeflate);
+        aborted.push(b"half of a body").unwrap();
+        drop(aborted);
+        let mut next = Encoder::new(Algo::RawDeflate);
+        next.push(b"a whole body").unwrap();
+        next.finish().unwrap();
+        let mut plain = Vec::new();
+        flate2::read::DeflateDecoder::new(&next.ready()[..])
+            .read_to_end(&mut plain)
+            .unwrap();
+        assert_eq!(plain, b"a whole body");
+        drop(next);
         let many: Vec<Encoder> = (0..SPARE_STATES + 2)
             .map(|_| Encoder::new(Algo::Gzip))
             .collect();

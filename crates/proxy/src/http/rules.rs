@@ -944,9 +944,6 @@ fn common_action<'a, 'e>(
     }
 }
 
-/// How long `http-request tarpit` holds a request: the `timeout tarpit` of the proxy whose
-/// rule applied, else its `timeout connect` when it has servers (HAProxy 2.6 sets that
-/// default only for proxies with a backend side; a plain frontend answers at once).
 /// `set-map`, `del-map`, `add-acl`, `del-acl`: the entries of a loaded map or ACL file
 /// change for every later lookup, as the CLI's `set map`... change them. `set-map` replaces
 /// the value of the key's entries, or adds one; `add-acl` adds a pattern not there yet.
@@ -960,20 +957,22 @@ fn edit_patterns(
     let Some(patterns) = view.process.maps.find_ref(file, edit.of_map()) else {
         return;
     };
-    let key = String::from_utf8_lossy(&render(key, view)).into_owned();
+    // Entries are text: a key or value that is not (bytes a client sent) changes nothing,
+    // rather than an altered form a lookup of the same bytes would never find.
+    let Ok(key) = String::from_utf8(render(key, view)) else {
+        return;
+    };
     // A value that no view can read (a map of numbers given a word) changes nothing, as in
     // HAProxy.
     let _ = match edit {
         PatternEdit::SetMap => {
             let value = value.map(|v| render(v, view)).unwrap_or_default();
-            let value = String::from_utf8_lossy(&value).into_owned();
-            match patterns.set_key(&key, &value) {
-                Ok(true) => Ok(()),
-                _ => patterns.add(&[(key, Some(value))]),
-            }
+            let Ok(value) = String::from_utf8(value) else {
+                return;
+            };
+            patterns.set_or_add(&key, &value)
         }
-        PatternEdit::AddAcl if patterns.contains_key(&key) => Ok(()),
-        PatternEdit::AddAcl => patterns.add(&[(key, None)]),
+        PatternEdit::AddAcl => patterns.add_if_absent(&key),
         PatternEdit::DelMap | PatternEdit::DelAcl => {
             patterns.delete_key(&key);
             Ok(())
@@ -981,6 +980,9 @@ fn edit_patterns(
     };
 }
 
+/// How long `http-request tarpit` holds a request: the `timeout tarpit` of the proxy whose
+/// rule applied, else its `timeout connect` when it has servers (HAProxy 2.6 sets that
+/// default only for proxies with a backend side; a plain frontend answers at once).
 fn tarpit_delay(view: &StreamView<'_>) -> std::time::Duration {
     let (timeouts, has_servers) = match view.backend {
         Some(b) => (&b.plan.timeouts, true),
