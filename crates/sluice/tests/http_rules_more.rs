@@ -210,8 +210,8 @@ frontend f
     );
 }
 
-/// Sends `request` and measures how long the first byte of the answer takes; returns the
-/// whole answer (read until the proxy closes) and that time.
+/// Sends `request` (which asks to close) and measures how long the first byte of the answer
+/// takes; returns the whole answer (read until the proxy closes) and that time.
 fn timed_answer(addr: SocketAddr, request: &str) -> (String, Duration) {
     let mut s = connect(addr);
     s.write_all(request.as_bytes()).unwrap();
@@ -220,7 +220,7 @@ fn timed_answer(addr: SocketAddr, request: &str) -> (String, Duration) {
     s.read_exact(&mut first).unwrap();
     let took = start.elapsed();
     let rest = read_to_close(&mut s, GENEROUS);
-    assert!(rest.is_closed(), "a tarpit answer ends the connection");
+    assert!(rest.is_closed(), "the connection ends after the answer");
     let mut all = first.to_vec();
     all.extend_from_slice(rest.data());
     (String::from_utf8_lossy(&all).into_owned(), took)
@@ -248,16 +248,25 @@ backend app
     let hold = Duration::from_millis(300);
     let upper = Duration::from_secs(5);
 
-    let (answer, took) = timed_answer(addr, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
+    let (answer, took) = timed_answer(
+        addr,
+        "GET /slow HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
     assert_eq!(status(&answer), "500", "{answer}");
     assert!(took >= hold && took < upper, "answered after {took:?}");
 
-    let (answer, took) = timed_answer(addr, "GET /slow403 HTTP/1.1\r\nHost: h\r\n\r\n");
+    let (answer, took) = timed_answer(
+        addr,
+        "GET /slow403 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
     assert_eq!(status(&answer), "403", "{answer}");
     assert!(took >= hold && took < upper, "answered after {took:?}");
 
     // A backend rule waits for the backend's delay: its `timeout connect` here.
-    let (answer, took) = timed_answer(addr, "GET /be HTTP/1.1\r\nHost: h\r\n\r\n");
+    let (answer, took) = timed_answer(
+        addr,
+        "GET /be HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
     assert_eq!(status(&answer), "429", "{answer}");
     assert_eq!(body(&answer), "calm");
     assert!(
@@ -265,6 +274,19 @@ backend app
         "answered after {took:?}"
     );
     assert!(log.lock().unwrap().is_empty(), "nothing reaches the server");
+    // As in HAProxy 2.6, a client that did not ask to close keeps its connection after a
+    // tarpit's answer, and its next request is served.
+    let mut c = connect(addr);
+    c.write_all(b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\nGET /fine HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let both = read_to_close(&mut c, GENEROUS);
+    let text = String::from_utf8_lossy(both.data());
+    assert!(both.is_closed(), "{text}");
+    assert!(text.starts_with("HTTP/1.1 500 "), "{text}");
+    assert!(
+        text.contains("\r\n\r\napp"),
+        "the next request was served: {text}"
+    );
 }
 
 #[test]

@@ -185,7 +185,7 @@ backend app
 }
 
 #[test]
-fn answers_of_the_proxy_keep_the_connection_alive_but_deny_closes_it() {
+fn answers_of_the_proxy_keep_the_connection_alive_deny_included() {
     let (app, log) = named_http("app");
     let config = format!(
         "{HTTP_DEFAULTS}
@@ -201,24 +201,25 @@ backend app
     );
     let (_p, addr) = start(&config);
     let mut s = connect(addr);
-    s.write_all(b"GET /one HTTP/1.1\r\nHost: h\r\n\r\nGET /app HTTP/1.1\r\nHost: h\r\n\r\nGET /deny HTTP/1.1\r\nHost: h\r\n\r\nGET /never HTTP/1.1\r\nHost: h\r\n\r\n")
+    // As in HAProxy 2.6, a denied request leaves the connection open for the next one.
+    s.write_all(b"GET /one HTTP/1.1\r\nHost: h\r\n\r\nGET /app HTTP/1.1\r\nHost: h\r\n\r\nGET /deny HTTP/1.1\r\nHost: h\r\n\r\nGET /last HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
         .unwrap();
     let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
-        panic!("the deny must close the connection");
+        panic!("the last request asked to close the connection");
     };
     let text = String::from_utf8_lossy(&data);
     let statuses: Vec<&str> = text
         .match_indices("HTTP/1.1 ")
         .map(|(i, _)| &text[i + 9..i + 12])
         .collect();
-    assert_eq!(statuses, ["200", "200", "403"], "{text}");
+    assert_eq!(statuses, ["200", "200", "403", "200"], "{text}");
     let seen: Vec<String> = log
         .lock()
         .unwrap()
         .iter()
         .map(|r| r.request_line().to_owned())
         .collect();
-    assert_eq!(seen, ["GET /app HTTP/1.1"]);
+    assert_eq!(seen, ["GET /app HTTP/1.1", "GET /last HTTP/1.1"]);
 }
 
 #[test]

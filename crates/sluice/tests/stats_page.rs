@@ -13,7 +13,8 @@ use common::{fd_bind, frontend, sluice};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
-/// Sends `request` and reads the whole answer (the page always closes the connection).
+/// Sends `request` and reads the whole answer (the page always closes the connection; so
+/// does a request that asks to, for the answers of the rules).
 fn exchange(addr: SocketAddr, request: &str) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(common::GENEROUS)).unwrap();
@@ -28,7 +29,7 @@ fn exchange(addr: SocketAddr, request: &str) -> (u16, String, String) {
 fn get(addr: SocketAddr, target: &str, extra: &str) -> (u16, String, String) {
     exchange(
         addr,
-        &format!("GET {target} HTTP/1.1\r\nHost: x\r\n{extra}\r\n"),
+        &format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n"),
     )
 }
 

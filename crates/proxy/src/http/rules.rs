@@ -85,8 +85,11 @@ pub struct Answer<'a> {
     pub bytes: Cow<'a, [u8]>,
     /// Its status, for the log and the counters.
     pub status: u16,
-    /// True if the connection must close after it (a deny, an error page).
+    /// True if the connection must close after it (an error page of the proxy's own, a page
+    /// without a length to frame it).
     pub close: bool,
+    /// A denied request (`deny`, `tarpit`, an error page): logged as the proxy's doing (`PR`).
+    pub denied: bool,
     /// `http-request tarpit`: how long to hold the request before answering.
     pub tarpit: Option<std::time::Duration>,
 }
@@ -97,6 +100,7 @@ impl<'a> Answer<'a> {
             bytes: Cow::Borrowed(bytes),
             status,
             close: true,
+            denied: true,
             tarpit: None,
         }
     }
@@ -323,6 +327,7 @@ fn frontend_verdict<'a>(
                 bytes: Cow::Borrowed(MONITOR_OK),
                 status: 200,
                 close: false,
+                denied: false,
                 tarpit: None,
             }
         }));
@@ -802,6 +807,7 @@ fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
         bytes: Cow::Owned(bytes),
         status: 401,
         close: !framed,
+        denied: false,
         tarpit: None,
     }
 }
@@ -856,6 +862,7 @@ fn common_action<'a, 'e>(
                 bytes: Cow::Owned(bytes.into_bytes()),
                 status: 200,
                 close: false,
+                denied: false,
                 tarpit: None,
             })
         }
@@ -997,16 +1004,23 @@ fn tarpit_delay(view: &StreamView<'_>) -> std::time::Duration {
         .unwrap_or_default()
 }
 
-/// Builds the answer of a `return` or `deny` rule.
+/// Builds the answer of a `return`, `deny` or `tarpit` rule (`denied` for the last two). As in
+/// HAProxy 2.6, the connection goes on after it when the answer has a length to frame it and
+/// the request left nothing to skip (the session decides); a page without one ends it.
 fn reply_answer<'a>(
     reply: &Reply,
     view: &dyn Context,
     pages: &[&'a ErrorPages],
-    close: bool,
+    denied: bool,
 ) -> Answer<'a> {
     let body: Cow<'_, [u8]> = match &reply.body {
         ReplyBody::ErrorPage if reply.headers.is_empty() => {
-            return Answer::page(error_page(pages, reply.status), reply.status);
+            let page = error_page(pages, reply.status);
+            return Answer {
+                close: !has_length(page),
+                denied,
+                ..Answer::page(page, reply.status)
+            };
         }
         ReplyBody::ErrorPage => {
             // The error page with the rule's extra fields after its status line.
@@ -1019,17 +1033,19 @@ fn reply_answer<'a>(
             write_reply_fields(reply, view, &mut bytes);
             bytes.extend_from_slice(&page[line_end..]);
             return Answer {
+                close: !has_length(&bytes),
                 bytes: Cow::Owned(bytes),
                 status: reply.status,
-                close: true,
+                denied,
                 tarpit: None,
             };
         }
         ReplyBody::Raw(bytes) => {
             return Answer {
+                close: !has_length(bytes),
                 bytes: Cow::Owned(bytes.to_vec()),
                 status: reply.status,
-                close: true,
+                denied,
                 tarpit: None,
             };
         }
@@ -1044,17 +1060,29 @@ fn reply_answer<'a>(
     if let Some(content_type) = &reply.content_type {
         push_field(b"content-type", content_type.as_bytes(), &mut bytes);
     }
-    if close {
-        bytes.extend_from_slice(b"connection: close\r\n");
-    }
     bytes.extend_from_slice(b"\r\n");
     bytes.extend_from_slice(&body);
     Answer {
         bytes: Cow::Owned(bytes),
         status: reply.status,
-        close,
+        close: false,
+        denied,
         tarpit: None,
     }
+}
+
+/// Whether a page of the proxy's own has a `Content-Length` field: what lets the connection
+/// go on after it.
+fn has_length(page: &[u8]) -> bool {
+    let head_end = page
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(page.len());
+    page[..head_end].split(|&b| b == b'\n').skip(1).any(|line| {
+        line.split(|&b| b == b':')
+            .next()
+            .is_some_and(|name| name.trim_ascii().eq_ignore_ascii_case(b"content-length"))
+    })
 }
 
 fn write_reply_fields(reply: &Reply, view: &dyn Context, out: &mut Vec<u8>) {
@@ -1161,6 +1189,7 @@ fn redirect_answer<'a>(r: &Redirect, location: &[u8]) -> Answer<'a> {
         bytes: Cow::Owned(bytes),
         status: r.code,
         close: false,
+        denied: false,
         tarpit: None,
     }
 }

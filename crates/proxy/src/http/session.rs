@@ -431,7 +431,7 @@ impl<'s> Session<'_, 's> {
                     }
                     // configuration.txt §8.5: a denied request is "PR", one the proxy answered
                     // itself (return, redirect, monitor) "LR".
-                    let cause = if reply.close {
+                    let cause = if reply.denied || reply.close {
                         Cause::Proxy
                     } else {
                         Cause::Local
