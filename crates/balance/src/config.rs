@@ -64,15 +64,8 @@ impl Algorithm {
     /// carries), as opposed to rotations, loads and draws (`option prefer-last-server`
     /// applies only to those).
     pub fn is_deterministic(&self) -> bool {
-        matches!(
-            self,
-            Algorithm::Source
-                | Algorithm::Uri(_)
-                | Algorithm::UrlParam { .. }
-                | Algorithm::Hdr { .. }
-                | Algorithm::Hash(_)
-                | Algorithm::RdpCookie(_)
-        )
+        // The hashing algorithms are exactly those.
+        self.uses_key()
     }
 
     /// The `balance` keyword naming this algorithm, for messages and `show` output.

@@ -13,7 +13,6 @@ use crate::counters::{Counter, LoopCounter};
 use crate::health::{Admin, HealthState};
 use crate::process::Process;
 use crate::proxy::{Backend, Frontend, Server};
-use sluice_balance::Algorithm;
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::proxy::Mode;
 use std::fmt::Write;
@@ -726,23 +725,6 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     row
 }
 
-/// HAProxy's name of a balancing algorithm (`algo`).
-pub fn algorithm_name(a: &Algorithm) -> &'static str {
-    match a {
-        Algorithm::RoundRobin => "roundrobin",
-        Algorithm::StaticRr => "static-rr",
-        Algorithm::LeastConn => "leastconn",
-        Algorithm::First => "first",
-        Algorithm::Source => "source",
-        Algorithm::Uri(_) => "uri",
-        Algorithm::UrlParam { .. } => "url_param",
-        Algorithm::Hdr { .. } => "hdr",
-        Algorithm::Random { .. } => "random",
-        Algorithm::Hash(_) => "hash",
-        Algorithm::RdpCookie(_) => "rdp-cookie",
-    }
-}
-
 /// The backend's connection limit as HAProxy computes it when `fullconn` is not set: a tenth of
 /// the limits of the frontends that use it by default, at least 1.
 fn backend_limit(process: &Process, b: &Backend) -> u64 {
@@ -838,7 +820,7 @@ fn backend_row(process: &Process, b: &Backend) -> Row {
         row.set(Field::req_tot, total);
     }
     row.set(Field::mode, mode_name(b.plan.mode));
-    row.set(Field::algo, algorithm_name(&b.plan.balance));
+    row.set(Field::algo, b.plan.balance.keyword());
     row.set(Field::uweight, uweight);
     row
 }
