@@ -1014,17 +1014,9 @@ fn reply_answer<'a>(
     denied: bool,
 ) -> Answer<'a> {
     let body: Cow<'_, [u8]> = match &reply.body {
-        ReplyBody::ErrorPage if reply.headers.is_empty() => {
-            let page = error_page(pages, reply.status);
-            return Answer {
-                close: !has_length(page),
-                denied,
-                ..Answer::page(page, reply.status)
-            };
-        }
         ReplyBody::ErrorPage => {
             // The error page with the rule's extra fields after its status line.
-            let page = error_page(pages, reply.status);
+            let page = page_without_connection(error_page(pages, reply.status));
             let line_end = page
                 .windows(2)
                 .position(|w| w == b"\r\n")
@@ -1041,9 +1033,10 @@ fn reply_answer<'a>(
             };
         }
         ReplyBody::Raw(bytes) => {
+            let bytes = page_without_connection(bytes);
             return Answer {
-                close: !has_length(bytes),
-                bytes: Cow::Owned(bytes.to_vec()),
+                close: !has_length(&bytes),
+                bytes: Cow::Owned(bytes),
                 status: reply.status,
                 denied,
                 tarpit: None,
@@ -1069,6 +1062,26 @@ fn reply_answer<'a>(
         denied,
         tarpit: None,
     }
+}
+
+/// `page` without its `Connection` field: whether the connection goes on after the answer
+/// is the session's to say (it adds `connection: close` when it ends it), not the page's.
+fn page_without_connection(page: &[u8]) -> Vec<u8> {
+    let head_end = page
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(page.len(), |p| p + 2);
+    let (head, body) = page.split_at(head_end);
+    let mut bytes = Vec::with_capacity(page.len());
+    for (i, line) in head.split_inclusive(|&b| b == b'\n').enumerate() {
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        if i > 0 && name.trim_ascii().eq_ignore_ascii_case(b"connection") {
+            continue;
+        }
+        bytes.extend_from_slice(line);
+    }
+    bytes.extend_from_slice(body);
+    bytes
 }
 
 /// Whether a page of the proxy's own has a `Content-Length` field: what lets the connection
@@ -1585,6 +1598,22 @@ mod tests {
         assert_eq!(
             changed_addresses(addresses, AddressPart::SourcePort, big),
             None
+        );
+    }
+
+    #[test]
+    fn an_error_page_leaves_the_connection_to_the_session_and_closes_only_unframed() {
+        let framed = page_without_connection(error_response(403));
+        let text = String::from_utf8_lossy(&framed);
+        assert!(text.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{text}");
+        assert!(!text.contains("connection:"), "{text}");
+        assert!(text.ends_with("</body></html>\n"), "{text}");
+        assert!(has_length(&framed));
+        let unframed = page_without_connection(b"HTTP/1.1 403 No\r\nConnection: close\r\n\r\nbody");
+        assert_eq!(unframed, b"HTTP/1.1 403 No\r\n\r\nbody");
+        assert!(
+            !has_length(&unframed),
+            "no length: the connection must end to frame it"
         );
     }
 
