@@ -932,3 +932,54 @@ fn a_compressed_answer_streams_each_piece_as_the_server_sends_it() {
     }
     go_on.send(()).unwrap();
 }
+
+#[test]
+fn the_connection_goes_on_after_a_503_or_a_504() {
+    // A server that never answers /slow.
+    let backend = Backend::start(|s| {
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        let mut s = s;
+        while let Some(req) = read_message(&mut reader) {
+            match req.request_line() {
+                line if line.contains("/slow") => std::thread::sleep(Duration::from_secs(2)),
+                _ => {
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                }
+            }
+        }
+    });
+    let (listener, addr) = frontend();
+    let config = format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    bind {}\n    timeout server 300ms\n    \
+         use_backend empty if {{ path /none }}\n    default_backend be\n\
+         backend empty\nbackend be\n    timeout server 300ms\n    server s {}\n",
+        fd_bind(&listener),
+        backend.addr()
+    );
+    let _p = sluice(&config).inherit(listener).start();
+    // As in HAProxy 2.6: the 503 (no server) and the 504 leave the connection to the next
+    // request, which is served.
+    for (path, status) in [("/none", "503"), ("/slow", "504")] {
+        let mut c = connect(addr);
+        c.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\nGET /ok HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        let all = read_to_close(&mut c, GENEROUS);
+        let text = String::from_utf8_lossy(all.data()).into_owned();
+        assert!(all.is_closed(), "{path}: {text}");
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{path}: {text}"
+        );
+        assert!(
+            !text.contains("connection: close\r\n\r\n<html><body><h1>5"),
+            "{path}: {text}"
+        );
+        assert!(
+            text.ends_with("\r\n\r\nok"),
+            "{path}: the next request was served: {text}"
+        );
+    }
+}

@@ -131,11 +131,11 @@ fn the_page_lists_every_proxy_and_server() {
         !body.contains("<form"),
         "no admin form without 'stats admin'"
     );
-    // Other URIs go to the servers as usual (none listens here: 503). The client keeps its
-    // side open: the proxy counts and logs its own answer before it ends the connection, so
-    // the count is there once the client sees the end, while the proxy still drains what
-    // the client might send.
-    let request = b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n";
+    // Other URIs go to the servers as usual (none listens here: 503). The client asks to
+    // close and keeps its side open: the proxy counts and logs its own answer before it ends
+    // the connection, so the count is there once the client sees the end, while the proxy
+    // still drains what the client might send.
+    let request = b"GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     let (answer, client) = common::http::until_proxy_ends(addr, request);
     assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
     // The page's own answer counts as a 2xx of the frontend, the 503 as a 5xx.

@@ -16,7 +16,7 @@ use super::persist::{self, PersistState};
 use super::pool::{self, ServerKey};
 use super::rules::{self, KeptRequest, ResponseVerdict, Scope};
 use super::scratch::Scratch;
-use super::session::answer;
+use super::session::{answer, answer_and_keep};
 use super::settings::HttpSettings;
 use crate::forward::{self, IdleTimeouts};
 use crate::report::report;
@@ -174,6 +174,26 @@ impl Ending {
             } else {
                 Next::Close
             },
+            answer_bytes: if sent { page.len() as u64 } else { 0 },
+            ..Ending::close(Some(status), cause, phase)
+        }
+    }
+
+    /// Like [`Ending::answered`], but the connection goes on when `keep` says it may: as
+    /// HAProxy 2.6 does after a 503 (no server, a queue or connection that failed) and a 504.
+    async fn answered_or_kept(
+        client: &mut Stream,
+        page: &[u8],
+        (limit, keep): (Option<Duration>, bool),
+        ending: (u16, Cause, Phase),
+    ) -> Self {
+        if !keep {
+            return Ending::answered(client, page, limit, ending).await;
+        }
+        let sent = answer_and_keep(client, page, limit).await;
+        let (status, cause, phase) = ending;
+        Ending {
+            next: if sent { Next::KeepAlive } else { Next::Close },
             answer_bytes: if sent { page.len() as u64 } else { 0 },
             ..Ending::close(Some(status), cause, phase)
         }
@@ -550,6 +570,14 @@ async fn exchange<'a>(
     let client_version = head.version;
     let compression = Compression::of(ctx);
     let compress = compress::negotiate(buf, &head, compression.algos);
+    // After a 503 or a 504 of its own, the connection goes on as after any answer: when
+    // nothing of the request is left to skip and the client, the proxy and the process keep
+    // connections (HTTP/1.1 clients: the page says nothing of keep-alive).
+    let keep_after_error = framing == BodyFraming::None
+        && client_wants_keepalive
+        && client_version == Version::Http11
+        && s.conn_mode == HttpConnMode::KeepAlive
+        && !ctx.process.ends_kept_alive();
 
     // The key is extracted only for the algorithm that uses it (none for the rotations).
     let source;
@@ -634,7 +662,11 @@ async fn exchange<'a>(
                 _ => (503, Cause::ServerAbort, Phase::Connect),
             };
             let page = ctx.after(s.server_error(503));
-            return Ending::answered(client, &page, s.client, ending).await;
+            if keep_after_error {
+                input.consume(head.head_len);
+            }
+            let keep = (s.client, keep_after_error);
+            return Ending::answered_or_kept(client, &page, keep, ending).await;
         }
     };
     let mut server = lease.server();
@@ -732,7 +764,8 @@ async fn exchange<'a>(
                 server.failed_connections.incr();
                 let page = ctx.after(s.server_error(503));
                 let ending = (503, Cause::ServerAbort, Phase::Connect);
-                return Ending::answered(client, &page, s.client, ending).await;
+                let keep = (s.client, keep_after_error);
+                return Ending::answered_or_kept(client, &page, keep, ending).await;
             }
         };
         {
@@ -900,7 +933,9 @@ async fn exchange<'a>(
                     Phase::Data
                 };
                 let page = ctx.after(s.server_error(status));
-                return Ending::answered(client, &page, s.client, (status, cause, phase)).await;
+                // HAProxy 2.6 closes after a 502, and keeps the connection after a 504.
+                let keep = (s.client, keep_after_error && status == 504);
+                return Ending::answered_or_kept(client, &page, keep, (status, cause, phase)).await;
             }
             Err(ResponseFailure::Broken(cause, sent)) => {
                 // The log counts what the client got, as HAProxy's does.

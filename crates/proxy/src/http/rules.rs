@@ -1066,7 +1066,7 @@ fn reply_answer<'a>(
 
 /// `page` without its `Connection` field: whether the connection goes on after the answer
 /// is the session's to say (it adds `connection: close` when it ends it), not the page's.
-fn page_without_connection(page: &[u8]) -> Vec<u8> {
+pub(super) fn page_without_connection(page: &[u8]) -> Vec<u8> {
     let head_end = page
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

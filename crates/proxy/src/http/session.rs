@@ -1068,6 +1068,17 @@ pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) -
     matches!(sent, Ok(Ok(())))
 }
 
+/// Sends an answer of the proxy's own after which the connection goes on: `page` without
+/// its `Connection` field, written as any answer; false if that failed or took too long.
+pub async fn answer_and_keep(client: &mut Stream, page: &[u8], limit: Option<Duration>) -> bool {
+    let page = super::rules::page_without_connection(page);
+    let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
+    matches!(
+        clock::timeout(limit, client.write_all(&page)).await,
+        Ok(Ok(()))
+    )
+}
+
 /// Closes our side, then drains what the client still sends for a moment, so the kernel does
 /// not answer unread input with a reset that could destroy our last response in flight (after
 /// an error answer, the client may well be sending still).
