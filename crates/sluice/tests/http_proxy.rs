@@ -700,7 +700,12 @@ fn no_server_gives_503() {
         fd_bind(&listener)
     );
     let _p = sluice(&config).inherit(listener).start();
-    let got = one_shot(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    // Asking to close: after a 503 the connection would otherwise go on.
+    let got = one_shot(
+        addr,
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(got.is_closed());
     assert_eq!(status_of(got.data()), 503);
 }
 
@@ -982,4 +987,33 @@ fn the_connection_goes_on_after_a_503_or_a_504() {
             "{path}: the next request was served: {text}"
         );
     }
+}
+
+#[test]
+fn a_503_page_that_does_not_frame_itself_ends_the_connection() {
+    let (listener, addr) = frontend();
+    let pages = common::TempDir::new();
+    // No length: only the connection's end delimits this page.
+    let unframed = pages.write(
+        "503.http",
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\r\nno server",
+    );
+    let config = format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    bind {}\n    default_backend empty\n\
+         backend empty\n    errorfile 503 {}\n",
+        fd_bind(&listener),
+        unframed.display()
+    );
+    let _p = sluice(&config).inherit(listener).start();
+    let mut c = connect(addr);
+    c.write_all(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    let all = read_to_close(&mut c, GENEROUS);
+    let text = String::from_utf8_lossy(all.data()).into_owned();
+    assert!(all.is_closed(), "the page is delimited by the end: {text}");
+    assert!(
+        text.ends_with("\r\n\r\nno server"),
+        "one answer, whole: {text}"
+    );
+    assert_eq!(text.matches("HTTP/1.1 503").count(), 1, "{text}");
 }

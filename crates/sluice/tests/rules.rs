@@ -213,6 +213,12 @@ backend app
         .map(|(i, _)| &text[i + 9..i + 12])
         .collect();
     assert_eq!(statuses, ["200", "200", "403", "200"], "{text}");
+    let denied = &text[text.find("HTTP/1.1 403").unwrap_or(0)..];
+    let denied_head = &denied[..denied.find("\r\n\r\n").unwrap_or(denied.len())];
+    assert!(
+        !denied_head.to_ascii_lowercase().contains("connection:"),
+        "the 403 says nothing of closing: {denied_head}"
+    );
     let seen: Vec<String> = log
         .lock()
         .unwrap()

@@ -179,7 +179,8 @@ impl Ending {
         }
     }
 
-    /// Like [`Ending::answered`], but the connection goes on when `keep` says it may: as
+    /// Like [`Ending::answered`], but the connection goes on when `keep` says it may and the
+    /// page frames itself (an empty or unframed errorfile is delimited by the close): as
     /// HAProxy 2.6 does after a 503 (no server, a queue or connection that failed) and a 504.
     async fn answered_or_kept(
         client: &mut Stream,
@@ -187,14 +188,19 @@ impl Ending {
         (limit, keep): (Option<Duration>, bool),
         ending: (u16, Cause, Phase),
     ) -> Self {
-        if !keep {
+        let kept_page = keep.then(|| rules::page_without_connection(page));
+        let Some(kept_page) = kept_page.filter(|p| rules::has_length(p)) else {
             return Ending::answered(client, page, limit, ending).await;
-        }
-        let sent = answer_and_keep(client, page, limit).await;
+        };
+        let sent = answer_and_keep(client, &kept_page, limit).await;
         let (status, cause, phase) = ending;
         Ending {
-            next: if sent { Next::KeepAlive } else { Next::Close },
-            answer_bytes: if sent { page.len() as u64 } else { 0 },
+            next: if sent.is_some() {
+                Next::KeepAlive
+            } else {
+                Next::Close
+            },
+            answer_bytes: sent.unwrap_or(0) as u64,
             ..Ending::close(Some(status), cause, phase)
         }
     }
@@ -573,11 +579,14 @@ async fn exchange<'a>(
     // After a 503 or a 504 of its own, the connection goes on as after any answer: when
     // nothing of the request is left to skip and the client, the proxy and the process keep
     // connections (HTTP/1.1 clients: the page says nothing of keep-alive).
-    let keep_after_error = framing == BodyFraming::None
-        && client_wants_keepalive
-        && client_version == Version::Http11
-        && s.conn_mode == HttpConnMode::KeepAlive
-        && !ctx.process.ends_kept_alive();
+    // (Asked when the page goes: a soft stop may have begun meanwhile.)
+    let keep_after_error = || {
+        framing == BodyFraming::None
+            && client_wants_keepalive
+            && client_version == Version::Http11
+            && s.conn_mode == HttpConnMode::KeepAlive
+            && !ctx.process.ends_kept_alive()
+    };
 
     // The key is extracted only for the algorithm that uses it (none for the rotations).
     let source;
@@ -662,11 +671,11 @@ async fn exchange<'a>(
                 _ => (503, Cause::ServerAbort, Phase::Connect),
             };
             let page = ctx.after(s.server_error(503));
-            if keep_after_error {
+            let keep = keep_after_error();
+            if keep {
                 input.consume(head.head_len);
             }
-            let keep = (s.client, keep_after_error);
-            return Ending::answered_or_kept(client, &page, keep, ending).await;
+            return Ending::answered_or_kept(client, &page, (s.client, keep), ending).await;
         }
     };
     let mut server = lease.server();
@@ -764,7 +773,7 @@ async fn exchange<'a>(
                 server.failed_connections.incr();
                 let page = ctx.after(s.server_error(503));
                 let ending = (503, Cause::ServerAbort, Phase::Connect);
-                let keep = (s.client, keep_after_error);
+                let keep = (s.client, keep_after_error());
                 return Ending::answered_or_kept(client, &page, keep, ending).await;
             }
         };
@@ -934,7 +943,7 @@ async fn exchange<'a>(
                 };
                 let page = ctx.after(s.server_error(status));
                 // HAProxy 2.6 closes after a 502, and keeps the connection after a 504.
-                let keep = (s.client, keep_after_error && status == 504);
+                let keep = (s.client, status == 504 && keep_after_error());
                 return Ending::answered_or_kept(client, &page, keep, (status, cause, phase)).await;
             }
             Err(ResponseFailure::Broken(cause, sent)) => {
@@ -1506,9 +1515,11 @@ where
                 .map_err(|_| ResponseFailure::Status(502))?;
             }
             if let ResponseVerdict::Replace(reply) = verdict {
-                // The server's response is dropped: its connection cannot be reused.
+                // The server's response is dropped: its connection cannot be reused, and the
+                // client's ends after this answer, which says so.
                 started.set(Some((clock::now_std(), reply.status, Version::Http11)));
-                body::write(client, &reply.bytes, s.client)
+                let bytes = super::session::with_connection(reply.bytes, "close");
+                body::write(client, &bytes, s.client)
                     .await
                     .map_err(client_write_failure)?;
                 return Ok(ResponseDone {
@@ -1516,7 +1527,7 @@ where
                     server_reusable: false,
                     tunnel: false,
                     bytes_up: 0,
-                    bytes_down: sent_heads + reply.bytes.len() as u64,
+                    bytes_down: sent_heads + bytes.len() as u64,
                 });
             }
         }

@@ -1065,15 +1065,15 @@ fn reply_answer<'a>(
 }
 
 /// `page` without its `Connection` field: whether the connection goes on after the answer
-/// is the session's to say (it adds `connection: close` when it ends it), not the page's.
+/// is the session's to say (it adds `connection: close` when it ends it), not the page's. A
+/// page the response parser cannot read is left as it is (it will not be found framed).
 pub(super) fn page_without_connection(page: &[u8]) -> Vec<u8> {
-    let head_end = page
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(page.len(), |p| p + 2);
-    let (head, body) = page.split_at(head_end);
+    let Ok(Parse::Complete(head)) = parse_response(page, &Limits::default()) else {
+        return page.to_vec();
+    };
+    let (head_bytes, body) = page.split_at(head.head_len);
     let mut bytes = Vec::with_capacity(page.len());
-    for (i, line) in head.split_inclusive(|&b| b == b'\n').enumerate() {
+    for (i, line) in head_bytes.split_inclusive(|&b| b == b'\n').enumerate() {
         let name = line.split(|&b| b == b':').next().unwrap_or_default();
         if i > 0 && name.trim_ascii().eq_ignore_ascii_case(b"connection") {
             continue;
@@ -1084,18 +1084,20 @@ pub(super) fn page_without_connection(page: &[u8]) -> Vec<u8> {
     bytes
 }
 
-/// Whether a page of the proxy's own has a `Content-Length` field: what lets the connection
-/// go on after it.
-fn has_length(page: &[u8]) -> bool {
-    let head_end = page
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or(page.len());
-    page[..head_end].split(|&b| b == b'\n').skip(1).any(|line| {
-        line.split(|&b| b == b':')
-            .next()
-            .is_some_and(|name| name.trim_ascii().eq_ignore_ascii_case(b"content-length"))
-    })
+/// Whether a page of the proxy's own frames itself: a head the response parser reads, and a
+/// `Content-Length` that is its body's exact length. Only then may the connection go on
+/// after it; otherwise its end is what delimits the page.
+pub(super) fn has_length(page: &[u8]) -> bool {
+    let Ok(Parse::Complete(head)) = parse_response(page, &Limits::default()) else {
+        return false;
+    };
+    let body = (page.len() - head.head_len) as u64;
+    let mut lengths = head.header_values(page, "content-length");
+    let exact = lengths
+        .next()
+        .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok())
+        == Some(body);
+    exact && lengths.next().is_none()
 }
 
 fn write_reply_fields(reply: &Reply, view: &dyn Context, out: &mut Vec<u8>) {
@@ -1614,6 +1616,19 @@ mod tests {
         assert!(
             !has_length(&unframed),
             "no length: the connection must end to frame it"
+        );
+        // A wrong length, an empty page, and a head ended by bare LFs whose body says
+        // `Connection:` (not a field).
+        assert!(!has_length(
+            b"HTTP/1.1 403 No\r\nContent-Length: 9\r\n\r\nbody"
+        ));
+        assert!(!has_length(b""));
+        let lf = b"HTTP/1.1 403 No\nContent-Length: 20\n\nConnection: close\nx\n";
+        assert!(has_length(lf));
+        assert_eq!(
+            page_without_connection(lf),
+            lf.to_vec(),
+            "the body is not the head"
         );
     }
 

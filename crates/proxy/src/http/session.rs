@@ -675,7 +675,7 @@ async fn body_timed_out(
 /// Connection field already: an answer after which the connection closes says so (RFC 9112
 /// §9.6), as HAProxy's redirections and returns do, and one that keeps an HTTP/1.0 client's
 /// connection says that (an HTTP/1.0 client assumes a close otherwise).
-fn with_connection<'a>(answer: Cow<'a, [u8]>, value: &str) -> Cow<'a, [u8]> {
+pub(super) fn with_connection<'a>(answer: Cow<'a, [u8]>, value: &str) -> Cow<'a, [u8]> {
     let limits = sluice_http::head::Limits::default();
     let Ok(Parse::Complete(head)) = sluice_http::head::parse_response(&answer, &limits) else {
         return answer;
@@ -1068,15 +1068,17 @@ pub async fn answer(client: &mut Stream, page: &[u8], limit: Option<Duration>) -
     matches!(sent, Ok(Ok(())))
 }
 
-/// Sends an answer of the proxy's own after which the connection goes on: `page` without
-/// its `Connection` field, written as any answer; false if that failed or took too long.
-pub async fn answer_and_keep(client: &mut Stream, page: &[u8], limit: Option<Duration>) -> bool {
-    let page = super::rules::page_without_connection(page);
+/// Sends an answer of the proxy's own after which the connection goes on (`page` without its
+/// `Connection` field, which frames itself: see `rules::has_length`); the bytes sent, or
+/// `None` if that failed or took too long.
+pub async fn answer_and_keep(
+    client: &mut Stream,
+    page: &[u8],
+    limit: Option<Duration>,
+) -> Option<usize> {
     let limit = limit.unwrap_or(ANSWER_WRITE_LIMIT);
-    matches!(
-        clock::timeout(limit, client.write_all(&page)).await,
-        Ok(Ok(()))
-    )
+    let sent = clock::timeout(limit, client.write_all(page)).await;
+    matches!(sent, Ok(Ok(()))).then_some(page.len())
 }
 
 /// Closes our side, then drains what the client still sends for a moment, so the kernel does
