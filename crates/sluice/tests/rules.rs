@@ -770,3 +770,35 @@ listen fe
         "{read:?}"
     );
 }
+
+#[test]
+fn under_http_server_close_the_proxys_own_answers_keep_the_client() {
+    let (app, _log) = named_http("app");
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    option http-server-close
+    http-request return status 200 content-type text/plain string one if {{ path /one }}
+    http-request deny if {{ path /deny }}
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    // `http-server-close` ends server connections only, as in HAProxy 2.6.
+    s.write_all(b"GET /one HTTP/1.1\r\nHost: h\r\n\r\nGET /deny HTTP/1.1\r\nHost: h\r\n\r\nGET /app HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("the last request asked to close the connection");
+    };
+    let text = String::from_utf8_lossy(&data);
+    let statuses: Vec<&str> = text
+        .match_indices("HTTP/1.1 ")
+        .map(|(i, _)| &text[i + 9..i + 12])
+        .collect();
+    assert_eq!(statuses, ["200", "403", "200"], "{text}");
+}

@@ -584,7 +584,7 @@ async fn exchange<'a>(
         framing == BodyFraming::None
             && client_wants_keepalive
             && client_version == Version::Http11
-            && s.conn_mode == HttpConnMode::KeepAlive
+            && s.conn_mode != HttpConnMode::Close
             && !ctx.process.ends_kept_alive()
     };
 

@@ -704,7 +704,8 @@ fn can_answer_and_keep_alive(
     let buf = input.filled();
     framing == BodyFraming::None
         && connection_tokens(buf, head).persistent(head.version)
-        && settings.conn_mode == HttpConnMode::KeepAlive
+        // `http-server-close` closes the server side only: the client keeps its connection.
+        && settings.conn_mode != HttpConnMode::Close
 }
 
 /// The request line at the start of `buf`.
