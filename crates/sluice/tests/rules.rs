@@ -707,12 +707,19 @@ fn silent_drop_resets_the_connection_at_each_tcp_request_stage() {
         ("content", HTTP_DEFAULTS),
         ("content", TCP_DEFAULTS),
     ] {
+        // TCP content rules wait for the client's bytes, so the drop comes after its write
+        // (HTTP ones run once the head was read).
+        let cond = if stage == "content" && defaults == TCP_DEFAULTS {
+            "req.len gt 0"
+        } else {
+            "src 127.0.0.0/8"
+        };
         let config = format!(
             "{defaults}
 frontend fe
     {{bind}}
     tcp-request inspect-delay 5s
-    tcp-request {stage} silent-drop if {{ src 127.0.0.0/8 }}
+    tcp-request {stage} silent-drop if {{ {cond} }}
     default_backend app
 backend app
     server s {}
@@ -755,13 +762,16 @@ fn tcp_response_silent_drop_resets_the_clients_connection() {
         "{TCP_DEFAULTS}
 listen fe
     {{bind}}
-    tcp-response content silent-drop
+    tcp-response inspect-delay 5s
+    tcp-response content silent-drop if {{ res.len gt 0 }}
     server s {}
 ",
         echo.addr()
     );
     let (_p, addr) = start(&config);
     let mut c = connect(addr);
+    // The rule waits for the server's first bytes, the echo of these: the drop comes after
+    // the client's write.
     c.write_all(b"ping").unwrap();
     c.set_read_timeout(Some(GENEROUS)).unwrap();
     let read = std::io::Read::read(&mut c, &mut [0u8; 64]);
