@@ -580,13 +580,9 @@ async fn exchange<'a>(
     // nothing of the request is left to skip and the client, the proxy and the process keep
     // connections (HTTP/1.1 clients: the page says nothing of keep-alive).
     // (Asked when the page goes: a soft stop may have begun meanwhile.)
-    let keep_after_error = || {
-        framing == BodyFraming::None
-            && client_wants_keepalive
-            && client_version == Version::Http11
-            && s.conn_mode != HttpConnMode::Close
-            && !ctx.process.ends_kept_alive()
-    };
+    let may_keep = super::session::can_answer_and_keep_alive(framing, client_wants_keepalive, s)
+        && client_version == Version::Http11;
+    let keep_after_error = || may_keep && !ctx.process.ends_kept_alive();
 
     // The key is extracted only for the algorithm that uses it (none for the rotations).
     let source;

@@ -422,7 +422,11 @@ impl<'s> Session<'_, 's> {
                     // A stopping process ends kept-alive connections after their answer.
                     let keep_alive = !reply.close
                         && !self.scope.process.ends_kept_alive()
-                        && can_answer_and_keep_alive(input, &head, framing, settings);
+                        && can_answer_and_keep_alive(
+                            framing,
+                            connection_tokens(input.filled(), &head).persistent(head.version),
+                            settings,
+                        );
                     let mut reply = reply;
                     if !keep_alive {
                         reply.bytes = with_connection(reply.bytes, "close");
@@ -693,17 +697,16 @@ pub(super) fn with_connection<'a>(answer: Cow<'a, [u8]>, value: &str) -> Cow<'a,
     Cow::Owned(with)
 }
 
-/// An answer of the proxy's own may keep the connection when the request has no body to
-/// skip and both the client and the configuration allow keep-alive.
-fn can_answer_and_keep_alive(
-    input: &InBuf,
-    head: &RequestHead,
+/// An answer of the proxy's own (a rule's, an error page after a 503 or 504) may keep the
+/// connection when the request has no body to skip (`framing`) and both the client
+/// (`client_keeps`) and the configuration allow keep-alive.
+pub(super) fn can_answer_and_keep_alive(
     framing: BodyFraming,
+    client_keeps: bool,
     settings: &HttpSettings<'_>,
 ) -> bool {
-    let buf = input.filled();
     framing == BodyFraming::None
-        && connection_tokens(buf, head).persistent(head.version)
+        && client_keeps
         // `http-server-close` closes the server side only: the client keeps its connection.
         && settings.conn_mode != HttpConnMode::Close
 }
