@@ -184,6 +184,33 @@ backend app
     assert!(log.lock().unwrap().is_empty(), "nothing reaches the server");
 }
 
+/// Sends a GET of each path on one connection, the last asking to close, and returns all
+/// that came back until the proxy closed.
+fn pipelined(addr: SocketAddr, paths: &[&str]) -> String {
+    let mut requests = String::new();
+    for (n, path) in paths.iter().enumerate() {
+        let close = if n + 1 == paths.len() {
+            "Connection: close\r\n"
+        } else {
+            ""
+        };
+        requests.push_str(&format!("GET {path} HTTP/1.1\r\nHost: h\r\n{close}\r\n"));
+    }
+    let mut s = connect(addr);
+    s.write_all(requests.as_bytes()).unwrap();
+    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
+        panic!("the last request asked to close the connection");
+    };
+    String::from_utf8_lossy(&data).into_owned()
+}
+
+/// The status of each answer in `text`, in order.
+fn statuses(text: &str) -> Vec<&str> {
+    text.match_indices("HTTP/1.1 ")
+        .map(|(i, _)| &text[i + 9..i + 12])
+        .collect()
+}
+
 #[test]
 fn answers_of_the_proxy_keep_the_connection_alive_deny_included() {
     let (app, log) = named_http("app");
@@ -200,19 +227,9 @@ backend app
         app.addr()
     );
     let (_p, addr) = start(&config);
-    let mut s = connect(addr);
     // As in HAProxy 2.6, a denied request leaves the connection open for the next one.
-    s.write_all(b"GET /one HTTP/1.1\r\nHost: h\r\n\r\nGET /app HTTP/1.1\r\nHost: h\r\n\r\nGET /deny HTTP/1.1\r\nHost: h\r\n\r\nGET /last HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
-        panic!("the last request asked to close the connection");
-    };
-    let text = String::from_utf8_lossy(&data);
-    let statuses: Vec<&str> = text
-        .match_indices("HTTP/1.1 ")
-        .map(|(i, _)| &text[i + 9..i + 12])
-        .collect();
-    assert_eq!(statuses, ["200", "200", "403", "200"], "{text}");
+    let text = pipelined(addr, &["/one", "/app", "/deny", "/last"]);
+    assert_eq!(statuses(&text), ["200", "200", "403", "200"], "{text}");
     let denied = &text[text.find("HTTP/1.1 403").unwrap_or(0)..];
     let denied_head = &denied[..denied.find("\r\n\r\n").unwrap_or(denied.len())];
     assert!(
@@ -798,17 +815,7 @@ backend app
         app.addr()
     );
     let (_p, addr) = start(&config);
-    let mut s = connect(addr);
     // `http-server-close` ends server connections only, as in HAProxy 2.6.
-    s.write_all(b"GET /one HTTP/1.1\r\nHost: h\r\n\r\nGET /deny HTTP/1.1\r\nHost: h\r\n\r\nGET /app HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let Closed::Eof(data) = read_to_close(&mut s, GENEROUS) else {
-        panic!("the last request asked to close the connection");
-    };
-    let text = String::from_utf8_lossy(&data);
-    let statuses: Vec<&str> = text
-        .match_indices("HTTP/1.1 ")
-        .map(|(i, _)| &text[i + 9..i + 12])
-        .collect();
-    assert_eq!(statuses, ["200", "403", "200"], "{text}");
+    let text = pipelined(addr, &["/one", "/deny", "/app"]);
+    assert_eq!(statuses(&text), ["200", "403", "200"], "{text}");
 }
