@@ -159,7 +159,7 @@ with open(os.path.join(ROOT, "bench", "rules.cfg")) as _f:
     RULES = "".join(line for line in _f if not line.startswith("#"))
 
 
-def proxy_config(kind, mode, work, scenario=""):
+def proxy_config(kind, mode, work, scenario="", busy_polling=False):
     """The same scenario for each proxy: one thread, keep-alive both sides."""
     origin_port = WS_ORIGIN_PORT if scenario == "idle-websocket" else ORIGIN_PORT
     extra = ""
@@ -191,6 +191,8 @@ def proxy_config(kind, mode, work, scenario=""):
     # (a container's hard limit of 20000), `no strict-limits` lets them run short of it, which
     # only the upgraded connections (two descriptors each, see websocket_capacity) would feel.
     if kind in ("sluice", "haproxy"):
+        if busy_polling:
+            global_extra += "    busy-polling\n"
         path = os.path.join(work, f"{kind}-{mode}-{scenario}.cfg")
         with open(path, "w") as f:
             f.write(f"""global
@@ -239,8 +241,8 @@ events {{ worker_connections 20000; }}
     return path
 
 
-def start_proxy(kind, mode, work, binary, scenario=""):
-    cfg = proxy_config(kind, mode, work, scenario)
+def start_proxy(kind, mode, work, binary, scenario="", busy_polling=False):
+    cfg = proxy_config(kind, mode, work, scenario, busy_polling)
     if kind == "sluice":
         cmd = [binary, "-db", "-f", cfg]
     elif kind == "haproxy":
@@ -393,9 +395,9 @@ SCENARIOS = {
 }
 
 
-def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate):
+def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate, busy_polling):
     mode = SCENARIOS[scenario][0]
-    proc = start_proxy(kind, mode, work, binary, scenario)
+    proc = start_proxy(kind, mode, work, binary, scenario, busy_polling)
     try:
         cpu0, load0 = cpu_seconds(proc.pid), load_cpu_busy()
         if scenario in ("http-keepalive", "rules"):
@@ -450,6 +452,8 @@ def main():
     parser.add_argument("--cpu-rate", type=int, default=20000,
                         help="total requests per second of the cpu-at-rate scenario")
     parser.add_argument("--proxies", default="sluice,haproxy,nginx")
+    parser.add_argument("--busy-polling", action="store_true",
+                        help="Sluice and HAProxy never sleep in the poller (nginx has no such setting)")
     parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS))
     args = parser.parse_args()
     for tool, package in (("wrk", "wrk"), ("h2load", "nghttp2-client"), ("nginx", "nginx libnginx-mod-stream"),
@@ -480,7 +484,7 @@ def main():
                 shift = round_number % len(proxies)
                 for kind in proxies[shift:] + proxies[:shift]:
                     measured = run_once(scenario, kind, work, args.binary, args.seconds, args.idle,
-                                        args.latency_rate, args.cpu_rate)
+                                        args.latency_rate, args.cpu_rate, args.busy_polling)
                     for column, figure in zip(results[kind], measured):
                         if figure is not None:
                             column.append(figure)
