@@ -1,7 +1,7 @@
 //! The HTTP keywords of proxy sections (configuration.txt §4.2): connection modes
 //! (`option http-keep-alive|http-server-close|httpclose`), added headers (`option forwardfor`,
-//! `option originalto`, `http-send-name-header`), server connection sharing (`http-reuse`) and
-//! the parser's tolerance (`option accept-unsafe-violations-in-http-request|response`).
+//! `option originalto`, `http-send-name-header`), server connection sharing (`http-reuse`),
+//! `option checkcache` and the parser's tolerance (`option accept-unsafe-violations-in-http-request|response`).
 //!
 //! They are collected in [`HttpConf`], part of every [`crate::proxy::ProxyConf`], and inherited
 //! from `defaults` like every other setting.
@@ -77,6 +77,9 @@ pub struct HttpConf {
     /// `option http-pretend-keepalive`: under `http-server-close` or `httpclose`, requests
     /// do not tell the server the connection closes (it is closed after the response).
     pub pretend_keepalive: bool,
+    /// `option checkcache`: a response a shared cache could store with the server's
+    /// `Set-Cookie` is refused (502), since the cache would hand that cookie to everyone.
+    pub check_cache: bool,
     /// `option http-restrict-req-hdr-names`: what becomes of request fields whose names
     /// hold characters other than letters, digits and `-` (unset: they are kept).
     pub restrict_header_names: Option<HeaderNamePolicy>,
@@ -111,6 +114,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "http-pretend-keepalive"
             | "abortonclose"
             | "prefer-last-server"
+            | "checkcache"
     )
 }
 
@@ -159,11 +163,13 @@ pub(crate) fn apply_http_option(
         "http-buffer-request"
         | "http-pretend-keepalive"
         | "abortonclose"
-        | "prefer-last-server" => {
+        | "prefer-last-server"
+        | "checkcache" => {
             let flag = match name {
                 "http-buffer-request" => &mut conf.buffer_request,
                 "http-pretend-keepalive" => &mut conf.pretend_keepalive,
                 "abortonclose" => &mut conf.abort_on_close,
+                "checkcache" => &mut conf.check_cache,
                 _ => &mut conf.prefer_last_server,
             };
             *flag = enable;

@@ -775,7 +775,8 @@ fn parse_option(
             | "accept-invalid-http-response"
             | "http-pretend-keepalive"
             | "abortonclose"
-            | "prefer-last-server" => (false, true),
+            | "prefer-last-server"
+            | "checkcache" => (false, true),
             _ => (true, true),
         };
         let allowed = Allowed {

@@ -87,6 +87,9 @@ pub async fn inspect<'a>(
         match verdict {
             Some(TcpVerdict::Reject) => return Inspection::Reject,
             Some(TcpVerdict::SilentDrop) => {
+                // HAProxy counts a drop as a denied request; counted before the client can
+                // see it.
+                frontend.denied_requests.incr();
                 // Should the socket refuse the options, it still closes, only less quietly.
                 let _ = client.abort_silently();
                 return Inspection::Dropped;
@@ -141,6 +144,8 @@ pub enum ResponseInspection {
     Forward,
     /// Close both connections (`reject`).
     Reject,
+    /// The client's connection was dropped silently (`silent-drop`): close the server's.
+    Dropped,
     /// The client's bytes could not be passed to the server within `timeout server`: the
     /// server connection is broken and both are closed.
     ServerStalled,
@@ -189,11 +194,18 @@ pub async fn inspect_response(
                 &mut next_rule,
             )
         };
+        // Counted as HAProxy counts them, before the client can see its connection end: a
+        // rejected response is a denied response (`dresp`), a silent drop a denied request.
         let decided = match verdict {
-            Some(TcpVerdict::Reject) => ResponseInspection::Reject,
-            Some(TcpVerdict::SilentDrop) => {
-                let _ = client.abort_silently();
+            Some(TcpVerdict::Reject) => {
+                let frontend = scope.frontend;
+                sluice_runtime::proxy::count_denied_response(frontend, backend, Some(server));
                 ResponseInspection::Reject
+            }
+            Some(TcpVerdict::SilentDrop) => {
+                scope.frontend.denied_requests.incr();
+                let _ = client.abort_silently();
+                ResponseInspection::Dropped
             }
             // The configuration allows `switch-mode` in request rules only.
             Some(TcpVerdict::Accept | TcpVerdict::SwitchHttp) => ResponseInspection::Forward,

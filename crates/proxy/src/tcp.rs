@@ -55,11 +55,8 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             frontend.denied_connections.incr();
             return None;
         }
-        // HAProxy counts a `silent-drop` as a denied request.
-        Inspection::Dropped => {
-            frontend.denied_requests.incr();
-            return None;
-        }
+        // Counted where it was decided (`inspect`).
+        Inspection::Dropped => return None,
         Inspection::NoBackend => {
             frontend.failed.incr();
             return None;
@@ -268,7 +265,10 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                                 phase: Phase::Data,
                             };
                             record.bytes_from_client = early_len;
-                        } else if verdict == ResponseInspection::Reject {
+                        } else if matches!(
+                            verdict,
+                            ResponseInspection::Reject | ResponseInspection::Dropped
+                        ) {
                             // configuration.txt §8.5: closed by the proxy while the server's
                             // data was being checked ("PD").
                             record.termination = Termination {

@@ -26,6 +26,9 @@ const QUEUE_DEPTH: usize = 4096;
 
 /// Syslog severities used for traffic logs.
 pub mod level {
+    /// `alert`: something the administrator must fix (`option checkcache` blocking a
+    /// response).
+    pub const ALERT: u8 = 1;
     /// `err`: streams that ended in error with `option log-separate-errors`.
     pub const ERR: u8 = 3;
     /// `info`: traffic.

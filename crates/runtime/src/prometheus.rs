@@ -126,6 +126,12 @@ const FRONTEND: &[Metric] = &[
         Value::Field(Field::dreq),
     ),
     m(
+        "responses_denied_total",
+        COUNTER,
+        "Responses denied by rules or option checkcache.",
+        Value::Field(Field::dresp),
+    ),
+    m(
         "request_errors_total",
         COUNTER,
         "Invalid requests.",
@@ -265,6 +271,12 @@ const BACKEND: &[Metric] = &[
         COUNTER,
         "Response bytes sent.",
         Value::Field(Field::bout),
+    ),
+    m(
+        "responses_denied_total",
+        COUNTER,
+        "Responses denied by rules or option checkcache.",
+        Value::Field(Field::dresp),
     ),
     m(
         "connection_errors_total",
@@ -454,6 +466,12 @@ const SERVER: &[Metric] = &[
         COUNTER,
         "Response bytes sent.",
         Value::Field(Field::bout),
+    ),
+    m(
+        "responses_denied_total",
+        COUNTER,
+        "Responses denied by rules or option checkcache.",
+        Value::Field(Field::dresp),
     ),
     m(
         "connection_errors_total",

@@ -140,6 +140,17 @@ impl Frontend {
         log.out.emit(level, line.as_bytes());
     }
 
+    /// An alert about this proxy's traffic (`message`, without a line end): at severity
+    /// `alert` in its log, and on standard error unless `quiet`, as HAProxy reports them.
+    pub fn log_alert(&self, message: &str, quiet: bool) {
+        if !quiet {
+            eprintln!("{:<11}({}) : {message}", "[ALERT]", std::process::id());
+        }
+        if let Some(log) = &self.logger {
+            log.out.emit(level::ALERT, message.as_bytes());
+        }
+    }
+
     /// HAProxy's minimal log (no `option httplog|tcplog`, no `log-format`): one line when a
     /// connection is accepted.
     pub fn log_connection(&self, client: Option<SocketAddr>, local: Option<SocketAddr>) {
@@ -172,6 +183,16 @@ fn severity(log: &FrontendLog, record: &StreamRecord<'_>) -> u8 {
         level::ERR
     } else {
         level::INFO
+    }
+}
+
+/// Counts a response the proxy refused to pass on (`dresp`): the frontend, the backend and
+/// the server each count it, as in HAProxy.
+pub fn count_denied_response(frontend: &Frontend, backend: &Backend, server: Option<&Server>) {
+    frontend.stats.denied_responses.incr();
+    backend.stats.denied_responses.incr();
+    if let Some(server) = server {
+        server.stats.denied_responses.incr();
     }
 }
 

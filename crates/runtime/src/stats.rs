@@ -191,6 +191,9 @@ pub struct StatsCounters {
     /// `compression`, frontends and backends: bytes into the compressor (`comp_in`),
     /// compressed bytes out (`comp_out`), responses compressed (`comp_rsp`).
     pub compressed: [LoopCounter; 3],
+    /// Responses refused by `http-response deny`, `tcp-response content reject` or `option
+    /// checkcache` (`dresp`), counted by the frontend, the backend and the server alike.
+    pub denied_responses: LoopCounter,
     /// A frontend disabled with `disable frontend` stops accepting (true).
     paused: AtomicBool,
     /// Rung when `paused` changes, for the frontend's accept loops.
@@ -218,6 +221,7 @@ impl StatsCounters {
             agent_enabled: AtomicBool::new(true),
             weight: AtomicU32::new(weight),
             compressed: Default::default(),
+            denied_responses: LoopCounter::default(),
             paused: AtomicBool::new(false),
             pause_bell: crate::bell::Bell::default(),
         }
@@ -381,6 +385,7 @@ impl StatsCounters {
             for c in &self.compressed {
                 c.reset();
             }
+            self.denied_responses.reset();
         }
     }
 }
@@ -542,6 +547,7 @@ fn frontend_row(f: &Frontend) -> Row {
     row.set(Field::bout, t.bytes_out.get());
     set_compression(&mut row, &f.stats);
     row.set(Field::dreq, f.denied_requests.get());
+    row.set(Field::dresp, f.stats.denied_responses.get());
     row.set(Field::ereq, f.request_errors.get());
     row.set(
         Field::status,
@@ -667,6 +673,7 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     row.set(Field::stot, t.total_sessions.get());
     row.set(Field::bin, t.bytes_in.get());
     row.set(Field::bout, t.bytes_out.get());
+    row.set(Field::dresp, s.stats.denied_responses.get());
     row.set(Field::econ, s.failed_connections.get());
     row.set(Field::wretr, s.retries.get());
     row.set(Field::status, server_status(s, &health));
@@ -801,6 +808,7 @@ fn backend_row(process: &Process, b: &Backend) -> Row {
     row.set(Field::bin, t.bytes_in.get());
     row.set(Field::bout, t.bytes_out.get());
     set_compression(&mut row, &b.stats);
+    row.set(Field::dresp, b.stats.denied_responses.get());
     row.set(Field::econ, b.failed_connections.get());
     row.set(Field::eresp, b.response_errors.get());
     row.set(Field::wretr, b.retries.get());

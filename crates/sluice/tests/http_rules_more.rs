@@ -428,7 +428,7 @@ listen l
 ",
         echo.addr()
     );
-    let (_p, addr) = start(&config);
+    let (p, addr) = start(&config);
     // The client's bytes reach the server while its answer is inspected.
     let mut good = connect(addr);
     good.write_all(b"GOOD").unwrap();
@@ -452,6 +452,15 @@ listen l
         took >= Duration::from_millis(300) && took < Duration::from_secs(5),
         "closed after {took:?}"
     );
+    // Each rejected response is a denied response (`dresp`, the 12th field) of the frontend,
+    // the backend and the server, as in HAProxy; no denied request (`dreq`).
+    let stat = p.cli("show stat");
+    for prefix in ["l,FRONTEND,", "l,s,", "l,BACKEND,"] {
+        let row = stat.lines().find(|l| l.starts_with(prefix)).unwrap();
+        let fields: Vec<&str> = row.split(',').collect();
+        assert_eq!(fields[11], "2", "{row}");
+        assert_ne!(fields[10], "2", "{row}");
+    }
 }
 
 /// Rules may rewrite any field, but the body keeps the framing it arrived with: a request

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::http::{HTTP_DEFAULTS, ok_backend};
+use common::http::{HTTP_DEFAULTS, http_backend, ok_backend};
 use common::{
     Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice,
 };
@@ -555,6 +555,69 @@ backend bad
         let line = next_line(&syslog);
         let logged = format!(" {status} {} - - {state} ", answer.len());
         assert!(line.contains(&logged), "{path}: {logged:?} in {line}");
+    }
+}
+
+/// A response the proxy refuses or answers in the server's place is logged as HAProxy logs
+/// it, with no response time: `PH--` for `http-response deny` and for `option checkcache`,
+/// `LH--` for `http-response return`. `checkcache` answers 502 (as HAProxy's manual says; 2.6
+/// itself sends its 200 page), closes the connection and logs an alert.
+#[test]
+fn responses_answered_by_the_proxy_are_logged_as_its_doing() {
+    let (server, _) = http_backend(|req| {
+        let fields = match req.request_line().split(' ').nth(1) {
+            Some("/deny") => "X-Deny: 1\r\n",
+            Some("/return") => "X-Return: 1\r\n",
+            _ => "Set-Cookie: id=1\r\nCache-Control: max-age=60\r\n",
+        };
+        format!("HTTP/1.1 200 OK\r\n{fields}Content-Length: 6\r\n\r\nsecret")
+    });
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {log_addr} local0
+    option httplog
+    http-response deny if {{ res.hdr(x-deny) -m found }}
+    http-response return status 203 content-type text/plain string hi if {{ res.hdr(x-return) -m found }}
+    default_backend b
+backend b
+    option checkcache
+    server s {}
+",
+        server.addr()
+    );
+    let (_p, addr) = start(&config);
+    for (path, status, state) in [
+        ("/deny", 502, "PH--"),
+        ("/return", 203, "LH--"),
+        ("/cached", 502, "PH--"),
+    ] {
+        let mut s = connect(addr);
+        // A kept-alive request: the proxy ends the connection itself.
+        write!(s, "GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        let Closed::Eof(answer) = read_to_close(&mut s, GENEROUS) else {
+            panic!("{path}: the connection stayed open");
+        };
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{text}");
+        assert!(!text.contains("secret") && !text.contains("id=1"), "{text}");
+        if path == "/cached" {
+            let alert = next_line(&syslog);
+            // local0 (16) at severity alert (1).
+            assert!(alert.starts_with("<129>"), "{alert}");
+            assert!(
+                alert.ends_with(
+                    "Blocking cacheable cookie in response from instance b, server s.\n"
+                ),
+                "{alert}"
+            );
+        }
+        let line = next_line(&syslog);
+        let logged = format!(" {status} {} - - {state} ", answer.len());
+        assert!(line.contains(&logged), "{path}: {logged:?} in {line}");
+        assert!(line.contains("/-1/"), "{path}: no response time in {line}");
     }
 }
 

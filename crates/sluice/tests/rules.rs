@@ -785,7 +785,7 @@ listen fe
 ",
         echo.addr()
     );
-    let (_p, addr) = start(&config);
+    let (p, addr) = start(&config);
     let mut c = connect(addr);
     // The rule waits for the server's first bytes, the echo of these: the drop comes after
     // the client's write.
@@ -796,6 +796,15 @@ listen fe
         matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
         "{read:?}"
     );
+    // A denied request (`dreq`, the 11th field), as HAProxy counts drops, not a denied
+    // response; counted before the client sees its reset.
+    let stat = p.cli("show stat");
+    let row = stat
+        .lines()
+        .find(|l| l.starts_with("fe,FRONTEND,"))
+        .unwrap();
+    let fields: Vec<&str> = row.split(',').collect();
+    assert_eq!((fields[10], fields[11]), ("1", "0"), "{row}");
 }
 
 #[test]

@@ -11,6 +11,7 @@
 
 use super::body::{self, BodyError, BodySpec, BodyTimeouts, OutFraming};
 use super::buffer::{InBuf, ReadError};
+use super::cacheability::{self, Cacheability};
 use super::compress::{self, Compressing};
 use super::persist::{self, PersistState};
 use super::pool::{self, ServerKey};
@@ -123,6 +124,10 @@ struct ResponseDone {
     bytes_up: u64,
     /// Response bytes (heads and body) sent to the client.
     bytes_down: u64,
+    /// The proxy answered in the server's place (a response rule, `option checkcache`), for
+    /// this reason: a denial (`P`) or an answer of its own (`L`). As in HAProxy, the log then
+    /// shows no response time.
+    replaced: Option<Cause>,
 }
 
 /// Why the response side failed.
@@ -576,6 +581,11 @@ async fn exchange<'a>(
     let client_version = head.version;
     let compression = Compression::of(ctx);
     let compress = compress::negotiate(buf, &head, compression.algos);
+    // `option checkcache` and `cookie ... nocache` judge whether a cache could keep the
+    // response, starting from the method.
+    let judges_cache =
+        s.check_cache || (ctx.backend.plan.persistence.cookie.as_ref()).is_some_and(|c| c.nocache);
+    let cacheable_method = judges_cache.then(|| cacheability::is_safe_method(buf, &head));
     // After a 503 or a 504 of its own, the connection goes on as after any answer: when
     // nothing of the request is left to skip and the client, the proxy and the process keep
     // connections (HTTP/1.1 clients: the page says nothing of keep-alive).
@@ -818,6 +828,7 @@ async fn exchange<'a>(
                 is_connect,
                 upgrade,
                 compress,
+                cacheable_method,
             },
             &response_head,
         );
@@ -913,9 +924,16 @@ async fn exchange<'a>(
                 } else {
                     Next::KeepAlive
                 };
+                let (cause, phase) = match done.replaced {
+                    Some(reason) => {
+                        facts.response_head = None;
+                        (reason, Phase::Headers)
+                    }
+                    None => (Cause::Normal, Phase::Done),
+                };
                 return Ending {
                     next,
-                    ..Ending::close(status, Cause::Normal, Phase::Done)
+                    ..Ending::close(status, cause, phase)
                 };
             }
             Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
@@ -1243,6 +1261,9 @@ struct TransferShape {
     upgrade: bool,
     /// The algorithm the client takes its answer compressed with, if it may be.
     compress: Option<Algo>,
+    /// Whether the method lets a cache answer (GET, HEAD, OPTIONS, TRACE), when the
+    /// backend judges the response's cacheability (`option checkcache`, `cookie ... nocache`).
+    cacheable_method: Option<bool>,
 }
 
 /// The compression settings in force for an exchange: the backend's lists when it has
@@ -1498,23 +1519,38 @@ where
                 };
                 crate::stick_rules::store_response(&view, ctx.backend, chosen);
             }
-            if matches!(verdict, ResponseVerdict::Relay) {
-                let limits = s.response_limits.for_rewrites(s.bufsize);
-                persist::on_response(
-                    ctx.backend,
-                    chosen,
-                    persist_state,
-                    &mut input,
-                    &mut head,
-                    &limits,
-                )
-                .map_err(|_| ResponseFailure::Status(502))?;
-            }
-            if let ResponseVerdict::Replace(reply) = verdict {
+            let reply = match verdict {
+                ResponseVerdict::Relay => {
+                    // Judged on the response as the rules left it, before our cookie goes in.
+                    let mut cache = shape
+                        .cacheable_method
+                        .map(|safe| Cacheability::of(safe, input.filled(), &head));
+                    let server_cookie =
+                        s.check_cache && cacheability::sets_cookie(input.filled(), &head);
+                    let limits = s.response_limits.for_rewrites(s.bufsize);
+                    let response = (&mut input, &mut head, cache.as_mut());
+                    persist::on_response(ctx.backend, chosen, persist_state, response, &limits)
+                        .map_err(|_| ResponseFailure::Status(502))?;
+                    if server_cookie && cache.is_some_and(Cacheability::exposes_cookies) {
+                        Some(refuse_cacheable_cookie(ctx, chosen))
+                    } else {
+                        None
+                    }
+                }
+                ResponseVerdict::Replace(reply) => {
+                    let reason = if reply.denied {
+                        Cause::Proxy
+                    } else {
+                        Cause::Local
+                    };
+                    Some((reply.bytes, reply.status, reason))
+                }
+            };
+            if let Some((bytes, status, reason)) = reply {
                 // The server's response is dropped: its connection cannot be reused, and the
                 // client's ends after this answer, which says so.
-                started.set(Some((clock::now_std(), reply.status, Version::Http11)));
-                let bytes = super::session::with_connection(reply.bytes, "close");
+                started.set(Some((clock::now_std(), status, Version::Http11)));
+                let bytes = super::session::with_connection(bytes, "close");
                 body::write(client, &bytes, s.client)
                     .await
                     .map_err(client_write_failure)?;
@@ -1524,6 +1560,7 @@ where
                     tunnel: false,
                     bytes_up: 0,
                     bytes_down: sent_heads + bytes.len() as u64,
+                    replaced: Some(reason),
                 });
             }
         }
@@ -1677,6 +1714,7 @@ where
                 tunnel: true,
                 bytes_up: 0,
                 bytes_down: sent_heads,
+                replaced: None,
             });
         }
         let sent = if let Some(length) = inline_body {
@@ -1710,6 +1748,7 @@ where
             tunnel: false,
             bytes_up: 0,
             bytes_down: sent_heads + sent,
+            replaced: None,
         });
     }
 }
@@ -1858,6 +1897,27 @@ fn response_coding(buf: &[u8], head: &ResponseHead, framing: BodyFraming) -> Vec
         }
         _ => b"chunked".to_vec(),
     }
+}
+
+/// `option checkcache` refuses a response a shared cache could keep with the server's cookie,
+/// as an `http-response deny` would: the backend's (or else the frontend's) 502 page, counted
+/// as a denied response, and an alert on standard error and in the log (the frontend's,
+/// where HAProxy uses the backend's: Sluice's backends log through their frontends).
+///
+/// HAProxy 2.6 sends its `200 OK` page here instead, contrary to its manual; Sluice follows
+/// the manual.
+fn refuse_cacheable_cookie<'p>(
+    ctx: &Context<'p>,
+    server: &Server,
+) -> (std::borrow::Cow<'p, [u8]>, u16, Cause) {
+    sluice_runtime::proxy::count_denied_response(ctx.frontend, ctx.backend, Some(server));
+    let alert = format!(
+        "Blocking cacheable cookie in response from instance {}, server {}.",
+        ctx.backend.name(),
+        server.name()
+    );
+    ctx.frontend.log_alert(&alert, ctx.process.global.quiet);
+    (ctx.after(ctx.settings.server_error(502)), 502, Cause::Proxy)
 }
 
 async fn read_response_head<R: tokio::io::AsyncRead + Unpin>(

@@ -10,6 +10,7 @@
 
 pub mod body;
 pub mod buffer;
+mod cacheability;
 mod compress;
 pub mod exchange;
 mod invalid;

@@ -9,13 +9,13 @@
 //! prefix stripped, or the inserted cookie removed with `indirect`), by rebuilding the head
 //! and parsing it again as `rewrite` does for rules. [`on_response`] edits the server's own
 //! `Set-Cookie` fields and appends ours, with `Cache-control: private` under `nocache` when
-//! the response could otherwise be stored by a cache. Under `maxidle`/`maxlife` the inserted
+//! the response could otherwise be stored by a cache (`super::cacheability`). Under `maxidle`/`maxlife` the inserted
 //! value carries HAProxy's dates (`VALUE|last|first`, 30-bit counts of 4-second units in
 //! base64), so cookies issued by one proxy are understood by the other. The behaviour follows
-//! HAProxy 2.6 as observed, including what counts as a cacheable response. A backend without a cookie and
-//! without rules pays nothing here.
+//! HAProxy 2.6 as observed. A backend without a cookie and without rules pays nothing here.
 
 use super::buffer::InBuf;
+use super::cacheability::Cacheability;
 use super::exchange::Context;
 use super::rewrite::{self, RewriteFailed, push_field};
 use crate::connect::{Connection, connect_redispatching};
@@ -58,8 +58,6 @@ pub struct PersistState {
     pub forced: bool,
     /// The request is a POST (`postonly`).
     post: bool,
-    /// The method allows a cacheable response (GET, HEAD, OPTIONS, TRACE, as in HAProxy).
-    cacheable_method: bool,
     /// The last-seen date of the client's valid cookie, in 4-second units.
     last_date: Option<u32>,
     /// The first-emission date of the client's valid cookie, in 4-second units.
@@ -117,9 +115,6 @@ pub fn choose(
         });
     };
     state.post = head.is_method(buf, "POST");
-    state.cacheable_method = ["GET", "HEAD", "OPTIONS", "TRACE"]
-        .iter()
-        .any(|m| head.is_method(buf, m));
 
     let down_ok = plan.persist || state.forced;
     state.now = unix_now();
@@ -454,14 +449,14 @@ fn rebuild(
 }
 
 /// Edits the server's `Set-Cookie` fields for our cookie and appends the inserted cookie
-/// (and `Cache-control: private` under `nocache`), for the final response `head` from
-/// `server`. Fails only when the new head does not fit (answered 502).
+/// (and `Cache-control: private` under `nocache`, when `cache`, judged under `nocache`, says
+/// a cache could store it; `cache` then says it no longer can), for the final response `head`
+/// from `server`. Fails only when the new head does not fit (answered 502).
 pub fn on_response(
     backend: &Backend,
     server: &Server,
     state: &PersistState,
-    input: &mut InBuf,
-    head: &mut ResponseHead,
+    (input, head, cache): (&mut InBuf, &mut ResponseHead, Option<&mut Cacheability>),
     limits: &Limits,
 ) -> Result<(), RewriteFailed> {
     let Some(cookie) = &backend.plan.persistence.cookie else {
@@ -537,8 +532,9 @@ pub fn on_response(
         added.push(("Set-Cookie", value.as_bytes()));
         // A cached copy of this response would hand our cookie to every client of the
         // cache, sending them all to one server.
-        if cookie.nocache && state.cacheable_method && is_cacheable(buf, head) {
+        if let Some(cache) = cache.filter(|c| cookie.nocache && c.storable) {
             added.push(("Cache-control", b"private"));
+            cache.forbid();
         }
     }
     if changed.is_empty() && added.is_empty() {
@@ -619,49 +615,6 @@ pub fn set_cookie_value(cookie: &CookieConf, id: Option<&str>, dates: Dates) -> 
         out.push_str(attr);
     }
     out
-}
-
-/// Whether a shared cache could store this response, by the rules HAProxy 2.6 applies: a
-/// status cacheable by default (RFC 9110 §15.1), no `Pragma: no-cache`, no Cache-Control
-/// directive forbidding it, and some freshness information or validator (RFC 9111 §3).
-fn is_cacheable(buf: &[u8], head: &ResponseHead) -> bool {
-    if !matches!(
-        head.status,
-        200 | 203 | 204 | 206 | 300 | 301 | 404 | 405 | 410 | 414 | 501
-    ) {
-        return false;
-    }
-    let directives = |name: &'static str| {
-        head.headers()
-            .iter()
-            .filter(move |h| header_name(buf, h).eq_ignore_ascii_case(name.as_bytes()))
-            .flat_map(move |h| header_value(buf, h).split(|&b| b == b','))
-            .map(trim)
-    };
-    if directives("pragma").any(|d| d.eq_ignore_ascii_case(b"no-cache")) {
-        return false;
-    }
-    let mut fresh = false;
-    for d in directives("cache-control") {
-        let forbidding: [&[u8]; 5] = [
-            b"private",
-            b"no-cache",
-            b"no-store",
-            b"max-age=0",
-            b"s-maxage=0",
-        ];
-        if forbidding.iter().any(|f| d.eq_ignore_ascii_case(f)) {
-            return false;
-        }
-        let lower = d.to_ascii_lowercase();
-        fresh |= lower.starts_with(b"max-age") || lower.starts_with(b"s-maxage");
-    }
-    let has = |name: &str| {
-        head.headers()
-            .iter()
-            .any(|h| header_name(buf, h).eq_ignore_ascii_case(name.as_bytes()))
-    };
-    fresh || has("expires") || has("etag") || has("last-modified")
 }
 
 #[cfg(test)]
@@ -842,35 +795,6 @@ mod tests {
             Parse::Partial => panic!("partial"),
         };
         (buf, head)
-    }
-
-    #[test]
-    fn cacheability_follows_haproxy() {
-        let cacheable = |fields: &str| {
-            let (buf, head) = response(&format!("HTTP/1.1 200 OK\n{fields}\n"));
-            is_cacheable(&buf, &head)
-        };
-        assert!(!cacheable("Content-Length: 0\n"));
-        assert!(!cacheable("Cache-Control: public\n"));
-        assert!(cacheable("Cache-Control: max-age=60\n"));
-        assert!(cacheable("Cache-Control: max-age = 0\n"));
-        assert!(cacheable("Cache-Control: s-maxage=10\n"));
-        assert!(cacheable("Expires: Thu, 01 Jan 2099 00:00:00 GMT\n"));
-        assert!(cacheable("ETag: \"x\"\n"));
-        assert!(cacheable("Last-Modified: Thu, 01 Jan 2009 00:00:00 GMT\n"));
-        assert!(cacheable(
-            "Cache-Control: max-age=60, no-cache=\"set-cookie\"\n"
-        ));
-        assert!(!cacheable("Cache-Control: max-age=60, private\n"));
-        assert!(!cacheable("Cache-Control: MAX-AGE=0, max-age=60\n"));
-        assert!(!cacheable(
-            "Cache-Control: max-age=60\nCache-Control: no-store\n"
-        ));
-        assert!(!cacheable("Pragma: no-cache\nCache-Control: max-age=60\n"));
-        let (buf, head) = response("HTTP/1.1 302 Found\nCache-Control: max-age=60\n\n");
-        assert!(!is_cacheable(&buf, &head));
-        let (buf, head) = response("HTTP/1.1 404 Not Found\nCache-Control: max-age=60\n\n");
-        assert!(is_cacheable(&buf, &head));
     }
 
     #[test]

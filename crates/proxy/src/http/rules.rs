@@ -867,7 +867,15 @@ fn common_action<'a, 'e>(
             })
         }
         HttpAction::Deny(reply) => {
-            view.frontend.denied_requests.incr();
+            match (request, view.backend) {
+                // `http-response deny`: a denied response (`dresp`), not a request.
+                (None, Some(backend)) => sluice_runtime::proxy::count_denied_response(
+                    view.frontend,
+                    backend,
+                    view.server,
+                ),
+                _ => view.frontend.denied_requests.incr(),
+            }
             if request.is_some() {
                 vars.trackers.http_error();
             }

@@ -49,6 +49,8 @@ pub struct HttpSettings<'a> {
     pub pretend_keepalive: bool,
     /// `option abortonclose` (the backend's).
     pub abort_on_close: bool,
+    /// `option checkcache` (the backend's).
+    pub check_cache: bool,
     /// `timeout client`.
     pub client: Option<Duration>,
     /// `timeout server`.
@@ -114,6 +116,7 @@ impl<'a> HttpSettings<'a> {
             buffer_request: f.buffer_request,
             pretend_keepalive: b.pretend_keepalive,
             abort_on_close: b.abort_on_close,
+            check_cache: b.check_cache,
             client: frontend.plan.timeouts.client,
             server: back_timeouts.server,
             http_request: frontend
