@@ -15,7 +15,9 @@ use crate::global::{self, GlobalConf};
 use crate::http_options::HttpConf;
 use crate::logging::ProxyLogConf;
 use crate::preprocess;
-use crate::proxy::{self, BindConf, Mode, ProxyConf, ServerConf, SpliceOptions, Timeouts};
+use crate::proxy::{
+    self, BindConf, KeepaliveProbes, Mode, ProxyConf, ServerConf, SpliceOptions, Timeouts,
+};
 use crate::reader::Source;
 use crate::retry::RetryOn;
 use crate::ring::{self, RingConf};
@@ -85,6 +87,8 @@ pub struct FrontendPlan {
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on client connections.
     pub clitcpka: bool,
+    /// Their keep-alive probes (`clitcpka-cnt|idle|intvl`).
+    pub client_probes: KeepaliveProbes,
     /// `option nolinger`: client connections close with a reset (SO_LINGER 0).
     pub nolinger: bool,
     /// Delay the ACK of a new client connection's first data (`option tcp-smart-accept`, on by
@@ -151,6 +155,8 @@ pub struct BackendPlan {
     pub timeouts: Timeouts,
     /// SO_KEEPALIVE on server connections.
     pub srvtcpka: bool,
+    /// Their keep-alive probes (`srvtcpka-cnt|idle|intvl`).
+    pub server_probes: KeepaliveProbes,
     /// `option nolinger`: server connections close with a reset (SO_LINGER 0).
     pub nolinger: bool,
     /// Send the request with the handshake's last ACK (`option tcp-smart-connect`).
@@ -469,6 +475,7 @@ fn plan_proxies(
             retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,
             srvtcpka: p.conf.srvtcpka.unwrap_or(false),
+            server_probes: p.conf.server_probes,
             nolinger: p.conf.server_nolinger.unwrap_or(false),
             smart_connect: p.conf.smart_connect.unwrap_or(false),
             http: p.conf.http.clone(),
@@ -566,6 +573,7 @@ fn plan_proxies(
             default_backend,
             timeouts: p.conf.timeouts,
             clitcpka: p.conf.clitcpka.unwrap_or(false),
+            client_probes: p.conf.client_probes,
             nolinger: p.conf.client_nolinger.unwrap_or(false),
             smart_accept: p
                 .conf
@@ -935,6 +943,29 @@ mod tests {
         assert_eq!(smart, [true, false, false, true]);
         assert!(plan.backends[0].smart_connect);
         assert!(!plan.backends[1].smart_connect);
+    }
+
+    #[test]
+    fn keepalive_probes_come_from_defaults_and_default_to_the_system() {
+        let plan = plan_of(
+            "defaults\n mode tcp\n clitcpka-idle 1m\n srvtcpka-cnt 4\n\
+             frontend f\n bind :1\n option clitcpka\n clitcpka-intvl 15\n clitcpka-cnt 0\n\
+             default_backend b\n\
+             backend b\n option srvtcpka\n srvtcpka-idle 2h\n srvtcpka-intvl 2500ms\n\
+             backend c\n",
+        );
+        let front = plan.frontends[0].client_probes;
+        assert_eq!(front.idle, Some(Duration::from_secs(60)));
+        // Seconds by default; zero leaves the system's setting.
+        assert_eq!(front.interval, Some(Duration::from_secs(15)));
+        assert_eq!(front.count, None);
+        let back = plan.backends[0].server_probes;
+        assert_eq!(back.idle, Some(Duration::from_secs(7200)));
+        // Whole seconds, as the kernel counts them.
+        assert_eq!(back.interval, Some(Duration::from_secs(2)));
+        assert_eq!(back.count, Some(4));
+        assert_eq!(plan.backends[1].server_probes.count, Some(4));
+        assert_eq!(plan.backends[1].server_probes.idle, None);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::retry::RetryOn;
 use crate::rules::{self, ProxyRules};
 use crate::sections::SectionKind;
 use crate::stats_page;
+use crate::units;
 use sluice_balance::{Algorithm, HashType};
 use sluice_sample::{Expr, MapStore, Stages};
 use std::net::SocketAddr;
@@ -238,6 +239,10 @@ pub struct ProxyConf {
     pub clitcpka: Option<bool>,
     /// `option srvtcpka` (or `option tcpka`): SO_KEEPALIVE on server connections.
     pub srvtcpka: Option<bool>,
+    /// `clitcpka-cnt|idle|intvl`: the keep-alive probes of client connections.
+    pub client_probes: KeepaliveProbes,
+    /// `srvtcpka-cnt|idle|intvl`: the keep-alive probes of server connections.
+    pub server_probes: KeepaliveProbes,
     /// `option nolinger` in a frontend (or `listen`): client connections close with a reset.
     pub client_nolinger: Option<bool>,
     /// `option nolinger` in a backend (or `listen`): server connections close with a reset.
@@ -346,6 +351,63 @@ pub(crate) struct Allowed {
     pub defaults: bool,
     pub frontend: bool,
     pub backend: bool,
+}
+
+/// The TCP keep-alive probes of one side's connections, where the configuration sets them
+/// (`clitcpka-*`, `srvtcpka-*`); the system's settings (`tcp_keepalive_*`) apply otherwise.
+/// They matter only where SO_KEEPALIVE is on (`option tcpka|clitcpka|srvtcpka`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeepaliveProbes {
+    /// `*-cnt`: probes sent without an answer before the connection is dropped
+    /// (TCP_KEEPCNT).
+    pub count: Option<u32>,
+    /// `*-idle`: idle time before the first probe (TCP_KEEPIDLE), whole seconds.
+    pub idle: Option<Duration>,
+    /// `*-intvl`: time between probes (TCP_KEEPINTVL), whole seconds.
+    pub interval: Option<Duration>,
+}
+
+impl KeepaliveProbes {
+    /// Applies `clitcpka-cnt|idle|intvl VALUE` or its `srvtcpka` twin. Times are in seconds
+    /// by default, as the kernel counts them, and rounded down to whole seconds. Zero, as in
+    /// HAProxy, leaves the system's setting.
+    fn parse(&mut self, d: &Directive<'_>, diags: &mut Diagnostics) {
+        if d.keyword.ends_with("-cnt") {
+            let count = d.integer(1, "a number of probes", 0, i32::MAX as u64, diags);
+            if let Some(count) = count {
+                self.count = (count > 0).then_some(count as u32);
+            }
+            return;
+        }
+        let Some(word) = d.word(1, "a time value", diags) else {
+            return;
+        };
+        let time = match units::parse_time(word, units::TimeUnit::S) {
+            Ok(time) if time.as_secs() > i32::MAX as u64 => {
+                diags.push(d.alert(format!(
+                    "timer overflow in '{word}': the maximum is 2147483647 s"
+                )));
+                return;
+            }
+            // HAProxy 2.6 takes it as 0 too, without a word.
+            Ok(time) if time.subsec_nanos() != 0 && time.as_secs() == 0 => {
+                diags.push(d.warning(format!(
+                    "'{word}' is less than a second: taken as 0, the system's setting applies"
+                )));
+                None
+            }
+            Ok(time) => (time.as_secs() > 0).then(|| Duration::from_secs(time.as_secs())),
+            Err(err) => {
+                diags.push(d.alert(format!("invalid time value '{word}': {err}")));
+                return;
+            }
+        };
+        if d.keyword.ends_with("-idle") {
+            self.idle = time;
+        } else {
+            self.interval = time;
+        }
+    }
 }
 
 const FRONT: Allowed = Allowed {
@@ -591,6 +653,18 @@ pub fn parse_proxy_line(
         "retries" => {
             if applies(&d, kind, BACK, diags) {
                 conf.retries = d.integer(1, "a retry count", 0, 100, diags).map(|n| n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "clitcpka-cnt" | "clitcpka-idle" | "clitcpka-intvl" => {
+            if applies(&d, kind, FRONT, diags) {
+                conf.client_probes.parse(&d, diags);
+            }
+            d.no_more_than(2, diags);
+        }
+        "srvtcpka-cnt" | "srvtcpka-idle" | "srvtcpka-intvl" => {
+            if applies(&d, kind, BACK, diags) {
+                conf.server_probes.parse(&d, diags);
             }
             d.no_more_than(2, diags);
         }

@@ -5,6 +5,7 @@
 //! forwarder needs to pass an end of stream from one side to the other. Accepted TCP
 //! connections join the event loop only when they first have to wait ([`LazyTcp`]).
 
+use sluice_config::proxy::KeepaliveProbes;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
@@ -177,8 +178,9 @@ impl std::fmt::Display for Target {
 /// Socket options for a new connection.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StreamOptions {
-    /// Enable SO_KEEPALIVE (`option tcpka` and friends).
-    pub keepalive: bool,
+    /// Enable SO_KEEPALIVE (`option tcpka` and friends), with these probes
+    /// (`srvtcpka-cnt|idle|intvl`).
+    pub keepalive: Option<KeepaliveProbes>,
     /// Bind TCP connections to this local address before connecting (`source`); port 0 lets
     /// the kernel choose the port.
     pub source: Option<SocketAddr>,
@@ -230,8 +232,8 @@ impl Stream {
     pub fn configure(&self, opts: StreamOptions) -> io::Result<()> {
         if let Stream::Tcp(tcp) = self {
             tcp.set_nodelay(true)?;
-            if opts.keepalive {
-                socket2::SockRef::from(tcp).set_keepalive(true)?;
+            if let Some(probes) = opts.keepalive {
+                keep_alive(socket2::SockRef::from(tcp), probes)?;
             }
             if opts.nolinger {
                 socket2::SockRef::from(tcp).set_linger(Some(Duration::ZERO))?;
@@ -274,15 +276,36 @@ impl Stream {
         }
     }
 
-    /// SO_KEEPALIVE on an accepted connection (`option clitcpka`); the rest of its options
-    /// come from the listening socket ([`crate::listen::BoundListener::tune_accepted`]).
-    pub fn set_keepalive(&self) -> io::Result<()> {
+    /// SO_KEEPALIVE on an accepted connection (`option clitcpka`), with these probes
+    /// (`clitcpka-cnt|idle|intvl`); the rest of its options come from the listening socket
+    /// ([`crate::listen::BoundListener::tune_accepted`]).
+    pub fn set_keepalive(&self, probes: KeepaliveProbes) -> io::Result<()> {
         match self {
-            Stream::Tcp(tcp) => socket2::SockRef::from(tcp).set_keepalive(true),
-            Stream::Lazy(tcp) => socket2::SockRef::from(tcp.socket()).set_keepalive(true),
+            Stream::Tcp(tcp) => keep_alive(socket2::SockRef::from(tcp), probes),
+            Stream::Lazy(tcp) => keep_alive(socket2::SockRef::from(tcp.socket()), probes),
             Stream::Unix(_) => Ok(()),
         }
     }
+}
+
+/// SO_KEEPALIVE, and the probes' count, idle time and interval where the configuration sets
+/// them (TCP_KEEPCNT, TCP_KEEPIDLE, TCP_KEEPINTVL); the system's settings otherwise.
+fn keep_alive(socket: socket2::SockRef<'_>, probes: KeepaliveProbes) -> io::Result<()> {
+    socket.set_keepalive(true)?;
+    if probes == KeepaliveProbes::default() {
+        return Ok(());
+    }
+    let mut settings = socket2::TcpKeepalive::new();
+    if let Some(idle) = probes.idle {
+        settings = settings.with_time(idle);
+    }
+    if let Some(interval) = probes.interval {
+        settings = settings.with_interval(interval);
+    }
+    if let Some(count) = probes.count {
+        settings = settings.with_retries(count);
+    }
+    socket.set_tcp_keepalive(&settings)
 }
 
 /// Connects to `to` through a socket prepared first: bound to `source` when there is one

@@ -401,7 +401,8 @@ fn established<'a>(
         let input = if matches!(start, Start::New) {
             frontend.log_connection(scope.endpoints.client, scope.endpoints.local);
             // TCP_NODELAY and the ACK policy came with the socket from its listener.
-            if frontend.plan.clitcpka && client.set_keepalive().is_err() {
+            if frontend.plan.clitcpka && client.set_keepalive(frontend.plan.client_probes).is_err()
+            {
                 return None;
             }
             if frontend.plan.nolinger && client.set_nolinger().is_err() {

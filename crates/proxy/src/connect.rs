@@ -64,7 +64,7 @@ pub async fn connect_attempts(
     };
     let connect_timeout = backend.plan.timeouts.connect;
     let opts = StreamOptions {
-        keepalive: backend.plan.srvtcpka,
+        keepalive: backend.plan.srvtcpka.then_some(backend.plan.server_probes),
         // `source`: the server's own, else the backend's.
         source: server.conf.source.or(backend.plan.source),
         delayed_ack: backend.plan.smart_connect,

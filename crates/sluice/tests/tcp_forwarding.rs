@@ -445,3 +445,66 @@ fn rdp_cookies_choose_the_server_by_hash_and_by_the_address_a_redirection_wrote(
         }
     }
 }
+
+/// The keep-alive timer of an established IPv4 socket whose local and remote ports pass
+/// `wanted`, in seconds, as `/proc/net/tcp` shows it (`tm->when` in clock ticks); `None`
+/// while another timer is pending (`tr` other than 2: data not acknowledged yet).
+fn keepalive_timer(wanted: impl Fn(u16, u16) -> bool) -> Option<f64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let port =
+        |address: &str| u16::from_str_radix(address.rsplit(':').next().unwrap(), 16).unwrap();
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields[3] != "01" || !wanted(port(fields[1]), port(fields[2])) {
+            return None;
+        }
+        let (timer, when) = fields[5].split_once(':')?;
+        (timer == "02").then(|| u64::from_str_radix(when, 16).unwrap() as f64 / ticks)
+    })
+}
+
+/// `clitcpka-idle` and `srvtcpka-idle` set when the first keep-alive probe of an idle
+/// connection goes (TCP_KEEPIDLE), on each side's sockets; the system's two hours apply
+/// where they are not set.
+#[test]
+fn keepalive_probes_follow_clitcpka_and_srvtcpka_settings() {
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}
+listen app
+    bind {}
+    option tcpka
+    clitcpka-idle 40
+    clitcpka-intvl 5
+    clitcpka-cnt 3
+    srvtcpka-idle 1m
+    server s1 {}
+",
+        fd_bind(&fe),
+        backend.addr()
+    );
+    let _proxy = common::sluice(&config).inherit(fe).start();
+    let mut c = connect(addr);
+    c.write_all(b"ping").unwrap();
+    assert_eq!(read_n(&mut c, 4), b"ping");
+    let client_port = c.local_addr().unwrap().port();
+    // The proxy's side of each connection: from its listening port to the client, and from
+    // its own port to the server's. Once their data is acknowledged, both are idle and wait
+    // on their keep-alive timers.
+    let server_port = backend.addr().port();
+    let (mut client_side, mut server_side) = (None, None);
+    let idle = common::wait_until(GENEROUS, || {
+        client_side =
+            keepalive_timer(|local, remote| local == addr.port() && remote == client_port);
+        server_side = keepalive_timer(|_, remote| remote == server_port);
+        client_side.is_some() && server_side.is_some()
+    });
+    assert!(idle, "keep-alive timers: {client_side:?} {server_side:?}");
+    let (client_side, server_side) = (client_side.unwrap(), server_side.unwrap());
+    assert!(client_side > 30.0 && client_side <= 40.0, "{client_side}");
+    assert!(server_side > 50.0 && server_side <= 60.0, "{server_side}");
+}
