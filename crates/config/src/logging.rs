@@ -1,7 +1,8 @@
 //! Logging keywords (configuration.txt §3.1 and §4.2 `log`, §8 "Logging"): where log lines go
 //! (`log` targets in `global` and proxies, `log global`, `no log`), what they look like
 //! (`option httplog [clf]`, `option tcplog`, `log-format`, `error-log-format`, `log-tag`),
-//! which streams are logged (`option dontlognull`, `option log-separate-errors`) and when
+//! which streams are logged (`option dontlognull`, `option dontlog-normal`, `option
+//! log-separate-errors`) and when
 //! (`option logasap`).
 //!
 //! A target is a UDP syslog address (port 514 by default), a unix datagram socket path,
@@ -105,6 +106,9 @@ pub struct ProxyLogConf {
     pub format: LineFormat,
     /// `option dontlognull`: streams that carried no data are not logged.
     pub dont_log_null: bool,
+    /// `option dontlog-normal`: only streams that ended in error (a timeout, an abort, a
+    /// retry, a 5xx...) are logged.
+    pub dont_log_normal: bool,
     /// `option http-ignore-probes`: an HTTP connection that sent nothing before it closed or
     /// timed out gets no 400/408, no log line and no error count.
     pub ignore_probes: bool,
@@ -423,6 +427,11 @@ pub(crate) fn apply_log_option(
         "dontlognull" => {
             if d.no_more_than(args_at, diags) {
                 conf.dont_log_null = enable;
+            }
+        }
+        "dontlog-normal" => {
+            if d.no_more_than(args_at, diags) {
+                conf.dont_log_normal = enable;
             }
         }
         "http-ignore-probes" => {

@@ -6,7 +6,7 @@
 
 use crate::counters::{Counter, Traffic};
 use crate::logging::{ProxyLogger, level};
-use crate::record::{Cause, Counts, StreamRecord};
+use crate::record::{Counts, StreamRecord};
 use sluice_balance::{Algorithm, Balancer, PickInput, ServerState};
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::logging::{LineFormat, ProxyLogConf};
@@ -77,6 +77,9 @@ impl Frontend {
             return;
         };
         if log.conf.dont_log_null && record.bytes_from_client == 0 {
+            return;
+        }
+        if log.conf.dont_log_normal && !record.is_error() {
             return;
         }
         let mut line = String::with_capacity(256);
@@ -177,9 +180,7 @@ impl Frontend {
 
 /// `info` for traffic; `err` for failed streams with `option log-separate-errors`.
 fn severity(log: &FrontendLog, record: &StreamRecord<'_>) -> u8 {
-    let failed = record.status.is_some_and(|s| s >= 500)
-        || !matches!(record.termination.cause, Cause::Normal | Cause::Local);
-    if log.conf.separate_errors && failed {
+    if log.conf.separate_errors && record.is_error() {
         level::ERR
     } else {
         level::INFO

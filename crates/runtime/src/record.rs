@@ -306,6 +306,16 @@ impl StreamLog for StderrLog {
 }
 
 impl StreamRecord<'_> {
+    /// Whether the stream counts as an error for `option log-separate-errors` and `option
+    /// dontlog-normal`, as HAProxy counts it: it ended otherwise than normally or by an answer
+    /// of the proxy's own, or needed retries, or got a 5xx status.
+    pub fn is_error(&self) -> bool {
+        let cause = self.termination.cause;
+        self.status.is_some_and(|s| s >= 500)
+            || !matches!(cause, Cause::Normal | Cause::Local)
+            || (cause == Cause::Normal && self.retries > 0)
+    }
+
     /// `option httplog`'s line: `client:port [date] frontend backend/server
     /// TR/Tw/Tc/Tr/Ta status bytes - - term counts queues {captures} {captures} "request"`
     /// (the two cookies `capture cookie` took, `-` when none; each `{...}` only when the
@@ -535,6 +545,28 @@ mod tests {
             captures: None,
             early: false,
         }
+    }
+
+    #[test]
+    fn errors_are_what_haproxy_counts_as_errors() {
+        let ended = |cause, status: Option<u16>, retries| StreamRecord {
+            termination: Termination {
+                cause,
+                phase: Phase::Done,
+            },
+            status,
+            retries,
+            ..record()
+        };
+        assert!(!ended(Cause::Normal, Some(200), 0).is_error());
+        assert!(!ended(Cause::Local, Some(302), 0).is_error());
+        assert!(!ended(Cause::Normal, Some(404), 0).is_error());
+        assert!(!ended(Cause::Normal, None, 0).is_error());
+        assert!(ended(Cause::Normal, Some(503), 0).is_error());
+        assert!(ended(Cause::Normal, Some(200), 1).is_error());
+        assert!(ended(Cause::ClientAbort, Some(200), 0).is_error());
+        assert!(ended(Cause::Proxy, Some(403), 0).is_error());
+        assert!(ended(Cause::ServerTimeout, None, 0).is_error());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! End-to-end logging: lines reach a UDP syslog receiver in the configured format
 //! (`log-format` with fetches and aliases, the minimal "Connect from" line), streams without
-//! data are skipped with `option dontlognull`, and `option log-separate-errors` with a level
+//! data are skipped with `option dontlognull`, normal ones with `option dontlog-normal`, and
+//! `option log-separate-errors` with a level
 //! bound sends only failed streams to an error-only target.
 //!
 //! The receiver is a UDP socket of the test; ordering (a skipped stream first, a logged one
@@ -556,6 +557,50 @@ backend bad
         let logged = format!(" {status} {} - - {state} ", answer.len());
         assert!(line.contains(&logged), "{path}: {logged:?} in {line}");
     }
+}
+
+/// `option dontlog-normal` logs only the streams that went wrong: a normal exchange and an
+/// answer of the proxy's own (`L`) are skipped, a 5xx and a client that leaves mid-request
+/// are logged.
+#[test]
+fn dontlog_normal_logs_only_the_errors() {
+    let (server, _) = http_backend(|req| match req.request_line().split(' ').nth(1) {
+        Some("/fail") => "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n".to_owned(),
+        _ => "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned(),
+    });
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {log_addr} local0
+    option httplog
+    option dontlog-normal
+    http-request return status 200 content-type text/plain string hi if {{ path /local }}
+    default_backend b
+backend b
+    server s {}
+",
+        server.addr()
+    );
+    let (_p, addr) = start(&config);
+    // Ordered: a skipped stream, then a logged one, proves the first was never sent.
+    get(addr, "/ok");
+    get(addr, "/local");
+    get(addr, "/fail");
+    let line = next_line(&syslog);
+    assert!(
+        line.contains(" 500 ") && line.contains("\"GET /fail HTTP/1.1\""),
+        "{line}"
+    );
+    get(addr, "/ok");
+    let mut cut = connect(addr);
+    cut.write_all(b"GET /cut HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+        .unwrap();
+    drop(cut);
+    let line = next_line(&syslog);
+    assert!(line.contains("\"GET /cut HTTP/1.1\""), "{line}");
+    assert!(!line.contains(" ---- "), "{line}");
 }
 
 /// A response the proxy refuses or answers in the server's place is logged as HAProxy logs
