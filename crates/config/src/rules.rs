@@ -1453,8 +1453,6 @@ fn parse_http_action(
             _ => Err(format!("{UNSUPPORTED}silent-drop {}", rest.join(" "))),
         },
         "set-log-level" => parse_log_level(rest).map(HttpAction::SetLogLevel),
-        // Waiting for a response body would need the response buffered: not done.
-        "wait-for-body" if response => Err(unsupported("wait-for-body")),
         "wait-for-body" => parse_wait_for_body(rest),
         other => Err(unsupported(other)),
     }
@@ -1502,7 +1500,7 @@ fn parse_after_response_action(
         }
         "strict-mode" => Err(unsupported(name)),
         "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"
-        | "set-uri" | "set-method" => Err(format!(
+        | "set-uri" | "set-method" | "wait-for-body" => Err(format!(
             "'{name}' is not allowed in 'http-after-response' rules"
         )),
         other => Err(unsupported(other)),

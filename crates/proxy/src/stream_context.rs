@@ -229,6 +229,13 @@ impl Context for StreamView<'_> {
         Some(crate::http::body::buffered(buf, head.head_len, framing).0)
     }
 
+    fn response_body(&self) -> Option<Cow<'_, [u8]>> {
+        let (buf, head) = self.response?;
+        // The request's method is not needed here: the body of a response to HEAD is empty.
+        let framing = sluice_http::framing::response_framing(buf, head, false, false).ok()?;
+        Some(crate::http::body::buffered(buf, head.head_len, framing).0)
+    }
+
     fn unique_id(&self) -> Option<Sample<'_>> {
         self.vars.unique_id().map(Sample::owned_str)
     }

@@ -187,6 +187,13 @@ pub trait Context {
         None
     }
 
+    /// The part of the HTTP response body received so far, decoded from its framing
+    /// (`res.body`...; `http-response wait-for-body` waits for more). `None` when there is
+    /// no response.
+    fn response_body(&self) -> Option<Cow<'_, [u8]>> {
+        None
+    }
+
     /// Whether the content inspection period is over (`wait_end`, the `WAIT_END` ACL). The
     /// default is true: in HTTP rules the head is complete.
     fn inspection_ended(&self) -> bool {

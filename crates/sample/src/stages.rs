@@ -140,6 +140,9 @@ pub enum Source {
     /// The server's first bytes in `mode tcp` (`res.len`, `res.payload`): `tcp-response
     /// content` rules only.
     ResponseBuffer,
+    /// The HTTP response body received with its head (`res.body`...): `http-response`
+    /// rules only.
+    ResponseBody,
 }
 
 impl Source {
@@ -162,6 +165,7 @@ impl Source {
             Source::Server | Source::Response => response | Stages::LOG,
             Source::ResponseHeaders => response,
             Source::ResponseBuffer => Stages::TCP_RES_CONTENT,
+            Source::ResponseBody => Stages::HTTP_RES,
         }
     }
 
@@ -179,6 +183,7 @@ impl Source {
             Source::ResponseHeaders => "HTTP response headers",
             Source::Response => "HTTP response",
             Source::ResponseBuffer => "response buffer",
+            Source::ResponseBody => "HTTP response body",
         }
     }
 }

@@ -37,6 +37,7 @@ pub(crate) struct TestCtx {
     pub payload: Option<Vec<u8>>,
     pub res_payload: Option<Vec<u8>>,
     pub body: Option<Vec<u8>>,
+    pub res_body: Option<Vec<u8>>,
     /// What `set_var` stored, in order.
     pub stored: std::cell::RefCell<Vec<(String, Sample<'static>)>>,
     pub facts: Option<Box<dyn LogFacts>>,
@@ -71,6 +72,7 @@ impl TestCtx {
             payload: None,
             res_payload: None,
             body: None,
+            res_body: None,
             stored: std::cell::RefCell::default(),
             facts: None,
             stick_asked: std::cell::RefCell::default(),
@@ -192,6 +194,9 @@ impl Context for TestCtx {
     }
     fn request_body(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
         self.body.as_deref().map(std::borrow::Cow::Borrowed)
+    }
+    fn response_body(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        self.res_body.as_deref().map(std::borrow::Cow::Borrowed)
     }
     fn utc_offset(&self, _at: SystemTime) -> i32 {
         self.utc_offset

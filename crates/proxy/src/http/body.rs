@@ -19,14 +19,16 @@ use std::io;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-/// The part of a request body already in `buf` after its head (`head_len` bytes), decoded
-/// from `framing`, and whether it is the whole body. What the body fetches (`req.body`...)
-/// read, and what `option http-buffer-request` waits to complete. A chunked body is copied
-/// out of its framing, up to the first malformed byte if any.
+/// The part of a message body already in `buf` after its head (`head_len` bytes), decoded
+/// from `framing`, and whether it is the whole body. What the body fetches (`req.body`,
+/// `res.body`...) read, and what `option http-buffer-request` and `wait-for-body` wait to
+/// complete. A chunked body is copied out of its framing, up to the first malformed byte if
+/// any; a response body delimited by the server's close is whole only at that close.
 pub fn buffered(buf: &[u8], head_len: usize, framing: BodyFraming) -> (Cow<'_, [u8]>, bool) {
     let rest = buf.get(head_len..).unwrap_or(&[]);
     match framing {
-        BodyFraming::None | BodyFraming::UntilClose => (Cow::Borrowed(&[]), true),
+        BodyFraming::None => (Cow::Borrowed(&[]), true),
+        BodyFraming::UntilClose => (Cow::Borrowed(rest), false),
         BodyFraming::ContentLength(len) => {
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             (
@@ -403,6 +405,11 @@ mod tests {
         assert_eq!(
             buffered(&with(b""), at, BodyFraming::None),
             (Cow::Borrowed(&b""[..]), true)
+        );
+        // A response delimited by its server's close: all of it, whole only at the close.
+        assert_eq!(
+            buffered(&with(b"abc"), at, BodyFraming::UntilClose),
+            (Cow::Borrowed(&b"abc"[..]), false)
         );
         let chunked = |body: &[u8]| {
             let buf = with(body);

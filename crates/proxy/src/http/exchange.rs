@@ -1484,6 +1484,9 @@ where
             );
         }
         let mut head = read?;
+        // The log's response time ends here, when the head came, however long the rules
+        // then wait for the body (`http-response wait-for-body`), as in HAProxy.
+        let arrived = clock::now_std();
         let interim = (100..200).contains(&head.status) && head.status != 101;
         if shape.retry_status && ctx.backend.plan.retry_on.retries_status(head.status) {
             return Err(ResponseFailure::RetryStatus(head.status));
@@ -1497,16 +1500,34 @@ where
                 .map_err(|e| ResponseFailure::Status(e.status()))?
         };
         if !interim {
-            let verdict = rules::process_response(
-                ctx.scope,
-                ctx.backend,
-                chosen,
-                kept,
-                &mut input,
-                &mut head,
-                &s.response_limits,
-                s.bufsize,
-            );
+            let mut resume = None;
+            let verdict = loop {
+                let verdict = rules::process_response(
+                    ctx.scope,
+                    ctx.backend,
+                    chosen,
+                    kept,
+                    &mut input,
+                    &mut head,
+                    (&s.response_limits, s.bufsize),
+                    resume,
+                );
+                // `http-response wait-for-body`: the wait, then the rules after it. A body
+                // that does not come in time is a server timeout (504), as in HAProxy.
+                let wait = match verdict {
+                    Ok(verdict) => break verdict,
+                    Err(wait) => wait,
+                };
+                let need = (
+                    wait.time,
+                    usize::try_from(wait.at_least).unwrap_or(usize::MAX),
+                );
+                let message = (&mut input, &head, framing);
+                if !wait_for_response_body(server, message, need, s).await {
+                    return Err(ResponseFailure::Status(504));
+                }
+                resume = Some(wait.resume);
+            };
             if matches!(verdict, ResponseVerdict::Relay)
                 && !ctx.backend.plan.rules.stick_rules.is_empty()
             {
@@ -1676,7 +1697,7 @@ where
             input.consume(length);
             inline_body = Some(length as u64);
         }
-        started.set(Some((clock::now_std(), head.status, head.version)));
+        started.set(Some((arrived, head.status, head.version)));
         // The head leaves with the round's other sends, after the round's reads.
         crate::batch::after_reads().await;
         // A whole answer after which the connection closes waits in the socket for the end
@@ -1896,6 +1917,34 @@ fn response_coding(buf: &[u8], head: &ResponseHead, framing: BodyFraming) -> Vec
             value
         }
         _ => b"chunked".to_vec(),
+    }
+}
+
+/// `http-response wait-for-body`: reads the response body into the buffer until it is whole,
+/// `at_least` bytes of it came, the buffer holds the most a head may (`tune.bufsize` less
+/// `tune.maxrewrite`: the room rewrites need stays free), or the server ends its side (the
+/// relay then finds out); false if `time`, or `timeout server` between two reads, passed
+/// first.
+async fn wait_for_response_body<R: tokio::io::AsyncRead + Unpin>(
+    server: &mut R,
+    (input, head, framing): (&mut InBuf, &ResponseHead, BodyFraming),
+    (time, at_least): (Duration, usize),
+    s: &HttpSettings<'_>,
+) -> bool {
+    let most = s.response_limits.max_head;
+    let deadline = clock::now_std() + time;
+    loop {
+        let (body, whole) = body::buffered(input.filled(), head.head_len, framing);
+        if whole || (at_least > 0 && body.len() >= at_least) || input.len() >= most {
+            return true;
+        }
+        let remaining = deadline.saturating_duration_since(clock::now_std());
+        let limit = s.server.map_or(remaining, |server| server.min(remaining));
+        match input.read_more_up_to(server, Some(limit), most).await {
+            Ok(_) => {}
+            Err(ReadError::Timeout) => return false,
+            Err(_) => return true,
+        }
     }
 }
 

@@ -1225,10 +1225,34 @@ pub enum ResponseVerdict<'a> {
     Replace(Answer<'a>),
 }
 
+/// `http-response wait-for-body`: the response rules wait for the body (at most `time`,
+/// until it is whole, `at_least` bytes of it came, or a full buffer), then run again from
+/// `resume`.
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseWait {
+    /// The longest wait.
+    pub time: std::time::Duration,
+    /// Enough body bytes to go on with (0: the whole body).
+    pub at_least: u64,
+    /// Where the rules go on.
+    pub resume: ResponseResume,
+}
+
+/// Where the response rules go on after a wait for the body: at rule `next` of rule set
+/// `set` (the backend's, then the frontend's). The rules before it ran once and do not run
+/// again.
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseResume {
+    set: usize,
+    next: usize,
+}
+
 /// The request as response rules see it (`method`, `req.ver`...), when it was kept.
 pub type KeptRequest<'r> = Option<(&'r [u8], &'r RequestHead)>;
 
-/// Runs the backend's `http-response` rules, then the frontend's (once for a `listen`).
+/// Runs the backend's `http-response` rules, then the frontend's (once for a `listen`), from
+/// where a `wait-for-body` left them when `resume` says so; `Err` when a `wait-for-body`
+/// stops them.
 #[allow(clippy::too_many_arguments)]
 pub fn process_response<'a>(
     scope: &Scope<'a>,
@@ -1237,19 +1261,23 @@ pub fn process_response<'a>(
     request: KeptRequest<'_>,
     input: &mut InBuf,
     head: &mut ResponseHead,
-    limits: &Limits,
-    bufsize: usize,
-) -> ResponseVerdict<'a> {
+    (limits, bufsize): (&Limits, usize),
+    resume: Option<ResponseResume>,
+) -> Result<ResponseVerdict<'a>, ResponseWait> {
     let frontend = scope.frontend;
-    capture_headers(scope, true, input.filled(), head.headers());
+    if resume.is_none() {
+        capture_headers(scope, true, input.filled(), head.headers());
+    }
     let pages = [&backend.plan.error_pages, &frontend.plan.error_pages];
     let limits = limits.for_rewrites(bufsize);
     let own = backend.plan.id.uid != frontend.plan.id.uid;
     let sets = std::iter::once(&backend.plan.rules.http_response)
         .chain(own.then_some(&frontend.plan.rules.http_response));
     let mut scratch = Scratch::take();
-    for rules in sets {
-        for rule in rules {
+    let (first_set, first_rule) = resume.map_or((0, 0), |r| (r.set, r.next));
+    for (set, rules) in sets.enumerate().skip(first_set) {
+        let first = if set == first_set { first_rule } else { 0 };
+        for (index, rule) in rules.iter().enumerate().skip(first) {
             let step = {
                 let view = StreamView {
                     server: Some(server),
@@ -1258,6 +1286,17 @@ pub fn process_response<'a>(
                 };
                 if !rule.applies(&view) {
                     continue;
+                }
+                if let HttpAction::WaitForBody { time, at_least } = rule.action {
+                    let resume = ResponseResume {
+                        set,
+                        next: index + 1,
+                    };
+                    return Err(ResponseWait {
+                        time,
+                        at_least,
+                        resume,
+                    });
                 }
                 let buf = input.filled();
                 response_action(
@@ -1287,7 +1326,7 @@ pub fn process_response<'a>(
                 Err(answer) => answer,
             };
             let answer = finish_answer(scope, Some(backend), request, answer);
-            return ResponseVerdict::Replace(answer);
+            return Ok(ResponseVerdict::Replace(answer));
         }
     }
     // `http-after-response` rules come last, on the response as the other rules left it.
@@ -1327,7 +1366,7 @@ pub fn process_response<'a>(
             }
         }
     }
-    ResponseVerdict::Relay
+    Ok(ResponseVerdict::Relay)
 }
 
 /// Fills the frontend's `capture request|response header` slots from a head, before any

@@ -1,9 +1,11 @@
 //! Fetches over raw request bytes (configuration.txt §7.3.5 and §7.3.6): `req.payload`,
 //! `req.payload_lv`, the TLS hello fetches (`req.ssl_sni`...) for `tcp-request content`
-//! rules, and the HTTP body fetches (`req.body`, `req.body_param`...).
+//! rules, and the HTTP body fetches (`req.body`, `req.body_param`..., and the response's
+//! `res.body`, `res.body_len`, `res.body_size`).
 //!
 //! The payload fetches read [`Context::request_payload`], the bytes buffered from the
-//! client so far; the body fetches read [`Context::request_body`]. A fetch whose bytes are
+//! client so far; the body fetches read [`Context::request_body`] and
+//! [`Context::response_body`]. A fetch whose bytes are
 //! not all there yet produces no sample, so a content rule waiting for them
 //! (`tcp-request inspect-delay`) keeps waiting. The TLS parsing itself lives in
 //! `tls_hello`; everything here only slices.
@@ -48,6 +50,12 @@ pub(crate) enum Payload {
     BodyLen,
     /// `req.body_size`.
     BodySize,
+    /// `res.body`.
+    ResponseBody,
+    /// `res.body_len`.
+    ResponseBodyLen,
+    /// `res.body_size`.
+    ResponseBodySize,
     /// `req.body_param([name[,i]])`.
     BodyParam { name: Option<String>, icase: bool },
     /// `req.rdp_cookie([name])`: the RDP cookie's value.
@@ -122,9 +130,18 @@ impl Payload {
             Payload::TicketExtension => hello().map(|h| Sample::Int(h.session_ticket())),
             Payload::Body => ctx.request_body().map(Sample::Bin),
             Payload::BodyLen => ctx.request_body().map(|b| int(b.len())),
-            Payload::BodySize => content_length(ctx)
+            Payload::BodySize => ctx
+                .request()
+                .and_then(|(buf, head)| content_length(buf, &head.headers))
                 .map(Sample::Int)
                 .or_else(|| ctx.request_body().map(|b| int(b.len()))),
+            Payload::ResponseBody => ctx.response_body().map(Sample::Bin),
+            Payload::ResponseBodyLen => ctx.response_body().map(|b| int(b.len())),
+            Payload::ResponseBodySize => ctx
+                .response()
+                .and_then(|(buf, head)| content_length(buf, &head.headers))
+                .map(Sample::Int)
+                .or_else(|| ctx.response_body().map(|b| int(b.len()))),
             Payload::BodyParam { name, icase } => {
                 let name = name.as_deref();
                 // A body decoded from chunks is owned: its values are copied out.
@@ -182,10 +199,9 @@ fn length_value(
         .map(|b| Sample::Bin(Cow::Borrowed(b)))
 }
 
-/// The request's Content-Length, when it has one that is a number.
-fn content_length(ctx: &dyn Context) -> Option<i64> {
-    let (buf, head) = ctx.request()?;
-    head.headers
+/// The message's announced body length (`*.body_size`), when it has one that is a number.
+fn content_length(buf: &[u8], headers: &[sluice_http::HeaderSpan]) -> Option<i64> {
+    headers
         .iter()
         .find(|h| header_name(buf, h).eq_ignore_ascii_case(b"content-length"))
         .and_then(|h| std::str::from_utf8(header_value(buf, h)).ok())
@@ -257,6 +273,9 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "req.body" => Payload::Body,
         "req.body_len" => Payload::BodyLen,
         "req.body_size" => Payload::BodySize,
+        "res.body" => Payload::ResponseBody,
+        "res.body_len" => Payload::ResponseBodyLen,
+        "res.body_size" => Payload::ResponseBodySize,
         _ => {
             let icase = match str_arg(args, 1) {
                 None | Some("") => false,
@@ -310,4 +329,19 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("req.body_len", 0, 0, Int),
     def!("req.body_size", 0, 0, Int),
     def!("req.body_param", 0, 2, Str),
+    response_body_def("res.body", SampleType::Bin),
+    response_body_def("res.body_len", SampleType::Int),
+    response_body_def("res.body_size", SampleType::Int),
 ];
+
+/// A response body fetch: `http-response` rules only.
+const fn response_body_def(name: &'static str, out: SampleType) -> FetchDef {
+    FetchDef {
+        name,
+        min_args: 0,
+        max_args: 0,
+        out,
+        source: Source::ResponseBody,
+        build,
+    }
+}

@@ -544,6 +544,36 @@ fn payload_fetches_are_request_content_fetches() {
     }
 }
 
+#[test]
+fn response_body_fetches() {
+    let mut ctx = get().response("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
+    ctx.res_body = Some(b"abcdef".to_vec());
+    assert_eq!(text("res.body", &ctx).as_deref(), Some("abcdef"));
+    assert_eq!(eval("res.body_len", &ctx), Some(Sample::Int(6)));
+    // The announced length, whatever came of it.
+    assert_eq!(eval("res.body_size", &ctx), Some(Sample::Int(10)));
+    // Chunked: the size is what is there.
+    let mut chunked = get().response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+    chunked.res_body = Some(b"abc".to_vec());
+    assert_eq!(eval("res.body_size", &chunked), Some(Sample::Int(3)));
+    assert_eq!(eval("res.body", &get()), None);
+    // The response's body, not the request's.
+    let mut request = get();
+    request.body = Some(b"request".to_vec());
+    assert_eq!(eval("res.body_len", &request), None);
+    // `http-response` rules only.
+    use crate::{Expr, MapStore, Stages};
+    for fetch in ["res.body", "res.body_len", "res.body_size"] {
+        let expr = Expr::parse(fetch, &MapStore::new()).unwrap();
+        assert!(expr.check_stages(Stages::HTTP_RES).is_ok(), "{fetch}");
+        assert!(
+            expr.check_stages(Stages::TCP_RES_CONTENT).is_err(),
+            "{fetch}"
+        );
+        assert!(expr.check_stages(Stages::HTTP_REQ).is_err(), "{fetch}");
+    }
+}
+
 /// A store holding user list "L": tiger (pw1, groups G1) and scott (elgato, G1 and G2).
 fn auth_store() -> crate::MapStore {
     use crate::{Password, User, Userlist};
