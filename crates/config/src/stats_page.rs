@@ -1,5 +1,5 @@
 //! The statistics page keywords of a proxy (configuration.txt §4.2 `stats *`): `stats enable`,
-//! `uri`, `realm`, `auth`, `refresh`, `hide-version`, `show-legends`, `show-node`, `scope` and
+//! `uri`, `realm`, `auth`, `refresh`, `hide-version`, `show-legends`, `show-node`, `show-desc`, `scope` and
 //! `admin if|unless COND`.
 //!
 //! Any of them turns the page on, with HAProxy's defaults (`/haproxy?stats`, realm "HAProxy
@@ -40,6 +40,8 @@ pub struct StatsPage {
     pub show_legends: bool,
     /// `stats show-node [name]`: `Some(None)` shows the global `node` (else the host name).
     pub show_node: Option<Option<String>>,
+    /// `stats show-desc [text]`: `Some(None)` shows the global `description`.
+    pub show_desc: Option<Option<String>>,
     /// `stats scope`: only these proxies are listed (`.` is the page's own proxy); empty: all.
     pub scope: Vec<String>,
     /// `stats admin if|unless COND`: when it holds, the page offers server actions.
@@ -56,6 +58,7 @@ impl Default for StatsPage {
             hide_version: false,
             show_legends: false,
             show_node: None,
+            show_desc: None,
             scope: Vec::new(),
             admin: None,
         }
@@ -134,6 +137,10 @@ pub(crate) fn parse_stats_line(
             [name] => conf.show_node = Some(Some(name.clone())),
             _ => diags.push(d.alert("expects at most one node name")),
         },
+        // The description is the rest of the line, as the global `description` is.
+        Some("show-desc") => {
+            conf.show_desc = Some((!args.is_empty()).then(|| args.join(" ")));
+        }
         Some("scope") => {
             if let Some(name) = one("a proxy name or '.'", diags) {
                 conf.scope.push(name);
@@ -157,7 +164,7 @@ pub(crate) fn parse_stats_line(
         }
         _ => diags.push(d.alert(
             "not supported by Sluice (supported: enable, uri, realm, auth, refresh, \
-             hide-version, show-legends, show-node, scope, admin)",
+             hide-version, show-legends, show-node, show-desc, scope, admin)",
         )),
     }
     true
@@ -206,6 +213,7 @@ mod tests {
                 "stats hide-version",
                 "stats show-legends",
                 "stats show-node edge1",
+                "stats show-desc Master node for Europe",
                 "stats scope .",
                 "stats admin if TRUE",
             ],
@@ -219,6 +227,10 @@ mod tests {
         assert_eq!(page.refresh, Some(Duration::from_secs(10)));
         assert!(page.hide_version && page.show_legends);
         assert_eq!(page.show_node, Some(Some("edge1".to_owned())));
+        assert_eq!(
+            page.show_desc,
+            Some(Some("Master node for Europe".to_owned()))
+        );
         assert_eq!(page.scope, ["."]);
         assert!(page.admin.is_some());
     }

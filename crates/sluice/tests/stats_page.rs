@@ -99,8 +99,9 @@ fn stable(csv: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn the_page_lists_every_proxy_and_server() {
-    let (proxy, addr) =
-        start("    stats enable\n    stats uri /st\n    stats refresh 5s\n    stats show-legends");
+    let (proxy, addr) = start(
+        "    stats enable\n    stats uri /st\n    stats refresh 5s\n    stats show-legends\n    stats show-desc <Europe> & Asia",
+    );
     let (status, head, body) = get(addr, "/st", "");
     assert_eq!(status, 200, "{head}");
     assert!(
@@ -126,6 +127,8 @@ fn the_page_lists_every_proxy_and_server() {
     assert!(body.contains("<td class=\"status\">no check</td>"));
     assert!(body.contains("Sluice"));
     assert!(body.contains("maintenance"), "legends");
+    // `stats show-desc`: the description in the page's header, escaped.
+    assert!(body.contains("· &lt;Europe&gt; &amp; Asia</div>"), "{body}");
     assert!(
         !body.contains("<form"),
         "no admin form without 'stats admin'"

@@ -511,6 +511,13 @@ fn render(
             .unwrap_or_default();
         let _ = write!(html, " · node {}", esc(&name));
     }
+    if let Some(desc) = &page.show_desc {
+        let text = desc
+            .clone()
+            .or_else(|| process.global.description.clone())
+            .unwrap_or_default();
+        let _ = write!(html, " · {}", esc(&text));
+    }
     html.push_str("</div>\n");
     if let Some(code) = notice {
         let text = match code {
