@@ -77,6 +77,10 @@ pub struct HttpConf {
     /// `option http-pretend-keepalive`: under `http-server-close` or `httpclose`, requests
     /// do not tell the server the connection closes (it is closed after the response).
     pub pretend_keepalive: bool,
+    /// `option idle-close-on-response` (frontends): at a soft stop, idle kept-alive client
+    /// connections are not closed; each gets its next request answered, with `Connection:
+    /// close`, then ends (or ends at its keep-alive limit).
+    pub idle_close_on_response: bool,
     /// `option checkcache`: a response a shared cache could store with the server's
     /// `Set-Cookie` is refused (502), since the cache would hand that cookie to everyone.
     pub check_cache: bool,
@@ -115,6 +119,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "abortonclose"
             | "prefer-last-server"
             | "checkcache"
+            | "idle-close-on-response"
     )
 }
 
@@ -164,12 +169,14 @@ pub(crate) fn apply_http_option(
         | "http-pretend-keepalive"
         | "abortonclose"
         | "prefer-last-server"
-        | "checkcache" => {
+        | "checkcache"
+        | "idle-close-on-response" => {
             let flag = match name {
                 "http-buffer-request" => &mut conf.buffer_request,
                 "http-pretend-keepalive" => &mut conf.pretend_keepalive,
                 "abortonclose" => &mut conf.abort_on_close,
                 "checkcache" => &mut conf.check_cache,
+                "idle-close-on-response" => &mut conf.idle_close_on_response,
                 _ => &mut conf.prefer_last_server,
             };
             *flag = enable;

@@ -842,9 +842,9 @@ fn parse_option(
     }
     if http_options::is_http_option(name) {
         let (frontend, backend) = match name.as_str() {
-            "accept-unsafe-violations-in-http-request" | "accept-invalid-http-request" => {
-                (true, false)
-            }
+            "accept-unsafe-violations-in-http-request"
+            | "accept-invalid-http-request"
+            | "idle-close-on-response" => (true, false),
             "accept-unsafe-violations-in-http-response"
             | "accept-invalid-http-response"
             | "http-pretend-keepalive"

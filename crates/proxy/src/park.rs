@@ -413,10 +413,18 @@ async fn watch(lot: Rc<Lot>, mut stop: StopWatch) {
 
 /// Closes the parked kept-alive connections `pick` chooses, given a random number for each.
 fn close_kept_alive(lot: &Lot, pick: impl Fn(u64) -> bool) {
-    let closing = lot
-        .entries
-        .borrow_mut()
-        .take_picked(|parked| !parked.parking.first && pick(sluice_runtime::proxy::next_random()));
+    // `option idle-close-on-response`: those wait for their next request instead.
+    let closing = lot.entries.borrow_mut().take_picked(|parked| {
+        !parked.parking.first
+            && !parked
+                .held
+                .scope()
+                .frontend
+                .plan
+                .http
+                .idle_close_on_response
+            && pick(sluice_runtime::proxy::next_random())
+    });
     for parked in closing {
         drop(lot.unwatched(Some(parked)));
     }

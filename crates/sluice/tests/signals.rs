@@ -222,6 +222,48 @@ fn a_soft_stop_closes_idle_kept_alive_connections_and_answers_the_last_requests_
     assert_exit_zero(&mut proxy);
 }
 
+/// Under `option idle-close-on-response` a soft stop leaves idle kept-alive connections
+/// open, parked or in their task (one keeping its server connection too), as HAProxy 2.6
+/// does: each gets its next request answered with `Connection: close`, then ends.
+#[test]
+fn idle_close_on_response_answers_the_next_request_of_idle_connections_then_closes() {
+    let (backend, _) =
+        common::http::http_backend(|_| "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned());
+    for reuse in ["", "    http-reuse never\n"] {
+        let (mut proxy, addr) = common::http::proxy(
+            backend.addr(),
+            &format!("{reuse}    option idle-close-on-response"),
+        );
+        let mut parked = connect(addr);
+        kept_alive_request(&mut parked);
+        let source = parked.local_addr().unwrap().to_string();
+        assert!(
+            common::wait_until(GENEROUS, || !proxy
+                .cli("show sess")
+                .lines()
+                .any(|l| l.contains(&source))
+                || !reuse.is_empty()),
+            "the idle connection was never parked"
+        );
+        let mut recent = connect(addr);
+        kept_alive_request(&mut recent);
+        proxy.signal(Signal::SIGUSR1);
+        for idle in [&mut parked, &mut recent] {
+            assert!(stays_silent(idle, Duration::from_millis(200)), "{reuse}");
+            idle.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+                .unwrap();
+            let Closed::Eof(data) = read_to_close(idle, GENEROUS) else {
+                panic!("{reuse}: the connection was kept after its answer");
+            };
+            let answer = String::from_utf8_lossy(&data).to_ascii_lowercase();
+            assert!(answer.starts_with("http/1.1 200"), "{answer}");
+            assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
+        }
+        drop((parked, recent));
+        assert_exit_zero(&mut proxy);
+    }
+}
+
 /// An HTTP proxy with `global` lines, answering `200 ok` through one server, and telling
 /// in `X-Stopping` what the `stopping` fetch said.
 fn http_proxy_with(global: &str) -> (common::Sluice, SocketAddr, Backend) {

@@ -118,8 +118,14 @@ pub fn run<'s>(
                 match waited {
                     Some(Ok(())) => {}
                     // A stopping process closes its idle kept-alive connections, as
-                    // HAProxy's does; one still to send its first request waits on.
-                    None if !first && scope.process.ends_kept_alive() => return None,
+                    // HAProxy's does, unless `option idle-close-on-response` has them wait
+                    // for their next request; one still to send its first request waits on.
+                    None if !first
+                        && scope.process.ends_kept_alive()
+                        && !scope.frontend.plan.http.idle_close_on_response =>
+                    {
+                        return None;
+                    }
                     None if parks && park::available(scope.process) => {
                         return Some(Parking {
                             since: waited_since,
@@ -247,10 +253,11 @@ fn serve<'x, 's: 'x>(
                         None => Some(first_bytes(client, input).await),
                     }
                 };
+                let stays = scope.frontend.plan.http.idle_close_on_response;
                 let waited = tokio::select! {
                     biased;
                     waited = next => waited,
-                    () = kept_alive_ends(scope.process) => None,
+                    () = kept_alive_ends(scope.process), if !stays => None,
                 };
                 match waited {
                     Some(Ok(())) => waited_since = Some(since),
