@@ -961,8 +961,8 @@ mod tests {
         assert_eq!(front.count, None);
         let back = plan.backends[0].server_probes;
         assert_eq!(back.idle, Some(Duration::from_secs(7200)));
-        // Whole seconds, as the kernel counts them.
-        assert_eq!(back.interval, Some(Duration::from_secs(2)));
+        // Whole seconds, as the kernel counts them, rounded up as HAProxy rounds.
+        assert_eq!(back.interval, Some(Duration::from_secs(3)));
         assert_eq!(back.count, Some(4));
         assert_eq!(plan.backends[1].server_probes.count, Some(4));
         assert_eq!(plan.backends[1].server_probes.idle, None);

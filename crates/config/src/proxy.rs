@@ -369,7 +369,7 @@ pub struct KeepaliveProbes {
 
 impl KeepaliveProbes {
     /// Applies `clitcpka-cnt|idle|intvl VALUE` or its `srvtcpka` twin. Times are in seconds
-    /// by default, as the kernel counts them, and rounded down to whole seconds. Zero, as in
+    /// by default, as the kernel counts them, rounded up to whole seconds. Zero, as in
     /// HAProxy, leaves the system's setting.
     fn parse(&mut self, d: &Directive<'_>, diags: &mut Diagnostics) {
         if d.keyword.ends_with("-cnt") {
@@ -382,26 +382,21 @@ impl KeepaliveProbes {
         let Some(word) = d.word(1, "a time value", diags) else {
             return;
         };
+        // Rounded up to whole seconds, as HAProxy rounds (`500ms` is 1 s).
         let time = match units::parse_time(word, units::TimeUnit::S) {
-            Ok(time) if time.as_secs() > i32::MAX as u64 => {
-                diags.push(d.alert(format!(
-                    "timer overflow in '{word}': the maximum is 2147483647 s"
-                )));
-                return;
-            }
-            // HAProxy 2.6 takes it as 0 too, without a word.
-            Ok(time) if time.subsec_nanos() != 0 && time.as_secs() == 0 => {
-                diags.push(d.warning(format!(
-                    "'{word}' is less than a second: taken as 0, the system's setting applies"
-                )));
-                None
-            }
-            Ok(time) => (time.as_secs() > 0).then(|| Duration::from_secs(time.as_secs())),
+            Ok(time) => time.as_nanos().div_ceil(1_000_000_000),
             Err(err) => {
                 diags.push(d.alert(format!("invalid time value '{word}': {err}")));
                 return;
             }
         };
+        if time > i32::MAX as u128 {
+            diags.push(d.alert(format!(
+                "timer overflow in '{word}': the maximum is 2147483647 s"
+            )));
+            return;
+        }
+        let time = (time > 0).then(|| Duration::from_secs(time as u64));
         if d.keyword.ends_with("-idle") {
             self.idle = time;
         } else {

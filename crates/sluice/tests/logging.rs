@@ -666,6 +666,44 @@ backend b
     }
 }
 
+/// `http-response wait-for-body` that waits in vain answers 504, logged as a server timeout
+/// while the body was awaited (`sD--`), without a response time; the server is not retried.
+#[test]
+fn a_response_body_that_never_comes_is_a_504() {
+    let stalled = Backend::start(|mut s| {
+        let mut buf = [0u8; 4096];
+        let _ = std::io::Read::read(&mut s, &mut buf);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    });
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {log_addr} local0
+    option httplog
+    default_backend b
+backend b
+    retry-on all-retryable-errors
+    http-response wait-for-body time 300ms
+    server s {}
+",
+        stalled.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let answer = read_to_close(&mut s, GENEROUS);
+    let text = String::from_utf8_lossy(answer.data());
+    assert!(text.starts_with("HTTP/1.1 504 "), "{text}");
+    let line = next_line(&syslog);
+    assert!(line.contains(" 504 ") && line.contains(" sD-- "), "{line}");
+    assert!(line.contains("/-1/"), "no response time in {line}");
+    assert_eq!(stalled.accepted(), 1, "the request was sent again");
+}
+
 /// A response cut short by its server (`SD--`) is logged with the bytes of its head, which the
 /// client got, not 0.
 #[test]

@@ -307,6 +307,7 @@ backend app
 
 #[test]
 fn computed_values_cannot_inject_lines_and_oversized_rewrites_fail_with_500() {
+    // Both sides: a request or a response rewrite that does not fit is the proxy's failure.
     let (app, log) = named_http("app");
     let config = format!(
         "global
@@ -317,6 +318,8 @@ frontend www
     {{bind}}
     http-request set-header X-Echo %[url_param(v),url_dec]
     http-request set-header X-Big %[req.hdr(x-in)]%[req.hdr(x-in)]%[req.hdr(x-in)] if {{ req.hdr(x-in) -m found }}
+    http-request set-var(txn.out) req.hdr(x-out)
+    http-response set-header X-Big %[var(txn.out)]%[var(txn.out)]%[var(txn.out)]%[var(txn.out)] if {{ var(txn.out) -m found }}
     default_backend app
 backend app
     server s {}
@@ -349,6 +352,12 @@ backend app
         1,
         "the refused request was not forwarded"
     );
+    let answer = get(
+        addr,
+        &format!("GET / HTTP/1.1\r\nHost: h\r\nX-Out: {big}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(status_of(answer.as_bytes()), 500, "{answer}");
+    assert!(!answer.contains("X-Big"), "{answer}");
 }
 
 #[test]

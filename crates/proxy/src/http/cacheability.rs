@@ -35,14 +35,15 @@ const FORBIDDING: [&[u8]; 5] = [
 ];
 
 impl Cacheability {
-    /// Judges the final response `head` (in `buf`) to a request whose method is safe or not.
-    pub fn of(safe_method: bool, buf: &[u8], head: &ResponseHead) -> Self {
+    /// Judges the final response `head` (in `buf`) to a request whose method is safe or not,
+    /// with the `status` the server answered (rules may have changed the head's since).
+    pub fn of((safe_method, status): (bool, u16), buf: &[u8], head: &ResponseHead) -> Self {
         let mut judged = Cacheability {
             storable: safe_method,
             cookies_too: safe_method,
         };
         if !matches!(
-            head.status,
+            status,
             200 | 203 | 204 | 206 | 300 | 301 | 404 | 405 | 410 | 414 | 501
         ) {
             judged.forbid();
@@ -63,7 +64,7 @@ impl Cacheability {
         }
         let mut fresh = false;
         let directives = fields(b"cache-control")
-            .flat_map(|v| v.split(|&b| b == b','))
+            .flat_map(list_items)
             .map(<[u8]>::trim_ascii);
         for directive in directives {
             if directive.eq_ignore_ascii_case(b"public") {
@@ -113,6 +114,22 @@ pub fn is_safe_method(buf: &[u8], head: &sluice_http::head::RequestHead) -> bool
         .any(|m| head.is_method(buf, m))
 }
 
+/// The comma-separated items of a field value; a comma inside a quoted string (with its
+/// backslash escapes) separates nothing, as HAProxy reads lists.
+fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let (mut quoted, mut escaped) = (false, false);
+    value.split(move |&b| {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b',' if !quoted => return true,
+            _ => {}
+        }
+        false
+    })
+}
+
 fn starts_with_ignoring_case(text: &[u8], prefix: &[u8]) -> bool {
     text.get(..prefix.len())
         .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
@@ -131,7 +148,7 @@ mod tests {
             Parse::Complete(head) => head,
             Parse::Partial => panic!("partial"),
         };
-        Cacheability::of(safe_method, &buf, &head)
+        Cacheability::of((safe_method, head.status), &buf, &head)
     }
 
     /// Storable with its cookies, after a GET.
@@ -181,8 +198,17 @@ mod tests {
         assert!(exposed(
             "200 OK\nCache-Control: no-store\nCache-Control: public\nETag: \"x\"\n"
         ));
-        // A quoted directive is not the directive.
+        // A quoted directive is not the directive, nor a comma in quotes a separator.
         assert!(exposed("200 OK\nCache-Control: \"private\", max-age=60\n"));
+        assert!(exposed(
+            "200 OK\nCache-Control: x=\"a,private\", max-age=60\n"
+        ));
+        assert!(exposed(
+            "200 OK\nCache-Control: x=\"a\\\",private\", max-age=60\n"
+        ));
+        assert!(!exposed(
+            "200 OK\nCache-Control: x=\"a\", private, max-age=60\n"
+        ));
         // The cookies only.
         let judged = judge(
             true,

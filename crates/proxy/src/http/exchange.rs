@@ -124,10 +124,10 @@ struct ResponseDone {
     bytes_up: u64,
     /// Response bytes (heads and body) sent to the client.
     bytes_down: u64,
-    /// The proxy answered in the server's place (a response rule, `option checkcache`), for
-    /// this reason: a denial (`P`) or an answer of its own (`L`). As in HAProxy, the log then
-    /// shows no response time.
-    replaced: Option<Cause>,
+    /// The proxy answered in the server's place (a response rule, `option checkcache`): why,
+    /// a denial (`P`) or an answer of its own (`L`), and the status the server had answered
+    /// (what `observe layer7` judges). As in HAProxy, the log then shows no response time.
+    replaced: Option<(Cause, u16)>,
 }
 
 /// Why the response side failed.
@@ -142,6 +142,8 @@ enum ResponseFailure {
     Broken(Cause, u64),
     /// The response's status is one `retry-on` retries; nothing was sent to the client.
     RetryStatus(u16),
+    /// `http-response wait-for-body` ran out of time; nothing was sent to the client.
+    BodyTimeout,
 }
 
 /// What an exchange ends with: what the session does next, and what the log reports.
@@ -846,8 +848,16 @@ async fn exchange<'a>(
         facts.response_head = answered.map(|(at, _, _)| at);
         facts.response_version = answered.map(|(_, _, version)| version.as_bytes());
         let status = answered.map(|(_, status, _)| status);
-        // `observe layer7`: the health checks learn how the server answered.
-        if let Some(verdict) = layer7_verdict(&outcome, status) {
+        // `observe layer7`: the health checks learn how the server answered (not how the
+        // proxy answered in its place).
+        let observed = match &outcome {
+            Ok(ResponseDone {
+                replaced: Some((_, server_status)),
+                ..
+            }) => Some(*server_status),
+            _ => status,
+        };
+        if let Some(verdict) = layer7_verdict(&outcome, observed) {
             server.health.observe_response(verdict);
         }
         // `retry-on`: a failure it names, with nothing sent to the client yet, sends the
@@ -925,7 +935,7 @@ async fn exchange<'a>(
                     Next::KeepAlive
                 };
                 let (cause, phase) = match done.replaced {
-                    Some(reason) => {
+                    Some((reason, _)) => {
                         facts.response_head = None;
                         (reason, Phase::Headers)
                     }
@@ -964,6 +974,15 @@ async fn exchange<'a>(
                 // The log counts what the client got, as HAProxy's does.
                 count_bytes(ctx, server, facts, 0, sent);
                 return Ending::close(status, cause, Phase::Data);
+            }
+            // `http-response wait-for-body` waited in vain for the body of a response the
+            // server did answer: a 504, logged as a server timeout in the data phase, with
+            // no response error counted (as in HAProxy) and no retry.
+            Err(ResponseFailure::BodyTimeout) => {
+                let page = ctx.after(s.server_error(504));
+                let keep = (s.client, keep_after_error());
+                let ending = (504, Cause::ServerTimeout, Phase::Data);
+                return Ending::answered_or_kept(client, &page, keep, ending).await;
             }
             // Only produced while retries are left; reached when an interim response was
             // already relayed, so the request cannot be sent again.
@@ -1487,6 +1506,8 @@ where
         // The log's response time ends here, when the head came, however long the rules
         // then wait for the body (`http-response wait-for-body`), as in HAProxy.
         let arrived = clock::now_std();
+        // As the server answered, before any rule changes it.
+        let received_status = head.status;
         let interim = (100..200).contains(&head.status) && head.status != 101;
         if shape.retry_status && ctx.backend.plan.retry_on.retries_status(head.status) {
             return Err(ResponseFailure::RetryStatus(head.status));
@@ -1513,7 +1534,7 @@ where
                     resume,
                 );
                 // `http-response wait-for-body`: the wait, then the rules after it. A body
-                // that does not come in time is a server timeout (504), as in HAProxy.
+                // that does not come in time is a server timeout (a 504), as in HAProxy.
                 let wait = match verdict {
                     Ok(verdict) => break verdict,
                     Err(wait) => wait,
@@ -1524,7 +1545,7 @@ where
                 );
                 let message = (&mut input, &head, framing);
                 if !wait_for_response_body(server, message, need, s).await {
-                    return Err(ResponseFailure::Status(504));
+                    return Err(ResponseFailure::BodyTimeout);
                 }
                 resume = Some(wait.resume);
             };
@@ -1542,10 +1563,11 @@ where
             }
             let reply = match verdict {
                 ResponseVerdict::Relay => {
-                    // Judged on the response as the rules left it, before our cookie goes in.
-                    let mut cache = shape
-                        .cacheable_method
-                        .map(|safe| Cacheability::of(safe, input.filled(), &head));
+                    // Judged on the status as received and the fields as the rules left them,
+                    // before our cookie goes in, as HAProxy judges it.
+                    let mut cache = shape.cacheable_method.map(|safe| {
+                        Cacheability::of((safe, received_status), input.filled(), &head)
+                    });
                     let server_cookie =
                         s.check_cache && cacheability::sets_cookie(input.filled(), &head);
                     let limits = s.response_limits.for_rewrites(s.bufsize);
@@ -1581,9 +1603,13 @@ where
                     tunnel: false,
                     bytes_up: 0,
                     bytes_down: sent_heads + bytes.len() as u64,
-                    replaced: Some(reason),
+                    replaced: Some((reason, received_status)),
                 });
             }
+            // Relayed: the `http-after-response` rules come last.
+            let limits = (&s.response_limits, s.bufsize);
+            let response = (ctx.backend, chosen);
+            rules::after_response(ctx.scope, response, kept, &mut input, &mut head, limits);
         }
         let buf = input.filled();
         if interim {

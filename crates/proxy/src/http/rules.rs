@@ -1252,7 +1252,8 @@ pub type KeptRequest<'r> = Option<(&'r [u8], &'r RequestHead)>;
 
 /// Runs the backend's `http-response` rules, then the frontend's (once for a `listen`), from
 /// where a `wait-for-body` left them when `resume` says so; `Err` when a `wait-for-body`
-/// stops them.
+/// stops them. The `http-after-response` rules come later ([`after_response`]), or over
+/// the proxy's own answer when one replaces the response.
 #[allow(clippy::too_many_arguments)]
 pub fn process_response<'a>(
     scope: &Scope<'a>,
@@ -1309,7 +1310,8 @@ pub fn process_response<'a>(
                     &mut scratch,
                 )
             };
-            let failed = |_: RewriteFailed| Answer::page(error_page(&pages, 502), 502);
+            // A rewrite that does not fit is the proxy's failure: a 500, as in HAProxy.
+            let failed = |_: RewriteFailed| Answer::page(error_page(&pages, 500), 500);
             let rewritten = match step {
                 Step::Next => continue,
                 Step::Stop => break,
@@ -1329,8 +1331,23 @@ pub fn process_response<'a>(
             return Ok(ResponseVerdict::Replace(answer));
         }
     }
-    // `http-after-response` rules come last, on the response as the other rules left it.
-    for rules in after_sets(frontend, Some(backend)) {
+    Ok(ResponseVerdict::Relay)
+}
+
+/// Runs the `http-after-response` rules over a server's response the proxy relays, last, on
+/// the response as the other rules, the persistence cookie and `option checkcache` left it
+/// (as HAProxy runs them). A rewrite that does not fit leaves the response as it was.
+pub fn after_response(
+    scope: &Scope<'_>,
+    (backend, server): (&Backend, &Server),
+    request: KeptRequest<'_>,
+    input: &mut InBuf,
+    head: &mut ResponseHead,
+    (limits, bufsize): (&Limits, usize),
+) {
+    let limits = limits.for_rewrites(bufsize);
+    let mut scratch = Scratch::take();
+    for rules in after_sets(scope.frontend, Some(backend)) {
         for rule in rules {
             let step = {
                 let view = StreamView {
@@ -1366,7 +1383,6 @@ pub fn process_response<'a>(
             }
         }
     }
-    Ok(ResponseVerdict::Relay)
 }
 
 /// Fills the frontend's `capture request|response header` slots from a head, before any
@@ -1566,7 +1582,7 @@ fn response_action<'a, 'e>(
     head: &ResponseHead,
     scratch: &'e mut Vec<u8>,
 ) -> Step<'a, 'e> {
-    let failed = || Step::Answer(Answer::page(error_page(pages, 502), 502));
+    let failed = || Step::Answer(Answer::page(error_page(pages, 500), 500));
     match action {
         HttpAction::SetStatus { status, reason } => {
             let reason = reason
