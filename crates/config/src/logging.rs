@@ -1,9 +1,8 @@
 //! Logging keywords (configuration.txt §3.1 and §4.2 `log`, §8 "Logging"): where log lines go
 //! (`log` targets in `global` and proxies, `log global`, `no log`), what they look like
-//! (`option httplog [clf]`, `option tcplog`, `log-format`, `error-log-format`, `log-tag`),
-//! which streams are logged (`option dontlognull`, `option dontlog-normal`, `option
-//! log-separate-errors`) and when
-//! (`option logasap`).
+//! (`option httplog [clf]`, `option tcplog`, `log-format`, `log-format-sd`,
+//! `error-log-format`, `log-tag`), which streams are logged (`option dontlognull`, `option
+//! dontlog-normal`, `option log-separate-errors`) and when (`option logasap`).
 //!
 //! A target is a UDP syslog address (port 514 by default), a unix datagram socket path,
 //! `stdout`/`stderr`/`fd@N` or a `ring@NAME` buffer ([`crate::ring`]), with a syslog header
@@ -120,6 +119,9 @@ pub struct ProxyLogConf {
     /// `error-log-format`: the line of a connection that failed before it became a stream
     /// (a bad PROXY protocol header).
     pub error_format: Option<LogFormat>,
+    /// `log-format-sd`: the RFC 5424 structured data of the stream lines, for the targets
+    /// in `format rfc5424`.
+    pub structured_format: Option<LogFormat>,
     /// `log-tag`: the syslog tag of this proxy's lines.
     pub tag: Option<String>,
     /// `unique-id-format`: how each request's unique id is built.
@@ -342,6 +344,24 @@ pub(crate) fn parse_proxy_log_line(
                         diags.push(d.warning(message));
                     }
                     conf.format = LineFormat::Custom(fmt);
+                }
+                Err(message) => diags.push(d.alert(message)),
+            }
+        }
+        (Some("log-format-sd"), _) => {
+            let d = Directive::new(line, 1);
+            let Some(text) = d.word(1, "a log format", diags) else {
+                return true;
+            };
+            if !d.no_more_than(2, diags) {
+                return true;
+            }
+            match LogFormat::parse_log(text, maps) {
+                Ok(fmt) => {
+                    if let Err(message) = fmt.check_stages(Stages::LOG) {
+                        diags.push(d.warning(message));
+                    }
+                    conf.structured_format = Some(fmt);
                 }
                 Err(message) => diags.push(d.alert(message)),
             }

@@ -177,6 +177,12 @@ impl ProxyLogger {
 
     /// Sends `message` at severity `level` to every target that accepts it.
     pub fn emit(&self, level: u8, message: &[u8]) {
+        self.emit_with_data(level, message, None);
+    }
+
+    /// [`emit`](Self::emit), with `structured` as the RFC 5424 structured data of the
+    /// targets in that format (`log-format-sd`; the others ignore it).
+    pub fn emit_with_data(&self, level: u8, message: &[u8], structured: Option<&[u8]>) {
         let number = self.emitted.fetch_add(1, Ordering::Relaxed);
         let now = SystemTime::now();
         for (id, target) in &self.targets {
@@ -185,7 +191,14 @@ impl ProxyLogger {
             }
             let level = level.max(target.min_level);
             let mut line = Vec::with_capacity(message.len() + 64);
-            write_header(target, level, &self.tag, self.hub.pid, now, &mut line);
+            let header = Header {
+                level,
+                tag: &self.tag,
+                pid: self.hub.pid,
+                now,
+                structured,
+            };
+            write_header(target, &header, &mut line);
             let room = target.max_len.saturating_sub(line.len() + 1);
             line.extend_from_slice(&message[..message.len().min(room)]);
             line.push(b'\n');
@@ -207,15 +220,25 @@ fn sampled(target: &LogTarget, number: u64) -> bool {
     }
 }
 
-/// Writes the syslog header of `target`'s format, as HAProxy 2.6 writes them.
-fn write_header(
-    target: &LogTarget,
+/// What a line's syslog header says besides its target's settings.
+struct Header<'a> {
     level: u8,
-    tag: &str,
+    tag: &'a str,
     pid: u32,
     now: SystemTime,
-    out: &mut Vec<u8>,
-) {
+    /// RFC 5424 structured data (`log-format-sd`), `-` when none.
+    structured: Option<&'a [u8]>,
+}
+
+/// Writes the syslog header of `target`'s format, as HAProxy 2.6 writes them.
+fn write_header(target: &LogTarget, header: &Header<'_>, out: &mut Vec<u8>) {
+    let Header {
+        level,
+        tag,
+        pid,
+        now,
+        structured,
+    } = *header;
     let priority = u32::from(target.facility) * 8 + u32::from(level);
     let mut text = String::with_capacity(64);
     match target.format {
@@ -231,7 +254,12 @@ fn write_header(
         SyslogFormat::Rfc5424 => {
             let _ = write!(text, "<{priority}>1 ");
             write_iso_date(now, &mut text);
-            let _ = write!(text, " - {tag} {pid} - - ");
+            let _ = write!(text, " - {tag} {pid} - ");
+            // The structured data goes between the header's text and the message.
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(structured.filter(|d| !d.is_empty()).unwrap_or(b"-"));
+            out.push(b' ');
+            return;
         }
         SyslogFormat::Priority => {
             let _ = write!(text, "<{priority}>");
@@ -317,8 +345,37 @@ mod tests {
         // 2026-11-06 05:57:25.116877 UTC
         let when = UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877);
         let mut out = Vec::new();
-        write_header(&target(format), 6, "haproxy", 42, when, &mut out);
+        let header = Header {
+            level: 6,
+            tag: "haproxy",
+            pid: 42,
+            now: when,
+            structured: None,
+        };
+        write_header(&target(format), &header, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn structured_data_goes_only_to_rfc5424_headers() {
+        let when = UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877);
+        let with = |format| {
+            let mut out = Vec::new();
+            let header = Header {
+                level: 6,
+                tag: "edge",
+                pid: 42,
+                now: when,
+                structured: Some(br#"[id@1 bytes="54"]"#),
+            };
+            write_header(&target(format), &header, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            with(SyslogFormat::Rfc5424),
+            "<134>1 2026-11-06T05:57:25.116877+00:00 - edge 42 - [id@1 bytes=\"54\"] "
+        );
+        assert_eq!(with(SyslogFormat::Local), "<134>Nov  6 05:57:25 edge[42]: ");
     }
 
     #[test]

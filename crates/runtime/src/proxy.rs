@@ -82,6 +82,13 @@ impl Frontend {
         if log.conf.dont_log_normal && !record.is_error() {
             return;
         }
+        // `log-format-sd`: the structured data of the targets in RFC 5424 format.
+        let structured = log.conf.structured_format.as_ref().map(|fmt| {
+            let mut bytes = Vec::with_capacity(128);
+            custom(fmt, &mut bytes);
+            bytes
+        });
+        let level = level.unwrap_or_else(|| severity(log, record));
         let mut line = String::with_capacity(256);
         match &log.conf.format {
             // Minimal logging happens at the accept (see `log_connection`).
@@ -93,15 +100,12 @@ impl Frontend {
             LineFormat::Custom(fmt) => {
                 let mut bytes = Vec::with_capacity(256);
                 custom(fmt, &mut bytes);
-                log.out
-                    .emit(level.unwrap_or_else(|| severity(log, record)), &bytes);
+                log.out.emit_with_data(level, &bytes, structured.as_deref());
                 return;
             }
         }
-        log.out.emit(
-            level.unwrap_or_else(|| severity(log, record)),
-            line.as_bytes(),
-        );
+        log.out
+            .emit_with_data(level, line.as_bytes(), structured.as_deref());
     }
 
     /// Logs a connection that failed before it became a stream (a bad PROXY protocol

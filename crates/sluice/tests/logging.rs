@@ -559,6 +559,44 @@ backend bad
     }
 }
 
+/// `log-format-sd` fills the structured data of the RFC 5424 targets' lines, rendered per
+/// stream; targets in other formats do not get it.
+#[test]
+fn log_format_sd_fills_the_structured_data_of_rfc5424_lines() {
+    let (backend, _) = ok_backend();
+    let (rfc5424, rfc5424_addr) = receiver();
+    let (bsd, bsd_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {rfc5424_addr} format rfc5424 local0
+    log {bsd_addr} format rfc3164 local0
+    log-tag edge
+    log-format \"%ST %HP\"
+    log-format-sd [req@1\\ status=\\\"%ST\\\"\\ path=\\\"%HP\\\"]
+    default_backend b
+backend b
+    server s {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    get(addr, "/sd");
+    let line = next_line(&rfc5424);
+    assert!(
+        line.starts_with("<134>1 ") && line.contains(" - edge "),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(" - [req@1 status=\"200\" path=\"/sd\"] 200 /sd\n"),
+        "{line}"
+    );
+    let line = next_line(&bsd);
+    assert!(line.ends_with("]: 200 /sd\n"), "{line}");
+    assert!(!line.contains("req@1"), "{line}");
+}
+
 /// `option dontlog-normal` logs only the streams that went wrong: a normal exchange and an
 /// answer of the proxy's own (`L`) are skipped, a 5xx and a client that leaves mid-request
 /// are logged.
