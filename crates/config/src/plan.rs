@@ -149,6 +149,10 @@ pub struct BackendPlan {
     pub fullconn: Option<u32>,
     /// Extra connection attempts after a failed one.
     pub retries: u32,
+    /// `max-keep-alive-queue`: under `option prefer-last-server`, the session's last server
+    /// is kept only while it has a free slot or fewer requests than this in its queue
+    /// (`None`: always).
+    pub max_keep_alive_queue: Option<u32>,
     /// Which failures are retried (`retry-on`; connection failures by default).
     pub retry_on: RetryOn,
     /// Timeouts (the server-side ones apply here).
@@ -472,6 +476,7 @@ fn plan_proxies(
             fullconn: p.conf.fullconn.filter(|&n| n > 0),
             source: p.conf.source,
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
+            max_keep_alive_queue: p.conf.max_keep_alive_queue.flatten(),
             retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,
             srvtcpka: p.conf.srvtcpka.unwrap_or(false),

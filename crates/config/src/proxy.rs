@@ -223,6 +223,8 @@ pub struct ProxyConf {
     pub timeouts: Timeouts,
     /// `retries`.
     pub retries: Option<u32>,
+    /// `max-keep-alive-queue`: `Some(None)` for -1 (no limit).
+    pub max_keep_alive_queue: Option<Option<u32>>,
     /// `retry-on`.
     pub retry_on: Option<RetryOn>,
     /// `maxconn` (frontend side).
@@ -642,6 +644,18 @@ pub fn parse_proxy_line(
             if applies(&d, kind, BACK, diags) {
                 let what = "a number of connections";
                 conf.fullconn = d.integer(1, what, 0, MAX_ID, diags).map(|n| n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "max-keep-alive-queue" => {
+            if applies(&d, kind, BACK, diags) {
+                match d.words.get(1).map(|w| w.parse::<i64>()) {
+                    Some(Ok(-1)) => conf.max_keep_alive_queue = Some(None),
+                    Some(Ok(n)) if (0..=i64::from(u32::MAX)).contains(&n) => {
+                        conf.max_keep_alive_queue = Some(Some(n as u32));
+                    }
+                    _ => diags.push(d.alert("expects -1 (no limit) or a number of queued requests")),
+                }
             }
             d.no_more_than(2, diags);
         }

@@ -434,6 +434,18 @@ impl Backend {
             .map_or(0, VecDeque::len)
     }
 
+    /// Whether a session may keep going to the server at `index` it used last (`option
+    /// prefer-last-server`): under `max-keep-alive-queue N`, only while the server has a free
+    /// slot or fewer than N requests in its queue, as HAProxy decides.
+    pub fn keeps_alive_to(&self, index: usize) -> bool {
+        let Some(max) = self.plan.max_keep_alive_queue else {
+            return true;
+        };
+        let shared = self.lock();
+        shared.balancer.has_room(index)
+            || shared.queues.servers.get(index).map_or(0, VecDeque::len) < max as usize
+    }
+
     /// Free connection slots of the usable servers plus free queue slots, or -1 when a limit is
     /// unset (`connslots`, as HAProxy computes it).
     pub fn free_slots(&self) -> i64 {
@@ -1012,6 +1024,43 @@ mod tests {
                 assert_eq!(rx.recv().await.unwrap(), Ok("2:a".to_owned()));
                 assert_eq!(b.queued(), 2);
                 assert!(rx.try_recv().is_err());
+            })
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_keep_alive_queue_bounds_the_queue_a_kept_server_may_have() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let limited = |n: &str| {
+                    let text = format!(
+                        "backend b\n timeout queue 10s\n max-keep-alive-queue {n}\n server a 127.0.0.1:1 maxconn 1\n"
+                    );
+                    Arc::new(backend(&text))
+                };
+                let (none, one, unlimited) = (limited("0"), limited("1"), limited("-1"));
+                for b in [&none, &one, &unlimited] {
+                    assert!(b.keeps_alive_to(0), "a free slot");
+                }
+                let _held: Vec<_> = [&none, &one, &unlimited]
+                    .iter()
+                    .map(|b| b.lease_server_forced(0).unwrap())
+                    .collect();
+                // Full, nothing queued yet.
+                assert!(!none.keeps_alive_to(0));
+                assert!(one.keeps_alive_to(0));
+                let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+                let mut holds = Vec::new();
+                for b in [&one, &unlimited] {
+                    let (release, hold) = tokio::sync::oneshot::channel();
+                    holds.push(release);
+                    waiter(b, Some(0), tx.clone(), "", hold);
+                }
+                tokio::task::yield_now().await;
+                assert_eq!(one.server_queued(0), 1);
+                assert!(!one.keeps_alive_to(0), "one waits already");
+                assert!(unlimited.keeps_alive_to(0));
             })
             .await;
     }

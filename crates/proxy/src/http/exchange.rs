@@ -546,8 +546,9 @@ async fn exchange<'a>(
     };
     // `option prefer-last-server`: the server of the connection the session kept (under
     // `http-reuse never`, or a private one), when the balancing would pick any server, as
-    // HAProxy prefers the server it "still holds a connection" to; shared connections go
-    // back to the pool after each response, so there is then none.
+    // HAProxy prefers the server it "still holds a connection" to, unless its queue is
+    // longer than `max-keep-alive-queue`; shared connections go back to the pool after each
+    // response, so there is then none.
     let last = if ctx.backend.plan.http.prefer_last_server
         && !ctx.backend.algorithm().is_deterministic()
     {
@@ -560,7 +561,9 @@ async fn exchange<'a>(
                     .iter()
                     .position(|s| s.id == a.key.server)
             })
-            .filter(|&index| ctx.backend.is_server_usable(index))
+            .filter(|&index| {
+                ctx.backend.is_server_usable(index) && ctx.backend.keeps_alive_to(index)
+            })
             .map(|index| persist::Target {
                 index,
                 forced: false,
