@@ -311,6 +311,46 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 diags.push(d.warning(NO_TLS));
             }
         }
+        // More TLS settings of the global section (certificates, caches, handshakes): the
+        // same reasoning, checked for their argument's form.
+        "ssl-dh-param-file" | "issuers-chain-path" => {
+            if d.word(1, "a path", diags).is_some() && d.no_more_than(2, diags) {
+                diags.push(d.warning(NO_TLS));
+            }
+        }
+        "ssl-server-verify" => match d.word(1, "'none' or 'required'", diags) {
+            Some("none" | "required") => {
+                if d.no_more_than(2, diags) {
+                    diags.push(d.warning(NO_TLS));
+                }
+            }
+            Some(other) => diags.push(d.alert(format!(
+                "expects 'none' or 'required', not '{other}'"
+            ))),
+            None => {}
+        },
+        "tune.ssl.default-dh-param"
+        | "tune.ssl.cachesize"
+        | "tune.ssl.maxrecord"
+        | "tune.ssl.ssl-ctx-cache-size"
+        | "tune.ssl.capture-buffer-size"
+        | "tune.ssl.capture-cipherlist-size" => {
+            if d.integer(1, "a number", 0, u32::MAX as u64, diags).is_some()
+                && d.no_more_than(2, diags)
+            {
+                diags.push(d.warning(NO_TLS));
+            }
+        }
+        "tune.ssl.lifetime" => {
+            if d.timeout(1, diags).is_some() && d.no_more_than(2, diags) {
+                diags.push(d.warning(NO_TLS));
+            }
+        }
+        "tune.ssl.force-private-cache" | "ssl-mode-async" | "ssl-skip-self-issued-ca" => {
+            if d.no_more_than(1, diags) {
+                diags.push(d.warning(NO_TLS));
+            }
+        }
         "chroot" => {
             conf.chroot = d.word(1, "a directory", diags).map(str::to_owned);
             d.no_more_than(2, diags);
