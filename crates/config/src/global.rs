@@ -122,6 +122,10 @@ pub struct GlobalConf {
     pub maxaccept: Option<i64>,
     /// `tune.maxpollevents`: events an event loop takes from one poll.
     pub maxpollevents: Option<u32>,
+    /// `tune.rcvbuf.client`, `tune.sndbuf.client`: the kernel buffers of client connections.
+    pub client_buffers: SocketBuffers,
+    /// `tune.rcvbuf.server`, `tune.sndbuf.server`: the kernel buffers of server connections.
+    pub server_buffers: SocketBuffers,
     /// `log` targets of the `global` section (used by proxies with `log global`).
     pub logs: Vec<LogTarget>,
     /// `log-tag`: the syslog tag (the program's name by default).
@@ -192,6 +196,16 @@ impl GlobalConf {
             .unwrap_or(DEFAULT_MAXREWRITE)
             .min(self.bufsize() / 2)
     }
+}
+
+/// The kernel's receive and send buffer sizes for one side's connections (SO_RCVBUF,
+/// SO_SNDBUF), where the configuration forces them; the system's otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketBuffers {
+    /// Receive buffer, bytes.
+    pub receive: Option<u32>,
+    /// Send buffer, bytes.
+    pub send: Option<u32>,
 }
 
 /// What the TLS defaults of the `global` section are told.
@@ -324,9 +338,9 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                     diags.push(d.warning(NO_TLS));
                 }
             }
-            Some(other) => diags.push(d.alert(format!(
-                "expects 'none' or 'required', not '{other}'"
-            ))),
+            Some(other) => {
+                diags.push(d.alert(format!("expects 'none' or 'required', not '{other}'")))
+            }
             None => {}
         },
         "tune.ssl.default-dh-param"
@@ -335,7 +349,8 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         | "tune.ssl.ssl-ctx-cache-size"
         | "tune.ssl.capture-buffer-size"
         | "tune.ssl.capture-cipherlist-size" => {
-            if d.integer(1, "a number", 0, u32::MAX as u64, diags).is_some()
+            if d.integer(1, "a number", 0, u32::MAX as u64, diags)
+                .is_some()
                 && d.no_more_than(2, diags)
             {
                 diags.push(d.warning(NO_TLS));
@@ -478,6 +493,23 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "tune.http.maxhdr" => {
             if let Some(n) = d.integer(1, "a number of header lines", 1, 32767, diags) {
                 conf.http_maxhdr = Some(n as u16);
+            }
+            d.no_more_than(2, diags);
+        }
+        "tune.rcvbuf.client" | "tune.sndbuf.client" | "tune.rcvbuf.server"
+        | "tune.sndbuf.server" => {
+            let size = d.integer(1, "a size in bytes", 1, i32::MAX as u64, diags);
+            if let Some(size) = size.map(|n| n as u32) {
+                let buffers = if first.ends_with("client") {
+                    &mut conf.client_buffers
+                } else {
+                    &mut conf.server_buffers
+                };
+                if first.starts_with("tune.rcvbuf") {
+                    buffers.receive = Some(size);
+                } else {
+                    buffers.send = Some(size);
+                }
             }
             d.no_more_than(2, diags);
         }

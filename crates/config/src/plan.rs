@@ -149,6 +149,9 @@ pub struct BackendPlan {
     pub fullconn: Option<u32>,
     /// Extra connection attempts after a failed one.
     pub retries: u32,
+    /// The kernel buffers of its server connections (`tune.rcvbuf.server`,
+    /// `tune.sndbuf.server`).
+    pub server_buffers: global::SocketBuffers,
     /// `max-keep-alive-queue`: under `option prefer-last-server`, the session's last server
     /// is kept only while it has a free slot or fewer requests than this in its queue
     /// (`None`: always).
@@ -332,7 +335,11 @@ fn build(
     }
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
-    let (frontends, backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    let (frontends, mut backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    // A process-wide setting, kept where the server connections are made.
+    for backend in &mut backends {
+        backend.server_buffers = global.server_buffers;
+    }
     // Tables that `stick` rules use keep the server of each key (configuration.txt §4.2:
     // `server_id` is stored automatically, and HAProxy 2.6 adds the server's name).
     let sticky: Vec<&str> = proxies
@@ -476,6 +483,7 @@ fn plan_proxies(
             fullconn: p.conf.fullconn.filter(|&n| n > 0),
             source: p.conf.source,
             retries: p.conf.retries.unwrap_or(DEFAULT_RETRIES),
+            server_buffers: global::SocketBuffers::default(),
             max_keep_alive_queue: p.conf.max_keep_alive_queue.flatten(),
             retry_on: p.conf.retry_on.clone().unwrap_or_default(),
             timeouts: p.conf.timeouts,
@@ -971,6 +979,19 @@ mod tests {
         assert_eq!(back.count, Some(4));
         assert_eq!(plan.backends[1].server_probes.count, Some(4));
         assert_eq!(plan.backends[1].server_probes.idle, None);
+    }
+
+    #[test]
+    fn socket_buffer_sizes_are_global_and_reach_the_backends() {
+        let plan = plan_of(
+            "global\n tune.rcvbuf.client 65536\n tune.sndbuf.server 32768\n\
+             defaults\n mode tcp\n\
+             backend b\n",
+        );
+        let client = plan.global.client_buffers;
+        assert_eq!((client.receive, client.send), (Some(65536), None));
+        let server = plan.backends[0].server_buffers;
+        assert_eq!((server.receive, server.send), (None, Some(32768)));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 use crate::fd;
 use crate::stream::{LazyTcp, Stream};
 use sluice_config::addr::{Family, Host, ListenAddr};
+use sluice_config::global::SocketBuffers;
 use socket2::{Domain, Socket, Type};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
@@ -78,12 +79,14 @@ impl BoundListener {
     /// Linux copies them to each connection it accepts, which then needs no system call of its
     /// own. TCP_NODELAY always (responses leave as soon as they are written); quick ACKs off
     /// when `delayed_ack` (`option tcp-smart-accept`: the ACK of a request rides on the
-    /// response, as HAProxy asks on its HTTP listeners).
-    pub fn tune_accepted(&self, delayed_ack: bool) -> io::Result<()> {
+    /// response, as HAProxy asks on its HTTP listeners); the buffer sizes `buffers` forces
+    /// (`tune.rcvbuf.client`, `tune.sndbuf.client`, which HAProxy sets on its listeners too).
+    pub fn tune_accepted(&self, delayed_ack: bool, buffers: SocketBuffers) -> io::Result<()> {
         if let BoundListener::Tcp(l) = self {
             let socket = socket2::SockRef::from(l);
             socket.set_nodelay(true)?;
             socket.set_quickack(!delayed_ack)?;
+            crate::stream::size_buffers(socket, buffers)?;
         }
         Ok(())
     }
@@ -498,7 +501,11 @@ mod tests {
             ports: 0..=0,
         };
         let bound = bind(&addr, &opts()).unwrap().remove(0);
-        bound.tune_accepted(true).unwrap();
+        let buffers = SocketBuffers {
+            receive: Some(64 * 1024),
+            send: Some(48 * 1024),
+        };
+        bound.tune_accepted(true, buffers).unwrap();
         let BoundListener::Tcp(l) = &bound else {
             panic!("expected tcp")
         };
@@ -509,8 +516,12 @@ mod tests {
         let (Stream::Lazy(accepted), _) = listener.accept().await.unwrap() else {
             panic!("expected tcp")
         };
-        // No setsockopt on the accepted socket: TCP_NODELAY came with it.
-        assert!(accepted.socket().nodelay().unwrap());
+        // No setsockopt on the accepted socket: TCP_NODELAY came with it, and the buffer
+        // sizes (which Linux reports doubled).
+        let socket = socket2::SockRef::from(accepted.socket());
+        assert!(socket.nodelay().unwrap());
+        assert_eq!(socket.recv_buffer_size().unwrap(), 2 * 64 * 1024);
+        assert_eq!(socket.send_buffer_size().unwrap(), 2 * 48 * 1024);
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@
 //! forwarder needs to pass an end of stream from one side to the other. Accepted TCP
 //! connections join the event loop only when they first have to wait ([`LazyTcp`]).
 
+use sluice_config::global::SocketBuffers;
 use sluice_config::proxy::KeepaliveProbes;
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -188,6 +189,9 @@ pub struct StreamOptions {
     pub delayed_ack: bool,
     /// Close with a reset (SO_LINGER 0, `option nolinger`).
     pub nolinger: bool,
+    /// The kernel's buffer sizes (`tune.rcvbuf.server`, `tune.sndbuf.server`), set before
+    /// the connection is made, when the window it announces depends on them.
+    pub buffers: SocketBuffers,
 }
 
 impl AsRawFd for Stream {
@@ -209,7 +213,11 @@ impl Stream {
     ) -> io::Result<Stream> {
         let connecting = async {
             io::Result::Ok(match target {
-                Target::Inet(addr) if opts.source.is_none() && !opts.delayed_ack => {
+                Target::Inet(addr)
+                    if opts.source.is_none()
+                        && !opts.delayed_ack
+                        && opts.buffers == SocketBuffers::default() =>
+                {
                     Stream::Tcp(TcpStream::connect(addr).await?)
                 }
                 Target::Inet(addr) => Stream::Tcp(connect_socket(*addr, opts).await?),
@@ -310,8 +318,9 @@ fn keep_alive(socket: socket2::SockRef<'_>, probes: KeepaliveProbes) -> io::Resu
 
 /// Connects to `to` through a socket prepared first: bound to `source` when there is one
 /// (SO_REUSEADDR lets a fixed source port be reused as soon as the previous connection from it
-/// is closed, as HAProxy sets it), and with quick ACKs off under `tcp-smart-connect`, so the
-/// kernel sends the request with the handshake's last ACK instead of an empty ACK first.
+/// is closed, as HAProxy sets it), with quick ACKs off under `tcp-smart-connect`, so the
+/// kernel sends the request with the handshake's last ACK instead of an empty ACK first, and
+/// with the configured buffer sizes.
 async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpStream> {
     let socket = if to.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
@@ -331,7 +340,20 @@ async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpSt
     if opts.delayed_ack {
         socket2::SockRef::from(&socket).set_quickack(false)?;
     }
+    size_buffers(socket2::SockRef::from(&socket), opts.buffers)?;
     socket.connect(to).await
+}
+
+/// Forces the kernel's receive and send buffer sizes where `buffers` sets them (which Linux
+/// doubles, for its own bookkeeping, as it does for HAProxy's).
+pub(crate) fn size_buffers(socket: socket2::SockRef<'_>, buffers: SocketBuffers) -> io::Result<()> {
+    if let Some(size) = buffers.receive {
+        socket.set_recv_buffer_size(size as usize)?;
+    }
+    if let Some(size) = buffers.send {
+        socket.set_send_buffer_size(size as usize)?;
+    }
+    Ok(())
 }
 
 impl Stream {
@@ -696,6 +718,33 @@ mod tests {
         let mut limited = bytes::BufMut::limit(&mut small, 4);
         assert_eq!(stream.try_read_buf(&mut limited).unwrap(), 4);
         assert!(known_readable(&stream));
+    }
+
+    #[tokio::test]
+    async fn server_connections_get_their_buffer_sizes_and_probes() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = Target::Inet(listener.local_addr().unwrap());
+        let opts = StreamOptions {
+            keepalive: Some(KeepaliveProbes {
+                count: Some(3),
+                idle: Some(Duration::from_secs(40)),
+                interval: None,
+            }),
+            buffers: SocketBuffers {
+                receive: Some(32 * 1024),
+                send: None,
+            },
+            ..StreamOptions::default()
+        };
+        let Stream::Tcp(tcp) = Stream::connect(&target, None, opts).await.unwrap() else {
+            panic!("expected tcp")
+        };
+        let socket = socket2::SockRef::from(&tcp);
+        // Linux reports the buffer size doubled.
+        assert_eq!(socket.recv_buffer_size().unwrap(), 2 * 32 * 1024);
+        assert!(socket.keepalive().unwrap());
+        assert_eq!(socket.keepalive_time().unwrap(), Duration::from_secs(40));
+        assert_eq!(socket.keepalive_retries().unwrap(), 3);
     }
 
     /// A connection accepted by a [`crate::listen::Listener`], and its client's end.

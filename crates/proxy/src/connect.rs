@@ -69,6 +69,7 @@ pub async fn connect_attempts(
         source: server.conf.source.or(backend.plan.source),
         delayed_ack: backend.plan.smart_connect,
         nolinger: backend.plan.nolinger,
+        buffers: backend.plan.server_buffers,
     };
     for attempt in attempts {
         if attempt > 0 {

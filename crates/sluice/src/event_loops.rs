@@ -118,7 +118,10 @@ fn run_event_loop<T: 'static>(
             tokio::task::spawn_local(busy_poll(Arc::clone(process)));
         }
         for spec in sockets {
-            let tuned = spec.socket.tune_accepted(spec.frontend.plan.smart_accept);
+            let buffers = process.global.client_buffers;
+            let tuned = spec
+                .socket
+                .tune_accepted(spec.frontend.plan.smart_accept, buffers);
             match tuned.and_then(|()| spec.socket.into_async()) {
                 Ok(listener) => {
                     tokio::task::spawn_local(sluice_proxy::accept::run_listener(
