@@ -333,11 +333,10 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             }
         }
         "ssl-server-verify" => match d.word(1, "'none' or 'required'", diags) {
-            Some("none" | "required") => {
-                if d.no_more_than(2, diags) {
-                    diags.push(d.warning(NO_TLS));
-                }
+            Some("none" | "required") if d.no_more_than(2, diags) => {
+                diags.push(d.warning(NO_TLS));
             }
+            Some("none" | "required") => {}
             Some(other) => {
                 diags.push(d.alert(format!("expects 'none' or 'required', not '{other}'")))
             }
