@@ -122,6 +122,8 @@ pub struct GlobalConf {
     pub maxaccept: Option<i64>,
     /// `tune.maxpollevents`: events an event loop takes from one poll.
     pub maxpollevents: Option<u32>,
+    /// `cpu-map` lines, in order (`crate::cpu_map::cpus_of` says what they give a thread).
+    pub cpu_maps: Vec<crate::cpu_map::CpuMap>,
     /// `tune.rcvbuf.client`, `tune.sndbuf.client`: the kernel buffers of client connections.
     pub client_buffers: SocketBuffers,
     /// `tune.rcvbuf.server`, `tune.sndbuf.server`: the kernel buffers of server connections.
@@ -274,6 +276,13 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             }
             d.no_more_than(2, diags);
         }
+        "cpu-map" => match crate::cpu_map::parse(&line.words[1..]) {
+            Ok(Some(map)) => conf.cpu_maps.push(map),
+            Ok(None) => diags.push(
+                d.warning("names no thread of thread group 1, the only one Sluice runs: ignored"),
+            ),
+            Err(message) => diags.push(d.alert(message)),
+        },
         "nbthread" => {
             if let Some(n) = d.integer(1, "a thread count", 1, 4096, diags) {
                 conf.nbthread = Some(n as u32);

@@ -14,6 +14,7 @@ pub mod checks;
 pub mod compression;
 pub mod cond;
 pub mod cookie;
+pub mod cpu_map;
 pub mod diag;
 pub mod errors;
 pub mod global;

@@ -74,18 +74,24 @@ pub fn start_event_loops(
         let process = Arc::clone(process);
         std::thread::Builder::new()
             .name(format!("sluice-loop-{}", index + 1))
-            .spawn(move || run_event_loop(&process, mine, std::future::pending::<()>()))?;
+            .spawn(move || {
+                // Thread 1 is the first loop's, on the calling thread.
+                let thread = index as u32 + 2;
+                run_event_loop(&process, (thread, mine), std::future::pending::<()>())
+            })?;
     }
     Ok(first)
 }
 
-/// Runs an event loop serving `sockets` on the calling thread until `until` completes (never,
-/// on the threads beyond the first), and returns its output.
+/// Runs event loop `thread` (numbered from 1, as `cpu-map` counts) serving `sockets` on the
+/// calling thread until `until` completes (never, on the threads beyond the first), and
+/// returns its output.
 fn run_event_loop<T: 'static>(
     process: &Arc<Process>,
-    sockets: Vec<FrontendSocket>,
+    (thread, sockets): (u32, Vec<FrontendSocket>),
     until: impl std::future::Future<Output = T> + 'static,
 ) -> T {
+    pin_to_cpus(process, thread);
     sluice_heap::cache_this_thread();
     if process.nbthread <= 1 {
         // The only event loop (and the control tasks with it): no other thread updates the
@@ -156,6 +162,25 @@ fn run_event_loop<T: 'static>(
             }
         }
     })))
+}
+
+/// `cpu-map`: binds the calling thread, event loop `thread`, to the CPUs a line gives it.
+/// Should the system refuse (a CPU it does not have), the thread runs where the system lets
+/// it, with a warning.
+fn pin_to_cpus(process: &Process, thread: u32) {
+    let Some(cpus) = sluice_config::cpu_map::cpus_of(&process.global.cpu_maps, thread) else {
+        return;
+    };
+    let mut set = nix::sched::CpuSet::new();
+    let pinned = cpus
+        .iter()
+        .try_for_each(|&cpu| set.set(cpu))
+        .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set));
+    if let Err(err) = pinned
+        && !process.global.quiet
+    {
+        eprintln!("[WARNING] cpu-map: thread {thread} cannot be bound to CPUs {cpus:?}: {err}");
+    }
 }
 
 /// Runs `task` as a task of the thread's set and waits for its output; `None` if the task
@@ -229,7 +254,7 @@ pub fn run_control(
     debug: bool,
 ) -> io::Result<i32> {
     let control = control(Arc::clone(&process), cli_sockets, Arc::new(exposed), debug);
-    run_event_loop(&process, main_loop.0, control)
+    run_event_loop(&process, (1, main_loop.0), control)
 }
 
 async fn control(

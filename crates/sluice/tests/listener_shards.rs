@@ -3,7 +3,7 @@
 //! thundering herd), and a process taking them over with `-x` takes every one. The sockets
 //! are counted in the kernel's table of listening TCP sockets (`/proc/net/tcp`, one line per
 //! socket). With a connection limit, a queued client is served whichever thread's socket it
-//! landed on.
+//! landed on. `cpu-map` binds each event-loop thread to its CPUs.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -176,4 +176,38 @@ fn a_queued_client_gets_the_slot_whichever_socket_it_is_on() {
         current = next;
     }
     assert_eq!(backend.accepted(), 9);
+}
+
+/// The CPUs the threads of `pid` named `name` may run on (`Cpus_allowed_list`).
+fn allowed_cpus(pid: u32, name: &str) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let mut found = Vec::new();
+    for task in tasks {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        let line = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap();
+        found.push(line.trim().to_owned());
+    }
+    found
+}
+
+#[test]
+fn cpu_map_binds_each_event_loop_thread_to_its_cpus() {
+    let backend = Backend::echo();
+    let port = common::free_port();
+    // CPU 0 only: every machine has it. The second thread's line comes last and wins.
+    let extra = "    cpu-map 1/all 0-1\n    cpu-map auto:1/2 0\n    cpu-map 1/1 0\n";
+    let proxy = common::sluice(&config(2, port, &backend, extra)).start();
+    all_served(SocketAddr::from(([127, 0, 0, 1], port)), 2);
+    // The first loop runs on the process's main thread, the second on `sluice-loop-1`.
+    let main = std::fs::read_to_string(format!("/proc/{}/comm", proxy.pid())).unwrap();
+    assert_eq!(allowed_cpus(proxy.pid(), main.trim()), ["0"]);
+    assert_eq!(allowed_cpus(proxy.pid(), "sluice-loop-1"), ["0"]);
 }
