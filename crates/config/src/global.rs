@@ -109,6 +109,9 @@ pub struct GlobalConf {
     pub zero_warning: bool,
     /// `node`: this process's name in `show info`.
     pub node: Option<String>,
+    /// `log-send-hostname [name]`: the host name the log headers carry (`Some(None)`: the
+    /// system's).
+    pub log_send_hostname: Option<Option<String>>,
     /// `description`: free text shown by `show info`.
     pub description: Option<String>,
     /// `tune.bufsize`: size of each I/O buffer.
@@ -423,6 +426,10 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             } else {
                 d.timeout(1, diags).map(CloseSpread::Window)
             };
+            d.no_more_than(2, diags);
+        }
+        "log-send-hostname" => {
+            conf.log_send_hostname = Some(line.words.get(1).cloned());
             d.no_more_than(2, diags);
         }
         "node" => {

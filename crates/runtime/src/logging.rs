@@ -45,12 +45,28 @@ pub struct LogHub {
     targets: Vec<LogAddr>,
     dropped_by_target: Arc<Vec<Counter>>,
     pid: u32,
+    /// The host names the headers carry, read once.
+    hosts: Hosts,
+}
+
+/// The host names of the syslog headers.
+#[derive(Debug)]
+struct Hosts {
+    /// The system's, for the `rfc3164` format.
+    system: String,
+    /// `log-send-hostname`: the name every format that has the field sends, `local` included.
+    sent: Option<String>,
 }
 
 impl LogHub {
     /// Starts the writer thread for `targets` (indices into it are the target ids used by
-    /// [`ProxyLogger`]s); `ring@NAME` targets are found in `rings`.
-    pub fn start(targets: Vec<LogAddr>, rings: &[Arc<Ring>]) -> std::io::Result<Arc<LogHub>> {
+    /// [`ProxyLogger`]s); `ring@NAME` targets are found in `rings`. `send_hostname` is
+    /// `log-send-hostname`: `Some(None)` sends the system's name.
+    pub fn start(
+        targets: Vec<LogAddr>,
+        rings: &[Arc<Ring>],
+        send_hostname: Option<Option<String>>,
+    ) -> std::io::Result<Arc<LogHub>> {
         let sinks = targets
             .iter()
             .cloned()
@@ -80,6 +96,11 @@ impl LogHub {
             targets,
             dropped_by_target,
             pid: std::process::id(),
+            hosts: {
+                let system = hostname();
+                let sent = send_hostname.map(|name| name.unwrap_or_else(|| system.clone()));
+                Hosts { system, sent }
+            },
         }))
     }
 
@@ -197,6 +218,7 @@ impl ProxyLogger {
                 pid: self.hub.pid,
                 now,
                 structured,
+                hosts: &self.hub.hosts,
             };
             write_header(target, &header, &mut line);
             let room = target.max_len.saturating_sub(line.len() + 1);
@@ -228,6 +250,7 @@ struct Header<'a> {
     now: SystemTime,
     /// RFC 5424 structured data (`log-format-sd`), `-` when none.
     structured: Option<&'a [u8]>,
+    hosts: &'a Hosts,
 }
 
 /// Writes the syslog header of `target`'s format, as HAProxy 2.6 writes them.
@@ -238,6 +261,7 @@ fn write_header(target: &LogTarget, header: &Header<'_>, out: &mut Vec<u8>) {
         pid,
         now,
         structured,
+        hosts,
     } = *header;
     let priority = u32::from(target.facility) * 8 + u32::from(level);
     let mut text = String::with_capacity(64);
@@ -245,16 +269,22 @@ fn write_header(target: &LogTarget, header: &Header<'_>, out: &mut Vec<u8>) {
         SyslogFormat::Local | SyslogFormat::Rfc3164 => {
             let _ = write!(text, "<{priority}>");
             write_bsd_date(now, &mut text);
-            if target.format == SyslogFormat::Rfc3164 {
+            // `local` has a host name only when `log-send-hostname` gives it one.
+            let host = match target.format {
+                SyslogFormat::Rfc3164 => Some(hosts.sent.as_deref().unwrap_or(&hosts.system)),
+                _ => hosts.sent.as_deref(),
+            };
+            if let Some(host) = host {
                 text.push(' ');
-                text.push_str(&hostname());
+                text.push_str(host);
             }
             let _ = write!(text, " {tag}[{pid}]: ");
         }
         SyslogFormat::Rfc5424 => {
             let _ = write!(text, "<{priority}>1 ");
             write_iso_date(now, &mut text);
-            let _ = write!(text, " - {tag} {pid} - ");
+            let host = hosts.sent.as_deref().unwrap_or("-");
+            let _ = write!(text, " {host} {tag} {pid} - ");
             // The structured data goes between the header's text and the message.
             out.extend_from_slice(text.as_bytes());
             out.extend_from_slice(structured.filter(|d| !d.is_empty()).unwrap_or(b"-"));
@@ -341,6 +371,13 @@ mod tests {
         }
     }
 
+    fn hosts(sent: Option<&str>) -> Hosts {
+        Hosts {
+            system: "box".to_owned(),
+            sent: sent.map(str::to_owned),
+        }
+    }
+
     fn header(format: SyslogFormat) -> String {
         // 2026-11-06 05:57:25.116877 UTC
         let when = UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877);
@@ -351,6 +388,7 @@ mod tests {
             pid: 42,
             now: when,
             structured: None,
+            hosts: &hosts(None),
         };
         write_header(&target(format), &header, &mut out);
         String::from_utf8(out).unwrap()
@@ -367,6 +405,7 @@ mod tests {
                 pid: 42,
                 now: when,
                 structured: Some(br#"[id@1 bytes="54"]"#),
+                hosts: &hosts(None),
             };
             write_header(&target(format), &header, &mut out);
             String::from_utf8(out).unwrap()
@@ -376,6 +415,39 @@ mod tests {
             "<134>1 2026-11-06T05:57:25.116877+00:00 - edge 42 - [id@1 bytes=\"54\"] "
         );
         assert_eq!(with(SyslogFormat::Local), "<134>Nov  6 05:57:25 edge[42]: ");
+    }
+
+    #[test]
+    fn log_send_hostname_names_the_host_in_every_format_with_the_field() {
+        let when = UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877);
+        let with = |format| {
+            let mut out = Vec::new();
+            let sent = hosts(Some("myhost"));
+            let header = Header {
+                level: 6,
+                tag: "haproxy",
+                pid: 42,
+                now: when,
+                structured: None,
+                hosts: &sent,
+            };
+            write_header(&target(format), &header, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        // As HAProxy 2.6 writes them with `log-send-hostname myhost`.
+        assert_eq!(
+            with(SyslogFormat::Local),
+            "<134>Nov  6 05:57:25 myhost haproxy[42]: "
+        );
+        assert_eq!(
+            with(SyslogFormat::Rfc3164),
+            "<134>Nov  6 05:57:25 myhost haproxy[42]: "
+        );
+        assert_eq!(
+            with(SyslogFormat::Rfc5424),
+            "<134>1 2026-11-06T05:57:25.116877+00:00 myhost haproxy 42 - - "
+        );
+        assert_eq!(with(SyslogFormat::Short), "<6>");
     }
 
     #[test]
@@ -416,7 +488,7 @@ mod tests {
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
         let addr = receiver.local_addr().unwrap();
-        let hub = LogHub::start(vec![LogAddr::Udp(addr)], &[]).unwrap();
+        let hub = LogHub::start(vec![LogAddr::Udp(addr)], &[], None).unwrap();
         let mut quiet = target(SyslogFormat::Raw);
         quiet.addr = LogAddr::Udp(addr);
         quiet.max_level = 5;
@@ -448,7 +520,7 @@ mod drop_tests {
         let path = dir.join("stuck.sock");
         let _ = std::fs::remove_file(&path);
         let _receiver = UnixDatagram::bind(&path).unwrap();
-        let hub = LogHub::start(vec![LogAddr::Unix(path.clone())], &[]).unwrap();
+        let hub = LogHub::start(vec![LogAddr::Unix(path.clone())], &[], None).unwrap();
         let target = LogTarget {
             addr: LogAddr::Unix(path),
             max_len: 1024,
@@ -486,7 +558,12 @@ mod ring_tests {
     fn ring_targets_store_framed_events_without_line_ends() {
         let ring = Arc::new(Ring::new("buf", "buf", 4096));
         let mut watch = ring.watch();
-        let hub = LogHub::start(vec![LogAddr::Ring("buf".into())], &[Arc::clone(&ring)]).unwrap();
+        let hub = LogHub::start(
+            vec![LogAddr::Ring("buf".into())],
+            &[Arc::clone(&ring)],
+            None,
+        )
+        .unwrap();
         let target = LogTarget {
             addr: LogAddr::Ring("buf".into()),
             max_len: 1024,
@@ -512,6 +589,6 @@ mod ring_tests {
         let mut out = Vec::new();
         ring.read_from(0, &mut out);
         assert_eq!(out, b"<6>hello\n");
-        assert!(LogHub::start(vec![LogAddr::Ring("nope".into())], &[]).is_err());
+        assert!(LogHub::start(vec![LogAddr::Ring("nope".into())], &[], None).is_err());
     }
 }

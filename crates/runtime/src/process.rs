@@ -174,7 +174,7 @@ impl Process {
             .map(|r| Arc::new(Ring::new(&r.name, &r.description, r.size)))
             .collect();
         let logging = Logging::plan(&plan.global, &plan.frontends);
-        let hub = match logging.start(&rings) {
+        let hub = match logging.start(&rings, plan.global.log_send_hostname.clone()) {
             Ok(hub) => hub,
             Err(err) => {
                 errors.push(format!("cannot open the log targets: {err}"));
@@ -333,11 +333,15 @@ impl Logging {
         Logging { targets }
     }
 
-    fn start(&self, rings: &[Arc<Ring>]) -> std::io::Result<Option<Arc<LogHub>>> {
+    fn start(
+        &self,
+        rings: &[Arc<Ring>],
+        send_hostname: Option<Option<String>>,
+    ) -> std::io::Result<Option<Arc<LogHub>>> {
         if self.targets.is_empty() {
             return Ok(None);
         }
-        LogHub::start(self.targets.clone(), rings).map(Some)
+        LogHub::start(self.targets.clone(), rings, send_hostname).map(Some)
     }
 
     fn logger_for(

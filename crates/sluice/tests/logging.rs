@@ -597,6 +597,43 @@ backend b
     assert!(!line.contains("req@1"), "{line}");
 }
 
+/// `log-send-hostname NAME` puts that name in the host field of the headers that have one,
+/// the default (`local`) format included, as HAProxy 2.6 writes them.
+#[test]
+fn log_send_hostname_names_the_host_in_the_headers() {
+    let (backend, _) = ok_backend();
+    let (rfc5424, rfc5424_addr) = receiver();
+    let (local, local_addr) = receiver();
+    let config = format!(
+        "global
+    log-send-hostname edge7
+{HTTP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {rfc5424_addr} format rfc5424 local0
+    log {local_addr} local0
+    log-tag px
+    log-format \"%ST\"
+    default_backend b
+backend b
+    server s {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    get(addr, "/");
+    let line = next_line(&rfc5424);
+    assert!(
+        line.starts_with("<134>1 ") && line.contains(" edge7 px ") && line.ends_with(" - - 200\n"),
+        "{line}"
+    );
+    let line = next_line(&local);
+    assert!(
+        line.starts_with("<134>") && line.contains(" edge7 px["),
+        "{line}"
+    );
+}
+
 /// `option dontlog-normal` logs only the streams that went wrong: a normal exchange and an
 /// answer of the proxy's own (`L`) are skipped, a 5xx and a client that leaves mid-request
 /// are logged.
