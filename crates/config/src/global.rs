@@ -120,6 +120,8 @@ pub struct GlobalConf {
     pub maxrewrite: Option<u32>,
     /// `tune.http.maxhdr`: the most lines (start line included) a received head may have.
     pub http_maxhdr: Option<u16>,
+    /// `tune.http.logurilen`: how much of the request line logs keep.
+    pub http_logurilen: Option<u32>,
     /// `tune.maxaccept`: connections a listener accepts in a row before other work runs;
     /// -1 for no limit.
     pub maxaccept: Option<i64>,
@@ -162,6 +164,9 @@ pub const DEFAULT_BUFSIZE: u32 = 16384;
 pub const DEFAULT_MAXREWRITE: u32 = 1024;
 /// HAProxy's default `tune.http.maxhdr`.
 pub const DEFAULT_HTTP_MAXHDR: u16 = 101;
+/// HAProxy's default `tune.http.logurilen`.
+const DEFAULT_LOGURILEN: u32 = 1024;
+
 /// HAProxy's default `tune.maxaccept`.
 pub const DEFAULT_MAXACCEPT: u32 = 4;
 /// HAProxy's default `tune.maxpollevents` on Linux, the value its manual weighs latency
@@ -193,6 +198,17 @@ impl GlobalConf {
     /// The events an event loop takes from one poll (`tune.maxpollevents`).
     pub fn maxpollevents(&self) -> u32 {
         self.maxpollevents.unwrap_or(DEFAULT_MAXPOLLEVENTS)
+    }
+
+    /// The request line as logs show it: its first `tune.http.logurilen` bytes (1024 by
+    /// default), as HAProxy 2.6 keeps it, whatever the log's format.
+    pub fn logged_request_line<'l>(&self, line: &'l [u8]) -> &'l [u8] {
+        &line[..line.len().min(self.logged_request_line_len())]
+    }
+
+    /// How many bytes of a request line logs keep (`tune.http.logurilen`).
+    pub fn logged_request_line_len(&self) -> usize {
+        self.http_logurilen.unwrap_or(DEFAULT_LOGURILEN) as usize
     }
 
     /// The rewrite reserve in force (never more than half a buffer, as HAProxy enforces).
@@ -502,6 +518,12 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             // Below 1 KiB no request head fits; above 1 GiB is a typo.
             if let Some(n) = d.integer(1, "a buffer size in bytes", 1024, 1 << 30, diags) {
                 conf.bufsize = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "tune.http.logurilen" => {
+            if let Some(n) = d.integer(1, "a length", 1, i32::MAX as u64, diags) {
+                conf.http_logurilen = Some(n as u32);
             }
             d.no_more_than(2, diags);
         }

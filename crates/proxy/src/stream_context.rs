@@ -229,6 +229,10 @@ impl Context for StreamView<'_> {
         Some(crate::http::body::buffered(buf, head.head_len, framing).0)
     }
 
+    fn logged_request_line_len(&self) -> usize {
+        self.process.global.logged_request_line_len()
+    }
+
     fn response_body(&self) -> Option<Cow<'_, [u8]>> {
         let (buf, head) = self.response?;
         // The request's method is not needed here: the body of a response to HEAD is empty.

@@ -194,6 +194,13 @@ pub trait Context {
         None
     }
 
+    /// How many bytes of the request line logs show (`tune.http.logurilen`): `%r` and the
+    /// parts read from it (`%HU`, `%HP`...) come from that much of it, as in HAProxy. The
+    /// default is no limit.
+    fn logged_request_line_len(&self) -> usize {
+        usize::MAX
+    }
+
     /// Whether the content inspection period is over (`wait_end`, the `WAIT_END` ACL). The
     /// default is true: in HTTP rules the head is complete.
     fn inspection_ended(&self) -> bool {

@@ -831,18 +831,35 @@ fn render_http(part: HttpPart, flags: Flags, ctx: &dyn Context, out: &mut Vec<u8
         put_text(out, Some(b"<BADREQ>"), flags, Enc::Url);
         return;
     };
-    let target = head.target_bytes(buf);
+    // The line as logs keep it (`tune.http.logurilen`): each part is what of it is left.
+    let method = head.method_bytes(buf);
+    let full_target = head.target_bytes(buf);
+    let room = ctx.logged_request_line_len();
+    let target_room = room.saturating_sub(method.len() + 1);
+    let target = &full_target[..full_target.len().min(target_room)];
+    let kept_of_version = room.saturating_sub(method.len() + full_target.len() + 2);
+    let version = &head.version.as_bytes()[..kept_of_version.min(8)];
+    // A line cut before its version reads as HTTP/0.9 (one without a version), as HAProxy
+    // reads what it kept; `%r` shows only what was kept.
+    let version_part: &[u8] = if version.is_empty() {
+        b"HTTP/0.9"
+    } else {
+        version
+    };
+    let method = &method[..method.len().min(room)];
+    let spaces: [&[u8]; 2] = [
+        if room > method.len() { b" " } else { b"" },
+        if room > method.len() + 1 + full_target.len() {
+            b" "
+        } else {
+            b""
+        },
+    ];
     let before_query =
         |t: &'_ [u8]| -> usize { t.iter().position(|&b| b == b'?').unwrap_or(t.len()) };
     let pieces: [&[u8]; 5] = match part {
-        HttpPart::Line => [
-            head.method_bytes(buf),
-            b" ",
-            target,
-            b" ",
-            head.version.as_bytes(),
-        ],
-        HttpPart::Method => [head.method_bytes(buf), b"", b"", b"", b""],
+        HttpPart::Line => [method, spaces[0], target, spaces[1], version],
+        HttpPart::Method => [method, b"", b"", b"", b""],
         HttpPart::Uri => [target, b"", b"", b"", b""],
         HttpPart::UriPath => [
             target.get(..before_query(target)).unwrap_or(target),
@@ -862,7 +879,7 @@ fn render_http(part: HttpPart, flags: Flags, ctx: &dyn Context, out: &mut Vec<u8
             b"",
             b"",
         ],
-        HttpPart::Version => [head.version.as_bytes(), b"", b"", b"", b""],
+        HttpPart::Version => [version_part, b"", b"", b"", b""],
     };
     // Request-line parts are written even when empty (an absent query shows as nothing).
     quote_open(out, flags);

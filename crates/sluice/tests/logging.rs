@@ -634,6 +634,39 @@ backend b
     );
 }
 
+/// `tune.http.logurilen` bounds the request line logs keep, and the parts read from it: a
+/// line cut before its version reads as HTTP/0.9, as in HAProxy 2.6.
+#[test]
+fn logs_keep_tune_http_logurilen_bytes_of_the_request_line() {
+    let (backend, _) = ok_backend();
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "global
+    tune.http.logurilen 30
+{HTTP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {log_addr} format raw local0
+    log-format \"%{{+Q}}r|%HU|%HV\"
+    default_backend b
+backend b
+    server s {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    get(addr, "/0123456789/0123456789/0123456789");
+    assert_eq!(
+        next_line(&syslog),
+        "\"GET /0123456789/0123456789/012\"|/0123456789/0123456789/012|HTTP/0.9\n"
+    );
+    get(addr, "/short");
+    assert_eq!(
+        next_line(&syslog),
+        "\"GET /short HTTP/1.1\"|/short|HTTP/1.1\n"
+    );
+}
+
 /// `option dontlog-normal` logs only the streams that went wrong: a normal exchange and an
 /// answer of the proxy's own (`L`) are skipped, a 5xx and a client that leaves mid-request
 /// are logged.

@@ -354,7 +354,7 @@ pub async fn run<'a>(
             .iter()
             .position(|&b| b == b'\r' || b == b'\n')
             .unwrap_or(buf.len());
-        buf[..end].to_vec()
+        ctx.process.global.logged_request_line(&buf[..end]).to_vec()
     });
     // A `log-format` may read the request (`%r`, `%[req.hdr(...)]`) after it was forwarded:
     // keep a copy of its head only then (the offsets stay valid in the copy).

@@ -796,7 +796,7 @@ fn log_answer(
         bytes_from_client: received as u64,
         termination: Termination { cause, phase },
         retries: 0,
-        request_line: request.map(|(line, _)| line),
+        request_line: request.map(|(line, _)| scope.process.global.logged_request_line(line)),
         response_version: None,
         counts: Counts::default(),
         captures: request.is_some().then_some(&*captures),
