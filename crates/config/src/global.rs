@@ -122,6 +122,8 @@ pub struct GlobalConf {
     pub http_maxhdr: Option<u16>,
     /// `tune.http.logurilen`: how much of the request line logs keep.
     pub http_logurilen: Option<u32>,
+    /// `tune.http.cookielen`: the longest cookie `capture cookie` keeps, whatever its `len`.
+    pub http_cookielen: Option<u32>,
     /// `tune.maxaccept`: connections a listener accepts in a row before other work runs;
     /// -1 for no limit.
     pub maxaccept: Option<i64>,
@@ -164,6 +166,9 @@ pub const DEFAULT_BUFSIZE: u32 = 16384;
 pub const DEFAULT_MAXREWRITE: u32 = 1024;
 /// HAProxy's default `tune.http.maxhdr`.
 pub const DEFAULT_HTTP_MAXHDR: u16 = 101;
+/// HAProxy's default `tune.http.cookielen`.
+const DEFAULT_COOKIELEN: u32 = 63;
+
 /// HAProxy's default `tune.http.logurilen`.
 const DEFAULT_LOGURILEN: u32 = 1024;
 
@@ -204,6 +209,12 @@ impl GlobalConf {
     /// default), as HAProxy 2.6 keeps it, whatever the log's format.
     pub fn logged_request_line<'l>(&self, line: &'l [u8]) -> &'l [u8] {
         &line[..line.len().min(self.logged_request_line_len())]
+    }
+
+    /// The longest cookie a capture keeps (`tune.http.cookielen`, 63 by default as in
+    /// HAProxy): a `capture cookie ... len` above it is cut to it.
+    pub fn http_cookielen(&self) -> usize {
+        self.http_cookielen.unwrap_or(DEFAULT_COOKIELEN) as usize
     }
 
     /// How many bytes of a request line logs keep (`tune.http.logurilen`).
@@ -518,6 +529,12 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             // Below 1 KiB no request head fits; above 1 GiB is a typo.
             if let Some(n) = d.integer(1, "a buffer size in bytes", 1024, 1 << 30, diags) {
                 conf.bufsize = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "tune.http.cookielen" => {
+            if let Some(n) = d.integer(1, "a length", 0, i32::MAX as u64, diags) {
+                conf.http_cookielen = Some(n as u32);
             }
             d.no_more_than(2, diags);
         }

@@ -1400,7 +1400,9 @@ fn capture_headers(scope: &Scope<'_>, response: bool, buf: &[u8], headers: &[Hea
     if let Some((name, len)) = &rules.cookie_capture
         && let Some(cookie) = captured_cookie(buf, headers, response, name.as_bytes())
     {
-        scope.vars.capture_cookie(response, cookie, *len);
+        // No longer than `tune.http.cookielen`, whatever the capture's `len`.
+        let len = (*len).min(scope.process.global.http_cookielen());
+        scope.vars.capture_cookie(response, cookie, len);
     }
     let slots = if response {
         &rules.response_captures
