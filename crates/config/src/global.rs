@@ -122,6 +122,9 @@ pub struct GlobalConf {
     pub http_maxhdr: Option<u16>,
     /// `tune.http.logurilen`: how much of the request line logs keep.
     pub http_logurilen: Option<u32>,
+    /// `mworker-max-reloads`: an old worker still running after more reloads than this is
+    /// stopped (SIGTERM).
+    pub mworker_max_reloads: Option<u32>,
     /// `tune.http.cookielen`: the longest cookie `capture cookie` keeps, whatever its `len`.
     pub http_cookielen: Option<u32>,
     /// `tune.maxaccept`: connections a listener accepts in a row before other work runs;
@@ -529,6 +532,13 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             // Below 1 KiB no request head fits; above 1 GiB is a typo.
             if let Some(n) = d.integer(1, "a buffer size in bytes", 1024, 1 << 30, diags) {
                 conf.bufsize = Some(n as u32);
+            }
+            d.no_more_than(2, diags);
+        }
+        "mworker-max-reloads" => {
+            let n = d.integer(1, "a number of reloads", 0, u32::MAX as u64, diags);
+            if let Some(n) = n {
+                conf.mworker_max_reloads = Some(n as u32);
             }
             d.no_more_than(2, diags);
         }

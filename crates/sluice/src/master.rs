@@ -156,6 +156,7 @@ pub fn run(opts: &Options, plan: &Plan, load: Loader<'_>) -> Result<u8, Vec<Stri
         started: Instant::now(),
         reloads: 0,
         failed_reloads: 0,
+        max_reloads: plan.global.mworker_max_reloads,
         next_cli: 0,
         exits: exits_tx,
         quiet,
@@ -313,6 +314,8 @@ struct Master {
     started: Instant,
     reloads: u32,
     failed_reloads: u32,
+    /// `mworker-max-reloads` of the configuration last loaded.
+    max_reloads: Option<u32>,
     next_cli: u64,
     exits: mpsc::UnboundedSender<(u32, ExitStatus)>,
     quiet: bool,
@@ -431,16 +434,18 @@ impl Master {
             systemd.send("RELOADING=1\n");
         }
         self.reloads += 1;
-        let outcome = load()
-            .and_then(|plan| self.sockets.bind_plan(&plan, opts))
-            .and_then(|()| {
-                self.spawn_worker()
-                    .map_err(|e| vec![format!("[ALERT] cannot start a worker: {e}")])
-            });
+        let outcome = load().and_then(|plan| {
+            self.sockets.bind_plan(&plan, opts)?;
+            self.spawn_worker()
+                .map_err(|e| vec![format!("[ALERT] cannot start a worker: {e}")])?;
+            Ok(plan.global.mworker_max_reloads)
+        });
         match outcome {
-            Ok(()) => {
+            Ok(max_reloads) => {
                 self.notice("Loading success.");
                 self.announce_current();
+                self.max_reloads = max_reloads;
+                self.stop_outlived_workers();
             }
             Err(messages) => {
                 self.failed_reloads += 1;
@@ -455,6 +460,20 @@ impl Master {
                 if let Some(systemd) = &self.systemd {
                     systemd.send("READY=1\n");
                 }
+            }
+        }
+    }
+
+    /// `mworker-max-reloads N`: an old worker still running after more than N reloads gets
+    /// SIGTERM, as HAProxy sends it.
+    fn stop_outlived_workers(&self) {
+        let Some(max) = self.max_reloads else {
+            return;
+        };
+        for w in &self.workers {
+            if !w.current && self.reloads - w.born_at_reload > max {
+                let pid = nix::unistd::Pid::from_raw(w.pid as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
             }
         }
     }

@@ -272,6 +272,59 @@ fn reload_replaces_the_worker_without_refusing_a_connection() {
     p.assert_alive();
 }
 
+/// `mworker-max-reloads 1`: a worker kept alive by a session outlives one reload, and gets
+/// SIGTERM at the second, which ends its session.
+#[test]
+fn mworker_max_reloads_stops_a_worker_that_outlived_too_many_reloads() {
+    let echo = Backend::echo();
+    let (listener, addr) = frontend();
+    let config = format!(
+        "global\n    mworker-max-reloads 1\n{}",
+        echo_config(&listener, &echo)
+    );
+    let (mut p, master_sock) = start_master(sluice(&config).inherit(listener));
+    let first = ready_worker(&master_sock);
+    let mut session = TcpStream::connect(addr).unwrap();
+    session.set_read_timeout(Some(GENEROUS)).unwrap();
+    session.write_all(b"ping").unwrap();
+    let mut echoed = [0u8; 4];
+    session.read_exact(&mut echoed).unwrap();
+    for reload in 1..=2 {
+        cli_at(&master_sock, "reload").unwrap();
+        assert!(
+            wait_until(GENEROUS, || {
+                let list = show_proc(&master_sock);
+                pids_in(&list, "# workers")
+                    .first()
+                    .is_some_and(|&w| w != first)
+            }),
+            "reload {reload}: {}",
+            show_proc(&master_sock)
+        );
+        if reload == 1 {
+            // Soft-stopped, it waits for its session: one reload is allowed.
+            assert!(pids_in(&show_proc(&master_sock), "# old workers").contains(&first));
+            session.write_all(b"pong").unwrap();
+            session.read_exact(&mut echoed).unwrap();
+        }
+    }
+    assert!(
+        wait_until(GENEROUS, || !pids_in(
+            &show_proc(&master_sock),
+            "# old workers"
+        )
+        .contains(&first)),
+        "the worker outlived its second reload: {}",
+        show_proc(&master_sock)
+    );
+    let mut rest = Vec::new();
+    assert!(
+        matches!(session.read_to_end(&mut rest), Ok(0) | Err(_)),
+        "the session went on"
+    );
+    p.assert_alive();
+}
+
 #[test]
 fn a_broken_configuration_at_reload_keeps_the_worker() {
     let echo = Backend::echo();
