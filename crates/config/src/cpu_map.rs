@@ -4,12 +4,17 @@
 //! separated by commas or spaces. Sluice runs one thread group, so a line names threads only
 //! when its group set holds group 1 (`1` alone is `1/all`); the others are ignored, as
 //! HAProxy ignores groups beyond `thread-groups`. Sets are `all`, `odd`, `even`, `N`, `N-M`
-//! or `N-` (up to 64, the word size, as in HAProxy); CPU ranges `N-` end at 63. With `auto:`
-//! the n-th thread of the set gets the n-th CPU, in increasing order, and both sets must be
-//! of one size. When lines overlap, the last one wins for the threads they share.
+//! (either way round) or `N-`, threads up to 64 (the word size, as in HAProxy); CPUs go up
+//! to 1023 (Linux's `CPU_SETSIZE`), and CPU ranges `N-` end at 63 as the manual says.
+//! With `auto:` the n-th thread of the set gets the n-th CPU, in increasing order, and both
+//! sets must be of one size. When lines overlap, the last one wins for the threads they
+//! share.
 
 /// The largest thread number, and the bound of open CPU ranges (plus one).
 const WORD: u32 = 64;
+
+/// The largest CPU number (Linux's `CPU_SETSIZE` less one).
+const MAX_CPU: u32 = 1023;
 
 /// One `cpu-map` line, as it applies to thread group 1.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,17 +41,16 @@ pub fn parse(words: &[String]) -> Result<Option<CpuMap>, String> {
         Some((group, threads)) => (group, Some(threads)),
         None => (spec, None),
     };
-    let groups = number_set(group_spec, 1, WORD)
+    let groups = number_set(group_spec, (1, WORD), WORD)
         .ok_or_else(|| format!("invalid thread group set '{group_spec}'"))?;
     let threads = match thread_spec {
-        Some(text) => {
-            number_set(text, 1, WORD).ok_or_else(|| format!("invalid thread set '{text}'"))?
-        }
+        Some(text) => number_set(text, (1, WORD), WORD)
+            .ok_or_else(|| format!("invalid thread set '{text}'"))?,
         None => (1..=WORD).collect(),
     };
     let mut cpus = Vec::new();
     for word in cpu_words.iter().flat_map(|w| w.split(',')) {
-        let set = number_set(word, 0, WORD - 1)
+        let set = number_set(word, (0, MAX_CPU), WORD - 1)
             .filter(|_| !matches!(word, "all" | "odd" | "even"))
             .ok_or_else(|| format!("invalid CPU set '{word}'"))?;
         cpus.extend(set.into_iter().map(|c| c as usize));
@@ -104,24 +108,23 @@ pub fn cpus_of(maps: &[CpuMap], thread: u32) -> Option<Vec<usize>> {
     })
 }
 
-/// `all`, `odd`, `even`, `N`, `N-M` or `N-` within `low..=high`, in increasing order.
-fn number_set(text: &str, low: u32, high: u32) -> Option<Vec<u32>> {
-    let all = low..=high;
+/// `all`, `odd`, `even`, `N`, `N-M` (or `M-N`) within `low..=high`, or `N-` up to
+/// `open_end`, in increasing order.
+fn number_set(text: &str, (low, high): (u32, u32), open_end: u32) -> Option<Vec<u32>> {
+    let all = low..=high.min(open_end);
     let set: Vec<u32> = match text {
         "all" => all.collect(),
         "odd" => all.filter(|n| n % 2 == 1).collect(),
         "even" => all.filter(|n| n % 2 == 0).collect(),
         _ => {
-            let number = |s: &str| s.parse::<u32>().ok().filter(|n| all.contains(n));
+            let number = |s: &str| s.parse::<u32>().ok().filter(|n| (low..=high).contains(n));
             match text.split_once('-') {
                 None => vec![number(text)?],
-                Some((from, "")) => (number(from)?..=high).collect(),
+                Some((from, "")) => (number(from)?..=open_end).collect(),
+                // Given the wrong way round, a range is taken the right way, as HAProxy does.
                 Some((from, to)) => {
                     let (from, to) = (number(from)?, number(to)?);
-                    if from > to {
-                        return None;
-                    }
-                    (from..=to).collect()
+                    (from.min(to)..=from.max(to)).collect()
                 }
             }
         }
@@ -191,6 +194,17 @@ mod tests {
     }
 
     #[test]
+    fn big_machines_and_ranges_the_wrong_way_round() {
+        // The manual's example for a machine with 160 CPUs.
+        let m = maps(&["1/1 0-39,80-119"]);
+        assert_eq!(
+            cpus(&m, 1).map(|c| (c.len(), c[39], c[40])),
+            Some((80, 39, 80))
+        );
+        assert_eq!(cpus(&maps(&["1/3-2 5-4"]), 2), Some(vec![4, 5]));
+    }
+
+    #[test]
     fn the_last_line_wins_where_lines_overlap() {
         let m = maps(&["1/all 0-1", "1/2 3"]);
         assert_eq!(cpus(&m, 1), Some(vec![0, 1]));
@@ -209,8 +223,8 @@ mod tests {
         );
         assert_eq!(err("x/1 0"), "invalid thread group set 'x'");
         assert_eq!(err("1/0 0"), "invalid thread set '0'");
-        assert_eq!(err("1/3-2 0"), "invalid thread set '3-2'");
-        assert_eq!(err("1/1 64"), "invalid CPU set '64'");
+        assert_eq!(err("1/65 0"), "invalid thread set '65'");
+        assert_eq!(err("1/1 1024"), "invalid CPU set '1024'");
         assert_eq!(err("1/1 all"), "invalid CPU set 'all'");
         assert_eq!(
             err("auto:1/1-4 0-2"),

@@ -562,17 +562,18 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         }
         "tune.rcvbuf.client" | "tune.sndbuf.client" | "tune.rcvbuf.server"
         | "tune.sndbuf.server" => {
-            let size = d.integer(1, "a size in bytes", 1, i32::MAX as u64, diags);
-            if let Some(size) = size.map(|n| n as u32) {
+            // 0 leaves the kernel's size, as by default.
+            let size = d.integer(1, "a size in bytes", 0, i32::MAX as u64, diags);
+            if let Some(size) = size.map(|n| (n > 0).then_some(n as u32)) {
                 let buffers = if first.ends_with("client") {
                     &mut conf.client_buffers
                 } else {
                     &mut conf.server_buffers
                 };
                 if first.starts_with("tune.rcvbuf") {
-                    buffers.receive = Some(size);
+                    buffers.receive = size;
                 } else {
-                    buffers.send = Some(size);
+                    buffers.send = size;
                 }
             }
             d.no_more_than(2, diags);

@@ -34,7 +34,10 @@ pub enum LogAddr {
 /// The header written before each message (configuration.txt §4.2 `log` `format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SyslogFormat {
-    /// `<PRI>Mmm dd hh:mm:ss tag[pid]: ` (RFC 3164 without the host name; the default).
+    /// No `format` given: `local`, or `rfc3164` under `log-send-hostname` (as HAProxy
+    /// switches its default then).
+    Default,
+    /// `<PRI>Mmm dd hh:mm:ss tag[pid]: ` (RFC 3164 without the host name).
     Local,
     /// RFC 3164 with the host name.
     Rfc3164,
@@ -162,7 +165,7 @@ pub fn parse_log_target(words: &[String]) -> Result<LogTarget, String> {
     let mut t = LogTarget {
         addr,
         max_len: DEFAULT_LOG_LEN,
-        format: SyslogFormat::Local,
+        format: SyslogFormat::Default,
         sample: None,
         facility: 0,
         max_level: 7,
@@ -502,7 +505,11 @@ mod tests {
         assert_eq!(t.addr, LogAddr::Udp("127.0.0.1:514".parse().unwrap()));
         assert_eq!(
             (t.facility, t.max_level, t.format),
-            (16, 7, SyslogFormat::Local)
+            (16, 7, SyslogFormat::Default)
+        );
+        assert_eq!(
+            target("127.0.0.1 format local local0").unwrap().format,
+            SyslogFormat::Local
         );
         let t = target("10.0.0.1:1514 len 2048 format rfc5424 daemon notice err").unwrap();
         assert_eq!(t.addr, LogAddr::Udp("10.0.0.1:1514".parse().unwrap()));

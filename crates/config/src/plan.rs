@@ -984,11 +984,12 @@ mod tests {
     #[test]
     fn socket_buffer_sizes_are_global_and_reach_the_backends() {
         let plan = plan_of(
-            "global\n tune.rcvbuf.client 65536\n tune.sndbuf.server 32768\n\
+            "global\n tune.rcvbuf.client 65536\n tune.sndbuf.server 32768\n tune.sndbuf.client 0\n\
              defaults\n mode tcp\n\
              backend b\n",
         );
         let client = plan.global.client_buffers;
+        // 0 is the kernel's own size, as by default.
         assert_eq!((client.receive, client.send), (Some(65536), None));
         let server = plan.backends[0].server_buffers;
         assert_eq!((server.receive, server.send), (None, Some(32768)));

@@ -49,12 +49,11 @@ pub struct LogHub {
     hosts: Hosts,
 }
 
-/// The host names of the syslog headers.
+/// The host name of the syslog headers.
 #[derive(Debug)]
 struct Hosts {
-    /// The system's, for the `rfc3164` format.
-    system: String,
-    /// `log-send-hostname`: the name every format that has the field sends, `local` included.
+    /// `log-send-hostname`: the name the formats with the field send (and the default
+    /// format becomes `rfc3164`); without it, `rfc3164` says `localhost`, as HAProxy 2.6 does.
     sent: Option<String>,
 }
 
@@ -96,10 +95,10 @@ impl LogHub {
             targets,
             dropped_by_target,
             pid: std::process::id(),
-            hosts: {
-                let system = hostname();
-                let sent = send_hostname.map(|name| name.unwrap_or_else(|| system.clone()));
-                Hosts { system, sent }
+            hosts: Hosts {
+                // An empty name is the system's, as HAProxy takes it.
+                sent: send_hostname
+                    .map(|name| name.filter(|n| !n.is_empty()).unwrap_or_else(hostname)),
             },
         }))
     }
@@ -266,13 +265,15 @@ fn write_header(target: &LogTarget, header: &Header<'_>, out: &mut Vec<u8>) {
     let priority = u32::from(target.facility) * 8 + u32::from(level);
     let mut text = String::with_capacity(64);
     match target.format {
-        SyslogFormat::Local | SyslogFormat::Rfc3164 => {
+        SyslogFormat::Default | SyslogFormat::Local | SyslogFormat::Rfc3164 => {
             let _ = write!(text, "<{priority}>");
             write_bsd_date(now, &mut text);
-            // `local` has a host name only when `log-send-hostname` gives it one.
+            // `local` has no host name; the default format has one under
+            // `log-send-hostname` (it is `rfc3164` then).
             let host = match target.format {
-                SyslogFormat::Rfc3164 => Some(hosts.sent.as_deref().unwrap_or(&hosts.system)),
-                _ => hosts.sent.as_deref(),
+                SyslogFormat::Rfc3164 => Some(hosts.sent.as_deref().unwrap_or("localhost")),
+                SyslogFormat::Default => hosts.sent.as_deref(),
+                _ => None,
             };
             if let Some(host) = host {
                 text.push(' ');
@@ -373,7 +374,6 @@ mod tests {
 
     fn hosts(sent: Option<&str>) -> Hosts {
         Hosts {
-            system: "box".to_owned(),
             sent: sent.map(str::to_owned),
         }
     }
@@ -434,10 +434,15 @@ mod tests {
             write_header(&target(format), &header, &mut out);
             String::from_utf8(out).unwrap()
         };
-        // As HAProxy 2.6 writes them with `log-send-hostname myhost`.
+        // As HAProxy 2.6 writes them with `log-send-hostname myhost`: the default format is
+        // `rfc3164` then, `format local` still has no host name.
+        assert_eq!(
+            with(SyslogFormat::Default),
+            "<134>Nov  6 05:57:25 myhost haproxy[42]: "
+        );
         assert_eq!(
             with(SyslogFormat::Local),
-            "<134>Nov  6 05:57:25 myhost haproxy[42]: "
+            "<134>Nov  6 05:57:25 haproxy[42]: "
         );
         assert_eq!(
             with(SyslogFormat::Rfc3164),
@@ -452,9 +457,13 @@ mod tests {
 
     #[test]
     fn headers_of_every_format() {
+        for format in [SyslogFormat::Default, SyslogFormat::Local] {
+            assert_eq!(header(format), "<134>Nov  6 05:57:25 haproxy[42]: ");
+        }
+        // Without `log-send-hostname`, HAProxy 2.6 names no host but `localhost`.
         assert_eq!(
-            header(SyslogFormat::Local),
-            "<134>Nov  6 05:57:25 haproxy[42]: "
+            header(SyslogFormat::Rfc3164),
+            "<134>Nov  6 05:57:25 localhost haproxy[42]: "
         );
         assert_eq!(
             header(SyslogFormat::Rfc5424),

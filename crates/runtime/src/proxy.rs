@@ -130,7 +130,13 @@ impl Frontend {
         if let Some(fmt) = &log.conf.error_format {
             let mut bytes = Vec::with_capacity(256);
             custom(fmt, &mut bytes);
-            log.out.emit(level, &bytes);
+            // `log-format-sd` applies to these lines too, as in HAProxy.
+            let structured = log.conf.structured_format.as_ref().map(|sd| {
+                let mut sd_bytes = Vec::with_capacity(128);
+                custom(sd, &mut sd_bytes);
+                sd_bytes
+            });
+            log.out.emit_with_data(level, &bytes, structured.as_deref());
             return;
         }
         if matches!(log.conf.format, LineFormat::Minimal) {

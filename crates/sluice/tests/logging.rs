@@ -598,12 +598,14 @@ backend b
 }
 
 /// `log-send-hostname NAME` puts that name in the host field of the headers that have one,
-/// the default (`local`) format included, as HAProxy 2.6 writes them.
+/// and makes the default format `rfc3164` (an explicit `format local` still has no host
+/// name), as HAProxy 2.6 writes them.
 #[test]
 fn log_send_hostname_names_the_host_in_the_headers() {
     let (backend, _) = ok_backend();
     let (rfc5424, rfc5424_addr) = receiver();
     let (local, local_addr) = receiver();
+    let (explicit, explicit_addr) = receiver();
     let config = format!(
         "global
     log-send-hostname edge7
@@ -612,6 +614,7 @@ frontend f
     {{bind}}
     log {rfc5424_addr} format rfc5424 local0
     log {local_addr} local0
+    log {explicit_addr} format local local0
     log-tag px
     log-format \"%ST\"
     default_backend b
@@ -630,6 +633,11 @@ backend b
     let line = next_line(&local);
     assert!(
         line.starts_with("<134>") && line.contains(" edge7 px["),
+        "{line}"
+    );
+    let line = next_line(&explicit);
+    assert!(
+        line.starts_with("<134>") && !line.contains("edge7"),
         "{line}"
     );
 }

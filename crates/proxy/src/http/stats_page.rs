@@ -511,12 +511,14 @@ fn render(
             .unwrap_or_default();
         let _ = write!(html, " · node {}", esc(&name));
     }
-    if let Some(desc) = &page.show_desc {
-        let text = desc
-            .clone()
-            .or_else(|| process.global.description.clone())
-            .unwrap_or_default();
-        let _ = write!(html, " · {}", esc(&text));
+    // Without a text or a global `description`, nothing (HAProxy ignores the line then).
+    let desc = page
+        .show_desc
+        .as_ref()
+        .and_then(|d| d.clone().or_else(|| process.global.description.clone()))
+        .filter(|d| !d.is_empty());
+    if let Some(desc) = desc {
+        let _ = write!(html, " · {}", esc(&desc));
     }
     html.push_str("</div>\n");
     if let Some(code) = notice {
