@@ -5,7 +5,8 @@
 //! `slowstart` ramps a server's weight after it comes back up, watched through the weights
 //! `http-check send-state` reports to the server; `source` binds the connections to servers;
 //! health checks connect from the same `source`; `redir` answers GET and HEAD with a redirect and forwards the rest; `server-template`
-//! declares numbered servers sharing one address (a host name resolved once).
+//! declares numbered servers sharing one address (a host name resolved once);
+//! `max-keep-alive-queue` lets a kept-alive client leave its full server.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -399,4 +400,73 @@ fn slowstart_also_ramps_a_server_leaving_maintenance() {
     let mut seen = weights_up();
     seen.dedup();
     assert_eq!(seen, [2, 18, 32], "{:?}", states.lock().unwrap());
+}
+
+/// Sends a kept-alive GET for `path` on `c` and returns the `X-Server` of its answer.
+fn server_of(c: &mut TcpStream, path: &str) -> String {
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes())
+        .unwrap();
+    let head = read_head(c).expect("an answer");
+    head.lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("x-server")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_default()
+}
+
+/// Under `option prefer-last-server`, a client keeps going to the server whose connection it
+/// kept; with `max-keep-alive-queue 0` it goes elsewhere when that server is full, instead
+/// of waiting in its queue, as HAProxy does.
+#[test]
+fn max_keep_alive_queue_sends_a_kept_client_elsewhere_when_its_server_is_full() {
+    // Set when s1 starts on the slow request, which holds its only slot for two seconds.
+    let slow_started = Arc::new(AtomicBool::new(false));
+    let named = |name: &'static str| {
+        let slow_started = Arc::clone(&slow_started);
+        common::http::http_backend(move |req| {
+            if req.request_line().contains("/slow") {
+                slow_started.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            format!("HTTP/1.1 200 OK\r\nX-Server: {name}\r\nContent-Length: 0\r\n\r\n")
+        })
+    };
+    let ((s1, _), (s2, _)) = (named("s1"), named("s2"));
+    let (fe, addr) = frontend();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+    timeout queue 10s
+listen app
+    bind {}
+    balance roundrobin
+    option prefer-last-server
+    http-reuse never
+    max-keep-alive-queue 0
+    use-server s1 if {{ path /slow }}
+    server s1 {} maxconn 1
+    server s2 {} maxconn 1
+",
+        fd_bind(&fe),
+        s1.addr(),
+        s2.addr()
+    );
+    let _p = common::sluice(&config).inherit(fe).start();
+    let mut kept = connect(addr);
+    assert_eq!(server_of(&mut kept, "/first"), "s1");
+    // Another client takes s1's only slot for a while.
+    let mut other = connect(addr);
+    other
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    assert!(wait_until(GENEROUS, || slow_started.load(Ordering::SeqCst)));
+    // s1 is full: the kept client's next request is balanced, not queued behind it.
+    assert_eq!(server_of(&mut kept, "/second"), "s2");
+    assert_eq!(
+        read_head(&mut other)
+            .as_deref()
+            .map(|h| h.to_ascii_lowercase().contains("x-server: s1")),
+        Some(true)
+    );
 }
