@@ -458,6 +458,13 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             };
             d.no_more_than(2, diags);
         }
+        // Applied as the lines are read (`crate::environment`): only checked here.
+        "setenv" | "presetenv" => {
+            if d.word(2, "a name and a value", diags).is_some() {
+                d.no_more_than(3, diags);
+            }
+        }
+        "resetenv" | "unsetenv" => {}
         "log-send-hostname" => {
             conf.log_send_hostname = Some(line.words.get(1).cloned());
             d.no_more_than(2, diags);

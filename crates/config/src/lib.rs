@@ -16,6 +16,7 @@ pub mod cond;
 pub mod cookie;
 pub mod cpu_map;
 pub mod diag;
+pub mod environment;
 pub mod errors;
 pub mod global;
 pub mod http_options;

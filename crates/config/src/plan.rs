@@ -10,6 +10,7 @@ use crate::addr::ListenAddr;
 use crate::cond::CondContext;
 use crate::cookie::PersistPlan;
 use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::environment::EnvChanges;
 use crate::errors::{self, ErrorPages, HttpErrorSections};
 use crate::global::{self, GlobalConf};
 use crate::http_options::HttpConf;
@@ -50,6 +51,8 @@ pub struct Plan {
     pub tables: Vec<sluice_stick::TableConf>,
     /// The pattern and map files and ACL values the rules use, editable at run time.
     pub maps: MapStore,
+    /// What `setenv` and the like did to the environment (the `env()` fetch sees it).
+    pub env: EnvChanges,
 }
 
 /// A proxy's identity: its name, the keyword that declared it and a unique number.
@@ -202,11 +205,14 @@ pub fn check(sources: &[Source], ctx: &CondContext<'_>) -> Checked {
     // rules is read once.
     let maps = MapStore::new();
     let mut sections_all = Vec::new();
+    // `setenv` and the like carry over from one file to the next, as lines do.
+    let mut env = EnvChanges::default();
     for source in sources {
-        let lines = preprocess::preprocess(&source.name, &source.text, ctx, &mut diags);
+        let lines = preprocess::preprocess(&source.name, &source.text, (ctx, &mut env), &mut diags);
         sections_all.extend(sections::group_sections(lines, &mut diags));
     }
-    let plan = build(&sections_all, sources, &maps, &mut diags);
+    let mut plan = build(&sections_all, sources, &maps, &mut diags);
+    plan.env = env;
     let fatal = diags.iter().any(Diagnostic::is_fatal);
     Checked {
         plan: if fatal { None } else { Some(plan) },
@@ -379,6 +385,7 @@ fn build(
         rings,
         tables,
         maps: maps.clone(),
+        env: EnvChanges::default(),
     }
 }
 

@@ -4,7 +4,9 @@
 //! This sits between [`crate::reader`] (which provides each file's text) and
 //! [`crate::sections`] (which groups the resulting lines into sections). Every line is split
 //! with [`crate::lexer::split_line`]; the pseudo-variables `.FILE`, `.LINE` and `.SECTION` are
-//! answered here and everything else goes to the environment of the [`CondContext`]. Lines whose
+//! answered here and everything else goes to the environment of the [`CondContext`], as the
+//! `global` sections' `setenv`, `presetenv`, `unsetenv` and `resetenv` lines met so far
+//! changed it ([`EnvChanges`]). Lines whose
 //! first word is `.if`, `.elif`, `.else` or `.endif` drive a stack of nested blocks; lines in a
 //! false branch are dropped; `.diag`, `.notice`, `.warning` and `.alert` become diagnostics.
 //! Problems are pushed as alerts and processing goes on, so one run reports them all.
@@ -13,6 +15,7 @@
 
 use crate::cond::{self, CondContext};
 use crate::diag::{Diagnostic, Diagnostics, Severity, Span};
+use crate::environment::EnvChanges;
 use crate::lexer;
 use std::sync::Arc;
 
@@ -43,17 +46,22 @@ pub struct Line {
 /// Conditions in false branches are not evaluated, but `.if`/`.endif` still nest there.
 /// `.diag`, `.notice`, `.warning` and `.alert` in live branches push a diagnostic of that
 /// severity whose message is the words after the directive joined with spaces.
+///
+/// `env` holds the environment changes of the files read before (it is updated with this
+/// one's).
 pub fn preprocess(
     file: &Arc<str>,
     text: &str,
-    ctx: &CondContext,
+    (ctx, env): (&CondContext, &mut EnvChanges),
     diags: &mut Diagnostics,
 ) -> Vec<Line> {
     let mut state = State {
         ctx,
+        env,
         diags,
         blocks: Vec::new(),
         section: String::new(),
+        in_global: false,
         lines: Vec::new(),
     };
     for (index, raw) in text.split('\n').enumerate() {
@@ -87,10 +95,14 @@ struct Block {
 /// The preprocessor's state while going through one file.
 struct State<'c, 'd> {
     ctx: &'c CondContext<'c>,
+    /// The environment changes so far.
+    env: &'d mut EnvChanges,
     diags: &'d mut Diagnostics,
     blocks: Vec<Block>,
     /// Name of the current section, or its type if unnamed, for `.SECTION`.
     section: String,
+    /// The current section is a `global` one (where the environment may change).
+    in_global: bool,
     lines: Vec<Line>,
 }
 
@@ -104,13 +116,13 @@ impl State<'_, '_> {
     fn line(&mut self, file: &Arc<str>, span: &Span, raw: &str) {
         let words = {
             let section = self.section.as_str();
-            let env = self.ctx.lookup;
+            let (base, env) = (self.ctx.lookup, &*self.env);
             let line_number = span.line.to_string();
             let lookup = |name: &str| match name {
                 ".FILE" => Some(file.to_string()),
                 ".LINE" => Some(line_number.clone()),
                 ".SECTION" => Some(section.to_string()),
-                _ => env(name),
+                _ => env.lookup(name, base),
             };
             lexer::split_line_partial(raw, &lookup)
         };
@@ -137,6 +149,10 @@ impl State<'_, '_> {
         // `.SECTION` follows the section keywords, implemented or not (§2.3).
         if crate::sections::is_section_keyword(first) {
             self.section = words.get(1).unwrap_or(first).clone();
+            self.in_global = first == "global";
+        } else if self.in_global {
+            // The next line sees the change at once (the parser checks the arguments).
+            self.env.apply(&words, self.ctx.lookup);
         }
         self.lines.push(Line {
             span: span.clone(),
@@ -256,7 +272,13 @@ impl State<'_, '_> {
     /// Evaluates a condition (the words joined with single spaces, as §2.4 describes); on error
     /// reports it and returns `None`.
     fn condition(&mut self, span: &Span, directive: &str, args: &[String]) -> Option<bool> {
-        match cond::eval(&args.join(" "), self.ctx) {
+        let (base, env) = (self.ctx.lookup, &*self.env);
+        let lookup = |name: &str| env.lookup(name, base);
+        let ctx = CondContext {
+            lookup: &lookup,
+            ..*self.ctx
+        };
+        match cond::eval(&args.join(" "), &ctx) {
             Ok(result) => Some(result),
             Err(err) => {
                 self.alert(span, directive, err.to_string());
@@ -310,7 +332,13 @@ mod tests {
             version: "2.6",
         };
         let mut diags = Vec::new();
-        let lines = preprocess(&Arc::from("t.cfg"), text, &ctx, &mut diags);
+        let mut env_changes = EnvChanges::default();
+        let lines = preprocess(
+            &Arc::from("t.cfg"),
+            text,
+            (&ctx, &mut env_changes),
+            &mut diags,
+        );
         (lines, diags)
     }
 
@@ -374,6 +402,34 @@ x \"$NAME\"
                 "x backend",
                 "x web"
             ]
+        );
+    }
+
+    #[test]
+    fn environment_changes_of_global_sections_apply_to_the_next_lines() {
+        assert_eq!(
+            kept(
+                "global\n setenv PORT 8080\n presetenv NAME nope\n unsetenv ON\n\
+                 .if defined(ON)\n on\n.endif\n\
+                 frontend \"${NAME}\"\n bind :\"${PORT}\"\n setenv NAME other\n\
+                 backend \"${NAME}\"\n"
+            ),
+            [
+                "global",
+                "setenv PORT 8080",
+                "presetenv NAME nope",
+                "unsetenv ON",
+                "frontend web",
+                "bind :8080",
+                // Not in a global section: no change (the parser refuses the keyword there).
+                "setenv NAME other",
+                "backend web",
+            ]
+        );
+        // A change in a dead branch does not happen.
+        assert_eq!(
+            kept("global\n.if defined(NOPE)\n setenv X 1\n.endif\n x \"${X}\"\n"),
+            ["global", "x "]
         );
     }
 

@@ -192,7 +192,7 @@ impl Context for StreamView<'_> {
     }
 
     fn env(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok()
+        self.process.env_var(name)
     }
 
     fn now(&self) -> SystemTime {

@@ -103,6 +103,8 @@ pub struct Process {
     pub error_events: crate::errors::ErrorEvents,
     /// The accept rate limits (`set rate-limit connections|sessions global`).
     pub accept_limits: crate::rate::AcceptLimits,
+    /// What `setenv` and the like did to the environment, over the process's own.
+    env: sluice_config::environment::EnvChanges,
     listen_state: watch::Sender<ListenState>,
     /// Rung when `listen_state` changes, for the accept loops.
     pub listen_bell: crate::bell::Bell,
@@ -225,11 +227,17 @@ impl Process {
             streams: crate::streams::Streams::default(),
             error_events: crate::errors::ErrorEvents::default(),
             accept_limits,
+            env: plan.env,
             listen_state: watch::channel(ListenState::Active).0,
             listen_bell: crate::bell::Bell::default(),
             stopping: std::sync::atomic::AtomicBool::new(false),
             stopped_at: Arc::default(),
         })
+    }
+
+    /// The environment variable `name` as the configuration left the environment (`env()`).
+    pub fn env_var(&self, name: &str) -> Option<String> {
+        self.env.lookup(name, &|name| std::env::var(name).ok())
     }
 
     /// Changes what the listeners do. A stopped process never resumes.

@@ -837,3 +837,30 @@ backend app
     let text = pipelined(addr, &["/one", "/deny", "/app"]);
     assert_eq!(statuses(&text), ["200", "403", "200"], "{text}");
 }
+
+/// `setenv`, `presetenv`, `unsetenv` and `resetenv` change the environment from the next
+/// line on: `"${NAME}"` in later lines and the `env()` fetch at run time see it.
+#[test]
+fn global_environment_changes_reach_later_lines_and_the_env_fetch() {
+    let config = format!(
+        "global
+    resetenv HOME
+    setenv GREETING hello
+    presetenv GREETING ignored
+    presetenv SLUICE_TEST_PLACE world
+    setenv DROPPED 1
+    unsetenv DROPPED
+{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request return status 200 content-type text/plain lf-string \"${{GREETING}} %[env(SLUICE_TEST_PLACE)] [%[env(DROPPED)]] [%[env(PATH)]]\"
+"
+    );
+    let (_p, addr) = start(&config);
+    let answer = get(
+        addr,
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    // PATH went with `resetenv`.
+    assert!(answer.ends_with("\r\n\r\nhello world [] []"), "{answer}");
+}

@@ -1,0 +1,105 @@
+//! The environment as the `global` section's `setenv`, `presetenv`, `unsetenv` and
+//! `resetenv` lines change it (configuration.txt §3.1): each change takes effect at once, so
+//! the next line's `"${NAME}"` and `.if defined(NAME)` see it, and the running process's
+//! `env()` fetch sees the end result.
+//!
+//! The changes are kept beside the process's own environment, which is never written: they
+//! are asked first, and the process's environment answers for the names they leave alone.
+
+use std::collections::{HashMap, HashSet};
+
+/// What the configuration did to the environment so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvChanges {
+    /// Names set (`Some`) or removed (`None`).
+    changed: HashMap<String, Option<String>>,
+    /// After `resetenv`: the only names of the process's environment still there.
+    kept: Option<HashSet<String>>,
+}
+
+impl EnvChanges {
+    /// The value of `name` with the changes applied over `base`, the process's environment.
+    pub fn lookup(&self, name: &str, base: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        if let Some(changed) = self.changed.get(name) {
+            return changed.clone();
+        }
+        match &self.kept {
+            Some(kept) if !kept.contains(name) => None,
+            _ => base(name),
+        }
+    }
+
+    /// Applies a `global` line if it is one of the four keywords (its words as the lexer gave
+    /// them, the keyword first); the parser checks the arguments' count.
+    pub fn apply(&mut self, words: &[String], base: &dyn Fn(&str) -> Option<String>) {
+        let (Some(keyword), args) = (words.first(), words.get(1..).unwrap_or_default()) else {
+            return;
+        };
+        match (keyword.as_str(), args) {
+            ("setenv", [name, value]) => {
+                self.changed.insert(name.clone(), Some(value.clone()));
+            }
+            ("presetenv", [name, value]) if self.lookup(name, base).is_none() => {
+                self.changed.insert(name.clone(), Some(value.clone()));
+            }
+            ("unsetenv", names) => {
+                for name in names {
+                    self.changed.insert(name.clone(), None);
+                }
+            }
+            ("resetenv", names) => {
+                // What the configuration set survives only if named, as the rest does.
+                self.changed.retain(|name, _| names.contains(name));
+                self.kept = Some(names.iter().cloned().collect());
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base(name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/root".to_owned()),
+            "LANG" => Some("C".to_owned()),
+            _ => None,
+        }
+    }
+
+    fn line(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn each_change_takes_effect_in_order() {
+        let mut env = EnvChanges::default();
+        assert_eq!(env.lookup("HOME", &base).as_deref(), Some("/root"));
+        env.apply(&line("setenv HOME /tmp"), &base);
+        env.apply(&line("presetenv HOME /nope"), &base);
+        env.apply(&line("presetenv PORT 8080"), &base);
+        assert_eq!(env.lookup("HOME", &base).as_deref(), Some("/tmp"));
+        assert_eq!(env.lookup("PORT", &base).as_deref(), Some("8080"));
+        env.apply(&line("unsetenv LANG PORT NEVER"), &base);
+        assert_eq!(env.lookup("LANG", &base), None);
+        assert_eq!(env.lookup("PORT", &base), None);
+        env.apply(&line("presetenv LANG fr"), &base);
+        assert_eq!(env.lookup("LANG", &base).as_deref(), Some("fr"));
+    }
+
+    #[test]
+    fn resetenv_keeps_only_the_names_given() {
+        let mut env = EnvChanges::default();
+        env.apply(&line("setenv A 1"), &base);
+        env.apply(&line("setenv B 2"), &base);
+        env.apply(&line("resetenv HOME B"), &base);
+        assert_eq!(env.lookup("HOME", &base).as_deref(), Some("/root"));
+        assert_eq!(env.lookup("LANG", &base), None);
+        assert_eq!(env.lookup("A", &base), None);
+        assert_eq!(env.lookup("B", &base).as_deref(), Some("2"));
+        env.apply(&line("setenv LANG de"), &base);
+        assert_eq!(env.lookup("LANG", &base).as_deref(), Some("de"));
+    }
+}
