@@ -503,7 +503,7 @@ pub fn collect(process: &Process) -> Vec<Row> {
             for s in &b.servers {
                 rows.push(server_row(b, s.index, s));
             }
-            rows.push(backend_row(process, b));
+            rows.push(backend_row(b));
         }
     }
     rows
@@ -713,6 +713,9 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     }
     if b.plan.mode == Mode::Http {
         set_hrsp(&mut row, &s.stats);
+        // The responses the server gave (its `hrsp_*` count only those), as HAProxy counts.
+        let total: u64 = s.stats.hrsp.iter().map(LoopCounter::get).sum();
+        row.set(Field::req_tot, total);
     }
     if c.check {
         row.set(Field::check_rise, c.rise());
@@ -730,18 +733,6 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     row.set(Field::mode, mode_name(b.plan.mode));
     row.set(Field::uweight, s.stats.weight());
     row
-}
-
-/// The backend's connection limit as HAProxy computes it when `fullconn` is not set: a tenth of
-/// the limits of the frontends that use it by default, at least 1.
-fn backend_limit(process: &Process, b: &Backend) -> u64 {
-    let total: u64 = process
-        .frontends
-        .iter()
-        .filter(|f| f.backend.as_ref().is_some_and(|fb| std::ptr::eq(&**fb, b)))
-        .map(|f| u64::from(f.slots.limit()))
-        .sum();
-    total.div_ceil(10).max(1)
 }
 
 /// The weights and counts of the servers that take traffic: active ones, or the backups when
@@ -789,7 +780,7 @@ fn set_compression(row: &mut Row, stats: &StatsCounters) {
     row.set(Field::comp_rsp, responses.get());
 }
 
-fn backend_row(process: &Process, b: &Backend) -> Row {
+fn backend_row(b: &Backend) -> Row {
     let mut row = Row::new(
         RowKind::Backend,
         b.name(),
@@ -803,7 +794,9 @@ fn backend_row(process: &Process, b: &Backend) -> Row {
     row.set(Field::qcur, b.queued());
     row.set(Field::scur, t.sessions.get());
     row.set(Field::smax, t.sessions.max());
-    row.set(Field::slim, backend_limit(process, b));
+    // The backend's `fullconn` (set, or worked out from the frontends that may use it,
+    // `use_backend` rules included), as HAProxy shows it.
+    row.set(Field::slim, b.fullconn());
     row.set(Field::stot, t.total_sessions.get());
     row.set(Field::bin, t.bytes_in.get());
     row.set(Field::bout, t.bytes_out.get());

@@ -219,6 +219,9 @@ struct Facts<'a> {
     server: Option<&'a str>,
     /// The server that answered, for its statistics.
     chosen: Option<&'a sluice_runtime::proxy::Server>,
+    /// The status of the server's own response, if it gave one (the server's `hrsp_*`
+    /// count these only, not the proxy's answers in its place, as in HAProxy).
+    server_status: Option<u16>,
     connect: Option<Duration>,
     request_sent: Option<Instant>,
     response_head: Option<Instant>,
@@ -407,9 +410,9 @@ pub async fn run<'a>(
         }
         ctx.frontend.stats.count_response(status);
         ctx.backend.stats.count_response(status);
-        if let Some(server) = facts.chosen {
-            server.stats.count_response(status);
-        }
+    }
+    if let (Some(server), Some(status)) = (facts.chosen, facts.server_status) {
+        server.stats.count_response(status);
     }
     let log_at_end = logged && !logged_early.get();
     if let Some(parts) = upgraded {
@@ -860,6 +863,7 @@ async fn exchange<'a>(
             }) => Some(*server_status),
             _ => status,
         };
+        facts.server_status = observed;
         if let Some(verdict) = layer7_verdict(&outcome, observed) {
             server.health.observe_response(verdict);
         }
