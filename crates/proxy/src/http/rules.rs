@@ -1345,9 +1345,14 @@ pub fn after_response(
     head: &mut ResponseHead,
     (limits, bufsize): (&Limits, usize),
 ) {
+    // Most responses meet no such rule: nothing is taken for them.
+    let mut sets = after_sets(scope.frontend, Some(backend)).peekable();
+    if sets.peek().is_none() {
+        return;
+    }
     let limits = limits.for_rewrites(bufsize);
     let mut scratch = Scratch::take();
-    for rules in after_sets(scope.frontend, Some(backend)) {
+    for rules in sets {
         for rule in rules {
             let step = {
                 let view = StreamView {
