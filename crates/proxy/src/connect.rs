@@ -78,6 +78,8 @@ pub async fn connect_attempts(
             let pause = connect_timeout.map_or(MAX_RETRY_PAUSE, |t| t.min(MAX_RETRY_PAUSE));
             tokio::time::sleep(pause).await;
         }
+        backend.stats.connects.incr();
+        server.stats.connects.incr();
         let result = Stream::connect(&target, connect_timeout, opts).await;
         // `observe layer4`: the health checks learn of every attempt.
         server.health.observe_connect(result.is_ok());
@@ -148,6 +150,8 @@ pub async fn connect_redispatching<'b>(
         };
         lease.server().failed_connections.incr();
         if let Some(other) = backend.pick_other_server(lease.index()) {
+            backend.stats.redispatches.incr();
+            lease.server().stats.redispatches.incr();
             *lease = other;
             moved = true;
         }

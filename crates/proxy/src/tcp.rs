@@ -325,6 +325,11 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                                     record.bytes_to_client = down;
                                     record.bytes_from_client = up;
                                     record.termination = termination_of(&outcome.finish);
+                                    sluice_runtime::proxy::count_abort(
+                                        backend,
+                                        server,
+                                        record.termination,
+                                    );
                                 }
                             }
                         }

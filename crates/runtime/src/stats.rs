@@ -194,6 +194,19 @@ pub struct StatsCounters {
     /// Responses refused by `http-response deny`, `tcp-response content reject` or `option
     /// checkcache` (`dresp`), counted by the frontend, the backend and the server alike.
     pub denied_responses: LoopCounter,
+    /// Backends and servers: connection attempts to servers (`connect`), requests sent over
+    /// a connection reused (`reuse`), requests moved to another server by `option
+    /// redispatch` (`wredis`, counted on the server left too), and transfers the client or
+    /// the server cut short (`cli_abrt`, `srv_abrt`).
+    pub connects: LoopCounter,
+    /// See `connects`.
+    pub reuses: LoopCounter,
+    /// See `connects`.
+    pub redispatches: LoopCounter,
+    /// See `connects`.
+    pub client_aborts: LoopCounter,
+    /// See `connects`.
+    pub server_aborts: LoopCounter,
     /// A frontend disabled with `disable frontend` stops accepting (true).
     paused: AtomicBool,
     /// Rung when `paused` changes, for the frontend's accept loops.
@@ -222,6 +235,11 @@ impl StatsCounters {
             weight: AtomicU32::new(weight),
             compressed: Default::default(),
             denied_responses: LoopCounter::default(),
+            connects: LoopCounter::default(),
+            reuses: LoopCounter::default(),
+            redispatches: LoopCounter::default(),
+            client_aborts: LoopCounter::default(),
+            server_aborts: LoopCounter::default(),
             paused: AtomicBool::new(false),
             pause_bell: crate::bell::Bell::default(),
         }
@@ -385,7 +403,16 @@ impl StatsCounters {
             for c in &self.compressed {
                 c.reset();
             }
-            self.denied_responses.reset();
+            for c in [
+                &self.denied_responses,
+                &self.connects,
+                &self.reuses,
+                &self.redispatches,
+                &self.client_aborts,
+                &self.server_aborts,
+            ] {
+                c.reset();
+            }
         }
     }
 }
@@ -514,6 +541,15 @@ fn mode_name(mode: Mode) -> &'static str {
         Mode::Http => "http",
         Mode::Tcp => "tcp",
     }
+}
+
+/// The fields of connections to servers and of transfers cut short (backends and servers).
+fn set_server_traffic(row: &mut Row, stats: &StatsCounters) {
+    row.set(Field::connect, stats.connects.get());
+    row.set(Field::reuse, stats.reuses.get());
+    row.set(Field::wredis, stats.redispatches.get());
+    row.set(Field::cli_abrt, stats.client_aborts.get());
+    row.set(Field::srv_abrt, stats.server_aborts.get());
 }
 
 fn set_hrsp(row: &mut Row, stats: &StatsCounters) {
@@ -676,6 +712,7 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     row.set(Field::dresp, s.stats.denied_responses.get());
     row.set(Field::econ, s.failed_connections.get());
     row.set(Field::wretr, s.retries.get());
+    set_server_traffic(&mut row, &s.stats);
     row.set(Field::status, server_status(s, &health));
     row.set(Field::weight, server_weight(s, &health));
     row.set(Field::act, u8::from(!s.conf.backup));
@@ -802,6 +839,7 @@ fn backend_row(b: &Backend) -> Row {
     row.set(Field::bout, t.bytes_out.get());
     set_compression(&mut row, &b.stats);
     row.set(Field::dresp, b.stats.denied_responses.get());
+    set_server_traffic(&mut row, &b.stats);
     row.set(Field::econ, b.failed_connections.get());
     row.set(Field::eresp, b.response_errors.get());
     row.set(Field::wretr, b.retries.get());

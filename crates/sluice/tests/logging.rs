@@ -838,7 +838,7 @@ backend b
 ",
         cut.addr()
     );
-    let (_p, addr) = start(&config);
+    let (p, addr) = start(&config);
     let mut s = connect(addr);
     s.write_all(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
     let got = read_to_close(&mut s, GENEROUS);
@@ -853,4 +853,12 @@ backend b
         line.contains(&format!(" 200 {head_len} - - SD-- ")),
         "{line}"
     );
+    // A server abort (`srv_abrt`, the 51st field) on the server and its backend, as HAProxy
+    // counts it; no client abort.
+    let stat = p.cli("show stat");
+    for prefix in ["b,s,", "b,BACKEND,"] {
+        let row = stat.lines().find(|l| l.starts_with(prefix)).unwrap();
+        let fields: Vec<&str> = row.split(',').collect();
+        assert_eq!((fields[49], fields[50]), ("0", "1"), "{row}");
+    }
 }

@@ -414,6 +414,9 @@ pub async fn run<'a>(
     if let (Some(server), Some(status)) = (facts.chosen, facts.server_status) {
         server.stats.count_response(status);
     }
+    if let Some(server) = facts.chosen {
+        sluice_runtime::proxy::count_abort(ctx.backend, server, ending.termination);
+    }
     let log_at_end = logged && !logged_early.get();
     if let Some(parts) = upgraded {
         *tunnel = Some(Box::new(Tunnel {
@@ -791,6 +794,10 @@ async fn exchange<'a>(
                 return Ending::answered_or_kept(client, &page, keep, ending).await;
             }
         };
+        if was_reused {
+            ctx.backend.stats.reuses.incr();
+            server.stats.reuses.incr();
+        }
         {
             let scope = ctx.scope;
             let view = StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars);
