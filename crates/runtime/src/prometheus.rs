@@ -279,6 +279,36 @@ const BACKEND: &[Metric] = &[
         Value::Field(Field::dresp),
     ),
     m(
+        "connection_attempts_total",
+        COUNTER,
+        "Connection attempts to servers.",
+        Value::Field(Field::connect),
+    ),
+    m(
+        "connection_reuses_total",
+        COUNTER,
+        "Requests sent over a reused server connection.",
+        Value::Field(Field::reuse),
+    ),
+    m(
+        "redispatch_warnings_total",
+        COUNTER,
+        "Requests moved to another server by option redispatch.",
+        Value::Field(Field::wredis),
+    ),
+    m(
+        "client_aborts_total",
+        COUNTER,
+        "Transfers the client cut short.",
+        Value::Field(Field::cli_abrt),
+    ),
+    m(
+        "server_aborts_total",
+        COUNTER,
+        "Transfers the server cut short.",
+        Value::Field(Field::srv_abrt),
+    ),
+    m(
         "connection_errors_total",
         COUNTER,
         "Failed connections to servers.",
@@ -472,6 +502,36 @@ const SERVER: &[Metric] = &[
         COUNTER,
         "Responses denied by rules or option checkcache.",
         Value::Field(Field::dresp),
+    ),
+    m(
+        "connection_attempts_total",
+        COUNTER,
+        "Connection attempts to servers.",
+        Value::Field(Field::connect),
+    ),
+    m(
+        "connection_reuses_total",
+        COUNTER,
+        "Requests sent over a reused server connection.",
+        Value::Field(Field::reuse),
+    ),
+    m(
+        "redispatch_warnings_total",
+        COUNTER,
+        "Requests moved to another server by option redispatch.",
+        Value::Field(Field::wredis),
+    ),
+    m(
+        "client_aborts_total",
+        COUNTER,
+        "Transfers the client cut short.",
+        Value::Field(Field::cli_abrt),
+    ),
+    m(
+        "server_aborts_total",
+        COUNTER,
+        "Transfers the server cut short.",
+        Value::Field(Field::srv_abrt),
     ),
     m(
         "connection_errors_total",

@@ -134,6 +134,17 @@ fn metrics_have_haproxys_names_and_live_values() {
     assert_eq!(at("haproxy_backend_status{proxy=\"be\",state=\"UP\"}"), 1.0);
     assert_eq!(at("haproxy_backend_active_servers{proxy=\"be\"}"), 1.0);
     assert_eq!(at("haproxy_backend_loadbalanced_total{proxy=\"be\"}"), 3.0);
+    // Three requests, each on a connection of its own (one per client, `http-reuse safe`),
+    // none cut short.
+    assert_eq!(
+        at("haproxy_server_connection_attempts_total{proxy=\"be\",server=\"s1\"}"),
+        3.0
+    );
+    assert_eq!(
+        at("haproxy_backend_connection_reuses_total{proxy=\"be\"}"),
+        0.0
+    );
+    assert_eq!(at("haproxy_backend_server_aborts_total{proxy=\"be\"}"), 0.0);
     assert_eq!(
         at("haproxy_server_http_responses_total{proxy=\"be\",server=\"s1\",code=\"2xx\"}"),
         3.0
