@@ -132,6 +132,10 @@ pub struct GlobalConf {
     pub maxaccept: Option<i64>,
     /// `tune.maxpollevents`: events an event loop takes from one poll.
     pub maxpollevents: Option<u32>,
+    /// `unix-bind prefix`: put before the path of every unix socket a `bind` line declares.
+    pub unix_bind_prefix: Option<String>,
+    /// `unix-bind mode`: the permissions of those sockets when their `bind` line sets none.
+    pub unix_bind_mode: Option<u32>,
     /// `cpu-map` lines, in order (`crate::cpu_map::cpus_of` says what they give a thread).
     pub cpu_maps: Vec<crate::cpu_map::CpuMap>,
     /// `tune.rcvbuf.client`, `tune.sndbuf.client`: the kernel buffers of client connections.
@@ -243,6 +247,41 @@ pub struct SocketBuffers {
     pub send: Option<u32>,
 }
 
+/// `unix-bind [prefix P] [mode M]`: defaults for the unix sockets of `bind` lines (not the
+/// `stats socket`, as in HAProxy). The owner settings (`user`, `uid`, `group`, `gid`) are not
+/// supported, as on `bind` lines.
+fn parse_unix_bind(conf: &mut GlobalConf, d: &Directive<'_>, diags: &mut Diagnostics) {
+    let mut i = 1;
+    while let Some(word) = d.words.get(i) {
+        let value = d.words.get(i + 1).map(String::as_str);
+        match (word.as_str(), value) {
+            ("prefix", Some(prefix)) => conf.unix_bind_prefix = Some(prefix.to_owned()),
+            ("mode", Some(mode)) => match u32::from_str_radix(mode, 8) {
+                Ok(mode) if mode <= 0o7777 => conf.unix_bind_mode = Some(mode),
+                _ => {
+                    diags.push(d.alert(format!("invalid mode '{mode}' (an octal number)")));
+                    return;
+                }
+            },
+            ("user" | "uid" | "group" | "gid", _) => {
+                diags.push(d.alert(format!("'{word}' is not supported by Sluice")));
+                return;
+            }
+            ("prefix" | "mode", None) => {
+                diags.push(d.alert(format!("'{word}' expects a value")));
+                return;
+            }
+            (other, _) => {
+                diags.push(d.alert(format!(
+                    "unknown option '{other}' (expects 'prefix' or 'mode')"
+                )));
+                return;
+            }
+        }
+        i += 2;
+    }
+}
+
 /// What the TLS defaults of the `global` section are told.
 const NO_TLS: &str =
     "has no effect: Sluice does not terminate TLS ('ssl' on bind and server lines is refused)";
@@ -309,6 +348,7 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             }
             d.no_more_than(2, diags);
         }
+        "unix-bind" => parse_unix_bind(conf, &d, diags),
         "cpu-map" => match crate::cpu_map::parse(&line.words[1..]) {
             Ok(Some(map)) => conf.cpu_maps.push(map),
             Ok(None) => diags.push(

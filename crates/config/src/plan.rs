@@ -346,6 +346,20 @@ fn build(
     for backend in &mut backends {
         backend.server_buffers = global.server_buffers;
     }
+    // `unix-bind`: the unix sockets of `bind` lines get its prefix (put before the path as
+    // written, absolute or not, as HAProxy does) and, where they set none, its mode.
+    let mut frontends = frontends;
+    for bind in frontends.iter_mut().flat_map(|f| f.binds.iter_mut()) {
+        if !bind.addrs.iter().any(|a| matches!(a, ListenAddr::Unix(_))) {
+            continue;
+        }
+        for addr in &mut bind.addrs {
+            if let (ListenAddr::Unix(path), Some(prefix)) = (addr, &global.unix_bind_prefix) {
+                *path = format!("{prefix}{path}");
+            }
+        }
+        bind.unix_mode = bind.unix_mode.or(global.unix_bind_mode);
+    }
     // Tables that `stick` rules use keep the server of each key (configuration.txt §4.2:
     // `server_id` is stored automatically, and HAProxy 2.6 adds the server's name).
     let sticky: Vec<&str> = proxies

@@ -194,6 +194,30 @@ fn unix_prefixed_bind_serves() {
     assert_eq!(got, b"unix-prefix");
 }
 
+/// `unix-bind prefix P mode M`: a bind line's unix socket path is put after P, and gets
+/// mode M unless the line sets its own, as in HAProxy.
+#[test]
+fn unix_bind_prefixes_the_paths_and_sets_the_modes_of_bind_sockets() {
+    use std::os::unix::fs::PermissionsExt;
+    let backend = Backend::named("prefixed");
+    let dir = common::TempDir::new();
+    let cfg = format!(
+        "global\n    unix-bind prefix {}/ mode 600\n{TCP_DEFAULTS}\nlisten app\n    bind unix@a.sock\n    bind unix@b.sock mode 644\n    server s1 {}\n",
+        dir.path().display(),
+        backend.addr()
+    );
+    let _proxy = common::sluice(&cfg).start();
+    let (a, b) = (dir.join("a.sock"), dir.join("b.sock"));
+    assert!(common::wait_until(GENEROUS, || UnixStream::connect(&a).is_ok()));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&a), mode(&b)), (0o600, 0o644));
+    let mut c = UnixStream::connect(&a).unwrap();
+    c.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"prefixed");
+}
+
 #[test]
 fn unix_socket_server_address_is_reached() {
     let dir = common::TempDir::new();
