@@ -48,9 +48,14 @@ impl EnvChanges {
                 }
             }
             ("resetenv", names) => {
-                // What the configuration set survives only if named, as the rest does.
+                // What the configuration set survives only if named, as the rest does; a name
+                // an earlier `resetenv` removed stays removed.
                 self.changed.retain(|name, _| names.contains(name));
-                self.kept = Some(names.iter().cloned().collect());
+                let named: HashSet<String> = names.iter().cloned().collect();
+                self.kept = Some(match self.kept.take() {
+                    Some(kept) => named.intersection(&kept).cloned().collect(),
+                    None => named,
+                });
             }
             _ => {}
         }
@@ -101,5 +106,13 @@ mod tests {
         assert_eq!(env.lookup("B", &base).as_deref(), Some("2"));
         env.apply(&line("setenv LANG de"), &base);
         assert_eq!(env.lookup("LANG", &base).as_deref(), Some("de"));
+        // Removed by the first, not brought back by the second.
+        env.apply(&line("resetenv LANG LOGNAME"), &base);
+        assert_eq!(env.lookup("HOME", &base), None);
+        assert_eq!(env.lookup("LANG", &base).as_deref(), Some("de"));
+        let mut twice = EnvChanges::default();
+        twice.apply(&line("resetenv HOME"), &base);
+        twice.apply(&line("resetenv LANG"), &base);
+        assert_eq!(twice.lookup("LANG", &base), None);
     }
 }

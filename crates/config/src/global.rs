@@ -504,7 +504,10 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 d.no_more_than(3, diags);
             }
         }
-        "resetenv" | "unsetenv" => {}
+        "unsetenv" => {
+            d.word(1, "at least one variable name", diags);
+        }
+        "resetenv" => {}
         "log-send-hostname" => {
             conf.log_send_hostname = Some(line.words.get(1).cloned());
             d.no_more_than(2, diags);

@@ -42,7 +42,7 @@ pub async fn connect_with_retries(
     } else {
         0
     };
-    connect_attempts(backend, server, endpoints, 0..=retries).await
+    connect_attempts(backend, server, endpoints, (0..=retries, false)).await
 }
 
 /// Makes the attempts numbered `attempts` (0 is the first attempt, the others are retries,
@@ -52,7 +52,7 @@ pub async fn connect_attempts(
     backend: &Backend,
     server: &Server,
     endpoints: &Endpoints,
-    attempts: std::ops::RangeInclusive<u32>,
+    (attempts, redispatched): (std::ops::RangeInclusive<u32>, bool),
 ) -> Connection {
     let last = *attempts.end();
     let dst_port = endpoints.local.map(|a| a.port());
@@ -71,8 +71,12 @@ pub async fn connect_attempts(
         nolinger: backend.plan.nolinger,
         buffers: backend.plan.server_buffers,
     };
+    let first = *attempts.start();
     for attempt in attempts {
-        if attempt > 0 {
+        // The first attempt on a server `option redispatch` moved to (`redispatched`) is a
+        // redispatch (`wredis`, counted by the caller), made at once; the others after the
+        // first are retries (`wretr`), each after a pause, as HAProxy makes them.
+        if attempt > 0 && !(redispatched && attempt == first) {
             backend.retries.incr();
             server.retries.incr();
             let pause = connect_timeout.map_or(MAX_RETRY_PAUSE, |t| t.min(MAX_RETRY_PAUSE));
@@ -123,11 +127,17 @@ fn redispatches(retry: u32, retries: u32, interval: i32) -> bool {
 /// Connects to the leased server with the backend's retries; under `option redispatch`
 /// (when `may_redispatch`, i.e. no `force-persist`), the retries it names go to another
 /// server, which then replaces the lease. Also says whether the lease moved.
+///
+/// As in HAProxy, a server the balancing chose (not `persistent`: no cookie, `use-server`
+/// or stick table named it) is left at its first failure when the algorithm would choose
+/// any server (not a hash) and another can take the request. A failed attempt counts only
+/// once the retries are spent (`econ`, by the caller); each retry on the same server is a
+/// retry (`wretr`), each move a redispatch (`wredis`, on the backend and the server left).
 pub async fn connect_redispatching<'b>(
     backend: &'b Backend,
     lease: &mut ServerLease<'b>,
     endpoints: &Endpoints,
-    may_redispatch: bool,
+    (may_redispatch, persistent): (bool, bool),
 ) -> (Connection, bool) {
     // `retry-on` without `conn-failure`: a failed connection is not retried.
     let retries = if backend.plan.retry_on.conn_failure {
@@ -141,19 +151,28 @@ pub async fn connect_redispatching<'b>(
     };
     let mut first = 0;
     let mut moved = false;
+    // Whether the attempts to make start on a server the request was just moved to.
+    let mut moved_now = false;
     loop {
-        let switch = (first + 1..=retries).find(|&r| redispatches(r, retries, interval));
+        let at_once = interval != 0
+            && !persistent
+            && !backend.algorithm().is_deterministic()
+            && backend.usable_servers() > 1;
+        let switch = (first + 1..=retries).find(|&r| at_once || redispatches(r, retries, interval));
         let last = switch.map_or(retries, |r| r - 1);
-        let connection = connect_attempts(backend, lease.server(), endpoints, first..=last).await;
+        let range = (first..=last, moved_now);
+        let connection = connect_attempts(backend, lease.server(), endpoints, range).await;
         let Some(next) = switch.filter(|_| connection.stream.is_none()) else {
             return (connection, moved);
         };
-        lease.server().failed_connections.incr();
+        // Nowhere else to go: the next attempt is a retry on the same server.
+        moved_now = false;
         if let Some(other) = backend.pick_other_server(lease.index()) {
             backend.stats.redispatches.incr();
             lease.server().stats.redispatches.incr();
             *lease = other;
             moved = true;
+            moved_now = true;
         }
         first = next;
     }

@@ -188,8 +188,11 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             // Logged even if the client leaves before the connection is made.
             record.server = Some(lease.server().name());
             let connecting = clock::now_std();
-            // `option redispatch` may move the session to another server.
-            let connect = connect_redispatching(backend, &mut lease, &endpoints, true);
+            // `option redispatch` may move the session to another server (at once, unless
+            // persistence chose this one).
+            let persistent = persisted.or(stuck) == Some(lease.index());
+            let connect =
+                connect_redispatching(backend, &mut lease, &endpoints, (true, persistent));
             let connected = if abort_on_close {
                 tokio::select! {
                     biased;
@@ -288,6 +291,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                                 cause: Cause::ClientAbort,
                                 phase: Phase::Data,
                             };
+                            sluice_runtime::proxy::count_abort(backend, server, record.termination);
                         } else {
                             let timeouts = idle_timeouts(frontend, backend);
                             let (up_way, down_way) = directions(process, frontend, backend);

@@ -198,16 +198,16 @@ fn severity(log: &FrontendLog, record: &StreamRecord<'_>) -> u8 {
 }
 
 /// Counts a transfer cut short by the client or the server (`cli_abrt`, `srv_abrt`) on the
-/// backend and the server, from how the stream ended, as HAProxy counts them: aborts while
-/// data was flowing.
+/// backend and the server, from how the stream ended, as HAProxy counts them: an abort or a
+/// timeout of that side while data was flowing.
 pub fn count_abort(backend: &Backend, server: &Server, ended: crate::record::Termination) {
     use crate::record::{Cause, Phase};
     match (ended.cause, ended.phase) {
-        (Cause::ClientAbort, Phase::Data) => {
+        (Cause::ClientAbort | Cause::ClientTimeout, Phase::Data) => {
             backend.stats.client_aborts.incr();
             server.stats.client_aborts.incr();
         }
-        (Cause::ServerAbort, Phase::Data) => {
+        (Cause::ServerAbort | Cause::ServerTimeout, Phase::Data) => {
             backend.stats.server_aborts.incr();
             server.stats.server_aborts.incr();
         }

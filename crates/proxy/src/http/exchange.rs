@@ -414,7 +414,10 @@ pub async fn run<'a>(
     if let (Some(server), Some(status)) = (facts.chosen, facts.server_status) {
         server.stats.count_response(status);
     }
-    if let Some(server) = facts.chosen {
+    // A transfer cut short, not an error the proxy answered (a broken request body's 400).
+    if let Some(server) = facts.chosen
+        && ending.answer_bytes == 0
+    {
         sluice_runtime::proxy::count_abort(ctx.backend, server, ending.termination);
     }
     let log_at_end = logged && !logged_early.get();
@@ -678,6 +681,12 @@ async fn exchange<'a>(
         acquire.await
     };
     facts.queue = Some(clock::since(queued_at));
+    // Persistence (a cookie, `use-server`, a stick table) chose the server it got: `option
+    // redispatch` then retries it before moving on (`option prefer-last-server` is no
+    // persistence).
+    let by_persistence = persistence.target.or(stuck);
+    persist_state.persistent =
+        matches!(&picked, Ok(lease) if by_persistence.is_some_and(|t| t.index == lease.index()));
     let mut lease = match picked {
         Ok(lease) => lease,
         Err(unserved) => {

@@ -56,6 +56,10 @@ pub struct PersistState {
     pub ignored: bool,
     /// `force-persist` applied: the chosen server is kept even if it fails (no redispatch).
     pub forced: bool,
+    /// The server was chosen by persistence (a cookie, `use-server`, a stick table), not by
+    /// the balancing: a failed connection is retried on it before `option redispatch` moves
+    /// the request.
+    pub persistent: bool,
     /// The request is a POST (`postonly`).
     post: bool,
     /// The last-seen date of the client's valid cookie, in 4-second units.
@@ -194,8 +198,9 @@ pub async fn connect<'b>(
     lease: &mut ServerLease<'b>,
     state: &mut PersistState,
 ) -> Connection {
+    let redispatch = (!state.forced, state.persistent);
     let (connection, moved) =
-        connect_redispatching(ctx.backend, lease, &ctx.endpoints, !state.forced).await;
+        connect_redispatching(ctx.backend, lease, &ctx.endpoints, redispatch).await;
     if moved {
         state.direct = false;
     }
