@@ -333,53 +333,18 @@ pub(crate) fn parse_proxy_log_line(
             Err(message) => diags.push(Directive::new(line, 1).alert(message)),
         },
         (Some("log-format"), _) => {
-            let d = Directive::new(line, 1);
-            let Some(text) = d.word(1, "a log format", diags) else {
-                return true;
-            };
-            if !d.no_more_than(2, diags) {
-                return true;
-            }
-            match LogFormat::parse_log(text, maps) {
-                Ok(fmt) => {
-                    // HAProxy warns, not fails, when a fetch cannot see its data at log time.
-                    if let Err(message) = fmt.check_stages(Stages::LOG) {
-                        diags.push(d.warning(message));
-                    }
-                    conf.format = LineFormat::Custom(fmt);
-                }
-                Err(message) => diags.push(d.alert(message)),
+            if let Some(fmt) = log_format_line(line, maps, true, diags) {
+                conf.format = LineFormat::Custom(fmt);
             }
         }
         (Some("log-format-sd"), _) => {
-            let d = Directive::new(line, 1);
-            let Some(text) = d.word(1, "a log format", diags) else {
-                return true;
-            };
-            if !d.no_more_than(2, diags) {
-                return true;
-            }
-            match LogFormat::parse_log(text, maps) {
-                Ok(fmt) => {
-                    if let Err(message) = fmt.check_stages(Stages::LOG) {
-                        diags.push(d.warning(message));
-                    }
-                    conf.structured_format = Some(fmt);
-                }
-                Err(message) => diags.push(d.alert(message)),
+            if let Some(fmt) = log_format_line(line, maps, true, diags) {
+                conf.structured_format = Some(fmt);
             }
         }
         (Some("error-log-format"), _) => {
-            let d = Directive::new(line, 1);
-            let Some(text) = d.word(1, "a log format", diags) else {
-                return true;
-            };
-            if !d.no_more_than(2, diags) {
-                return true;
-            }
-            match LogFormat::parse_log(text, maps) {
-                Ok(fmt) => conf.error_format = Some(fmt),
-                Err(message) => diags.push(d.alert(message)),
+            if let Some(fmt) = log_format_line(line, maps, false, diags) {
+                conf.error_format = Some(fmt);
             }
         }
         (Some("unique-id-format"), _) => {
@@ -414,6 +379,34 @@ pub(crate) fn parse_proxy_log_line(
         _ => return false,
     }
     true
+}
+
+/// The format of a `log-format`, `log-format-sd` or `error-log-format` line (its one
+/// argument); `None` after an alert. With `stream_fetches`, a fetch that cannot see its data
+/// at log time is warned about, as HAProxy warns, not fails.
+fn log_format_line(
+    line: &Line,
+    maps: &MapStore,
+    stream_fetches: bool,
+    diags: &mut Diagnostics,
+) -> Option<LogFormat> {
+    let d = Directive::new(line, 1);
+    let text = d.word(1, "a log format", diags)?;
+    if !d.no_more_than(2, diags) {
+        return None;
+    }
+    match LogFormat::parse_log(text, maps) {
+        Ok(fmt) => {
+            if stream_fetches && let Err(message) = fmt.check_stages(Stages::LOG) {
+                diags.push(d.warning(message));
+            }
+            Some(fmt)
+        }
+        Err(message) => {
+            diags.push(d.alert(message));
+            None
+        }
+    }
 }
 
 /// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `http-ignore-probes`,

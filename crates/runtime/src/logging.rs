@@ -372,44 +372,37 @@ mod tests {
         }
     }
 
-    fn hosts(sent: Option<&str>) -> Hosts {
-        Hosts {
-            sent: sent.map(str::to_owned),
-        }
-    }
-
-    fn header(format: SyslogFormat) -> String {
-        // 2026-11-06 05:57:25.116877 UTC
-        let when = UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877);
+    /// The header `format` writes for tag `tag`, pid 42, level info, at 2026-11-06
+    /// 05:57:25.116877 UTC, with `structured` data and `log-send-hostname` `sent`.
+    fn written(
+        format: SyslogFormat,
+        tag: &str,
+        structured: Option<&[u8]>,
+        sent: Option<&str>,
+    ) -> String {
         let mut out = Vec::new();
+        let hosts = Hosts {
+            sent: sent.map(str::to_owned),
+        };
         let header = Header {
             level: 6,
-            tag: "haproxy",
+            tag,
             pid: 42,
-            now: when,
-            structured: None,
-            hosts: &hosts(None),
+            now: UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877),
+            structured,
+            hosts: &hosts,
         };
         write_header(&target(format), &header, &mut out);
         String::from_utf8(out).unwrap()
     }
 
+    fn header(format: SyslogFormat) -> String {
+        written(format, "haproxy", None, None)
+    }
+
     #[test]
     fn structured_data_goes_only_to_rfc5424_headers() {
-        let when = UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877);
-        let with = |format| {
-            let mut out = Vec::new();
-            let header = Header {
-                level: 6,
-                tag: "edge",
-                pid: 42,
-                now: when,
-                structured: Some(br#"[id@1 bytes="54"]"#),
-                hosts: &hosts(None),
-            };
-            write_header(&target(format), &header, &mut out);
-            String::from_utf8(out).unwrap()
-        };
+        let with = |format| written(format, "edge", Some(br#"[id@1 bytes="54"]"#), None);
         assert_eq!(
             with(SyslogFormat::Rfc5424),
             "<134>1 2026-11-06T05:57:25.116877+00:00 - edge 42 - [id@1 bytes=\"54\"] "
@@ -419,21 +412,7 @@ mod tests {
 
     #[test]
     fn log_send_hostname_names_the_host_in_every_format_with_the_field() {
-        let when = UNIX_EPOCH + Duration::from_micros(1_793_944_645_116_877);
-        let with = |format| {
-            let mut out = Vec::new();
-            let sent = hosts(Some("myhost"));
-            let header = Header {
-                level: 6,
-                tag: "haproxy",
-                pid: 42,
-                now: when,
-                structured: None,
-                hosts: &sent,
-            };
-            write_header(&target(format), &header, &mut out);
-            String::from_utf8(out).unwrap()
-        };
+        let with = |format| written(format, "haproxy", None, Some("myhost"));
         // As HAProxy 2.6 writes them with `log-send-hostname myhost`: the default format is
         // `rfc3164` then, `format local` still has no host name.
         assert_eq!(
