@@ -170,6 +170,23 @@ fn kept_alive_request(c: &mut TcpStream) {
     assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
 }
 
+/// A connection that made one kept-alive request and is idle; when it `parks`, idle long
+/// enough to leave its task for the parking lot (`show sess` stops listing it).
+fn idle_connection(proxy: &common::Sluice, addr: SocketAddr, parks: bool) -> TcpStream {
+    let mut c = connect(addr);
+    kept_alive_request(&mut c);
+    let source = c.local_addr().unwrap().to_string();
+    assert!(
+        !parks
+            || common::wait_until(GENEROUS, || !proxy
+                .cli("show sess")
+                .lines()
+                .any(|l| l.contains(&source))),
+        "the idle connection was never parked"
+    );
+    c
+}
+
 #[test]
 fn a_soft_stop_closes_idle_kept_alive_connections_and_answers_the_last_requests_with_close() {
     let (backend, _) =
@@ -178,17 +195,7 @@ fn a_soft_stop_closes_idle_kept_alive_connections_and_answers_the_last_requests_
         backend.addr(),
         "    http-request return status 204 if { path /own }",
     );
-    // Idle long enough to leave its task for the parking lot: `show sess` stops listing it.
-    let mut parked = connect(addr);
-    kept_alive_request(&mut parked);
-    let source = parked.local_addr().unwrap().to_string();
-    assert!(
-        common::wait_until(GENEROUS, || !proxy
-            .cli("show sess")
-            .lines()
-            .any(|l| l.contains(&source))),
-        "the idle connection was never parked"
-    );
+    let mut parked = idle_connection(&proxy, addr, true);
     // Idle since just now, still in its task.
     let mut recent = connect(addr);
     kept_alive_request(&mut recent);
@@ -234,17 +241,8 @@ fn idle_close_on_response_answers_the_next_request_of_idle_connections_then_clos
             backend.addr(),
             &format!("{reuse}    option idle-close-on-response"),
         );
-        let mut parked = connect(addr);
-        kept_alive_request(&mut parked);
-        let source = parked.local_addr().unwrap().to_string();
-        assert!(
-            common::wait_until(GENEROUS, || !proxy
-                .cli("show sess")
-                .lines()
-                .any(|l| l.contains(&source))
-                || !reuse.is_empty()),
-            "the idle connection was never parked"
-        );
+        // Under `http-reuse never` it keeps its server connection, in its task.
+        let mut parked = idle_connection(&proxy, addr, reuse.is_empty());
         let mut recent = connect(addr);
         kept_alive_request(&mut recent);
         proxy.signal(Signal::SIGUSR1);
