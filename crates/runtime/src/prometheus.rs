@@ -138,6 +138,18 @@ const FRONTEND: &[Metric] = &[
         Value::Field(Field::ereq),
     ),
     m(
+        "failed_header_rewriting_total",
+        COUNTER,
+        "Header rewrites that did not fit in the buffer.",
+        Value::Field(Field::wrew),
+    ),
+    m(
+        "internal_errors_total",
+        COUNTER,
+        "Internal errors (a failed rewrite is one).",
+        Value::Field(Field::eint),
+    ),
+    m(
         "status",
         GAUGE,
         "Current state, one sample per state.",
@@ -325,6 +337,18 @@ const BACKEND: &[Metric] = &[
         COUNTER,
         "Connection retries.",
         Value::Field(Field::wretr),
+    ),
+    m(
+        "failed_header_rewriting_total",
+        COUNTER,
+        "Header rewrites that did not fit in the buffer.",
+        Value::Field(Field::wrew),
+    ),
+    m(
+        "internal_errors_total",
+        COUNTER,
+        "Internal errors (a failed rewrite is one).",
+        Value::Field(Field::eint),
     ),
     m(
         "status",
@@ -544,6 +568,18 @@ const SERVER: &[Metric] = &[
         COUNTER,
         "Connection retries.",
         Value::Field(Field::wretr),
+    ),
+    m(
+        "failed_header_rewriting_total",
+        COUNTER,
+        "Header rewrites that did not fit in the buffer.",
+        Value::Field(Field::wrew),
+    ),
+    m(
+        "internal_errors_total",
+        COUNTER,
+        "Internal errors (a failed rewrite is one).",
+        Value::Field(Field::eint),
     ),
     m(
         "status",

@@ -215,6 +215,24 @@ pub fn count_abort(backend: &Backend, server: &Server, ended: crate::record::Ter
     }
 }
 
+/// Counts a rewrite that did not fit, which the proxy answers with a 500 (`wrew` and
+/// `eint`): on the frontend, on the backend when it is another proxy (a `listen` section
+/// counts once, as HAProxy counts), and on the server for a response.
+pub fn count_failed_rewrite(
+    frontend: &Frontend,
+    backend: Option<&Backend>,
+    server: Option<&Server>,
+) {
+    let backend = backend.filter(|b| b.plan.id.uid != frontend.plan.id.uid);
+    let stats = std::iter::once(&frontend.stats)
+        .chain(backend.map(|b| &b.stats))
+        .chain(server.map(|s| &s.stats));
+    for stats in stats {
+        stats.failed_rewrites.incr();
+        stats.internal_errors.incr();
+    }
+}
+
 /// Counts a response the proxy refused to pass on (`dresp`): the frontend, the backend and
 /// the server each count it, as in HAProxy.
 pub fn count_denied_response(frontend: &Frontend, backend: &Backend, server: Option<&Server>) {

@@ -207,6 +207,10 @@ pub struct StatsCounters {
     pub client_aborts: LoopCounter,
     /// See `connects`.
     pub server_aborts: LoopCounter,
+    /// Rewrites that did not fit (`wrew`), each also an internal error (`eint`).
+    pub failed_rewrites: LoopCounter,
+    /// See `failed_rewrites`.
+    pub internal_errors: LoopCounter,
     /// A frontend disabled with `disable frontend` stops accepting (true).
     paused: AtomicBool,
     /// Rung when `paused` changes, for the frontend's accept loops.
@@ -240,6 +244,8 @@ impl StatsCounters {
             redispatches: LoopCounter::default(),
             client_aborts: LoopCounter::default(),
             server_aborts: LoopCounter::default(),
+            failed_rewrites: LoopCounter::default(),
+            internal_errors: LoopCounter::default(),
             paused: AtomicBool::new(false),
             pause_bell: crate::bell::Bell::default(),
         }
@@ -410,6 +416,8 @@ impl StatsCounters {
                 &self.redispatches,
                 &self.client_aborts,
                 &self.server_aborts,
+                &self.failed_rewrites,
+                &self.internal_errors,
             ] {
                 c.reset();
             }
@@ -543,8 +551,15 @@ fn mode_name(mode: Mode) -> &'static str {
     }
 }
 
+/// The failed rewrites and internal errors (frontends, backends, servers).
+fn set_failures(row: &mut Row, stats: &StatsCounters) {
+    row.set(Field::wrew, stats.failed_rewrites.get());
+    row.set(Field::eint, stats.internal_errors.get());
+}
+
 /// The fields of connections to servers and of transfers cut short (backends and servers).
 fn set_server_traffic(row: &mut Row, stats: &StatsCounters) {
+    set_failures(row, stats);
     row.set(Field::connect, stats.connects.get());
     row.set(Field::reuse, stats.reuses.get());
     row.set(Field::wredis, stats.redispatches.get());
@@ -584,6 +599,7 @@ fn frontend_row(f: &Frontend) -> Row {
     set_compression(&mut row, &f.stats);
     row.set(Field::dreq, f.denied_requests.get());
     row.set(Field::dresp, f.stats.denied_responses.get());
+    set_failures(&mut row, &f.stats);
     row.set(Field::ereq, f.request_errors.get());
     row.set(
         Field::status,

@@ -146,6 +146,14 @@ fn metrics_have_haproxys_names_and_live_values() {
     );
     assert_eq!(at("haproxy_backend_server_aborts_total{proxy=\"be\"}"), 0.0);
     assert_eq!(
+        at("haproxy_frontend_failed_header_rewriting_total{proxy=\"fe\"}"),
+        0.0
+    );
+    assert_eq!(
+        at("haproxy_server_internal_errors_total{proxy=\"be\",server=\"s1\"}"),
+        0.0
+    );
+    assert_eq!(
         at("haproxy_server_http_responses_total{proxy=\"be\",server=\"s1\",code=\"2xx\"}"),
         3.0
     );

@@ -326,7 +326,7 @@ backend app
 ",
         app.addr()
     );
-    let (_p, addr) = start(&config);
+    let (p, addr) = start(&config);
     // CR and LF from a decoded parameter are escaped, never written as a line break.
     let answer = get(
         addr,
@@ -358,6 +358,19 @@ backend app
     );
     assert_eq!(status_of(answer.as_bytes()), 500, "{answer}");
     assert!(!answer.contains("X-Big"), "{answer}");
+    // Each failure is a failed rewrite (`wrew`, 84th field) and an internal error (`eint`,
+    // 95th), counted before the 500 is sent: a request's on the frontend only, a
+    // response's on the frontend, the backend and the server too, as HAProxy 2.6 counts.
+    let stat = p.cli("show stat");
+    let failures = |prefix: &str| {
+        let row = stat.lines().find(|l| l.starts_with(prefix)).unwrap();
+        let fields: Vec<&str> = row.split(',').collect();
+        (fields[83].to_owned(), fields[94].to_owned())
+    };
+    let counted = |n: &str| (n.to_owned(), n.to_owned());
+    assert_eq!(failures("www,FRONTEND,"), counted("2"), "{stat}");
+    assert_eq!(failures("app,BACKEND,"), counted("1"), "{stat}");
+    assert_eq!(failures("app,s,"), counted("1"), "{stat}");
 }
 
 #[test]

@@ -92,9 +92,20 @@ pub struct Answer<'a> {
     pub denied: bool,
     /// `http-request tarpit`: how long to hold the request before answering.
     pub tarpit: Option<std::time::Duration>,
+    /// A rewrite that did not fit: the proxy's own failure, counted as a failed rewrite
+    /// (`wrew`) and an internal error (`eint`), as HAProxy counts it.
+    pub internal: bool,
 }
 
 impl<'a> Answer<'a> {
+    /// The 500 that ends a request or response whose rewrite did not fit.
+    fn failed_rewrite(pages: &[&'a ErrorPages]) -> Self {
+        Answer {
+            internal: true,
+            ..Answer::page(error_page(pages, 500), 500)
+        }
+    }
+
     fn page(bytes: &'a [u8], status: u16) -> Self {
         Answer {
             bytes: Cow::Borrowed(bytes),
@@ -102,6 +113,7 @@ impl<'a> Answer<'a> {
             close: true,
             denied: true,
             tarpit: None,
+            internal: false,
         }
     }
 }
@@ -192,6 +204,9 @@ pub fn process_request<'a>(
     let mut chosen = resume.and_then(|r| r.backend);
     match request_verdict(scope, input, head, (limits, bufsize), resume, &mut chosen) {
         RequestVerdict::Answer(answer) => {
+            if answer.internal {
+                sluice_runtime::proxy::count_failed_rewrite(scope.frontend, chosen, None);
+            }
             let request = Some((input.filled(), &*head));
             RequestVerdict::Answer(finish_answer(scope, chosen, request, answer))
         }
@@ -329,6 +344,7 @@ fn frontend_verdict<'a>(
                 close: false,
                 denied: false,
                 tarpit: None,
+                internal: false,
             }
         }));
     }
@@ -683,7 +699,7 @@ fn http_request_rules<'a>(
             Step::Edit(edit) => rewrite::edit_request(input, head, &edit, limits).map(drop),
         };
         if done.is_err() {
-            return Flow::Answer(Answer::page(error_page(pages, 500), 500));
+            return Flow::Answer(Answer::failed_rewrite(pages));
         }
     }
     // `option http-restrict-req-hdr-names`, after the proxy's `http-request` rules.
@@ -697,7 +713,7 @@ fn http_request_rules<'a>(
             if has_restricted_name(input.filled(), head)
                 && delete_restricted_names(input, head, limits).is_err() =>
         {
-            return Flow::Answer(Answer::page(error_page(pages, 500), 500));
+            return Flow::Answer(Answer::failed_rewrite(pages));
         }
         _ => {}
     }
@@ -721,7 +737,7 @@ fn request_action<'a, 'e>(
     head: &RequestHead,
     scratch: &'e mut Vec<u8>,
 ) -> Step<'a, 'e> {
-    let failed = |_: RewriteFailed| Step::Answer(Answer::page(error_page(pages, 500), 500));
+    let failed = |_: RewriteFailed| Step::Answer(Answer::failed_rewrite(pages));
     match action {
         HttpAction::SetLine { part, value } => {
             let value = render(value, view);
@@ -809,6 +825,7 @@ fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
         close: !framed,
         denied: false,
         tarpit: None,
+        internal: false,
     }
 }
 
@@ -864,6 +881,7 @@ fn common_action<'a, 'e>(
                 close: false,
                 denied: false,
                 tarpit: None,
+                internal: false,
             })
         }
         HttpAction::Deny(reply) => {
@@ -1038,6 +1056,7 @@ fn reply_answer<'a>(
                 status: reply.status,
                 denied,
                 tarpit: None,
+                internal: false,
             };
         }
         ReplyBody::Raw(bytes) => {
@@ -1048,6 +1067,7 @@ fn reply_answer<'a>(
                 status: reply.status,
                 denied,
                 tarpit: None,
+                internal: false,
             };
         }
         ReplyBody::Empty => Cow::Borrowed(&[]),
@@ -1069,6 +1089,7 @@ fn reply_answer<'a>(
         close: false,
         denied,
         tarpit: None,
+        internal: false,
     }
 }
 
@@ -1214,6 +1235,7 @@ fn redirect_answer<'a>(r: &Redirect, location: &[u8]) -> Answer<'a> {
         close: false,
         denied: false,
         tarpit: None,
+        internal: false,
     }
 }
 
@@ -1311,7 +1333,7 @@ pub fn process_response<'a>(
                 )
             };
             // A rewrite that does not fit is the proxy's failure: a 500, as in HAProxy.
-            let failed = |_: RewriteFailed| Answer::page(error_page(&pages, 500), 500);
+            let failed = |_: RewriteFailed| Answer::failed_rewrite(&pages);
             let rewritten = match step {
                 Step::Next => continue,
                 Step::Stop => break,
@@ -1327,6 +1349,10 @@ pub fn process_response<'a>(
                 Ok(()) => continue,
                 Err(answer) => answer,
             };
+            if answer.internal {
+                let server = Some(server);
+                sluice_runtime::proxy::count_failed_rewrite(frontend, Some(backend), server);
+            }
             let answer = finish_answer(scope, Some(backend), request, answer);
             return Ok(ResponseVerdict::Replace(answer));
         }
@@ -1589,7 +1615,7 @@ fn response_action<'a, 'e>(
     head: &ResponseHead,
     scratch: &'e mut Vec<u8>,
 ) -> Step<'a, 'e> {
-    let failed = || Step::Answer(Answer::page(error_page(pages, 500), 500));
+    let failed = || Step::Answer(Answer::failed_rewrite(pages));
     match action {
         HttpAction::SetStatus { status, reason } => {
             let reason = reason
