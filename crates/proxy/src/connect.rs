@@ -42,17 +42,32 @@ pub async fn connect_with_retries(
     } else {
         0
     };
-    connect_attempts(backend, server, endpoints, (0..=retries, false)).await
+    connect_attempts(backend, server, endpoints, (0..=retries, Start::Retry)).await
+}
+
+/// How the first of a run of attempts starts, when it is not the request's first attempt.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// After the pause, counted as a retry (`wretr`).
+    Retry,
+    /// At once, on a server `option redispatch` moved the request to: a redispatch
+    /// (`wredis`, counted by the caller), not a retry.
+    Moved,
+    /// At once, on the same server, which `option redispatch` chose again (map-based
+    /// hashing, or no other server could take the request) while the backend has other
+    /// servers up: a retry, as HAProxy counts it. With no other server up, HAProxy pauses
+    /// as before any retry on the same server ([`Start::Retry`]).
+    Repicked,
 }
 
 /// Makes the attempts numbered `attempts` (0 is the first attempt, the others are retries,
 /// each after the pause) on `server`: `option redispatch` splits one request's attempts
 /// between servers. `retries` in the result is the number of the last attempt made.
-pub async fn connect_attempts(
+async fn connect_attempts(
     backend: &Backend,
     server: &Server,
     endpoints: &Endpoints,
-    (attempts, redispatched): (std::ops::RangeInclusive<u32>, bool),
+    (attempts, start): (std::ops::RangeInclusive<u32>, Start),
 ) -> Connection {
     let last = *attempts.end();
     let dst_port = endpoints.local.map(|a| a.port());
@@ -73,12 +88,18 @@ pub async fn connect_attempts(
     };
     let first = *attempts.start();
     for attempt in attempts {
-        // The first attempt on a server `option redispatch` moved to (`redispatched`) is a
-        // redispatch (`wredis`, counted by the caller), made at once; the others after the
+        // A redispatch's attempt is made at once (`start`); the other attempts after the
         // first are retries (`wretr`), each after a pause, as HAProxy makes them.
-        if attempt > 0 && !(redispatched && attempt == first) {
+        let start = if attempt == first {
+            start
+        } else {
+            Start::Retry
+        };
+        if attempt > 0 && start != Start::Moved {
             backend.retries.incr();
             server.retries.incr();
+        }
+        if attempt > 0 && start == Start::Retry {
             let pause = connect_timeout.map_or(MAX_RETRY_PAUSE, |t| t.min(MAX_RETRY_PAUSE));
             tokio::time::sleep(pause).await;
         }
@@ -130,9 +151,12 @@ fn redispatches(retry: u32, retries: u32, interval: i32) -> bool {
 ///
 /// As in HAProxy, a server the balancing chose (not `persistent`: no cookie, `use-server`
 /// or stick table named it) is left at its first failure when the algorithm would choose
-/// any server (not a hash) and another can take the request. A failed attempt counts only
-/// once the retries are spent (`econ`, by the caller); each retry on the same server is a
-/// retry (`wretr`), each move a redispatch (`wredis`, on the backend and the server left).
+/// any server (not a hash) and another can take the request. Map-based hashing chooses the
+/// same server again while it serves, and consistent hashing the next one on the ring, as
+/// HAProxy's re-run of the hash does. A redispatch's attempt is made at once while another
+/// server is up. A failed attempt counts only once the retries are spent (`econ`, by the
+/// caller); each attempt on the same server is a retry (`wretr`), each move a redispatch
+/// (`wredis`, on the backend and the server left).
 pub async fn connect_redispatching<'b>(
     backend: &'b Backend,
     lease: &mut ServerLease<'b>,
@@ -151,8 +175,7 @@ pub async fn connect_redispatching<'b>(
     };
     let mut first = 0;
     let mut moved = false;
-    // Whether the attempts to make start on a server the request was just moved to.
-    let mut moved_now = false;
+    let mut start = Start::Retry;
     loop {
         let at_once = interval != 0
             && !persistent
@@ -160,20 +183,28 @@ pub async fn connect_redispatching<'b>(
             && backend.usable_servers() > 1;
         let switch = (first + 1..=retries).find(|&r| at_once || redispatches(r, retries, interval));
         let last = switch.map_or(retries, |r| r - 1);
-        let range = (first..=last, moved_now);
+        let range = (first..=last, start);
         let connection = connect_attempts(backend, lease.server(), endpoints, range).await;
         let Some(next) = switch.filter(|_| connection.stream.is_none()) else {
             return (connection, moved);
         };
-        // Nowhere else to go: the next attempt is a retry on the same server.
-        moved_now = false;
-        if let Some(other) = backend.pick_other_server(lease.index()) {
-            backend.stats.redispatches.incr();
-            lease.server().stats.redispatches.incr();
-            *lease = other;
-            moved = true;
-            moved_now = true;
-        }
+        let other = if backend.rehashes_to(lease.index()) {
+            None
+        } else {
+            backend.pick_other_server(lease.index())
+        };
+        start = match other {
+            Some(other) if other.index() != lease.index() => {
+                backend.stats.redispatches.incr();
+                lease.server().stats.redispatches.incr();
+                *lease = other;
+                moved = true;
+                Start::Moved
+            }
+            // The same server again: the next attempt is a retry.
+            _ if backend.usable_servers() > 1 => Start::Repicked,
+            _ => Start::Retry,
+        };
         first = next;
     }
 }

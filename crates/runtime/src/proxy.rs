@@ -7,7 +7,7 @@
 use crate::counters::{Counter, Traffic};
 use crate::logging::{ProxyLogger, level};
 use crate::record::{Counts, StreamRecord};
-use sluice_balance::{Algorithm, Balancer, PickInput, ServerState};
+use sluice_balance::{Algorithm, Balancer, HashMethod, PickInput, ServerState};
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::logging::{LineFormat, ProxyLogConf};
 use sluice_config::plan::{BackendPlan, FrontendPlan};
@@ -455,6 +455,15 @@ impl Backend {
         (0..self.servers.len())
             .filter(|&i| shared.balancer.state(i).is_some_and(|s| s.usable))
             .count()
+    }
+
+    /// Whether choosing again for a request the server at `index` took would name it again:
+    /// map-based hashing looks the request's key up in the same table while that server
+    /// serves (HAProxy's redispatch re-runs that lookup, which avoids no server).
+    pub fn rehashes_to(&self, index: usize) -> bool {
+        self.plan.balance.is_deterministic()
+            && self.plan.hash_type.method == HashMethod::MapBased
+            && self.lock().balancer.in_serving_tier(index)
     }
 
     /// Whether the server at `index` can take traffic now (`srv_is_up`).

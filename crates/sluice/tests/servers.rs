@@ -43,25 +43,38 @@ fn names(addr: std::net::SocketAddr, n: usize) -> Vec<String> {
 #[test]
 fn refused_server_closes_the_client_after_every_retry() {
     // retries 2 and timeout connect 100ms: three attempts, two pauses of 100ms in between.
-    let (fe, addr) = frontend();
-    let cfg = format!(
-        "defaults\n    mode tcp\n    timeout connect 100ms\n    timeout client 30s\n    timeout server 30s\n    retries 2\n\
-         listen app\n    bind {}\n    server dead {}\n",
-        fd_bind(&fe),
-        refused_addr()
-    );
-    let _proxy = common::sluice(&cfg).inherit(fe).start();
-    let (seen, elapsed) = closed_after(addr);
-    assert!(seen.is_closed(), "client left open: {seen:?}");
-    assert!(
-        seen.data().is_empty(),
-        "nothing can come from a dead server: {seen:?}"
-    );
-    assert!(
-        elapsed >= Duration::from_millis(190),
-        "closed after {elapsed:?}: the two 100ms pauses between the three attempts were skipped"
-    );
-    assert!(elapsed < GENEROUS, "closed after {elapsed:?}");
+    // With `option redispatch`, the last retry chooses the only server again and, as in
+    // HAProxy, pauses too: a redispatch is made at once only when another server is up.
+    for redispatch in ["", "    option redispatch\n"] {
+        let (fe, addr) = frontend();
+        let cfg = format!(
+            "defaults\n    mode tcp\n    timeout connect 100ms\n    timeout client 30s\n    timeout server 30s\n    retries 2\n\
+             listen app\n    bind {}\n{redispatch}    server dead {}\n",
+            fd_bind(&fe),
+            refused_addr()
+        );
+        let proxy = common::sluice(&cfg).inherit(fe).start();
+        let (seen, elapsed) = closed_after(addr);
+        assert!(seen.is_closed(), "client left open: {seen:?}");
+        assert!(
+            seen.data().is_empty(),
+            "nothing can come from a dead server: {seen:?}"
+        );
+        assert!(
+            elapsed >= Duration::from_millis(190),
+            "{redispatch}: closed after {elapsed:?}: the two 100ms pauses between the three attempts were skipped"
+        );
+        assert!(elapsed < GENEROUS, "closed after {elapsed:?}");
+        // Fields 14 to 17 (econ, eresp, wretr, wredis): two retries, no redispatch.
+        let stat = proxy.cli("show stat");
+        let row: Vec<&str> = stat
+            .lines()
+            .find(|l| l.starts_with("app,dead,"))
+            .unwrap()
+            .split(',')
+            .collect();
+        assert_eq!((row[13], row[15], row[16]), ("1", "2", "0"), "{stat}");
+    }
 }
 
 #[test]
