@@ -496,6 +496,7 @@ pub fn clear_counters(
                 &b.retries,
                 &b.response_errors,
                 &b.queue_timeouts,
+                &b.denied_requests,
             ] {
                 c.reset();
             }

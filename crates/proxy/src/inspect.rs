@@ -7,8 +7,9 @@
 //! more, until `tcp-request inspect-delay` expires, the buffer is full or the client stops
 //! sending; then the rules run a last time with `WAIT_END` true, and a session no rule
 //! rejected is accepted (HAProxy's default). Without an inspect delay the rules run once, on
-//! whatever is already there. The bytes read stay in the buffer and are sent to the server
-//! first: inspection never consumes client data.
+//! whatever is already there. A backend other than the frontend then runs its own
+//! `tcp-request content` rules the same way, with its own inspect delay. The bytes read stay
+//! in the buffer and are sent to the server first: inspection never consumes client data.
 //!
 //! [`inspect_response`] does the same on the server's side for `tcp-response content`
 //! rules (`tcp-response inspect-delay`): the server's first bytes are read and kept, then
@@ -27,6 +28,7 @@ use crate::stream_context::StreamView;
 use crate::track::Stage;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
+use sluice_config::rules::{ProxyRules, Rule, TcpAction};
 use sluice_http::head::{Limits, Parse, RequestHead, parse_request};
 use sluice_net::stream::Stream;
 use sluice_runtime::clock;
@@ -48,8 +50,8 @@ pub enum Inspection<'a> {
     NoBackend,
 }
 
-/// Runs the frontend's content rules and `use_backend` rules, reading client data into
-/// `input` as they need it.
+/// Runs the frontend's content rules and `use_backend` rules, then the chosen backend's
+/// own content rules, reading client data into `input` as they need it.
 pub async fn inspect<'a>(
     scope: &Scope<'a>,
     client: &mut Stream,
@@ -57,60 +59,22 @@ pub async fn inspect<'a>(
 ) -> Inspection<'a> {
     let frontend = scope.frontend;
     let rules = &frontend.plan.rules;
-    let reads_data = rules.tcp_content.iter().any(|r| {
-        r.cond
-            .as_ref()
-            .is_some_and(|c| c.uses(Source::RequestBuffer))
-    }) || frontend.plan.use_backend.iter().any(|r| {
-        r.cond
-            .as_ref()
-            .is_some_and(|c| c.uses(Source::RequestBuffer))
-    });
-    let deadline = rules.inspect_delay.map(|d| clock::now() + d);
-    let mut ended = deadline.is_none() || !reads_data;
+    let reads_data = reads_payload(&rules.tcp_content)
+        || frontend.plan.use_backend.iter().any(|r| {
+            r.cond
+                .as_ref()
+                .is_some_and(|c| c.uses(Source::RequestBuffer))
+        });
     // Only a frontend that may upgrade to HTTP needs the buffered bytes parsed as a request
     // (`req.proto_http`, the `HTTP` ACL, header fetches before `switch-mode http`).
     let upgrades = rules.switches_to_http();
-    let mut next_rule = 0;
-    loop {
-        let verdict = {
-            let head = parsed_request(input, upgrades);
-            let view = payload_view(scope, input, ended, head.as_ref());
-            run_tcp_rules(
-                &view,
-                scope.vars,
-                &rules.tcp_content,
-                Stage::Content,
-                &mut next_rule,
-            )
-        };
-        match verdict {
-            Some(TcpVerdict::Reject) => return Inspection::Reject,
-            Some(TcpVerdict::SilentDrop) => {
-                // HAProxy counts a drop as a denied request; counted before the client can
-                // see it.
-                frontend.denied_requests.incr();
-                // Should the socket refuse the options, it still closes, only less quietly.
-                let _ = client.abort_silently();
-                return Inspection::Dropped;
-            }
-            Some(TcpVerdict::SwitchHttp) => return Inspection::SwitchHttp,
-            Some(TcpVerdict::Accept) => break,
-            Some(TcpVerdict::Wait) | None if ended => break,
-            Some(TcpVerdict::Wait) | None => {}
-        }
-        let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
-            d.saturating_duration_since(clock::now())
-        });
-        match input.read_more(client, Some(remaining)).await {
-            Ok(_) => {}
-            Err(ReadError::Timeout | ReadError::Full | ReadError::Closed | ReadError::Io(_)) => {
-                ended = true;
-            }
-        }
+    let proxy = (&**rules, None);
+    if let Some(ended) = content_rules(scope, client, input, proxy, (reads_data, upgrades)).await {
+        return ended;
     }
     let head = parsed_request(input, upgrades);
     let view = payload_view(scope, input, true, head.as_ref());
+    let mut chosen = None;
     for rule in &frontend.plan.use_backend {
         if !rule.applies(&view) {
             continue;
@@ -127,13 +91,90 @@ pub async fn inspect<'a>(
                     .find(|b| b.name().as_bytes() == &name[..] && b.plan.mode == Mode::Tcp)
             }
         };
-        if let Some(backend) = found {
-            return Inspection::Forward(backend);
+        if found.is_some() {
+            chosen = found.map(|b| &**b);
+            break;
         }
     }
-    match frontend.backend.as_deref() {
-        Some(backend) => Inspection::Forward(backend),
-        None => Inspection::NoBackend,
+    let Some(backend) = chosen.or(frontend.backend.as_deref()) else {
+        return Inspection::NoBackend;
+    };
+    // The backend's own rules, with its own inspect delay, once it is chosen (a `listen`
+    // section's rules are its frontend's, which already ran).
+    let own = &backend.plan.rules;
+    if backend.plan.id.uid != frontend.plan.id.uid && !own.tcp_content.is_empty() {
+        let reads_data = reads_payload(&own.tcp_content);
+        let proxy = (&**own, Some(backend));
+        if let Some(ended) = content_rules(scope, client, input, proxy, (reads_data, false)).await {
+            return ended;
+        }
+    }
+    Inspection::Forward(backend)
+}
+
+/// Whether any of `rules` reads the client's data, which may then be waited for.
+fn reads_payload(rules: &[Rule<TcpAction>]) -> bool {
+    rules.iter().any(|r| {
+        r.cond
+            .as_ref()
+            .is_some_and(|c| c.uses(Source::RequestBuffer))
+    })
+}
+
+/// Runs one proxy's `tcp-request content` rules (the frontend's, or a backend's, which
+/// then sees itself as the stream's backend) until one decides or its inspect delay ends;
+/// `None` when the connection goes on. A reject or a drop counts as a denied request on
+/// the frontend (`dreq`), as HAProxy counts them, before the client can see it.
+async fn content_rules<'a>(
+    scope: &Scope<'a>,
+    client: &mut Stream,
+    input: &mut InBuf,
+    (rules, backend): (&ProxyRules, Option<&Backend>),
+    (reads_data, upgrades): (bool, bool),
+) -> Option<Inspection<'a>> {
+    let deadline = rules.inspect_delay.map(|d| clock::now() + d);
+    let mut ended = deadline.is_none() || !reads_data;
+    let mut next_rule = 0;
+    loop {
+        let verdict = {
+            let head = parsed_request(input, upgrades);
+            let view = StreamView {
+                backend,
+                ..payload_view(scope, input, ended, head.as_ref())
+            };
+            run_tcp_rules(
+                &view,
+                scope.vars,
+                &rules.tcp_content,
+                Stage::Content,
+                &mut next_rule,
+            )
+        };
+        match verdict {
+            Some(TcpVerdict::Reject) => {
+                scope.frontend.denied_requests.incr();
+                return Some(Inspection::Reject);
+            }
+            Some(TcpVerdict::SilentDrop) => {
+                scope.frontend.denied_requests.incr();
+                // Should the socket refuse the options, it still closes, only less quietly.
+                let _ = client.abort_silently();
+                return Some(Inspection::Dropped);
+            }
+            Some(TcpVerdict::SwitchHttp) => return Some(Inspection::SwitchHttp),
+            Some(TcpVerdict::Accept) => return None,
+            Some(TcpVerdict::Wait) | None if ended => return None,
+            Some(TcpVerdict::Wait) | None => {}
+        }
+        let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
+            d.saturating_duration_since(clock::now())
+        });
+        match input.read_more(client, Some(remaining)).await {
+            Ok(_) => {}
+            Err(ReadError::Timeout | ReadError::Full | ReadError::Closed | ReadError::Io(_)) => {
+                ended = true;
+            }
+        }
     }
 }
 

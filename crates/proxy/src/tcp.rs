@@ -51,12 +51,8 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         Inspection::Forward(backend) => backend,
         // The HTTP session takes the connection over, inspected bytes first.
         Inspection::SwitchHttp => return Some(inspected),
-        Inspection::Reject => {
-            frontend.denied_connections.incr();
-            return None;
-        }
         // Counted where it was decided (`inspect`).
-        Inspection::Dropped => return None,
+        Inspection::Reject | Inspection::Dropped => return None,
         Inspection::NoBackend => {
             frontend.failed.incr();
             return None;

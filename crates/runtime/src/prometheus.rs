@@ -291,6 +291,12 @@ const BACKEND: &[Metric] = &[
         Value::Field(Field::dresp),
     ),
     m(
+        "requests_denied_total",
+        COUNTER,
+        "Requests denied by the backend's rules.",
+        Value::Field(Field::dreq),
+    ),
+    m(
         "connection_attempts_total",
         COUNTER,
         "Connection attempts to servers.",

@@ -39,11 +39,12 @@ pub struct Frontend {
     pub failed: Counter,
     /// Invalid or timed-out requests (`ereq` in `show stat`).
     pub request_errors: Counter,
-    /// Connections refused by `tcp-request connection|content reject` (`dcon`).
+    /// Connections refused by `tcp-request connection reject` (`dcon`).
     pub denied_connections: Counter,
     /// Sessions refused by `tcp-request session reject` (`dses`).
     pub denied_sessions: Counter,
-    /// Requests refused by `http-request deny` (`dreq`).
+    /// Requests refused by rules (`dreq`): `http-request deny|tarpit|reject|silent-drop`,
+    /// `tcp-request content reject|silent-drop`, and any `silent-drop`.
     pub denied_requests: Counter,
     /// Where this proxy's log lines go, and how they look; `None` without `log` targets.
     pub logger: Option<FrontendLog>,
@@ -233,6 +234,16 @@ pub fn count_failed_rewrite(
     }
 }
 
+/// Counts a request `http-request` rules refused (`dreq`): on the frontend, and on the
+/// backend when the refusing rules were the backend's own (another proxy than the
+/// frontend), as HAProxy counts it.
+pub fn count_denied_request(frontend: &Frontend, backend: Option<&Backend>) {
+    frontend.denied_requests.incr();
+    if let Some(backend) = backend.filter(|b| b.plan.id.uid != frontend.plan.id.uid) {
+        backend.denied_requests.incr();
+    }
+}
+
 /// Counts a response the proxy refused to pass on (`dresp`): the frontend, the backend and
 /// the server each count it, as in HAProxy.
 pub fn count_denied_response(frontend: &Frontend, backend: &Backend, server: Option<&Server>) {
@@ -310,6 +321,8 @@ pub struct Backend {
     pub response_errors: Counter,
     /// Requests that waited in a queue longer than `timeout queue`.
     pub queue_timeouts: Counter,
+    /// Requests its own `http-request` rules refused (`dreq`; see [`count_denied_request`]).
+    pub denied_requests: Counter,
     /// `fullconn` and the servers whose limit follows the load (see [`crate::dynamic`]).
     pub(crate) limits: crate::dynamic::Limits,
     /// Statistics-only counters (responses by class, picks, state changes).
@@ -421,6 +434,7 @@ impl Backend {
             retries: Counter::default(),
             response_errors: Counter::default(),
             queue_timeouts: Counter::default(),
+            denied_requests: Counter::default(),
             stats: crate::stats::StatsCounters::new(0),
             invalid_response: crate::errors::Captured::default(),
         }

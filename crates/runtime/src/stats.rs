@@ -854,6 +854,7 @@ fn backend_row(b: &Backend) -> Row {
     row.set(Field::bin, t.bytes_in.get());
     row.set(Field::bout, t.bytes_out.get());
     set_compression(&mut row, &b.stats);
+    row.set(Field::dreq, b.denied_requests.get());
     row.set(Field::dresp, b.stats.denied_responses.get());
     set_server_traffic(&mut row, &b.stats);
     row.set(Field::econ, b.failed_connections.get());

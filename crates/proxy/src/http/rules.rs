@@ -507,10 +507,13 @@ fn tcp_content<'a>(
     head: &RequestHead,
 ) -> Flow<'a> {
     let view = scope.view(backend, Some((input.filled(), head)));
+    // Either ends a denied request, counted on the frontend only, as HAProxy counts them.
     match run_tcp_rules(&view, scope.vars, rules, Stage::Content, &mut 0) {
-        Some(TcpVerdict::Reject) => Flow::Reject,
+        Some(TcpVerdict::Reject) => {
+            scope.frontend.denied_requests.incr();
+            Flow::Reject
+        }
         Some(TcpVerdict::SilentDrop) => {
-            // A denied request, as HAProxy counts a drop.
             scope.frontend.denied_requests.incr();
             Flow::Drop
         }
@@ -671,7 +674,7 @@ fn http_request_rules<'a>(
                 // Both end the request as a denied one (not an HTTP error for the stick
                 // counters, which HAProxy counts for `deny` and `tarpit` only).
                 HttpAction::Reject | HttpAction::SilentDrop => {
-                    scope.frontend.denied_requests.incr();
+                    sluice_runtime::proxy::count_denied_request(scope.frontend, backend);
                     return if matches!(rule.action, HttpAction::Reject) {
                         Flow::Reject
                     } else {
@@ -706,7 +709,7 @@ fn http_request_rules<'a>(
     let http = backend.map_or(&scope.frontend.plan.http, |b| &b.plan.http);
     match http.restrict_header_names {
         Some(HeaderNamePolicy::Reject) if has_restricted_name(input.filled(), head) => {
-            scope.frontend.denied_requests.incr();
+            sluice_runtime::proxy::count_denied_request(scope.frontend, backend);
             return Flow::Answer(Answer::page(error_page(pages, 403), 403));
         }
         Some(HeaderNamePolicy::Delete)
@@ -892,7 +895,7 @@ fn common_action<'a, 'e>(
                     backend,
                     view.server,
                 ),
-                _ => view.frontend.denied_requests.incr(),
+                _ => sluice_runtime::proxy::count_denied_request(view.frontend, view.backend),
             }
             if request.is_some() {
                 vars.trackers.http_error();
@@ -901,7 +904,7 @@ fn common_action<'a, 'e>(
         }
         HttpAction::Return(reply) => Step::Answer(reply_answer(reply, view, pages, false)),
         HttpAction::Tarpit(reply) => {
-            view.frontend.denied_requests.incr();
+            sluice_runtime::proxy::count_denied_request(view.frontend, view.backend);
             vars.trackers.http_error();
             Step::Answer(Answer {
                 tarpit: Some(tarpit_delay(view)),
