@@ -1445,9 +1445,6 @@ fn parse_http_action(
             };
             request_only(HttpAction::SetAddress { part, expr })
         }
-        // Dropping the client's connection from a response would need the exchange to
-        // stop its relay there: request rules only.
-        "silent-drop" if response => Err(unsupported("silent-drop")),
         "silent-drop" => match rest {
             [] => Ok(HttpAction::SilentDrop),
             _ => Err(format!("{UNSUPPORTED}silent-drop {}", rest.join(" "))),

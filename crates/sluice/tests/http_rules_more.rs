@@ -554,3 +554,43 @@ fn silent_drop_resets_the_connection_and_counts_a_denied_request() {
         .unwrap();
     assert_eq!(row.split(',').nth(10), Some("2"), "{row}");
 }
+
+#[test]
+fn http_response_silent_drop_resets_the_client_after_the_server_answered() {
+    let (backend, seen) = named_http("s1");
+    let (proxy, addr) = start(&format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    {{bind}}\n    \
+         http-request set-var(txn.drop) bool(true) if {{ path /drop }}\n    default_backend be\n\
+         backend be\n    http-response silent-drop if {{ var(txn.drop) -m bool }}\n    \
+         server s1 {}\n",
+        backend.addr()
+    ));
+    // The server answers; the client gets a reset instead of the answer.
+    let mut c = connect(addr);
+    c.write_all(b"GET /drop HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    c.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut buf = [0u8; 64];
+    let read = c.read(&mut buf);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1, "the server had the request");
+    // Other requests are answered.
+    let answer = one_shot(
+        addr,
+        b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        matches!(&answer, Closed::Eof(d) if d.starts_with(b"HTTP/1.1 200")),
+        "{answer:?}"
+    );
+    // A denied request (`dreq`, the 11th field) on the frontend and the backend, as
+    // HAProxy counts a drop.
+    let stat = proxy.cli("show stat");
+    for prefix in ["fe,FRONTEND,", "be,BACKEND,"] {
+        let row = stat.lines().find(|l| l.starts_with(prefix)).unwrap();
+        assert_eq!(row.split(',').nth(10), Some("1"), "{row}");
+    }
+}

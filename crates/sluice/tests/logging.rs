@@ -729,6 +729,7 @@ fn responses_answered_by_the_proxy_are_logged_as_its_doing() {
         let fields = match req.request_line().split(' ').nth(1) {
             Some("/deny") => "X-Deny: 1\r\n",
             Some("/return") => "X-Return: 1\r\n",
+            Some("/drop") => "X-Drop: 1\r\n",
             _ => "Set-Cookie: id=1\r\nCache-Control: max-age=60\r\n",
         };
         format!("HTTP/1.1 200 OK\r\n{fields}Content-Length: 6\r\n\r\nsecret")
@@ -742,6 +743,7 @@ frontend f
     option httplog
     http-response deny if {{ res.hdr(x-deny) -m found }}
     http-response return status 203 content-type text/plain string hi if {{ res.hdr(x-return) -m found }}
+    http-response silent-drop if {{ res.hdr(x-drop) -m found }}
     default_backend b
 backend b
     option checkcache
@@ -780,6 +782,18 @@ backend b
         assert!(line.contains(&logged), "{path}: {logged:?} in {line}");
         assert!(line.contains("/-1/"), "{path}: no response time in {line}");
     }
+    // `http-response silent-drop`: no answer, a reset; the server's status, nothing sent,
+    // `PR--` (HAProxy marks the drop as made in the request phase).
+    let mut s = connect(addr);
+    write!(s, "GET /drop HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    let seen = read_to_close(&mut s, GENEROUS);
+    assert!(
+        matches!(&seen, Closed::Reset(d) if d.is_empty()),
+        "{seen:?}"
+    );
+    let line = next_line(&syslog);
+    assert!(line.contains(" 200 0 - - PR-- "), "{line}");
+    assert!(line.contains("/-1/"), "no response time in {line}");
 }
 
 /// `http-response wait-for-body` that waits in vain answers 504, logged as a server timeout

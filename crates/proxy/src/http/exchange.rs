@@ -53,6 +53,9 @@ pub enum Next {
     KeepAlive,
     /// Close the client connection.
     Close,
+    /// Close the client connection at once, without an end of stream: `silent-drop` readied
+    /// it for a reset.
+    Drop,
     /// Close the client connection after an answer of the proxy's own, draining what the
     /// client may still send of the request it answered (`session::close_gracefully`).
     CloseAfterAnswer,
@@ -144,6 +147,9 @@ enum ResponseFailure {
     RetryStatus(u16),
     /// `http-response wait-for-body` ran out of time; nothing was sent to the client.
     BodyTimeout,
+    /// `http-response silent-drop`: the client's connection, readied for a reset that does
+    /// not reach it, is to close at once; nothing was sent to it.
+    Dropped,
 }
 
 /// What an exchange ends with: what the session does next, and what the log reports.
@@ -1007,6 +1013,16 @@ async fn exchange<'a>(
                 let ending = (504, Cause::ServerTimeout, Phase::Data);
                 return Ending::answered_or_kept(client, &page, keep, ending).await;
             }
+            // Logged as HAProxy logs it: the server's status, no response time, `PR`.
+            Err(ResponseFailure::Dropped) => {
+                // Should the socket refuse the options, it still closes, only less quietly.
+                let _ = client.abort_silently();
+                facts.response_head = None;
+                return Ending {
+                    next: Next::Drop,
+                    ..Ending::close(status, Cause::Proxy, Phase::Request)
+                };
+            }
             // Only produced while retries are left; reached when an interim response was
             // already relayed, so the request cannot be sent again.
             Err(ResponseFailure::RetryStatus(status)) => {
@@ -1602,6 +1618,11 @@ where
                     } else {
                         None
                     }
+                }
+                ResponseVerdict::Drop => {
+                    // The log shows the server's status, as HAProxy's does.
+                    started.set(Some((arrived, received_status, head.version)));
+                    return Err(ResponseFailure::Dropped);
                 }
                 ResponseVerdict::Replace(reply) => {
                     let reason = if reply.denied {

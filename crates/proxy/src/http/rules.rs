@@ -845,8 +845,8 @@ fn common_action<'a, 'e>(
 ) -> Step<'a, 'e> {
     match action {
         HttpAction::Allow => Step::Stop,
-        // Request rules stop at these before they get here (`http_request_rules`);
-        // response rules never have them.
+        // Request and response rules stop at these before they get here
+        // (`http_request_rules`, `process_response`); response rules never have `reject`.
         HttpAction::WaitForBody { .. } | HttpAction::Reject | HttpAction::SilentDrop => Step::Next,
         HttpAction::SetLogLevel(level) => {
             vars.set_log_level(*level);
@@ -1248,6 +1248,8 @@ pub enum ResponseVerdict<'a> {
     Relay,
     /// Send this instead of the server's response (which is then discarded).
     Replace(Answer<'a>),
+    /// `http-response silent-drop`: the client's connection disappears without an answer.
+    Drop,
 }
 
 /// `http-response wait-for-body`: the response rules wait for the body (at most `time`,
@@ -1313,16 +1315,26 @@ pub fn process_response<'a>(
                 if !rule.applies(&view) {
                     continue;
                 }
-                if let HttpAction::WaitForBody { time, at_least } = rule.action {
-                    let resume = ResponseResume {
-                        set,
-                        next: index + 1,
-                    };
-                    return Err(ResponseWait {
-                        time,
-                        at_least,
-                        resume,
-                    });
+                match rule.action {
+                    HttpAction::WaitForBody { time, at_least } => {
+                        let resume = ResponseResume {
+                            set,
+                            next: index + 1,
+                        };
+                        return Err(ResponseWait {
+                            time,
+                            at_least,
+                            resume,
+                        });
+                    }
+                    // A denied request on the frontend and the stream's backend, as HAProxy
+                    // counts a drop, before the client can see it.
+                    HttpAction::SilentDrop => {
+                        frontend.denied_requests.incr();
+                        backend.denied_requests.incr();
+                        return Ok(ResponseVerdict::Drop);
+                    }
+                    _ => {}
                 }
                 let buf = input.filled();
                 response_action(

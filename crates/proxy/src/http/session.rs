@@ -315,7 +315,9 @@ fn serve<'x, 's: 'x>(
             scope.vars.end_transaction();
             match handled {
                 Next::KeepAlive => first = false,
-                Next::Close | Next::CloseAfterAnswer | Next::Tunnel => return Served::Closed,
+                Next::Close | Next::CloseAfterAnswer | Next::Tunnel | Next::Drop => {
+                    return Served::Closed;
+                }
             }
         }
         Served::Closed
@@ -530,7 +532,7 @@ impl<'s> Session<'_, 's> {
             Next::Close => close_after_exchange(client, settings.client, !input.is_empty()).await,
             // The client may still be sending the request the proxy answered.
             Next::CloseAfterAnswer => close_gracefully(client, settings.client).await,
-            Next::KeepAlive | Next::Tunnel => {}
+            Next::KeepAlive | Next::Tunnel | Next::Drop => {}
         }
         next
     }
