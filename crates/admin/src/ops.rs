@@ -502,6 +502,7 @@ pub fn clear_counters(
             }
             for s in &b.servers {
                 s.failed_connections.reset();
+                s.response_errors.reset();
                 s.retries.reset();
             }
         }

@@ -570,6 +570,12 @@ const SERVER: &[Metric] = &[
         Value::Field(Field::econ),
     ),
     m(
+        "response_errors_total",
+        COUNTER,
+        "Invalid or missing responses.",
+        Value::Field(Field::eresp),
+    ),
+    m(
         "retry_warnings_total",
         COUNTER,
         "Connection retries.",

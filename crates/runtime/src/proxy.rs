@@ -865,6 +865,8 @@ pub struct Server {
     pub failed_connections: Counter,
     /// Retried attempts (`wretr`).
     pub retries: Counter,
+    /// Invalid, missing or timed-out responses (`eresp`), counted with its backend's.
+    pub response_errors: Counter,
     /// Health: checks, agent, administrative state (see [`crate::health`]).
     pub health: crate::health::ServerHealth,
     /// Statistics-only counters and the run-time weight (`set weight`).
@@ -929,6 +931,7 @@ impl Server {
             traffic: Traffic::default(),
             failed_connections: Counter::default(),
             retries: Counter::default(),
+            response_errors: Counter::default(),
             health: crate::health::ServerHealth::new(conf.disabled),
             stats: crate::stats::StatsCounters::new(conf.weight),
             conf,

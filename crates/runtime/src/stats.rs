@@ -728,6 +728,7 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     row.set(Field::dresp, s.stats.denied_responses.get());
     row.set(Field::econ, s.failed_connections.get());
     row.set(Field::wretr, s.retries.get());
+    row.set(Field::eresp, s.response_errors.get());
     set_server_traffic(&mut row, &s.stats);
     row.set(Field::status, server_status(s, &health));
     row.set(Field::weight, server_weight(s, &health));

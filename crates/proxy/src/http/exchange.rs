@@ -978,12 +978,14 @@ async fn exchange<'a>(
             Err(ResponseFailure::ClosedBeforeAnswer) if was_reused && attempts > 0 => continue,
             Err(ResponseFailure::ClosedBeforeAnswer) => {
                 ctx.backend.response_errors.incr();
+                server.response_errors.incr();
                 let page = ctx.after(s.server_error(502));
                 let ending = (502, Cause::ServerAbort, Phase::Headers);
                 return Ending::answered(client, &page, s.client, ending).await;
             }
             Err(ResponseFailure::Status(status)) => {
                 ctx.backend.response_errors.incr();
+                server.response_errors.incr();
                 let cause = match status {
                     504 => Cause::ServerTimeout,
                     502 => Cause::Proxy,
@@ -1027,6 +1029,7 @@ async fn exchange<'a>(
             // already relayed, so the request cannot be sent again.
             Err(ResponseFailure::RetryStatus(status)) => {
                 ctx.backend.response_errors.incr();
+                server.response_errors.incr();
                 let page = ctx.after(s.server_error(status));
                 let ending = (status, Cause::ServerAbort, Phase::Headers);
                 return Ending::answered(client, &page, s.client, ending).await;
