@@ -193,6 +193,50 @@ fn an_error_answer_is_counted_before_its_connection_ends() {
     drop(client);
 }
 
+/// The proxy's own answers are traffic too, as HAProxy counts it: a denied request's bytes
+/// and its 403 on the frontend, a 503's on the frontend, the backend and the server that
+/// refused the connection.
+#[test]
+fn the_proxys_own_answers_count_as_traffic() {
+    let (listener, addr) = frontend();
+    let config = format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    bind {}\n    http-request deny if {{ path /deny }}\n    \
+         default_backend be\nbackend be\n    server dead {}\n",
+        fd_bind(&listener),
+        common::refused_addr()
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    let mut sent = [0u64; 2];
+    let mut answered = [0u64; 2];
+    for (i, path) in ["/deny", "/dead"].into_iter().enumerate() {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let common::Closed::Eof(answer) = common::http::one_shot(addr, request.as_bytes()) else {
+            panic!("{path}: no clean end");
+        };
+        let status = if i == 0 { "403" } else { "503" };
+        assert!(answer.starts_with(format!("HTTP/1.1 {status} ").as_bytes()));
+        sent[i] = request.len() as u64;
+        answered[i] = answer.len() as u64;
+    }
+    let all = rows(&proxy.cli("show stat"));
+    let traffic = |r: &std::collections::HashMap<String, String>| {
+        (
+            r["bin"].parse::<u64>().unwrap(),
+            r["bout"].parse::<u64>().unwrap(),
+        )
+    };
+    let fe = row(&all, "fe", "FRONTEND");
+    assert_eq!(
+        traffic(fe),
+        (sent[0] + sent[1], answered[0] + answered[1]),
+        "{fe:?}"
+    );
+    for name in ["BACKEND", "dead"] {
+        let r = row(&all, "be", name);
+        assert_eq!(traffic(r), (sent[1], answered[1]), "{r:?}");
+    }
+}
+
 #[test]
 fn disabled_and_drained_servers_get_no_traffic() {
     let (proxy, addr, _a, _b) = two_servers();

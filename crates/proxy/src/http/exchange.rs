@@ -355,6 +355,7 @@ pub async fn run<'a>(
     (attached, tunnel): (&mut Option<Attached>, &mut Option<Box<Tunnel<'a>>>),
 ) -> Next {
     let head = &request.0;
+    let head_len = head.head_len as u64;
     // The request line is copied only when a log wants it: no allocation otherwise.
     let logged = ctx.process.stream_log.is_some() || ctx.frontend.logger.is_some();
     let request_line = logged.then(|| {
@@ -410,6 +411,9 @@ pub async fn run<'a>(
     )
     .await;
     facts.bytes_down += ending.answer_bytes;
+    if ending.answer_bytes > 0 {
+        count_own_answer(ctx, &mut facts, head_len, ending.answer_bytes);
+    }
     if let Some(status) = ending.status {
         if (400..500).contains(&status) {
             ctx.scope.vars.trackers.http_error();
@@ -2077,6 +2081,27 @@ fn count_bytes(ctx: &Context<'_>, server: &Server, facts: &mut Facts<'_>, up: u6
     facts.bytes_up += up;
     facts.bytes_down += down;
     ctx.scope.vars.trackers.bytes(up, down);
+}
+
+/// Counts the traffic of an answer of the proxy's own (a 502, 503 or 504 page) as HAProxy
+/// counts it, on the frontend, the backend and the server chosen: the request it read, when
+/// none of it reached a server, and the answer.
+fn count_own_answer(ctx: &Context<'_>, facts: &mut Facts<'_>, head_len: u64, answer: u64) {
+    let up = if facts.bytes_up == 0 { head_len } else { 0 };
+    let server = facts.chosen.map(|s| &s.traffic);
+    for traffic in [
+        Some(&ctx.frontend.traffic),
+        Some(&ctx.backend.traffic),
+        server,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        traffic.bytes_in.add(up);
+        traffic.bytes_out.add(answer);
+    }
+    facts.bytes_up += up;
+    ctx.scope.vars.trackers.bytes(up, answer);
 }
 
 /// A failed write to the client ends the stream on the client's side.

@@ -779,6 +779,11 @@ fn log_answer(
     if let Some(status) = status {
         scope.frontend.stats.count_response(status);
     }
+    // The request read and the answer are the frontend's traffic, as HAProxy counts them.
+    let traffic = &scope.frontend.traffic;
+    traffic.bytes_in.add(received as u64);
+    traffic.bytes_out.add(bytes as u64);
+    scope.vars.trackers.bytes(received as u64, bytes as u64);
     // A request that could not be parsed has no captures (HAProxy prints none).
     let captures = scope.vars.captures();
     let mut record = StreamRecord {
