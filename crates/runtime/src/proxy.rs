@@ -555,12 +555,14 @@ impl Backend {
                 exclude: None,
             };
             if let Some(index) = shared.balancer.pick(&input) {
+                self.count_pick(index);
                 return Ok(self.start(&mut shared, index));
             }
             if !shared.balancer.has_usable_server() {
                 return Err(Unserved::NoServer);
             }
             let waiting = shared.queues.enqueue(None);
+            self.stats.note_queued(shared.queued_total());
             // A longer queue is more load: a `minconn` server may take it at once.
             self.follow_load(&mut shared);
             waiting
@@ -593,6 +595,8 @@ impl Backend {
                 return Err(Unserved::QueueFull);
             }
             let waiting = shared.queues.enqueue(Some(index));
+            server.stats.note_queued(queued + 1);
+            self.stats.note_queued(shared.queued_total());
             self.follow_load(&mut shared);
             waiting
         };
@@ -619,13 +623,13 @@ impl Backend {
         };
         let mut shared = self.lock();
         let index = shared.balancer.pick(&input)?;
+        self.count_pick(index);
         Some(self.start(&mut shared, index))
     }
 
     fn start(&self, shared: &mut Shared, index: usize) -> ServerLease<'_> {
         shared.balancer.connection_started(index);
         self.follow_load(shared);
-        self.count_pick(index);
         // Leases are made in the task of the stream that asked (queued ones in `wait`).
         crate::streams::note_server(self.plan.id.uid, index);
         ServerLease {
@@ -702,9 +706,9 @@ impl Backend {
                 break;
             };
             // A waiter that gave up has dropped its receiver: try the next one.
+            // Not a pick of the balancing (`lbtot`), as in HAProxy.
             if waiter.wake.send(index).is_ok() {
                 shared.balancer.connection_started(index);
-                self.count_pick(index);
             }
         }
     }

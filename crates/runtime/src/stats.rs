@@ -209,6 +209,9 @@ pub struct StatsCounters {
     pub server_aborts: LoopCounter,
     /// Rewrites that did not fit (`wrew`), each also an internal error (`eint`).
     pub failed_rewrites: LoopCounter,
+    /// The longest its queue was (`qmax`): a server's own queue, a backend's with its
+    /// servers' queues.
+    queue_max: AtomicU64,
     /// See `failed_rewrites`.
     pub internal_errors: LoopCounter,
     /// A frontend disabled with `disable frontend` stops accepting (true).
@@ -245,6 +248,7 @@ impl StatsCounters {
             client_aborts: LoopCounter::default(),
             server_aborts: LoopCounter::default(),
             failed_rewrites: LoopCounter::default(),
+            queue_max: AtomicU64::new(0),
             internal_errors: LoopCounter::default(),
             paused: AtomicBool::new(false),
             pause_bell: crate::bell::Bell::default(),
@@ -383,6 +387,11 @@ impl StatsCounters {
         self.pause_bell.ring();
     }
 
+    /// Notes a queue now `len` long (`qmax`).
+    pub fn note_queued(&self, len: usize) {
+        crate::counters::raise_max(&self.queue_max, len as u64);
+    }
+
     /// Whether the frontend is disabled.
     pub fn paused(&self) -> bool {
         self.paused.load(Ordering::SeqCst)
@@ -392,6 +401,7 @@ impl StatsCounters {
     /// the caller resets. `all` also zeroes the totals.
     pub fn clear(&self, all: bool) {
         self.request_rate.reset_max();
+        self.queue_max.store(0, Ordering::Relaxed);
         for t in &self.times {
             if all {
                 t.reset();
@@ -715,6 +725,7 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     let health = s.health.get();
     let t = &s.traffic;
     row.set(Field::qcur, b.server_queued(index));
+    row.set(Field::qmax, s.stats.queue_max.load(Ordering::Relaxed));
     set_rates(&mut row, t);
     set_times(&mut row, &s.stats);
     row.set(Field::scur, t.sessions.get());
@@ -846,6 +857,7 @@ fn backend_row(b: &Backend) -> Row {
     set_rates(&mut row, t);
     set_times(&mut row, &b.stats);
     row.set(Field::qcur, b.queued());
+    row.set(Field::qmax, b.stats.queue_max.load(Ordering::Relaxed));
     row.set(Field::scur, t.sessions.get());
     row.set(Field::smax, t.sessions.max());
     // The backend's `fullconn` (set, or worked out from the frontends that may use it,
@@ -944,7 +956,8 @@ pub fn csv(process: &Process, filter: Filter) -> String {
 }
 
 impl Backend {
-    /// Counts a load-balancing pick of server `index` (`lbtot`).
+    /// Counts a load-balancing pick of server `index` (`lbtot`): only the balancing's, not a
+    /// persistence cookie's, a `use-server` rule's or a queue's hand-over, as in HAProxy.
     pub(crate) fn count_pick(&self, index: usize) {
         if let Some(server) = self.servers.get(index) {
             server.stats.lbtot.incr();

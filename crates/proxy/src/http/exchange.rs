@@ -654,6 +654,9 @@ async fn exchange<'a>(
         }
         _ => None,
     };
+    // A backend session from the moment the request goes to the backend, queued or not
+    // served, as HAProxy counts them.
+    let _backend_session = SessionMark::open(&ctx.backend.traffic);
     // The session's clock: no clock reading unless the request waited in a queue.
     let queued_at = clock::now_std();
     let acquire = async {
@@ -729,7 +732,6 @@ async fn exchange<'a>(
         let page = super::redir::answer(prefix, head.target_bytes(buf));
         return Ending::answered(client, &page, s.client, (302, Cause::Local, Phase::Done)).await;
     }
-    let _backend_session = SessionMark::open(&ctx.backend.traffic);
     let mut _server_session = SessionMark::open(&server.traffic);
     let mut key = pool_key(ctx, server);
 
