@@ -91,6 +91,30 @@ fn rate_limit_answers_429_over_the_limit() {
     );
 }
 
+/// A tracked entry counts the bytes of an answer of the proxy's own once: the request it
+/// read and the answer it sent.
+#[test]
+fn a_denied_request_counts_its_bytes_once() {
+    let (backend, _log) = ok_backend();
+    let (proxy, addr) = http_proxy(
+        backend.addr(),
+        "    stick-table type ip size 10 store bytes_in_cnt,bytes_out_cnt\n    http-request track-sc0 src\n    http-request deny",
+    );
+    let raw = "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let answer = one_shot(addr, raw.as_bytes());
+    assert_eq!(status_of(answer.data()), 403);
+    cli_until(&proxy, "show table px", "use=0");
+    let lines = entries(&proxy, "show table px");
+    assert_eq!(
+        without_exp(&lines[0]),
+        format!(
+            "0x#: key=127.0.0.1 use=0 bytes_in_cnt={} bytes_out_cnt={}",
+            raw.len(),
+            answer.data().len()
+        )
+    );
+}
+
 #[test]
 fn keep_alive_requests_are_counted_one_by_one() {
     let (backend, _log) = ok_backend();

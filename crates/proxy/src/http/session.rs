@@ -469,10 +469,6 @@ impl<'s> Session<'_, 's> {
                     // for the counters come before the client hears the answer, so what the
                     // client does next, or asks the CLI, sees the entry released.
                     log_answer(scope, started, answered);
-                    scope
-                        .vars
-                        .trackers
-                        .bytes(head.head_len as u64, reply.bytes.len() as u64);
                     scope.vars.trackers.end_transaction();
                     let sent = clock::timeout(
                         settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
