@@ -196,6 +196,13 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     if worker {
         // A worker whose master is gone must not linger with the master's sockets.
         let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM);
+        // A master that died before that request sends no signal: its worker is already
+        // someone else's child.
+        let master = handoff.as_ref().and_then(|h| h.master);
+        if master.is_some_and(|pid| nix::unistd::getppid().as_raw() != pid) {
+            eprintln!("[ALERT] the master process is gone: exiting.");
+            std::process::exit(1);
+        }
     }
     // `-x`: the listening sockets of the process this one replaces, shared rather than bound
     // again, so that none of its queued connections is lost.

@@ -49,6 +49,8 @@ use tokio::sync::mpsc;
 pub const LISTENERS_VAR: &str = "SLUICE_WORKER_LISTENERS";
 /// The descriptor of the worker's own CLI socket, served at level admin.
 pub const CLI_VAR: &str = "SLUICE_WORKER_CLI";
+/// The master's process id, which a worker checks is still its parent.
+pub const MASTER_VAR: &str = "SLUICE_WORKER_MASTER";
 
 /// Listening sockets handed over to this process, by endpoint key: by its master (a worker)
 /// or by the process it replaces (`-x`). Those the configuration does not use are closed
@@ -60,6 +62,8 @@ pub struct Handoff {
     pub cli: Option<RawFd>,
     /// True in a worker of a master process.
     pub from_master: bool,
+    /// The master's process id (from a master only).
+    pub master: Option<i32>,
 }
 
 impl Handoff {
@@ -76,10 +80,12 @@ impl Handoff {
             })
             .collect();
         let cli = std::env::var(CLI_VAR).ok().and_then(|v| v.parse().ok());
+        let master = std::env::var(MASTER_VAR).ok().and_then(|v| v.parse().ok());
         Some(Handoff {
             listeners,
             cli,
             from_master: true,
+            master,
         })
     }
 
@@ -90,6 +96,7 @@ impl Handoff {
             listeners: listeners.into_iter().collect(),
             cli: None,
             from_master: false,
+            master: None,
         })
     }
 
@@ -386,7 +393,8 @@ impl Master {
             let _ = writeln!(listeners, "{key}={}", socket.as_fd().as_raw_fd());
         }
         cmd.env(LISTENERS_VAR, listeners)
-            .env(CLI_VAR, cli.as_raw_fd().to_string());
+            .env(CLI_VAR, cli.as_raw_fd().to_string())
+            .env(MASTER_VAR, std::process::id().to_string());
         let inherited: Vec<std::os::fd::BorrowedFd<'_>> = self
             .sockets
             .held
@@ -910,6 +918,7 @@ mod tests {
             listeners: HashMap::from([(addr.to_string(), OwnedFd::from(socket))]),
             cli: None,
             from_master: false,
+            master: None,
         };
         assert!(h.take(&Endpoint::Unix("/x".into())).is_none());
         assert!(h.take(&Endpoint::Tcp(addr)).is_some());

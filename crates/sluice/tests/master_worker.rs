@@ -589,3 +589,28 @@ fn the_master_holds_a_socket_per_thread_across_reloads() {
     assert_eq!(common::listening_sockets(port), 2);
     p.assert_alive();
 }
+
+/// A worker whose master died before the worker could ask to be told of its death finds
+/// another parent, and exits at once rather than serve with nobody to stop it.
+#[test]
+fn a_worker_whose_master_is_gone_exits() {
+    let dir = TempDir::new();
+    let config = dir.write(
+        "sluice.cfg",
+        &format!(
+            "{TCP_DEFAULTS}\nlisten app\n    bind 127.0.0.1:{}\n    server s 127.0.0.1:9\n",
+            common::free_port()
+        ),
+    );
+    // The test is the worker's parent, never pid 1, which the worker is told is its master.
+    let env = [
+        ("SLUICE_WORKER_LISTENERS", ""),
+        ("SLUICE_WORKER_MASTER", "1"),
+    ];
+    let out = common::run(&["-f", config.to_str().unwrap()], &env);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the master process is gone"),
+        "{out:?}"
+    );
+}
