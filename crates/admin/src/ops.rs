@@ -486,6 +486,7 @@ pub fn clear_counters(
                 &f.request_errors,
                 &f.denied_connections,
                 &f.denied_requests,
+                &f.intercepted,
             ] {
                 c.reset();
             }

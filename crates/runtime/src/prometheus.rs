@@ -138,6 +138,12 @@ const FRONTEND: &[Metric] = &[
         Value::Field(Field::ereq),
     ),
     m(
+        "intercepted_requests_total",
+        COUNTER,
+        "Requests the proxy answered itself (redirections, return, auth, services, stats).",
+        Value::Field(Field::intercepted),
+    ),
+    m(
         "failed_header_rewriting_total",
         COUNTER,
         "Header rewrites that did not fit in the buffer.",

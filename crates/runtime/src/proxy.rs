@@ -46,6 +46,9 @@ pub struct Frontend {
     /// Requests refused by rules (`dreq`): `http-request deny|tarpit|reject|silent-drop`,
     /// `tcp-request content reject|silent-drop`, and any `silent-drop`.
     pub denied_requests: Counter,
+    /// Requests its own rules answered without a server: redirections, `return`, `auth`,
+    /// the monitor URI, services, the statistics page (`intercepted`).
+    pub intercepted: Counter,
     /// Where this proxy's log lines go, and how they look; `None` without `log` targets.
     pub logger: Option<FrontendLog>,
     /// Statistics-only counters and the `disable frontend` switch.
@@ -234,6 +237,18 @@ pub fn count_failed_rewrite(
     }
 }
 
+/// Counts an answer a backend's own rules made (another proxy than the frontend): a
+/// session of the backend, with the bytes of the request and the answer and its status, as
+/// HAProxy counts the streams that reached a backend.
+pub fn count_backend_answer(backend: &Backend, status: u16, (read, sent): (u64, u64)) {
+    let traffic = &backend.traffic;
+    traffic.open_session();
+    traffic.bytes_in.add(read);
+    traffic.bytes_out.add(sent);
+    backend.stats.count_response(status);
+    traffic.close_session();
+}
+
 /// Counts a request `http-request` rules refused (`dreq`): on the frontend, and on the
 /// backend when the refusing rules were the backend's own (another proxy than the
 /// frontend), as HAProxy counts it.
@@ -290,6 +305,7 @@ impl Frontend {
             denied_connections: Counter::default(),
             denied_sessions: Counter::default(),
             denied_requests: Counter::default(),
+            intercepted: Counter::default(),
             logger: None,
             stats: crate::stats::StatsCounters::new(0),
             invalid_request: crate::errors::Captured::default(),

@@ -608,6 +608,7 @@ fn frontend_row(f: &Frontend) -> Row {
     row.set(Field::bout, t.bytes_out.get());
     set_compression(&mut row, &f.stats);
     row.set(Field::dreq, f.denied_requests.get());
+    row.set(Field::intercepted, f.intercepted.get());
     row.set(Field::dresp, f.stats.denied_responses.get());
     set_failures(&mut row, &f.stats);
     row.set(Field::ereq, f.request_errors.get());

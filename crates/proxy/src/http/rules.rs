@@ -95,6 +95,9 @@ pub struct Answer<'a> {
     /// A rewrite that did not fit: the proxy's own failure, counted as a failed rewrite
     /// (`wrew`) and an internal error (`eint`), as HAProxy counts it.
     pub internal: bool,
+    /// The backend whose own rules answered (another proxy than the frontend), which counts
+    /// the request as its own too (a session, its bytes, its status), as HAProxy counts it.
+    pub backend: Option<&'a Backend>,
 }
 
 impl<'a> Answer<'a> {
@@ -114,6 +117,7 @@ impl<'a> Answer<'a> {
             denied: true,
             tarpit: None,
             internal: false,
+            backend: None,
         }
     }
 }
@@ -203,10 +207,16 @@ pub fn process_request<'a>(
 ) -> RequestVerdict<'a> {
     let mut chosen = resume.and_then(|r| r.backend);
     match request_verdict(scope, input, head, (limits, bufsize), resume, &mut chosen) {
-        RequestVerdict::Answer(answer) => {
+        RequestVerdict::Answer(mut answer) => {
+            let frontend = scope.frontend;
             if answer.internal {
-                sluice_runtime::proxy::count_failed_rewrite(scope.frontend, chosen, None);
+                sluice_runtime::proxy::count_failed_rewrite(frontend, chosen, None);
+            } else if !answer.denied && chosen.is_none() {
+                // The frontend's own rules answered (redirect, return, auth, monitor, a
+                // service): an intercepted request, as HAProxy counts it.
+                frontend.intercepted.incr();
             }
+            answer.backend = chosen.filter(|b| b.plan.id.uid != frontend.plan.id.uid);
             let request = Some((input.filled(), &*head));
             RequestVerdict::Answer(finish_answer(scope, chosen, request, answer))
         }
@@ -345,6 +355,7 @@ fn frontend_verdict<'a>(
                 denied: false,
                 tarpit: None,
                 internal: false,
+                backend: None,
             }
         }));
     }
@@ -829,6 +840,7 @@ fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
         denied: false,
         tarpit: None,
         internal: false,
+        backend: None,
     }
 }
 
@@ -885,6 +897,7 @@ fn common_action<'a, 'e>(
                 denied: false,
                 tarpit: None,
                 internal: false,
+                backend: None,
             })
         }
         HttpAction::Deny(reply) => {
@@ -1060,6 +1073,7 @@ fn reply_answer<'a>(
                 denied,
                 tarpit: None,
                 internal: false,
+                backend: None,
             };
         }
         ReplyBody::Raw(bytes) => {
@@ -1071,6 +1085,7 @@ fn reply_answer<'a>(
                 denied,
                 tarpit: None,
                 internal: false,
+                backend: None,
             };
         }
         ReplyBody::Empty => Cow::Borrowed(&[]),
@@ -1093,6 +1108,7 @@ fn reply_answer<'a>(
         denied,
         tarpit: None,
         internal: false,
+        backend: None,
     }
 }
 
@@ -1239,6 +1255,7 @@ fn redirect_answer<'a>(r: &Redirect, location: &[u8]) -> Answer<'a> {
         denied: false,
         tarpit: None,
         internal: false,
+        backend: None,
     }
 }
 

@@ -469,6 +469,10 @@ impl<'s> Session<'_, 's> {
                     // for the counters come before the client hears the answer, so what the
                     // client does next, or asks the CLI, sees the entry released.
                     log_answer(scope, started, answered);
+                    if let Some(backend) = reply.backend {
+                        let bytes = (head.head_len as u64, reply.bytes.len() as u64);
+                        sluice_runtime::proxy::count_backend_answer(backend, reply.status, bytes);
+                    }
                     scope.vars.trackers.end_transaction();
                     let sent = clock::timeout(
                         settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
@@ -546,6 +550,8 @@ impl<'s> Session<'_, 's> {
         own: &str,
         started: (std::time::Instant, SystemTime),
     ) {
+        // An intercepted request, as HAProxy counts the statistics page's.
+        self.scope.frontend.intercepted.incr();
         let request = (&mut *input, head);
         let (status, bytes, sent) =
             super::stats_page::serve(self.scope, client, request, page, own, self.settings.client)
