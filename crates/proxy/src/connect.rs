@@ -98,6 +98,7 @@ async fn connect_attempts(
         if attempt > 0 && start != Start::Moved {
             backend.retries.incr();
             server.retries.incr();
+            server.traffic.count_attempt();
         }
         if attempt > 0 && start == Start::Retry {
             let pause = connect_timeout.map_or(MAX_RETRY_PAUSE, |t| t.min(MAX_RETRY_PAUSE));

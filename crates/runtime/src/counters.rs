@@ -155,6 +155,13 @@ impl Traffic {
         self.session_rate.incr();
     }
 
+    /// Counts another connection attempt of an open session (a retry on the same server):
+    /// HAProxy counts each attempt as a server session (`stot`, `rate`).
+    pub fn count_attempt(&self) {
+        self.total_sessions.incr();
+        self.session_rate.incr();
+    }
+
     /// Counts the end of a session counted by [`Traffic::open_session`].
     pub fn close_session(&self) {
         self.sessions.decr();

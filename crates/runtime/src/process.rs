@@ -84,8 +84,8 @@ pub struct Process {
     pub started: Instant,
     /// All client connections of the process.
     pub traffic: Traffic,
-    /// The kernel pipes splicing may use (`maxpipes`, a quarter of `maxconn` by default as in
-    /// HAProxy).
+    /// The kernel pipes splicing may use (`maxpipes`, by default a quarter of what the
+    /// splicing proxies may hold, as in HAProxy: see [`default_maxpipes`]).
     pub pipes: Arc<PipeBudget>,
     /// Where finished streams are reported (the `-d` debug output for now).
     pub stream_log: Option<Box<dyn StreamLog>>,
@@ -113,6 +113,31 @@ pub struct Process {
     /// When the state became `Stopped`: kept-alive client connections end from then on.
     /// Read by every response, so a cell rather than the channel's lock.
     stopped_at: Arc<std::sync::OnceLock<Instant>>,
+}
+
+/// Whether a proxy's `option splice-*` may splice either way.
+fn splices(options: sluice_config::proxy::SpliceOptions) -> bool {
+    [options.auto, options.request, options.response].contains(&Some(true))
+}
+
+/// HAProxy's `maxpipes` when none is set: a quarter of the connections the splicing proxies
+/// may hold at once (the larger of their frontends' `maxconn` and their backends' explicit
+/// `fullconn`, else `maxconn`, as HAProxy reads it before computing its default), at most
+/// the process's `maxconn`; none when no proxy splices.
+fn default_maxpipes(frontends: &[Arc<Frontend>], backends: &[Arc<Backend>], maxconn: u32) -> usize {
+    let front: u64 = frontends
+        .iter()
+        .filter(|f| splices(f.plan.splice))
+        .map(|f| u64::from(f.slots.limit()))
+        .sum();
+    let back: u64 = backends
+        .iter()
+        .filter(|b| splices(b.plan.splice))
+        .map(|b| u64::from(b.plan.fullconn.unwrap_or(maxconn)))
+        .sum();
+    let pipes = front.max(back).min(u64::from(maxconn));
+    let pipes = if pipes >= 4 { pipes / 4 } else { pipes };
+    usize::try_from(pipes).unwrap_or(usize::MAX)
 }
 
 impl Process {
@@ -183,7 +208,7 @@ impl Process {
                 None
             }
         };
-        let frontends = plan
+        let frontends: Vec<Arc<Frontend>> = plan
             .frontends
             .into_iter()
             .map(|fp| {
@@ -200,6 +225,8 @@ impl Process {
         if !errors.is_empty() {
             return Err(errors);
         }
+        let maxpipes =
+            plan_maxpipes.unwrap_or_else(|| default_maxpipes(&frontends, &backends, opts.maxconn));
         let accept_limits = crate::rate::AcceptLimits::default();
         accept_limits
             .connections
@@ -218,7 +245,7 @@ impl Process {
             started_at: SystemTime::now(),
             started: Instant::now(),
             traffic: Traffic::default(),
-            pipes: PipeBudget::new(Some(plan_maxpipes.unwrap_or(opts.maxconn as usize / 4))),
+            pipes: PipeBudget::new(Some(maxpipes)),
             stream_log,
             rings,
             log_hub: hub,

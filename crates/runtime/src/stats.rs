@@ -608,7 +608,6 @@ fn frontend_row(f: &Frontend) -> Row {
     row.set(Field::bout, t.bytes_out.get());
     set_compression(&mut row, &f.stats);
     row.set(Field::dreq, f.denied_requests.get());
-    row.set(Field::intercepted, f.intercepted.get());
     row.set(Field::dresp, f.stats.denied_responses.get());
     set_failures(&mut row, &f.stats);
     row.set(Field::ereq, f.request_errors.get());
@@ -620,6 +619,10 @@ fn frontend_row(f: &Frontend) -> Row {
         set_hrsp(&mut row, &f.stats);
         let total: u64 = f.stats.hrsp.iter().map(LoopCounter::get).sum();
         row.set(Field::req_tot, total);
+        row.set(Field::intercepted, f.intercepted.get());
+    } else {
+        // A TCP frontend counts no request, and says so, as HAProxy's does.
+        row.set(Field::req_tot, 0u64);
     }
     row.set(Field::mode, mode_name(f.plan.mode));
     row.set(Field::conn_tot, t.total_sessions.get());

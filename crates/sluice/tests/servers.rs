@@ -65,7 +65,8 @@ fn refused_server_closes_the_client_after_every_retry() {
             "{redispatch}: closed after {elapsed:?}: the two 100ms pauses between the three attempts were skipped"
         );
         assert!(elapsed < GENEROUS, "closed after {elapsed:?}");
-        // Fields 14 to 17 (econ, eresp, wretr, wredis): two retries, no redispatch.
+        // Fields 14 to 17 (econ, eresp, wretr, wredis): two retries, no redispatch; field 8
+        // (stot): each attempt is a session of the server, as HAProxy counts them.
         let stat = proxy.cli("show stat");
         let row: Vec<&str> = stat
             .lines()
@@ -74,6 +75,7 @@ fn refused_server_closes_the_client_after_every_retry() {
             .split(',')
             .collect();
         assert_eq!((row[13], row[15], row[16]), ("1", "2", "0"), "{stat}");
+        assert_eq!(row[7], "3", "{stat}");
     }
 }
 

@@ -364,6 +364,25 @@ fn splice_auto_copies_a_slow_exchange() {
     assert_eq!(spliced_out(&p), 0);
 }
 
+/// Without `maxpipes`, HAProxy's default: no pipe at all when no proxy splices, else a
+/// quarter of what the splicing proxies may hold (here the backend side of the `listen`,
+/// read as the process's `maxconn`, over the frontend side's `maxconn 100`).
+#[test]
+fn maxpipes_defaults_to_a_quarter_of_what_splicing_proxies_hold() {
+    let echo = Backend::echo();
+    for (option, pipes) in [("", "0"), ("    option splice-response\n", "100")] {
+        let (listener, _addr) = common::frontend();
+        let config = format!(
+            "global\n    maxconn 400\n{TCP_DEFAULTS}\nlisten l\n    bind {}\n    maxconn 100\n{option}    server s {}\n",
+            common::fd_bind(&listener),
+            echo.addr()
+        );
+        let p = sluice(&config).inherit(listener).start();
+        let info = p.cli("show info");
+        assert_eq!(common::info_field(&info, "Maxpipes"), Some(pipes), "{info}");
+    }
+}
+
 #[test]
 fn a_spliced_session_holds_one_pipe_per_direction() {
     let echo = Backend::echo();
