@@ -674,6 +674,7 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         .map(sluice_runtime::counters::LoopCounter::get)
         .sum();
     let session_rate = &process.traffic.session_rate;
+    let [compression_in, compression_out] = &process.compression_rates;
     let mut fields: Vec<(&str, String)> = vec![
         ("Name", "Sluice".into()),
         ("Version", env!("CARGO_PKG_VERSION").into()),
@@ -726,9 +727,9 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("SslBackendMaxKeyRate", "0".into()),
         ("SslCacheLookups", "0".into()),
         ("SslCacheMisses", "0".into()),
-        // Nor does it compress.
-        ("CompressBpsIn", "0".into()),
-        ("CompressBpsOut", "0".into()),
+        // Bytes per second in and out of the compressors; no limit (`maxcomprate`).
+        ("CompressBpsIn", compression_in.get().to_string()),
+        ("CompressBpsOut", compression_out.get().to_string()),
         ("CompressBpsRateLim", "0".into()),
         ("Idle_pct", idle_pct.to_string()),
         ("node", process.global.node.clone().unwrap_or_default()),
@@ -752,6 +753,9 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
             "TotalSplicdedBytesOut",
             process.pipes.spliced_out().to_string(),
         ),
+        // No debugging commands, no log receivers (`log-forward`).
+        ("DebugCommandsIssued", "0".into()),
+        ("CumRecvLogs", "0".into()),
         ("Build info", env!("CARGO_PKG_VERSION").into()),
         ("Memmax_bytes", "0".into()),
         ("Start_time_sec", start.to_string()),

@@ -2,15 +2,16 @@
 //! with HAProxy's position, tags and type for each.
 //!
 //! HAProxy numbers its information fields; Sluice reports those it has a meaning for (the
-//! TLS and compression ones are 0: it terminates no TLS and compresses nothing; its memory
-//! pools are not HAProxy's and its tasks are not counted, so those fields are left out) and keeps each one's number, so a
-//! tool reading `12.Name.1:...` or `"pos":12` finds the same field in both. The tags use the letters of `show stat typed` (origin, nature, scope).
+//! TLS ones are 0: it terminates no TLS; its memory pools are not HAProxy's and its tasks
+//! are not counted, so those fields are left out, as is the rate of bytes out) and keeps
+//! each one's number, so a tool reading `12.Name.1:...` or `"pos":12` finds the same field
+//! in both. The tags use the letters of `show stat typed` (origin, nature, scope).
 
 use sluice_runtime::stats_typed::json_value;
 use std::fmt::Write;
 
 /// Per field name: HAProxy's position, tags and type.
-const INFO_FIELDS: [(&str, u32, &str, &str); 60] = [
+const INFO_FIELDS: [(&str, u32, &str, &str); 62] = [
     ("Name", 0, "POS", "str"),
     ("Version", 1, "POS", "str"),
     ("Release_date", 2, "POS", "str"),
@@ -68,6 +69,8 @@ const INFO_FIELDS: [(&str, u32, &str, &str); 60] = [
     ("TotalBytesOut", 61, "MGP", "u64"),
     // HAProxy's spelling, kept so tools find the field.
     ("TotalSplicdedBytesOut", 62, "MGP", "u64"),
+    ("DebugCommandsIssued", 64, "MGP", "u32"),
+    ("CumRecvLogs", 65, "MCP", "u32"),
     ("Build info", 66, "POS", "str"),
     ("Memmax_bytes", 67, "CLP", "u32"),
     ("Start_time_sec", 70, "MDP", "u32"),

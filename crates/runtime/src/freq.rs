@@ -35,7 +35,12 @@ pub struct Rate {
 impl Rate {
     /// Counts one event now.
     pub fn incr(&self) {
-        self.incr_at(now_ms());
+        self.add_at(now_ms(), 1);
+    }
+
+    /// Counts `n` events now (bytes, for a byte rate); a second holds at most `u32::MAX`.
+    pub fn add(&self, n: u64) {
+        self.add_at(now_ms(), u32::try_from(n).unwrap_or(u32::MAX));
     }
 
     /// The rate now: events per second.
@@ -53,16 +58,17 @@ impl Rate {
         self.max.store(0, Ordering::Relaxed);
     }
 
-    fn incr_at(&self, ms: u64) {
+    fn add_at(&self, ms: u64, n: u32) {
         let second = (ms / 1000) as u32;
         if crate::counters::alone() {
             // The only event loop counts alone: no locked instruction (`counters`).
             let seen = self.current.load(Ordering::Relaxed);
             let (at, count) = split(seen);
             if at == second {
-                self.current.store(seen.wrapping_add(1), Ordering::Relaxed);
+                self.current
+                    .store(join(second, count.saturating_add(n)), Ordering::Relaxed);
             } else {
-                self.current.store(join(second, 1), Ordering::Relaxed);
+                self.current.store(join(second, n), Ordering::Relaxed);
                 self.previous
                     .store(count_before(at, second, count), Ordering::Relaxed);
             }
@@ -70,12 +76,19 @@ impl Rate {
             let mut seen = self.current.load(Ordering::Relaxed);
             loop {
                 let (at, count) = split(seen);
-                if at == second {
+                // One event cannot carry the count over into the second's half; a batch
+                // saturates instead, through the exchange below.
+                if at == second && n == 1 {
                     self.current.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
-                // A new second: the count of the one just ended becomes the previous one.
-                let turned = join(second, 1);
+                // The same second, or a new one: then the count of the one just ended
+                // becomes the previous one.
+                let turned = if at == second {
+                    join(second, count.saturating_add(n))
+                } else {
+                    join(second, n)
+                };
                 match self.current.compare_exchange_weak(
                     seen,
                     turned,
@@ -83,8 +96,10 @@ impl Rate {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        self.previous
-                            .store(count_before(at, second, count), Ordering::Relaxed);
+                        if at != second {
+                            self.previous
+                                .store(count_before(at, second, count), Ordering::Relaxed);
+                        }
                         break;
                     }
                     Err(now) => seen = now,
@@ -184,10 +199,10 @@ mod tests {
         crate::counters::on_both_paths(|| {
             let r = Rate::default();
             for _ in 0..10 {
-                r.incr_at(5_100);
+                r.add_at(5_100, 1);
             }
             assert_eq!(r.get_at(5_900), 10, "all in this second");
-            r.incr_at(6_000);
+            r.add_at(6_000, 1);
             assert_eq!(
                 r.get_at(6_000),
                 11,
@@ -201,6 +216,29 @@ mod tests {
             );
             assert_eq!(r.get_at(8_000), 0, "nothing for two seconds");
             assert_eq!(r.max(), 11);
+        });
+    }
+
+    #[test]
+    fn batches_add_up_and_saturate_within_their_second() {
+        crate::counters::on_both_paths(|| {
+            let r = Rate::default();
+            r.add_at(3_000, 700);
+            r.add_at(3_500, 300);
+            assert_eq!(r.get_at(3_999), 1000);
+            r.add_at(4_000, 50);
+            assert_eq!(
+                r.get_at(4_000),
+                1050,
+                "the previous second whole, and the new one"
+            );
+            r.add_at(4_100, u32::MAX);
+            let (second, count) = split(r.current.load(Ordering::Relaxed));
+            assert_eq!(
+                (second, count),
+                (4, u32::MAX),
+                "saturated, the second intact"
+            );
         });
     }
 
@@ -228,8 +266,8 @@ mod tests {
     fn a_gap_forgets_the_old_seconds() {
         crate::counters::on_both_paths(|| {
             let r = Rate::default();
-            r.incr_at(1_000);
-            r.incr_at(9_000);
+            r.add_at(1_000, 1);
+            r.add_at(9_000, 1);
             assert_eq!(r.get_at(9_000), 1);
             r.reset_max();
             assert_eq!(r.max(), 0);

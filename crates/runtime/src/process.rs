@@ -84,6 +84,9 @@ pub struct Process {
     pub started: Instant,
     /// All client connections of the process.
     pub traffic: Traffic,
+    /// Bytes per second fed to the compressors and coming out of them (`CompressBpsIn`,
+    /// `CompressBpsOut` in `show info`).
+    pub compression_rates: [crate::freq::Rate; 2],
     /// The kernel pipes splicing may use (`maxpipes`, by default a quarter of what the
     /// splicing proxies may hold, as in HAProxy: see [`default_maxpipes`]).
     pub pipes: Arc<PipeBudget>,
@@ -245,6 +248,7 @@ impl Process {
             started_at: SystemTime::now(),
             started: Instant::now(),
             traffic: Traffic::default(),
+            compression_rates: Default::default(),
             pipes: PipeBudget::new(Some(maxpipes)),
             stream_log,
             rings,

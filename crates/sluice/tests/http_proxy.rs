@@ -848,7 +848,7 @@ fn large_bodies_are_compressed_whole_and_the_connection_goes_on() {
             format!("{head}Content-Length: {}\r\n\r\n{body}", body.len())
         }
     });
-    let (_p, addr) = proxy(backend.addr(), "    compression algo deflate");
+    let (p, addr) = proxy(backend.addr(), "    compression algo deflate");
     let mut client = connect(addr);
     let mut reader = BufReader::new(client.try_clone().unwrap());
     for path in ["/length", "/chunked", "/length"] {
@@ -874,6 +874,24 @@ fn large_bodies_are_compressed_whole_and_the_connection_goes_on() {
             .unwrap();
         assert!(plain == text, "{path}: the body came whole");
     }
+    // `show info`: bytes per second into the compressor and out of it, counted once each
+    // response is done (just after its last chunk left), over this second and the last
+    // (both counted at the same moments, so weighed alike).
+    let rates = || {
+        let info = p.cli("show info");
+        let field = |name| {
+            common::info_field(&info, name)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap()
+        };
+        (field("CompressBpsIn"), field("CompressBpsOut"))
+    };
+    assert!(common::wait_until(GENEROUS, || rates().0 > 0));
+    let (bytes_in, bytes_out) = rates();
+    assert!(
+        bytes_out > 0 && bytes_out < bytes_in / 4,
+        "{bytes_in} {bytes_out}"
+    );
 }
 
 #[test]

@@ -1963,6 +1963,9 @@ where
         None => finish.await,
     };
     let (consumed, produced) = ended.map_err(|_| ResponseFailure::Broken(Cause::ClientAbort, 0))?;
+    let [rate_in, rate_out] = &ctx.process.compression_rates;
+    rate_in.add(consumed);
+    rate_out.add(produced);
     for stats in [&ctx.frontend.stats, &ctx.backend.stats] {
         let [bytes_in, bytes_out, responses] = &stats.compressed;
         bytes_in.add(consumed);
