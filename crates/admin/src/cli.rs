@@ -10,6 +10,7 @@ use crate::commands::{self, CliMode, CliState, Flow};
 use sluice_config::global::CliLevel;
 use sluice_net::fd_pass;
 use sluice_net::listen::{BoundListener, Listener};
+use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::streams::Origin;
 use std::os::fd::{AsFd, OwnedFd};
@@ -109,6 +110,7 @@ pub async fn serve(process: Arc<Process>, listener: Listener, options: CliOption
                 _ => None,
             };
             tokio::spawn(async move {
+                let _counted = SessionMark::open(&process.cli_connections);
                 // HAProxy lists CLI connections among its streams; so does `show sess`.
                 let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
                 let registered =

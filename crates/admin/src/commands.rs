@@ -655,24 +655,39 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         .iter()
         .map(|f| f.traffic.bytes_out.get())
         .sum();
+    // The stats sockets listen too, and their connections are jobs, as in HAProxy.
     let listeners: usize = process
         .frontends
         .iter()
         .map(|f| f.plan.binds.iter().map(|b| b.addrs.len()).sum::<usize>())
-        .sum();
+        .sum::<usize>()
+        + process.global.stats_sockets.len();
+    let cli = &process.cli_connections;
     // True from SIGUSR1 on, `grace` included, as HAProxy's `stopping`.
     let stopping = process.is_stopping();
     let idle_pct = sluice_runtime::load::idle_percent_of_loops();
     let sessions = process.traffic.sessions.get();
     let dropped_logs = process.log_hub.as_ref().map_or(0, |h| h.dropped.get())
         + process.rings.iter().map(|r| r.dropped.get()).sum::<u64>();
+    // HAProxy's streams: each HTTP request read whole (answered, whatever the answer, but
+    // not the invalid ones), each TCP session, each CLI connection.
     let requests: u64 = process
         .frontends
         .iter()
-        .filter(|f| f.plan.mode == sluice_config::proxy::Mode::Http)
-        .flat_map(|f| f.stats.hrsp.iter())
-        .map(sluice_runtime::counters::LoopCounter::get)
-        .sum();
+        .map(|f| match f.plan.mode {
+            sluice_config::proxy::Mode::Http => {
+                let answered: u64 = f
+                    .stats
+                    .hrsp
+                    .iter()
+                    .map(sluice_runtime::counters::LoopCounter::get)
+                    .sum();
+                answered.saturating_sub(f.request_errors.get())
+            }
+            _ => f.traffic.total_sessions.get(),
+        })
+        .sum::<u64>()
+        + cli.total_sessions.get();
     let session_rate = &process.traffic.session_rate;
     let [compression_in, compression_out] = &process.compression_rates;
     let mut fields: Vec<(&str, String)> = vec![
@@ -693,7 +708,10 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("Maxconn", process.runtime_maxconn().to_string()),
         ("Hard_maxconn", process.maxconn.to_string()),
         ("CurrConns", sessions.to_string()),
-        ("CumConns", process.traffic.total_sessions.get().to_string()),
+        (
+            "CumConns",
+            (process.traffic.total_sessions.get() + cli.total_sessions.get()).to_string(),
+        ),
         ("CumReq", requests.to_string()),
         // Sluice terminates no TLS: no limit, nothing counted.
         ("MaxSslConns", "0".into()),
@@ -734,8 +752,11 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("Idle_pct", idle_pct.to_string()),
         ("node", process.global.node.clone().unwrap_or_default()),
         ("Stopping", u8::from(stopping).to_string()),
-        // What keeps a process alive: its sessions and its listeners.
-        ("Jobs", (sessions + listeners as u64).to_string()),
+        // What keeps a process alive: its sessions, its CLI connections and its listeners.
+        (
+            "Jobs",
+            (sessions + cli.sessions.get() + listeners as u64).to_string(),
+        ),
         ("Unstoppable Jobs", "0".into()),
         ("Listeners", listeners.to_string()),
         // No `peers` sections.

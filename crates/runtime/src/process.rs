@@ -84,6 +84,9 @@ pub struct Process {
     pub started: Instant,
     /// All client connections of the process.
     pub traffic: Traffic,
+    /// The connections of the runtime API (`stats socket`), which HAProxy counts among its
+    /// connections (`CumConns`) and jobs.
+    pub cli_connections: Traffic,
     /// Bytes per second fed to the compressors and coming out of them (`CompressBpsIn`,
     /// `CompressBpsOut` in `show info`).
     pub compression_rates: [crate::freq::Rate; 2],
@@ -248,6 +251,7 @@ impl Process {
             started_at: SystemTime::now(),
             started: Instant::now(),
             traffic: Traffic::default(),
+            cli_connections: Traffic::default(),
             compression_rates: Default::default(),
             pipes: PipeBudget::new(Some(maxpipes)),
             stream_log,

@@ -401,13 +401,22 @@ fn show_info_and_stat_in_json_and_typed() {
         .filter_map(|l| l.split(':').next()?.split('.').nth(1))
         .collect();
     assert_eq!(names, typed_names, "{plain}\n{typed}");
-    // Requests and sessions are counted process-wide, rates and their maxima too.
+    // Requests and sessions are counted process-wide, rates and their maxima too. Each CLI
+    // connection is a connection and a request too, as in HAProxy: the next one, and those
+    // made so far.
+    let count = |info: &str, name: &str| -> u64 {
+        common::info_field(info, name).unwrap().parse().unwrap()
+    };
+    let before = proxy.cli("show info");
+    let cli_so_far = count(&before, "CumConns");
+    assert_eq!(count(&before, "CumReq"), cli_so_far, "{before}");
     assert_eq!(get(addr, "a.example", "/").0, 200);
     assert_eq!(get(addr, "b.example", "/admin").0, 403);
     let typed = proxy.cli("show info typed");
+    let total = cli_so_far + 3;
     for line in [
-        "\n18.CumConns.1:MCP:u32:2\n",
-        "\n19.CumReq.1:MCP:u32:2\n",
+        &format!("\n18.CumConns.1:MCP:u32:{total}\n"),
+        &format!("\n19.CumReq.1:MCP:u32:{total}\n"),
         "\n26.ConnRate.1:MRP:u32:2\n",
         "\n28.MaxConnRate.1:MMP:u32:2\n",
         "\n31.MaxSessRate.1:MRP:u32:2\n",
