@@ -891,6 +891,14 @@ fn parse_option(
         d.no_more_than(skip + 2, diags);
         return;
     }
+    // Sluice serves HTTP/1 only on clear connections: a client's HTTP/2 preface is refused as
+    // an HTTP/1 request, which is what this option asks of HAProxy. Its `no` form, the
+    // implicit upgrade, is not supported.
+    if name == "disable-h2-upgrade" && enable {
+        applies(&d, kind, FRONT, diags);
+        d.no_more_than(skip + 2, diags);
+        return;
+    }
     if name == "log-health-checks" {
         if applies(&d, kind, BACK, diags) {
             conf.checks.log_health_checks = enable;
