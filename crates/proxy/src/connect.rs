@@ -54,15 +54,16 @@ enum Start {
     /// (`wredis`, counted by the caller), not a retry.
     Moved,
     /// At once, on the same server, which `option redispatch` chose again (map-based
-    /// hashing, or no other server could take the request) while the backend has other
-    /// servers up: a retry, as HAProxy counts it. With no other server up, HAProxy pauses
-    /// as before any retry on the same server ([`Start::Retry`]).
+    /// hashing) while the backend has other servers up: a retry, as HAProxy counts it.
+    /// With no other server up, or none that could take the request, HAProxy pauses as
+    /// before any retry on the same server ([`Start::Retry`]).
     Repicked,
 }
 
 /// Makes the attempts numbered `attempts` (0 is the first attempt, the others are retries,
-/// each after the pause) on `server`: `option redispatch` splits one request's attempts
-/// between servers. `retries` in the result is the number of the last attempt made.
+/// after the pause unless `start` says the first of them is made at once) on `server`:
+/// `option redispatch` splits one request's attempts between servers. `retries` in the
+/// result is the number of the last attempt made.
 async fn connect_attempts(
     backend: &Backend,
     server: &Server,
@@ -189,7 +190,8 @@ pub async fn connect_redispatching<'b>(
         let Some(next) = switch.filter(|_| connection.stream.is_none()) else {
             return (connection, moved);
         };
-        let other = if backend.rehashes_to(lease.index()) {
+        let rehashed = backend.rehashes_to(lease.index());
+        let other = if rehashed {
             None
         } else {
             backend.pick_other_server(lease.index())
@@ -202,8 +204,10 @@ pub async fn connect_redispatching<'b>(
                 moved = true;
                 Start::Moved
             }
-            // The same server again: the next attempt is a retry.
-            _ if backend.usable_servers() > 1 => Start::Repicked,
+            // The hash chose the same server again while others are up: a retry at once.
+            _ if rehashed && backend.usable_servers() > 1 => Start::Repicked,
+            // No other server could take the request (down, or full): a retry after the
+            // pause.
             _ => Start::Retry,
         };
         first = next;

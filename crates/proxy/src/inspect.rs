@@ -124,7 +124,8 @@ fn reads_payload(rules: &[Rule<TcpAction>]) -> bool {
 /// Runs one proxy's `tcp-request content` rules (the frontend's, or a backend's, which
 /// then sees itself as the stream's backend) until one decides or its inspect delay ends;
 /// `None` when the connection goes on. A reject or a drop counts as a denied request on
-/// the frontend (`dreq`), as HAProxy counts them, before the client can see it.
+/// the frontend (`dreq`), a drop also on the backend whose rules made it, as HAProxy counts
+/// them, before the client can see it.
 async fn content_rules<'a>(
     scope: &Scope<'a>,
     client: &mut Stream,
@@ -156,7 +157,7 @@ async fn content_rules<'a>(
                 return Some(Inspection::Reject);
             }
             Some(TcpVerdict::SilentDrop) => {
-                scope.frontend.denied_requests.incr();
+                sluice_runtime::proxy::count_denied_request(scope.frontend, backend);
                 // Should the socket refuse the options, it still closes, only less quietly.
                 let _ = client.abort_silently();
                 return Some(Inspection::Dropped);
@@ -244,7 +245,9 @@ pub async fn inspect_response(
                 ResponseInspection::Reject
             }
             Some(TcpVerdict::SilentDrop) => {
+                // On the frontend and the stream's backend, as HAProxy counts a drop.
                 scope.frontend.denied_requests.incr();
+                backend.denied_requests.incr();
                 let _ = client.abort_silently();
                 ResponseInspection::Dropped
             }

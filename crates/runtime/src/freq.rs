@@ -20,6 +20,10 @@ fn now_ms() -> u64 {
     crate::clock::millis()
 }
 
+/// The most events a [`Rate`] counts in one second: half of what its count's 32 bits hold,
+/// so that events counted at once by several threads never carry into the second.
+pub const MAX_PER_SECOND: u32 = u32::MAX >> 1;
+
 /// Events per second, with the highest rate seen, counted by event-loop threads only (see
 /// `counters::count_alone`).
 #[derive(Debug, Default)]
@@ -38,9 +42,13 @@ impl Rate {
         self.add_at(now_ms(), 1);
     }
 
-    /// Counts `n` events now (bytes, for a byte rate); a second holds at most `u32::MAX`.
+    /// Counts `n` events now (bytes, for a byte rate); a second holds at most
+    /// [`MAX_PER_SECOND`].
     pub fn add(&self, n: u64) {
-        self.add_at(now_ms(), u32::try_from(n).unwrap_or(u32::MAX));
+        self.add_at(
+            now_ms(),
+            u32::try_from(n.min(u64::from(MAX_PER_SECOND))).unwrap_or(0),
+        );
     }
 
     /// The rate now: events per second.
@@ -59,14 +67,15 @@ impl Rate {
     }
 
     fn add_at(&self, ms: u64, n: u32) {
+        let n = n.min(MAX_PER_SECOND);
         let second = (ms / 1000) as u32;
         if crate::counters::alone() {
             // The only event loop counts alone: no locked instruction (`counters`).
             let seen = self.current.load(Ordering::Relaxed);
             let (at, count) = split(seen);
             if at == second {
-                self.current
-                    .store(join(second, count.saturating_add(n)), Ordering::Relaxed);
+                let count = count.saturating_add(n).min(MAX_PER_SECOND);
+                self.current.store(join(second, count), Ordering::Relaxed);
             } else {
                 self.current.store(join(second, n), Ordering::Relaxed);
                 self.previous
@@ -76,16 +85,17 @@ impl Rate {
             let mut seen = self.current.load(Ordering::Relaxed);
             loop {
                 let (at, count) = split(seen);
-                // One event cannot carry the count over into the second's half; a batch
-                // saturates instead, through the exchange below.
-                if at == second && n == 1 {
+                // Counts stay at most `MAX_PER_SECOND`, half the low word: one event added
+                // below it, even by every thread at once, cannot carry into the second's
+                // half. A batch, or a count at the limit, goes through the exchange below.
+                if at == second && n == 1 && count < MAX_PER_SECOND {
                     self.current.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
                 // The same second, or a new one: then the count of the one just ended
                 // becomes the previous one.
                 let turned = if at == second {
-                    join(second, count.saturating_add(n))
+                    join(second, count.saturating_add(n).min(MAX_PER_SECOND))
                 } else {
                     join(second, n)
                 };
@@ -120,7 +130,7 @@ impl Rate {
             _ => (0, 0),
         };
         let left = 1000 - ms % 1000;
-        (count + (previous * left).div_ceil(1000)) as u32
+        u32::try_from(count + (previous * left).div_ceil(1000)).unwrap_or(u32::MAX)
     }
 }
 
@@ -233,10 +243,11 @@ mod tests {
                 "the previous second whole, and the new one"
             );
             r.add_at(4_100, u32::MAX);
+            r.add_at(4_200, 1);
             let (second, count) = split(r.current.load(Ordering::Relaxed));
             assert_eq!(
                 (second, count),
-                (4, u32::MAX),
+                (4, MAX_PER_SECOND),
                 "saturated, the second intact"
             );
         });

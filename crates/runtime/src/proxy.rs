@@ -249,9 +249,9 @@ pub fn count_backend_answer(backend: &Backend, status: u16, (read, sent): (u64, 
     traffic.close_session();
 }
 
-/// Counts a request `http-request` rules refused (`dreq`): on the frontend, and on the
-/// backend when the refusing rules were the backend's own (another proxy than the
-/// frontend), as HAProxy counts it.
+/// Counts a request `http-request` rules refused, or any rules dropped (`dreq`): on the
+/// frontend, and on the backend when the refusing rules were the backend's own (another
+/// proxy than the frontend), as HAProxy counts it.
 pub fn count_denied_request(frontend: &Frontend, backend: Option<&Backend>) {
     frontend.denied_requests.incr();
     if let Some(backend) = backend.filter(|b| b.plan.id.uid != frontend.plan.id.uid) {
@@ -578,7 +578,7 @@ impl Backend {
                 return Err(Unserved::NoServer);
             }
             let waiting = shared.queues.enqueue(None);
-            self.stats.note_queued(shared.queued_total());
+            self.stats.note_queued(shared.queues.backend.len());
             // A longer queue is more load: a `minconn` server may take it at once.
             self.follow_load(&mut shared);
             waiting
@@ -612,7 +612,6 @@ impl Backend {
             }
             let waiting = shared.queues.enqueue(Some(index));
             server.stats.note_queued(queued + 1);
-            self.stats.note_queued(shared.queued_total());
             self.follow_load(&mut shared);
             waiting
         };

@@ -209,8 +209,8 @@ pub struct StatsCounters {
     pub server_aborts: LoopCounter,
     /// Rewrites that did not fit (`wrew`), each also an internal error (`eint`).
     pub failed_rewrites: LoopCounter,
-    /// The longest its queue was (`qmax`): a server's own queue, a backend's with its
-    /// servers' queues.
+    /// The longest its own queue was (`qmax`): a server's, or a backend's (not counting its
+    /// servers' queues), as HAProxy counts it.
     queue_max: AtomicU64,
     /// See `failed_rewrites`.
     pub internal_errors: LoopCounter,
@@ -615,7 +615,8 @@ fn frontend_row(f: &Frontend) -> Row {
         Field::status,
         if f.stats.paused() { "PAUSED" } else { "OPEN" },
     );
-    if f.plan.mode == Mode::Http {
+    // A TCP frontend that may switch to HTTP serves requests too.
+    if f.plan.mode == Mode::Http || f.plan.rules.switches_to_http() {
         set_hrsp(&mut row, &f.stats);
         let total: u64 = f.stats.hrsp.iter().map(LoopCounter::get).sum();
         row.set(Field::req_tot, total);

@@ -603,11 +603,22 @@ fn a_worker_whose_master_is_gone_exits() {
         ),
     );
     // The test is the worker's parent, never pid 1, which the worker is told is its master.
-    let env = [
-        ("SLUICE_WORKER_LISTENERS", ""),
-        ("SLUICE_WORKER_MASTER", "1"),
-    ];
-    let out = common::run(&["-f", config.to_str().unwrap()], &env);
+    let mut worker = std::process::Command::new(common::binary())
+        .args(["-f", config.to_str().unwrap()])
+        .env("SLUICE_WORKER_LISTENERS", "")
+        .env("SLUICE_WORKER_MASTER", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A worker that stays (the check broken) is killed, and the test fails, not hangs.
+    let exited = wait_until(GENEROUS, || matches!(worker.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = worker.kill();
+    }
+    let out = worker.wait_with_output().unwrap();
+    assert!(exited, "the worker kept running");
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("the master process is gone"),

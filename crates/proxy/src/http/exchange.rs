@@ -2088,9 +2088,9 @@ fn count_bytes(ctx: &Context<'_>, server: &Server, facts: &mut Facts<'_>, up: u6
     ctx.scope.vars.trackers.bytes(up, down);
 }
 
-/// Counts the traffic of an answer of the proxy's own (a 502, 503 or 504 page) as HAProxy
-/// counts it, on the frontend, the backend and the server chosen: the request it read, when
-/// none of it reached a server, and the answer.
+/// Counts the traffic of an answer of the proxy's own during an exchange (an error page, a
+/// server's `redir` redirection) as HAProxy counts it, on the frontend, the backend and the
+/// server chosen: the request it read, when none of it reached a server, and the answer.
 fn count_own_answer(ctx: &Context<'_>, facts: &mut Facts<'_>, head_len: u64, answer: u64) {
     let up = if facts.bytes_up == 0 { head_len } else { 0 };
     let server = facts.chosen.map(|s| &s.traffic);

@@ -346,6 +346,9 @@ fn frontend_verdict<'a>(
         let view = scope.view(None, Some((input.filled(), head)));
         let failing = rules.monitor_fail.iter().any(|c| c.eval(&view));
         return Err(RequestVerdict::Answer(if failing {
+            // Every monitor hit is intercepted (`process_request` counts the others, which
+            // are not denials).
+            scope.frontend.intercepted.incr();
             Answer::page(error_page(&front_pages, 503), 503)
         } else {
             Answer {
@@ -518,14 +521,15 @@ fn tcp_content<'a>(
     head: &RequestHead,
 ) -> Flow<'a> {
     let view = scope.view(backend, Some((input.filled(), head)));
-    // Either ends a denied request, counted on the frontend only, as HAProxy counts them.
+    // Either ends a denied request, as HAProxy counts them: a reject on the frontend only, a
+    // drop also on a backend whose own rules dropped it.
     match run_tcp_rules(&view, scope.vars, rules, Stage::Content, &mut 0) {
         Some(TcpVerdict::Reject) => {
             scope.frontend.denied_requests.incr();
             Flow::Reject
         }
         Some(TcpVerdict::SilentDrop) => {
-            scope.frontend.denied_requests.incr();
+            sluice_runtime::proxy::count_denied_request(scope.frontend, backend);
             Flow::Drop
         }
         // Already HTTP: `switch-mode http` has nothing to switch.

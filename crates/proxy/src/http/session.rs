@@ -418,6 +418,8 @@ impl<'s> Session<'_, 's> {
                     return Next::Close;
                 }
                 RequestVerdict::Stats(page) => {
+                    // The frontend's own page: an intercepted request, as HAProxy counts it.
+                    frontend.intercepted.incr();
                     self.stats_page(client, input, &head, page, frontend.name(), started)
                         .await;
                     return Next::Close;
@@ -550,8 +552,6 @@ impl<'s> Session<'_, 's> {
         own: &str,
         started: (std::time::Instant, SystemTime),
     ) {
-        // An intercepted request, as HAProxy counts the statistics page's.
-        self.scope.frontend.intercepted.incr();
         let request = (&mut *input, head);
         let (status, bytes, sent) =
             super::stats_page::serve(self.scope, client, request, page, own, self.settings.client)
