@@ -490,6 +490,7 @@ impl Balancer {
     /// `draws` lookups for random, O(n/64) for first; no allocation.
     pub fn pick(&mut self, input: &PickInput<'_>) -> Option<usize> {
         let avoid = input.exclude.filter(|&e| e < self.states.len());
+        let key_hash = input.key.and_then(|key| self.key_hash(key));
         let loads = Loads::new(
             &self.states,
             &self.connections,
@@ -505,23 +506,54 @@ impl Balancer {
         };
         match self.rule {
             Rule::Rotation => tier.next(avoid, &loads),
-            Rule::Hashed { source } => match input.key {
-                Some(key) => {
-                    let h = if source {
-                        let folded = fold_words(key);
-                        if self.hash.avalanche {
-                            avalanche(folded)
-                        } else {
-                            folded
-                        }
-                    } else {
-                        hash(self.hash.function, self.hash.avalanche, key)
-                    };
-                    tier.by_hash(h, avoid, &loads)
-                }
+            Rule::Hashed { .. } => match key_hash {
+                Some(h) => tier.by_hash(h, avoid, &loads),
                 None => tier.next(avoid, &loads),
             },
             Rule::Random { draws } => tier.random(input.random, draws, avoid, &loads),
+        }
+    }
+
+    /// The hash a hash-based algorithm looks `key` up with, `None` for the other algorithms:
+    /// what a redispatch looks up again ([`Balancer::pick_by_hash`]).
+    pub fn key_hash(&self, key: &[u8]) -> Option<u32> {
+        match self.rule {
+            Rule::Hashed { source } => Some(self.hash_of(source, key)),
+            Rule::Rotation | Rule::Random { .. } => None,
+        }
+    }
+
+    /// Chooses a server by a hash [`Balancer::key_hash`] gave, avoiding `exclude` when
+    /// another server can be chosen: consistent hashing walks on along the ring, as
+    /// HAProxy's re-run of the hash on a redispatch does. `None` as for [`Balancer::pick`].
+    pub fn pick_by_hash(&mut self, hash: u32, exclude: Option<usize>) -> Option<usize> {
+        let avoid = exclude.filter(|&e| e < self.states.len());
+        let loads = Loads::new(
+            &self.states,
+            &self.connections,
+            self.total_connections,
+            self.balance_factor,
+        );
+        let tier = if self.active.members > 0 {
+            &mut self.active
+        } else if self.backup.members > 0 {
+            &mut self.backup
+        } else {
+            return None;
+        };
+        tier.by_hash(hash, avoid, &loads)
+    }
+
+    fn hash_of(&self, source: bool, key: &[u8]) -> u32 {
+        if source {
+            let folded = fold_words(key);
+            if self.hash.avalanche {
+                avalanche(folded)
+            } else {
+                folded
+            }
+        } else {
+            hash(self.hash.function, self.hash.avalanche, key)
         }
     }
 

@@ -190,11 +190,11 @@ pub async fn connect_redispatching<'b>(
         let Some(next) = switch.filter(|_| connection.stream.is_none()) else {
             return (connection, moved);
         };
-        let rehashed = backend.rehashes_to(lease.index());
+        let rehashed = backend.rehashes_to(lease);
         let other = if rehashed {
             None
         } else {
-            backend.pick_other_server(lease.index())
+            backend.pick_other_server(lease)
         };
         start = match other {
             Some(other) if other.index() != lease.index() => {

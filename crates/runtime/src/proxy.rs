@@ -487,13 +487,14 @@ impl Backend {
             .count()
     }
 
-    /// Whether choosing again for a request the server at `index` took would name it again:
+    /// Whether choosing again for the request `lease` serves would name its server again:
     /// map-based hashing looks the request's key up in the same table while that server
-    /// serves (HAProxy's redispatch re-runs that lookup, which avoids no server).
-    pub fn rehashes_to(&self, index: usize) -> bool {
-        self.plan.balance.is_deterministic()
+    /// serves (HAProxy's redispatch re-runs that lookup, which avoids no server). A request
+    /// without a key was balanced as by round robin, and is again.
+    pub fn rehashes_to(&self, lease: &ServerLease<'_>) -> bool {
+        lease.key_hash.is_some()
             && self.plan.hash_type.method == HashMethod::MapBased
-            && self.lock().balancer.in_serving_tier(index)
+            && self.lock().balancer.in_serving_tier(lease.index)
     }
 
     /// Whether the server at `index` can take traffic now (`srv_is_up`).
@@ -572,7 +573,9 @@ impl Backend {
             };
             if let Some(index) = shared.balancer.pick(&input) {
                 self.count_pick(index);
-                return Ok(self.start(&mut shared, index));
+                let mut lease = self.start(&mut shared, index);
+                lease.key_hash = key.and_then(|k| shared.balancer.key_hash(k));
+                return Ok(lease);
             }
             if !shared.balancer.has_usable_server() {
                 return Err(Unserved::NoServer);
@@ -628,18 +631,28 @@ impl Backend {
         Some(self.start(&mut shared, index))
     }
 
-    /// Chooses a usable server other than the one at `exclude` (`option redispatch` after
-    /// failed connections), without a key and without waiting in a queue.
-    pub fn pick_other_server(&self, exclude: usize) -> Option<ServerLease<'_>> {
-        let input = PickInput {
-            key: None,
-            random: next_random(),
-            exclude: Some(exclude),
-        };
+    /// Chooses a usable server other than the one `lease` holds (`option redispatch` after
+    /// failed connections), without waiting in a queue: by the lease's hash when the
+    /// balancing hashed a key (consistent hashing walks on along the ring), else as the
+    /// algorithm picks without a key.
+    pub fn pick_other_server(&self, lease: &ServerLease<'_>) -> Option<ServerLease<'_>> {
+        let exclude = Some(lease.index);
         let mut shared = self.lock();
-        let index = shared.balancer.pick(&input)?;
+        let index = match lease.key_hash {
+            Some(hash) => shared.balancer.pick_by_hash(hash, exclude)?,
+            None => {
+                let input = PickInput {
+                    key: None,
+                    random: next_random(),
+                    exclude,
+                };
+                shared.balancer.pick(&input)?
+            }
+        };
         self.count_pick(index);
-        Some(self.start(&mut shared, index))
+        let mut other = self.start(&mut shared, index);
+        other.key_hash = lease.key_hash;
+        Some(other)
     }
 
     fn start(&self, shared: &mut Shared, index: usize) -> ServerLease<'_> {
@@ -651,6 +664,7 @@ impl Backend {
             backend: self,
             index,
             server: &self.servers[index],
+            key_hash: None,
         }
     }
 
@@ -686,6 +700,7 @@ impl Backend {
                             backend: self,
                             index,
                             server,
+                            key_hash: None,
                         }
                     }),
                     None => Err(Unserved::NoServer),
@@ -808,6 +823,9 @@ pub struct ServerLease<'a> {
     backend: &'a Backend,
     index: usize,
     server: &'a Server,
+    /// The hash the balancing chose the server by, when it hashed a request's key: what
+    /// a redispatch looks up again.
+    key_hash: Option<u32>,
 }
 
 impl<'a> ServerLease<'a> {
