@@ -187,6 +187,9 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             // `option redispatch` may move the session to another server (at once, unless
             // persistence chose this one).
             let persistent = persisted.or(stuck) == Some(lease.index());
+            // A session of the server from its first attempt, as HAProxy counts them (and
+            // of each server a redispatch moves it to).
+            let mut _server_session = SessionMark::open(&lease.server().traffic);
             let connect =
                 connect_redispatching(backend, &mut lease, &endpoints, (true, persistent));
             let connected = if abort_on_close {
@@ -198,7 +201,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             } else {
                 Some(connect.await)
             };
-            let Some((connection, _)) = connected else {
+            let Some((connection, moved)) = connected else {
                 record.termination = Termination {
                     cause: Cause::ClientAbort,
                     phase: Phase::Connect,
@@ -209,7 +212,9 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             // `on-marked-down shutdown-sessions` and the like end the relay at once; listening
             // from now on, so that a shutdown during the inspection is not missed.
             let mut killed = server.health.kill_signal();
-            let _server_session = SessionMark::open(&server.traffic);
+            if moved {
+                _server_session = SessionMark::open(&server.traffic);
+            }
             record.server = Some(server.name());
             record.retries = connection.retries;
             match connection.stream {

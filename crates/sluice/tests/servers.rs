@@ -343,12 +343,20 @@ fn option_redispatch_moves_a_tcp_session_off_a_refusing_server() {
         refused_addr(),
         alive.addr()
     );
-    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let proxy = common::sluice(&cfg).inherit(fe).start();
     let mut c = connect(addr);
     let Closed::Eof(data) = read_to_close(&mut c, GENEROUS) else {
         panic!("the session must reach the live server and end");
     };
     assert_eq!(data, b"alive", "the last retry went to the other server");
+    // Field 8 (stot): the session counts on the server it left and on the one it reached,
+    // as HAProxy counts each attempt.
+    let stat = proxy.cli("show stat");
+    for server in ["dead", "alive"] {
+        let prefix = format!("app,{server},");
+        let row = stat.lines().find(|l| l.starts_with(&prefix)).unwrap();
+        assert_eq!(row.split(',').nth(7), Some("1"), "{row}");
+    }
 }
 
 #[test]

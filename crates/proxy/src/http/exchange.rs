@@ -909,6 +909,8 @@ async fn exchange<'a>(
             l7_retried += 1;
             ctx.backend.retries.incr();
             server.retries.incr();
+            // Another connection attempt: a session of the server, as HAProxy counts it.
+            server.traffic.count_attempt();
             attempts = 1;
             continue;
         }
