@@ -489,8 +489,27 @@ impl Balancer {
     /// O(log points) for consistent hashing (plus the walk past avoided or overloaded servers),
     /// `draws` lookups for random, O(n/64) for first; no allocation.
     pub fn pick(&mut self, input: &PickInput<'_>) -> Option<usize> {
-        let avoid = input.exclude.filter(|&e| e < self.states.len());
         let key_hash = input.key.and_then(|key| self.key_hash(key));
+        let (rule, random) = (self.rule, input.random);
+        self.choose(input.exclude, |tier, avoid, loads| match rule {
+            Rule::Rotation => tier.next(avoid, loads),
+            Rule::Hashed { .. } => match key_hash {
+                Some(h) => tier.by_hash(h, avoid, loads),
+                None => tier.next(avoid, loads),
+            },
+            Rule::Random { draws } => tier.random(random, draws, avoid, loads),
+        })
+    }
+
+    /// Runs `choose` on the tier that serves (the active servers, else the backups), with the
+    /// server to avoid (an index in range) and the load figures; `None` when no server is
+    /// usable.
+    fn choose(
+        &mut self,
+        exclude: Option<usize>,
+        choose: impl FnOnce(&mut Tier, Option<usize>, &Loads<'_>) -> Option<usize>,
+    ) -> Option<usize> {
+        let avoid = exclude.filter(|&e| e < self.states.len());
         let loads = Loads::new(
             &self.states,
             &self.connections,
@@ -504,14 +523,7 @@ impl Balancer {
         } else {
             return None;
         };
-        match self.rule {
-            Rule::Rotation => tier.next(avoid, &loads),
-            Rule::Hashed { .. } => match key_hash {
-                Some(h) => tier.by_hash(h, avoid, &loads),
-                None => tier.next(avoid, &loads),
-            },
-            Rule::Random { draws } => tier.random(input.random, draws, avoid, &loads),
-        }
+        choose(tier, avoid, &loads)
     }
 
     /// The hash a hash-based algorithm looks `key` up with, `None` for the other algorithms:
@@ -527,21 +539,9 @@ impl Balancer {
     /// another server can be chosen: consistent hashing walks on along the ring, as
     /// HAProxy's re-run of the hash on a redispatch does. `None` as for [`Balancer::pick`].
     pub fn pick_by_hash(&mut self, hash: u32, exclude: Option<usize>) -> Option<usize> {
-        let avoid = exclude.filter(|&e| e < self.states.len());
-        let loads = Loads::new(
-            &self.states,
-            &self.connections,
-            self.total_connections,
-            self.balance_factor,
-        );
-        let tier = if self.active.members > 0 {
-            &mut self.active
-        } else if self.backup.members > 0 {
-            &mut self.backup
-        } else {
-            return None;
-        };
-        tier.by_hash(hash, avoid, &loads)
+        self.choose(exclude, |tier, avoid, loads| {
+            tier.by_hash(hash, avoid, loads)
+        })
     }
 
     fn hash_of(&self, source: bool, key: &[u8]) -> u32 {

@@ -516,6 +516,19 @@ fn rules_cannot_change_how_a_response_body_is_delimited() {
     }
 }
 
+/// Sends `request` on a new connection and checks that the proxy answers nothing and
+/// resets the connection.
+fn assert_reset_after(addr: SocketAddr, request: &[u8]) {
+    let mut c = connect(addr);
+    c.write_all(request).unwrap();
+    c.set_read_timeout(Some(GENEROUS)).unwrap();
+    let read = c.read(&mut [0u8; 64]);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+}
+
 #[test]
 fn silent_drop_resets_the_connection_and_counts_a_denied_request() {
     let (backend, seen) = named_http("s1");
@@ -527,16 +540,7 @@ fn silent_drop_resets_the_connection_and_counts_a_denied_request() {
         backend.addr()
     ));
     // silent-drop: no answer, a reset rather than an end of stream.
-    let mut c = connect(addr);
-    c.write_all(b"GET /drop HTTP/1.1\r\nHost: h\r\n\r\n")
-        .unwrap();
-    c.set_read_timeout(Some(GENEROUS)).unwrap();
-    let mut buf = [0u8; 64];
-    let read = c.read(&mut buf);
-    assert!(
-        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
-        "{read:?}"
-    );
+    assert_reset_after(addr, b"GET /drop HTTP/1.1\r\nHost: h\r\n\r\n");
     // reject: no answer, and the connection is killed (a reset), as HAProxy kills it.
     assert!(matches!(
         one_shot(addr, b"GET /reject HTTP/1.1\r\nHost: h\r\n\r\n"),
@@ -566,16 +570,7 @@ fn http_response_silent_drop_resets_the_client_after_the_server_answered() {
         backend.addr()
     ));
     // The server answers; the client gets a reset instead of the answer.
-    let mut c = connect(addr);
-    c.write_all(b"GET /drop HTTP/1.1\r\nHost: h\r\n\r\n")
-        .unwrap();
-    c.set_read_timeout(Some(GENEROUS)).unwrap();
-    let mut buf = [0u8; 64];
-    let read = c.read(&mut buf);
-    assert!(
-        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
-        "{read:?}"
-    );
+    assert_reset_after(addr, b"GET /drop HTTP/1.1\r\nHost: h\r\n\r\n");
     assert_eq!(seen.lock().unwrap().len(), 1, "the server had the request");
     // Other requests are answered.
     let answer = one_shot(
