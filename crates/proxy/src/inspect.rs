@@ -151,6 +151,13 @@ async fn content_rules<'a>(
                 &mut next_rule,
             )
         };
+        // A backend whose own rules refuse the connection counts what they read as its
+        // traffic, as HAProxy does (the frontend's count is the caller's).
+        if let (Some(TcpVerdict::Reject | TcpVerdict::SilentDrop), Some(backend)) =
+            (verdict, backend)
+        {
+            backend.traffic.bytes_in.add(input.len() as u64);
+        }
         match verdict {
             Some(TcpVerdict::Reject) => {
                 scope.frontend.denied_requests.incr();

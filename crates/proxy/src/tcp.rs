@@ -51,8 +51,20 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         Inspection::Forward(backend) => backend,
         // The HTTP session takes the connection over, inspected bytes first.
         Inspection::SwitchHttp => return Some(inspected),
-        // Counted where it was decided (`inspect`).
-        Inspection::Reject | Inspection::Dropped => return None,
+        // Counted where it was decided (`inspect`). What the rules read is the frontend's
+        // traffic, and a `listen` section's, as HAProxy counts it.
+        Inspection::Reject | Inspection::Dropped => {
+            let read = inspected.len() as u64;
+            frontend.traffic.bytes_in.add(read);
+            if let Some(own) = frontend
+                .backend
+                .as_deref()
+                .filter(|b| b.plan.id.uid == frontend.plan.id.uid)
+            {
+                own.traffic.bytes_in.add(read);
+            }
+            return None;
+        }
         Inspection::NoBackend => {
             frontend.failed.incr();
             return None;
