@@ -415,50 +415,48 @@ mod tests {
         let with = |format| written(format, "haproxy", None, Some("myhost"));
         // As HAProxy 2.6 writes them with `log-send-hostname myhost`: the default format is
         // `rfc3164` then, `format local` still has no host name.
-        assert_eq!(
-            with(SyslogFormat::Default),
-            "<134>Nov  6 05:57:25 myhost haproxy[42]: "
-        );
-        assert_eq!(
-            with(SyslogFormat::Local),
-            "<134>Nov  6 05:57:25 haproxy[42]: "
-        );
-        assert_eq!(
-            with(SyslogFormat::Rfc3164),
-            "<134>Nov  6 05:57:25 myhost haproxy[42]: "
-        );
-        assert_eq!(
-            with(SyslogFormat::Rfc5424),
-            "<134>1 2026-11-06T05:57:25.116877+00:00 myhost haproxy 42 - - "
-        );
-        assert_eq!(with(SyslogFormat::Short), "<6>");
+        for (format, expected) in [
+            (
+                SyslogFormat::Default,
+                "<134>Nov  6 05:57:25 myhost haproxy[42]: ",
+            ),
+            (SyslogFormat::Local, "<134>Nov  6 05:57:25 haproxy[42]: "),
+            (
+                SyslogFormat::Rfc3164,
+                "<134>Nov  6 05:57:25 myhost haproxy[42]: ",
+            ),
+            (
+                SyslogFormat::Rfc5424,
+                "<134>1 2026-11-06T05:57:25.116877+00:00 myhost haproxy 42 - - ",
+            ),
+            (SyslogFormat::Short, "<6>"),
+        ] {
+            assert_eq!(with(format), expected, "{format:?}");
+        }
     }
 
     #[test]
     fn headers_of_every_format() {
-        for format in [SyslogFormat::Default, SyslogFormat::Local] {
-            assert_eq!(header(format), "<134>Nov  6 05:57:25 haproxy[42]: ");
-        }
         // Without `log-send-hostname`, HAProxy 2.6 names no host but `localhost`.
-        assert_eq!(
-            header(SyslogFormat::Rfc3164),
-            "<134>Nov  6 05:57:25 localhost haproxy[42]: "
-        );
-        assert_eq!(
-            header(SyslogFormat::Rfc5424),
-            "<134>1 2026-11-06T05:57:25.116877+00:00 - haproxy 42 - - "
-        );
-        assert_eq!(header(SyslogFormat::Priority), "<134>");
-        assert_eq!(header(SyslogFormat::Short), "<6>");
-        assert_eq!(
-            header(SyslogFormat::Timed),
-            "<6>2026-11-06T05:57:25.116877+00:00 "
-        );
-        assert_eq!(
-            header(SyslogFormat::Iso),
-            "2026-11-06T05:57:25.116877+00:00 "
-        );
-        assert_eq!(header(SyslogFormat::Raw), "");
+        for (format, expected) in [
+            (SyslogFormat::Default, "<134>Nov  6 05:57:25 haproxy[42]: "),
+            (SyslogFormat::Local, "<134>Nov  6 05:57:25 haproxy[42]: "),
+            (
+                SyslogFormat::Rfc3164,
+                "<134>Nov  6 05:57:25 localhost haproxy[42]: ",
+            ),
+            (
+                SyslogFormat::Rfc5424,
+                "<134>1 2026-11-06T05:57:25.116877+00:00 - haproxy 42 - - ",
+            ),
+            (SyslogFormat::Priority, "<134>"),
+            (SyslogFormat::Short, "<6>"),
+            (SyslogFormat::Timed, "<6>2026-11-06T05:57:25.116877+00:00 "),
+            (SyslogFormat::Iso, "2026-11-06T05:57:25.116877+00:00 "),
+            (SyslogFormat::Raw, ""),
+        ] {
+            assert_eq!(header(format), expected, "{format:?}");
+        }
     }
 
     #[test]

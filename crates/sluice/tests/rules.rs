@@ -211,14 +211,15 @@ fn statuses(text: &str) -> Vec<&str> {
         .collect()
 }
 
-#[test]
-fn answers_of_the_proxy_keep_the_connection_alive_deny_included() {
+/// A frontend `www` answering `/one` itself and denying `/deny`, with `options` (lines),
+/// in front of a server named `app` whose log is returned.
+fn answering_frontend(options: &str) -> (common::Sluice, SocketAddr, common::Backend, Log) {
     let (app, log) = named_http("app");
     let config = format!(
         "{HTTP_DEFAULTS}
 frontend www
     {{bind}}
-    http-request return status 200 content-type text/plain string one if {{ path /one }}
+{options}    http-request return status 200 content-type text/plain string one if {{ path /one }}
     http-request deny if {{ path /deny }}
     default_backend app
 backend app
@@ -226,7 +227,13 @@ backend app
 ",
         app.addr()
     );
-    let (_p, addr) = start(&config);
+    let (p, addr) = start(&config);
+    (p, addr, app, log)
+}
+
+#[test]
+fn answers_of_the_proxy_keep_the_connection_alive_deny_included() {
+    let (_p, addr, _app, log) = answering_frontend("");
     // As in HAProxy 2.6, a denied request leaves the connection open for the next one.
     let text = pipelined(addr, &["/one", "/app", "/deny", "/last"]);
     assert_eq!(statuses(&text), ["200", "200", "403", "200"], "{text}");
@@ -831,21 +838,7 @@ listen fe
 
 #[test]
 fn under_http_server_close_the_proxys_own_answers_keep_the_client() {
-    let (app, _log) = named_http("app");
-    let config = format!(
-        "{HTTP_DEFAULTS}
-frontend www
-    {{bind}}
-    option http-server-close
-    http-request return status 200 content-type text/plain string one if {{ path /one }}
-    http-request deny if {{ path /deny }}
-    default_backend app
-backend app
-    server s {}
-",
-        app.addr()
-    );
-    let (_p, addr) = start(&config);
+    let (_p, addr, _app, _log) = answering_frontend("    option http-server-close\n");
     // `http-server-close` ends server connections only, as in HAProxy 2.6.
     let text = pipelined(addr, &["/one", "/deny", "/app"]);
     assert_eq!(statuses(&text), ["200", "403", "200"], "{text}");
