@@ -663,27 +663,21 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         .sum::<usize>()
         + process.global.stats_sockets.len();
     let cli = &process.cli_connections;
+    // Connections as accepted, before any rule or PROXY header, as HAProxy counts them.
+    let connections: u64 = process.frontends.iter().map(|f| f.connections.get()).sum();
     // True from SIGUSR1 on, `grace` included, as HAProxy's `stopping`.
     let stopping = process.is_stopping();
     let idle_pct = sluice_runtime::load::idle_percent_of_loops();
     let sessions = process.traffic.sessions.get();
     let dropped_logs = process.log_hub.as_ref().map_or(0, |h| h.dropped.get())
         + process.rings.iter().map(|r| r.dropped.get()).sum::<u64>();
-    // HAProxy's streams: each HTTP request read whole (answered, whatever the answer, but
-    // not the invalid ones), each TCP session, each CLI connection.
+    // HAProxy's streams: each HTTP request read whole (whatever its answer, but not the
+    // invalid ones), each TCP session, each CLI connection.
     let requests: u64 = process
         .frontends
         .iter()
         .map(|f| match f.plan.mode {
-            sluice_config::proxy::Mode::Http => {
-                let answered: u64 = f
-                    .stats
-                    .hrsp
-                    .iter()
-                    .map(sluice_runtime::counters::LoopCounter::get)
-                    .sum();
-                answered.saturating_sub(f.request_errors.get())
-            }
+            sluice_config::proxy::Mode::Http => f.stats.requests_read.get(),
             _ => f.traffic.total_sessions.get(),
         })
         .sum::<u64>()
@@ -710,7 +704,7 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("CurrConns", sessions.to_string()),
         (
             "CumConns",
-            (process.traffic.total_sessions.get() + cli.total_sessions.get()).to_string(),
+            (connections + cli.total_sessions.get()).to_string(),
         ),
         ("CumReq", requests.to_string()),
         // Sluice terminates no TLS: no limit, nothing counted.

@@ -479,6 +479,12 @@ pub fn clear_counters(
         }
         stats.clear(all);
     }
+    for f in &p.frontends {
+        f.connection_rate.reset_max();
+        if all {
+            f.connections.reset();
+        }
+    }
     if all {
         for f in &p.frontends {
             for c in [

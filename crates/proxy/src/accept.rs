@@ -258,6 +258,8 @@ fn session(
     (accept_proxy, bind_name): (bool, Arc<str>),
 ) -> impl std::future::Future<Output = ()> {
     async move {
+        held.frontend.connections.incr();
+        held.frontend.connection_rate.incr();
         // `tcp-request connection` rules see the connection as it is, before any PROXY header
         // (configuration.txt §4.2: they run before the handshakes).
         let connection_rules = &held.frontend.plan.rules.tcp_connection;
@@ -284,8 +286,8 @@ fn session(
             let timeout = held.frontend.plan.timeouts.client;
             match Box::pin(proxy_io::read_header(&mut client, held.endpoints, timeout)).await {
                 Ok(announced) => held.endpoints = announced,
+                // A connection error, logged, not a request error (`ereq`), as in HAProxy.
                 Err(err) => {
-                    held.frontend.request_errors.incr();
                     let view = held.scope().view(None, None);
                     report_connection_error(view, accepted, &bind_name, &err);
                     return;

@@ -49,6 +49,11 @@ pub struct Frontend {
     /// Requests its own rules answered without a server: redirections, `return`, `auth`,
     /// the monitor URI, services, the statistics page (`intercepted`).
     pub intercepted: Counter,
+    /// Connections accepted, before any rule or PROXY header (`conn_tot`, `conn_rate`;
+    /// `CumConns` in `show info`), as HAProxy counts them apart from sessions.
+    pub connections: crate::counters::LoopCounter,
+    /// See `connections`.
+    pub connection_rate: crate::freq::Rate,
     /// Where this proxy's log lines go, and how they look; `None` without `log` targets.
     pub logger: Option<FrontendLog>,
     /// Statistics-only counters and the `disable frontend` switch.
@@ -306,6 +311,8 @@ impl Frontend {
             denied_sessions: Counter::default(),
             denied_requests: Counter::default(),
             intercepted: Counter::default(),
+            connections: crate::counters::LoopCounter::default(),
+            connection_rate: crate::freq::Rate::default(),
             logger: None,
             stats: crate::stats::StatsCounters::new(0),
             invalid_request: crate::errors::Captured::default(),

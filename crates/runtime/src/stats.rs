@@ -183,6 +183,9 @@ pub struct StatsCounters {
     agent_enabled: AtomicBool,
     /// HTTP requests per second (`req_rate`, frontends).
     pub request_rate: crate::freq::Rate,
+    /// HTTP requests read whole, whatever their answer (a frontend's share of `show info`'s
+    /// `CumReq`, which HAProxy counts in streams: not the invalid requests).
+    pub requests_read: LoopCounter,
     /// Recent streams' times in the queue, to connect, to the response head, in all
     /// (`qtime`, `ctime`, `rtime`, `ttime` and their `_max`, backends and servers).
     pub times: [crate::freq::SlidingAverage; 4],
@@ -226,6 +229,7 @@ impl StatsCounters {
         let now = now_secs();
         StatsCounters {
             request_rate: crate::freq::Rate::default(),
+            requests_read: LoopCounter::default(),
             times: Default::default(),
             hrsp: Default::default(),
             lbtot: LoopCounter::default(),
@@ -626,14 +630,12 @@ fn frontend_row(f: &Frontend) -> Row {
         row.set(Field::req_tot, 0u64);
     }
     row.set(Field::mode, mode_name(f.plan.mode));
-    row.set(Field::conn_tot, t.total_sessions.get());
+    row.set(Field::conn_tot, f.connections.get());
     set_rates(&mut row, t);
     // `rate-limit sessions`; 0 for "no limit", as HAProxy shows it.
     row.set(Field::rate_lim, u64::from(f.session_rate_limit.limit()));
-    // Sessions and connections are the same events here (`tcp-request session` rules, which
-    // could tell them apart, are not supported).
-    row.set(Field::conn_rate, t.session_rate.get());
-    row.set(Field::conn_rate_max, t.session_rate.max());
+    row.set(Field::conn_rate, f.connection_rate.get());
+    row.set(Field::conn_rate_max, f.connection_rate.max());
     row.set(Field::req_rate, f.stats.request_rate.get());
     row.set(Field::req_rate_max, f.stats.request_rate.max());
     row.set(Field::dcon, f.denied_connections.get());

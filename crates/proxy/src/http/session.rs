@@ -354,6 +354,7 @@ impl<'s> Session<'_, 's> {
         let (process, frontend) = (scope.process, scope.frontend);
         let (request_start, request_start_at) = started;
         frontend.stats.request_rate.incr();
+        frontend.stats.requests_read.incr();
         scope.vars.end_transaction();
         scope.vars.trackers.http_request();
         // `option http-buffer-request`: the rules see the whole body, or as much of it as the
