@@ -144,18 +144,6 @@ const FRONTEND: &[Metric] = &[
         Value::Field(Field::intercepted),
     ),
     m(
-        "failed_header_rewriting_total",
-        COUNTER,
-        "Header rewrites that did not fit in the buffer.",
-        Value::Field(Field::wrew),
-    ),
-    m(
-        "internal_errors_total",
-        COUNTER,
-        "Internal errors (a failed rewrite is one).",
-        Value::Field(Field::eint),
-    ),
-    m(
         "status",
         GAUGE,
         "Current state, one sample per state.",
@@ -184,6 +172,74 @@ const FRONTEND: &[Metric] = &[
         COUNTER,
         "Connections refused by tcp-request rules.",
         Value::Field(Field::dcon),
+    ),
+];
+
+/// Failed rewrites, on frontends, backends and servers.
+const REWRITES: &[Metric] = &[
+    m(
+        "failed_header_rewriting_total",
+        COUNTER,
+        "Header rewrites that did not fit in the buffer.",
+        Value::Field(Field::wrew),
+    ),
+    m(
+        "internal_errors_total",
+        COUNTER,
+        "Internal errors (a failed rewrite is one).",
+        Value::Field(Field::eint),
+    ),
+];
+
+/// Connections to servers and transfers cut short, on backends and servers.
+const TRANSFERS: &[Metric] = &[
+    m(
+        "connection_attempts_total",
+        COUNTER,
+        "Connection attempts to servers.",
+        Value::Field(Field::connect),
+    ),
+    m(
+        "connection_reuses_total",
+        COUNTER,
+        "Requests sent over a reused server connection.",
+        Value::Field(Field::reuse),
+    ),
+    m(
+        "redispatch_warnings_total",
+        COUNTER,
+        "Requests moved to another server by option redispatch.",
+        Value::Field(Field::wredis),
+    ),
+    m(
+        "client_aborts_total",
+        COUNTER,
+        "Transfers the client cut short.",
+        Value::Field(Field::cli_abrt),
+    ),
+    m(
+        "server_aborts_total",
+        COUNTER,
+        "Transfers the server cut short.",
+        Value::Field(Field::srv_abrt),
+    ),
+    m(
+        "connection_errors_total",
+        COUNTER,
+        "Connections to servers that failed for good.",
+        Value::Field(Field::econ),
+    ),
+    m(
+        "response_errors_total",
+        COUNTER,
+        "Invalid or missing responses.",
+        Value::Field(Field::eresp),
+    ),
+    m(
+        "retry_warnings_total",
+        COUNTER,
+        "Connection retries.",
+        Value::Field(Field::wretr),
     ),
 ];
 
@@ -301,66 +357,6 @@ const BACKEND: &[Metric] = &[
         COUNTER,
         "Requests denied by the backend's rules.",
         Value::Field(Field::dreq),
-    ),
-    m(
-        "connection_attempts_total",
-        COUNTER,
-        "Connection attempts to servers.",
-        Value::Field(Field::connect),
-    ),
-    m(
-        "connection_reuses_total",
-        COUNTER,
-        "Requests sent over a reused server connection.",
-        Value::Field(Field::reuse),
-    ),
-    m(
-        "redispatch_warnings_total",
-        COUNTER,
-        "Requests moved to another server by option redispatch.",
-        Value::Field(Field::wredis),
-    ),
-    m(
-        "client_aborts_total",
-        COUNTER,
-        "Transfers the client cut short.",
-        Value::Field(Field::cli_abrt),
-    ),
-    m(
-        "server_aborts_total",
-        COUNTER,
-        "Transfers the server cut short.",
-        Value::Field(Field::srv_abrt),
-    ),
-    m(
-        "connection_errors_total",
-        COUNTER,
-        "Failed connections to servers.",
-        Value::Field(Field::econ),
-    ),
-    m(
-        "response_errors_total",
-        COUNTER,
-        "Invalid or missing responses.",
-        Value::Field(Field::eresp),
-    ),
-    m(
-        "retry_warnings_total",
-        COUNTER,
-        "Connection retries.",
-        Value::Field(Field::wretr),
-    ),
-    m(
-        "failed_header_rewriting_total",
-        COUNTER,
-        "Header rewrites that did not fit in the buffer.",
-        Value::Field(Field::wrew),
-    ),
-    m(
-        "internal_errors_total",
-        COUNTER,
-        "Internal errors (a failed rewrite is one).",
-        Value::Field(Field::eint),
     ),
     m(
         "status",
@@ -538,66 +534,6 @@ const SERVER: &[Metric] = &[
         COUNTER,
         "Responses denied by rules or option checkcache.",
         Value::Field(Field::dresp),
-    ),
-    m(
-        "connection_attempts_total",
-        COUNTER,
-        "Connection attempts to servers.",
-        Value::Field(Field::connect),
-    ),
-    m(
-        "connection_reuses_total",
-        COUNTER,
-        "Requests sent over a reused server connection.",
-        Value::Field(Field::reuse),
-    ),
-    m(
-        "redispatch_warnings_total",
-        COUNTER,
-        "Requests moved to another server by option redispatch.",
-        Value::Field(Field::wredis),
-    ),
-    m(
-        "client_aborts_total",
-        COUNTER,
-        "Transfers the client cut short.",
-        Value::Field(Field::cli_abrt),
-    ),
-    m(
-        "server_aborts_total",
-        COUNTER,
-        "Transfers the server cut short.",
-        Value::Field(Field::srv_abrt),
-    ),
-    m(
-        "connection_errors_total",
-        COUNTER,
-        "Failed connections.",
-        Value::Field(Field::econ),
-    ),
-    m(
-        "response_errors_total",
-        COUNTER,
-        "Invalid or missing responses.",
-        Value::Field(Field::eresp),
-    ),
-    m(
-        "retry_warnings_total",
-        COUNTER,
-        "Connection retries.",
-        Value::Field(Field::wretr),
-    ),
-    m(
-        "failed_header_rewriting_total",
-        COUNTER,
-        "Header rewrites that did not fit in the buffer.",
-        Value::Field(Field::wrew),
-    ),
-    m(
-        "internal_errors_total",
-        COUNTER,
-        "Internal errors (a failed rewrite is one).",
-        Value::Field(Field::eint),
     ),
     m(
         "status",
@@ -881,12 +817,25 @@ pub fn render(process: &Process) -> String {
     let mut out = String::with_capacity(32768);
     process_metrics(process, &mut out);
     let rows = stats::collect(process);
-    for (kind, prefix, metrics) in [
-        (RowKind::Frontend, "haproxy_frontend_", FRONTEND),
-        (RowKind::Backend, "haproxy_backend_", BACKEND),
-        (RowKind::Server, "haproxy_server_", SERVER),
-    ] {
-        for metric in metrics {
+    let lists: [(RowKind, &str, &[&[Metric]]); 3] = [
+        (
+            RowKind::Frontend,
+            "haproxy_frontend_",
+            &[FRONTEND, REWRITES],
+        ),
+        (
+            RowKind::Backend,
+            "haproxy_backend_",
+            &[BACKEND, TRANSFERS, REWRITES],
+        ),
+        (
+            RowKind::Server,
+            "haproxy_server_",
+            &[SERVER, TRANSFERS, REWRITES],
+        ),
+    ];
+    for (kind, prefix, metrics) in lists {
+        for metric in metrics.iter().copied().flatten() {
             let name = format!("{prefix}{}", metric.name);
             let mut body = String::new();
             for row in rows.iter().filter(|r| r.kind == kind) {
