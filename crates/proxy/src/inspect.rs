@@ -252,9 +252,7 @@ pub async fn inspect_response(
                 ResponseInspection::Reject
             }
             Some(TcpVerdict::SilentDrop) => {
-                // On the frontend and the stream's backend, as HAProxy counts a drop.
-                scope.frontend.denied_requests.incr();
-                backend.denied_requests.incr();
+                sluice_runtime::proxy::count_dropped_response(scope.frontend, backend);
                 let _ = client.abort_silently();
                 ResponseInspection::Dropped
             }

@@ -264,6 +264,14 @@ pub fn count_denied_request(frontend: &Frontend, backend: Option<&Backend>) {
     }
 }
 
+/// Counts a connection dropped on a server's response (`silent-drop` in `http-response` or
+/// `tcp-response content`): a denied request (`dreq`) on the frontend and the stream's
+/// backend, a `listen` section's included, as HAProxy counts it.
+pub fn count_dropped_response(frontend: &Frontend, backend: &Backend) {
+    frontend.denied_requests.incr();
+    backend.denied_requests.incr();
+}
+
 /// Counts a response the proxy refused to pass on (`dresp`): the frontend, the backend and
 /// the server each count it, as in HAProxy.
 pub fn count_denied_response(frontend: &Frontend, backend: &Backend, server: Option<&Server>) {

@@ -300,7 +300,8 @@ pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
     let termination = tokio::select! {
         biased;
         moved = relay => {
-            count_bytes(ctx, parts.server, facts, moved.client_to_server, moved.server_to_client);
+            let bytes = (moved.client_to_server, moved.server_to_client);
+            count_bytes(ctx, Some(parts.server), facts, bytes);
             Termination::NORMAL
         }
         () = parts.killed.wait() => Termination { cause: Cause::Killed, phase: Phase::Data },
@@ -410,9 +411,13 @@ pub async fn run<'a>(
         on_head,
     )
     .await;
-    facts.bytes_down += ending.answer_bytes;
+    // An answer of the proxy's own during the exchange (an error page, a server's `redir`
+    // redirection) is traffic too, as HAProxy counts it: the request it read, when none of it
+    // reached a server, and the answer.
     if ending.answer_bytes > 0 {
-        count_own_answer(ctx, &mut facts, head_len, ending.answer_bytes);
+        let up = if facts.bytes_up == 0 { head_len } else { 0 };
+        let chosen = facts.chosen;
+        count_bytes(ctx, chosen, &mut facts, (up, ending.answer_bytes));
     }
     if let Some(status) = ending.status {
         if (400..500).contains(&status) {
@@ -916,7 +921,7 @@ async fn exchange<'a>(
         }
         match outcome {
             Ok(done) if done.tunnel => {
-                count_bytes(ctx, server, facts, done.bytes_up, done.bytes_down);
+                count_bytes(ctx, Some(server), facts, (done.bytes_up, done.bytes_down));
                 // Bytes the client sent after its head already belong to the tunnel.
                 if !input.is_empty() {
                     if body::write(&mut server_stream, input.filled(), s.server)
@@ -945,7 +950,7 @@ async fn exchange<'a>(
                 };
             }
             Ok(done) => {
-                count_bytes(ctx, server, facts, done.bytes_up, done.bytes_down);
+                count_bytes(ctx, Some(server), facts, (done.bytes_up, done.bytes_down));
                 if done.server_reusable {
                     let conn = Attached {
                         key,
@@ -1011,7 +1016,7 @@ async fn exchange<'a>(
             }
             Err(ResponseFailure::Broken(cause, sent)) => {
                 // The log counts what the client got, as HAProxy's does.
-                count_bytes(ctx, server, facts, 0, sent);
+                count_bytes(ctx, Some(server), facts, (0, sent));
                 return Ending::close(status, cause, Phase::Data);
             }
             // `http-response wait-for-body` waited in vain for the body of a response the
@@ -2078,24 +2083,15 @@ async fn read_response_head<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-/// Counts bytes on every level that reports them (`bin`/`bout` in `show stat`) and in the
-/// stream's log record.
-fn count_bytes(ctx: &Context<'_>, server: &Server, facts: &mut Facts<'_>, up: u64, down: u64) {
-    for traffic in [&ctx.frontend.traffic, &ctx.backend.traffic, &server.traffic] {
-        traffic.bytes_in.add(up);
-        traffic.bytes_out.add(down);
-    }
-    facts.bytes_up += up;
-    facts.bytes_down += down;
-    ctx.scope.vars.trackers.bytes(up, down);
-}
-
-/// Counts the traffic of an answer of the proxy's own during an exchange (an error page, a
-/// server's `redir` redirection) as HAProxy counts it, on the frontend, the backend and the
-/// server chosen: the request it read, when none of it reached a server, and the answer.
-fn count_own_answer(ctx: &Context<'_>, facts: &mut Facts<'_>, head_len: u64, answer: u64) {
-    let up = if facts.bytes_up == 0 { head_len } else { 0 };
-    let server = facts.chosen.map(|s| &s.traffic);
+/// Counts bytes on every level that reports them (`bin`/`bout` in `show stat`: the frontend,
+/// the backend, the server when one was chosen) and in the stream's log record.
+fn count_bytes(
+    ctx: &Context<'_>,
+    server: Option<&Server>,
+    facts: &mut Facts<'_>,
+    (up, down): (u64, u64),
+) {
+    let server = server.map(|s| &s.traffic);
     for traffic in [
         Some(&ctx.frontend.traffic),
         Some(&ctx.backend.traffic),
@@ -2105,10 +2101,11 @@ fn count_own_answer(ctx: &Context<'_>, facts: &mut Facts<'_>, head_len: u64, ans
     .flatten()
     {
         traffic.bytes_in.add(up);
-        traffic.bytes_out.add(answer);
+        traffic.bytes_out.add(down);
     }
     facts.bytes_up += up;
-    ctx.scope.vars.trackers.bytes(up, answer);
+    facts.bytes_down += down;
+    ctx.scope.vars.trackers.bytes(up, down);
 }
 
 /// A failed write to the client ends the stream on the client's side.

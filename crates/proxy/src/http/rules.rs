@@ -1348,11 +1348,9 @@ pub fn process_response<'a>(
                             resume,
                         });
                     }
-                    // A denied request on the frontend and the stream's backend, as HAProxy
-                    // counts a drop, before the client can see it.
+                    // Counted before the client can see it.
                     HttpAction::SilentDrop => {
-                        frontend.denied_requests.incr();
-                        backend.denied_requests.incr();
+                        sluice_runtime::proxy::count_dropped_response(frontend, backend);
                         return Ok(ResponseVerdict::Drop);
                     }
                     _ => {}
