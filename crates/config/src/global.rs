@@ -9,6 +9,7 @@ use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::logging::{self, LogTarget};
 use crate::preprocess::Line;
+use sluice_http::encode::HeaderCase;
 use std::time::Duration;
 
 /// Who a process or socket file belongs to: a name to look up or a numeric id.
@@ -165,6 +166,12 @@ pub struct GlobalConf {
     pub lax_limits: bool,
     /// `spread-checks`: random jitter added to check intervals, in percent (0 to 50).
     pub spread_checks: Option<u32>,
+    /// `h1-case-adjust` lines: field names written with another case to HTTP/1 peers of
+    /// proxies that ask for it (`option h1-case-adjust-bogus-client|server`).
+    pub header_case: HeaderCase,
+    /// `h1-case-adjust-file` (the last one counts), with the line naming it: read once the
+    /// whole configuration is, its entries added to [`GlobalConf::header_case`].
+    pub header_case_file: Option<(String, Span)>,
 }
 
 /// HAProxy's default `tune.bufsize`.
@@ -349,6 +356,22 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             d.no_more_than(2, diags);
         }
         "unix-bind" => parse_unix_bind(conf, &d, diags),
+        "h1-case-adjust" => {
+            if let Some(from) = d.word(1, "<from> and <to>", diags)
+                && let Some(to) = d.word(2, "<to>", diags)
+                && d.no_more_than(3, diags)
+                && let Err(message) = conf.header_case.add(from, to)
+            {
+                diags.push(d.alert(message));
+            }
+        }
+        "h1-case-adjust-file" => {
+            if let Some(path) = d.word(1, "a file name", diags)
+                && d.no_more_than(2, diags)
+            {
+                conf.header_case_file = Some((path.to_owned(), line.span.clone()));
+            }
+        }
         "cpu-map" => match crate::cpu_map::parse(&line.words[1..]) {
             Ok(Some(map)) => conf.cpu_maps.push(map),
             Ok(None) => diags.push(

@@ -1,7 +1,8 @@
 //! The HTTP keywords of proxy sections (configuration.txt §4.2): connection modes
 //! (`option http-keep-alive|http-server-close|httpclose`), added headers (`option forwardfor`,
 //! `option originalto`, `http-send-name-header`), server connection sharing (`http-reuse`),
-//! `option checkcache` and the parser's tolerance (`option accept-unsafe-violations-in-http-request|response`).
+//! `option checkcache`, the case of field names for bogus peers
+//! (`option h1-case-adjust-bogus-client|server`) and the parser's tolerance (`option accept-unsafe-violations-in-http-request|response`).
 //!
 //! They are collected in [`HttpConf`], part of every [`crate::proxy::ProxyConf`], and inherited
 //! from `defaults` like every other setting.
@@ -9,6 +10,8 @@
 use crate::diag::Diagnostics;
 use crate::directive::Directive;
 use ipnet::IpNet;
+use sluice_http::encode::HeaderCase;
+use std::sync::Arc;
 
 /// How HTTP connections are kept between requests (configuration.txt §4 "KAL/SCL/CLO").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -87,6 +90,12 @@ pub struct HttpConf {
     /// `option http-restrict-req-hdr-names`: what becomes of request fields whose names
     /// hold characters other than letters, digits and `-` (unset: they are kept).
     pub restrict_header_names: Option<HeaderNamePolicy>,
+    /// `option h1-case-adjust-bogus-client` (frontends): the global `h1-case-adjust` names
+    /// applied to the heads sent to clients. Set as the option is read, with an empty list;
+    /// the plan puts the global list in its place.
+    pub case_adjust_client: Option<Arc<HeaderCase>>,
+    /// `option h1-case-adjust-bogus-server` (backends): the same for heads sent to servers.
+    pub case_adjust_server: Option<Arc<HeaderCase>>,
 }
 
 /// `option http-restrict-req-hdr-names`.
@@ -120,6 +129,8 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "prefer-last-server"
             | "checkcache"
             | "idle-close-on-response"
+            | "h1-case-adjust-bogus-client"
+            | "h1-case-adjust-bogus-server"
     )
 }
 
@@ -180,6 +191,15 @@ pub(crate) fn apply_http_option(
                 _ => &mut conf.prefer_last_server,
             };
             *flag = enable;
+            d.no_more_than(first_arg, diags);
+        }
+        "h1-case-adjust-bogus-client" | "h1-case-adjust-bogus-server" => {
+            let slot = if name == "h1-case-adjust-bogus-client" {
+                &mut conf.case_adjust_client
+            } else {
+                &mut conf.case_adjust_server
+            };
+            *slot = enable.then(Arc::default);
             d.no_more_than(first_arg, diags);
         }
         "http-restrict-req-hdr-names" => {

@@ -339,16 +339,28 @@ fn build(
         }
         diags.extend(rules::check_pattern_edits(&p.conf.rules, maps));
     }
+    read_header_case_file(&mut global, diags);
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
-    let (frontends, mut backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    let (mut frontends, mut backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
     // A process-wide setting, kept where the server connections are made.
     for backend in &mut backends {
         backend.server_buffers = global.server_buffers;
     }
+    // The proxies that enable `h1-case-adjust` share the global list; with no list, the
+    // option has nothing to change.
+    let header_case = Arc::new(global.header_case.clone());
+    let https = frontends.iter_mut().map(|f| &mut f.http);
+    for http in https.chain(backends.iter_mut().map(|b| &mut b.http)) {
+        for slot in [&mut http.case_adjust_client, &mut http.case_adjust_server] {
+            *slot = slot
+                .take()
+                .filter(|_| !header_case.is_empty())
+                .map(|_| Arc::clone(&header_case));
+        }
+    }
     // `unix-bind`: the unix sockets of `bind` lines get its prefix (put before the path as
     // written, absolute or not, as HAProxy does) and, where they set none, its mode.
-    let mut frontends = frontends;
     for bind in frontends.iter_mut().flat_map(|f| f.binds.iter_mut()) {
         if !bind.addrs.iter().any(|a| matches!(a, ListenAddr::Unix(_))) {
             continue;
@@ -400,6 +412,27 @@ fn build(
         tables,
         maps: maps.clone(),
         env: EnvChanges::default(),
+    }
+}
+
+/// Adds the entries of `h1-case-adjust-file` to the `h1-case-adjust` ones. A file that cannot
+/// be read, or a bad line in it, is an error on the line naming the file.
+fn read_header_case_file(global: &mut GlobalConf, diags: &mut Diagnostics) {
+    let Some((path, span)) = &global.header_case_file else {
+        return;
+    };
+    let keyword = "h1-case-adjust-file";
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            if let Err((line, message)) = global.header_case.add_lines(&text) {
+                let message = format!("'{path}' line {line}: {message}");
+                diags.push(Diagnostic::alert(span, keyword, message));
+            }
+        }
+        Err(e) => {
+            let message = format!("cannot read '{path}': {e}");
+            diags.push(Diagnostic::alert(span, keyword, message));
+        }
     }
 }
 

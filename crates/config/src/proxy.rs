@@ -853,13 +853,15 @@ fn parse_option(
         let (frontend, backend) = match name.as_str() {
             "accept-unsafe-violations-in-http-request"
             | "accept-invalid-http-request"
-            | "idle-close-on-response" => (true, false),
+            | "idle-close-on-response"
+            | "h1-case-adjust-bogus-client" => (true, false),
             "accept-unsafe-violations-in-http-response"
             | "accept-invalid-http-response"
             | "http-pretend-keepalive"
             | "abortonclose"
             | "prefer-last-server"
-            | "checkcache" => (false, true),
+            | "checkcache"
+            | "h1-case-adjust-bogus-server" => (false, true),
             _ => (true, true),
         };
         let allowed = Allowed {

@@ -22,6 +22,7 @@
 
 use std::ops::Range;
 
+use crate::encode::HeaderCase;
 use crate::error::{HttpError, HttpErrorKind, Side};
 use crate::field;
 use crate::framing::MAX_BODY_LENGTH;
@@ -359,7 +360,12 @@ pub fn write_last_chunk(out: &mut Vec<u8>) {
 /// Lines are re-encoded, so line ends are always CRLF. Fields in [`FORBIDDEN_TRAILERS`] are
 /// dropped, and so is any line that is not a valid field line (none are, if `trailers` came
 /// from the decoder).
-pub fn write_last_chunk_with_trailers(trailers: &[u8], out: &mut Vec<u8>) {
+/// Names found in `case` are written with its spelling (`h1-case-adjust`).
+pub fn write_last_chunk_with_trailers(
+    trailers: &[u8],
+    case: Option<&HeaderCase>,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(b"0\r\n");
     let mut at = 0;
     while at < trailers.len() {
@@ -377,7 +383,7 @@ pub fn write_last_chunk_with_trailers(trailers: &[u8], out: &mut Vec<u8>) {
         {
             continue;
         }
-        out.extend_from_slice(name);
+        out.extend_from_slice(case.map_or(name, |case| case.adjust(name)));
         out.extend_from_slice(b": ");
         out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");

@@ -31,6 +31,73 @@ pub struct HeadEdits<'a> {
     pub add: &'a [(&'a str, &'a [u8])],
     /// Version to write on the start line instead of the received one.
     pub version: Option<Version>,
+    /// Names to write with another case (`h1-case-adjust`), for peers that need it.
+    pub case: Option<&'a HeaderCase>,
+}
+
+/// The case some field names must have for HTTP/1 peers that wrongly depend on it
+/// (`h1-case-adjust`, `h1-case-adjust-file`): each entry is a name as the peer wants it
+/// written; a field whose name matches it ignoring case is written that way.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeaderCase {
+    names: Vec<Box<str>>,
+}
+
+impl HeaderCase {
+    /// Adds the entry writing `from` (lower case) as `to`, which differs only by case.
+    /// Refuses an entry for a name already there.
+    pub fn add(&mut self, from: &str, to: &str) -> Result<(), String> {
+        if !is_token(from.as_bytes()) {
+            return Err(format!("'{from}' is not a header name"));
+        }
+        if from.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Err(format!("<from> must be in lower case, not '{from}'"));
+        }
+        if !from.eq_ignore_ascii_case(to) {
+            return Err(format!(
+                "<from> and <to> must differ only by case, not '{from}' and '{to}'"
+            ));
+        }
+        if self.names.iter().any(|n| n.eq_ignore_ascii_case(from)) {
+            return Err(format!("duplicate entry '{from}'"));
+        }
+        self.names.push(to.into());
+        Ok(())
+    }
+
+    /// Adds the entries of an `h1-case-adjust-file`: two names per line, blanks around them
+    /// ignored, as are empty lines and lines starting with `#`. An error names its line.
+    pub fn add_lines(&mut self, text: &str) -> Result<(), (usize, String)> {
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim_matches([' ', '\t', '\r']);
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut words = line.split([' ', '\t']).filter(|w| !w.is_empty());
+            let (from, to) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+            let result = match words.next() {
+                Some(extra) => Err(format!("unexpected '{extra}' after two names")),
+                None if to.is_empty() => Err("expects <from> and <to>".to_owned()),
+                None => self.add(from, to),
+            };
+            result.map_err(|message| (index + 1, message))?;
+        }
+        Ok(())
+    }
+
+    /// Whether no name is adjusted.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// `name` as it must be written: the entry's spelling, or `name` itself.
+    pub fn adjust<'n>(&'n self, name: &'n [u8]) -> &'n [u8] {
+        // Linear: lists are short, and only proxies that enable the option pay for it.
+        self.names
+            .iter()
+            .find(|n| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name))
+            .map_or(name, |n| n.as_bytes())
+    }
 }
 
 /// True if `name: value` can be written as one field line: a token name and a value of
@@ -63,14 +130,18 @@ fn write_fields(buf: &[u8], head: &impl MessageHead, edits: &HeadEdits<'_>, out:
         {
             continue;
         }
-        write_field(name, header_value(buf, h), out);
+        write_field(adjusted(edits, name), header_value(buf, h), out);
     }
     for (name, value) in edits.add {
         if is_valid_field(name, value) {
-            write_field(name.as_bytes(), value, out);
+            write_field(adjusted(edits, name.as_bytes()), value, out);
         }
     }
     out.extend_from_slice(b"\r\n");
+}
+
+fn adjusted<'n>(edits: &HeadEdits<'n>, name: &'n [u8]) -> &'n [u8] {
+    edits.case.map_or(name, |case| case.adjust(name))
 }
 
 fn write_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {

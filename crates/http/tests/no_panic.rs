@@ -140,6 +140,7 @@ fn check_request(buf: &[u8], limits: &Limits) {
         hop_by_hop: Some(head.has_header(buf, "upgrade")),
         add: &[("x-forwarded-for", b"192.0.2.1")],
         version: Some(Version::Http11),
+        case: None,
     };
     encode_request(buf, &head, &edits, &mut out);
 }
@@ -220,7 +221,7 @@ fn check_chunked(rng: &mut Rng, input: &[u8]) {
         if let Some(t) = &d.trailers {
             assert!(t.start <= t.end && t.end <= d.consumed);
             let mut out = Vec::new();
-            write_last_chunk_with_trailers(&pending[t.clone()], &mut out);
+            write_last_chunk_with_trailers(&pending[t.clone()], None, &mut out);
         }
         if d.done {
             return;

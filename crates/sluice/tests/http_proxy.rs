@@ -1035,3 +1035,60 @@ fn a_503_page_that_does_not_frame_itself_ends_the_connection() {
     );
     assert_eq!(text.matches("HTTP/1.1 503").count(), 1, "{text}");
 }
+
+/// `h1-case-adjust` (and its file) spell the listed field names, trailers included, as the
+/// bogus peers of the proxies that ask for it want them: clients under
+/// `option h1-case-adjust-bogus-client`, servers under `option h1-case-adjust-bogus-server`.
+/// Other proxies' messages keep their names as they came.
+#[test]
+fn h1_case_adjust_spells_listed_names_for_the_peers_that_ask_for_it() {
+    let (backend, log) = http_backend(|_| {
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nx-other: 1\r\n\
+         transfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nx-sum: 9\r\n\r\n"
+            .to_owned()
+    });
+    let (adjusted, adjusted_addr) = frontend();
+    let (plain, plain_addr) = frontend();
+    let builder = sluice("");
+    let file = builder.dir().write(
+        "case.txt",
+        "# bogus peers\n  content-type\tContent-Type \n\nx-sum X-SUM\n",
+    );
+    let config = format!(
+        "global\n    h1-case-adjust x-req X-Req\n    h1-case-adjust-file \"{}\"\n\
+         {HTTP_DEFAULTS}\n\
+         frontend adjusted\n    bind {}\n    option h1-case-adjust-bogus-client\n    default_backend bogus\n\
+         frontend plain\n    bind {}\n    default_backend fine\n\
+         backend bogus\n    option h1-case-adjust-bogus-server\n    server s1 {}\n\
+         backend fine\n    server s1 {}\n",
+        file.display(),
+        fd_bind(&adjusted),
+        fd_bind(&plain),
+        backend.addr(),
+        backend.addr(),
+    );
+    let _p = builder
+        .config(&config)
+        .inherit(adjusted)
+        .inherit(plain)
+        .start();
+    let request = b"GET / HTTP/1.1\r\nhost: h\r\nx-REQ: 1\r\ncontent-type: a\r\nx-other: 2\r\nconnection: close\r\n\r\n";
+    let adjusted = one_shot(adjusted_addr, request);
+    let text = String::from_utf8_lossy(adjusted.data()).into_owned();
+    assert!(text.contains("\r\nContent-Type: text/plain\r\n"), "{text}");
+    assert!(text.contains("\r\nx-other: 1\r\n"), "{text}");
+    assert!(text.contains("\r\n0\r\nX-SUM: 9\r\n\r\n"), "{text}");
+    let plain = one_shot(plain_addr, request);
+    let text = String::from_utf8_lossy(plain.data()).into_owned();
+    assert!(text.contains("\r\ncontent-type: text/plain\r\n"), "{text}");
+    assert!(text.contains("\r\n0\r\nx-sum: 9\r\n\r\n"), "{text}");
+    let seen = log.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    let to_bogus = &seen[0].head;
+    assert!(to_bogus.contains("\r\nX-Req: 1\r\n"), "{to_bogus}");
+    assert!(to_bogus.contains("\r\nContent-Type: a\r\n"), "{to_bogus}");
+    assert!(to_bogus.contains("\r\nx-other: 2\r\n"), "{to_bogus}");
+    let to_fine = &seen[1].head;
+    assert!(to_fine.contains("\r\nx-REQ: 1\r\n"), "{to_fine}");
+    assert!(to_fine.contains("\r\ncontent-type: a\r\n"), "{to_fine}");
+}

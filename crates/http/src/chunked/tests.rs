@@ -320,11 +320,18 @@ fn encoder_rewrites_trailers() {
     let mut out = Vec::new();
     write_last_chunk_with_trailers(
         b"X-Sum:  1 \nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nbad line\r\nHost: h\r\nY: 2\r\n",
+        None,
         &mut out,
     );
     assert_eq!(out, b"0\r\nX-Sum: 1\r\nY: 2\r\n\r\n");
+    // `h1-case-adjust` names are written as listed, whatever case they came in.
+    let mut case = HeaderCase::default();
+    case.add("x-sum", "X-SUM").unwrap();
     out.clear();
-    write_last_chunk_with_trailers(b"", &mut out);
+    write_last_chunk_with_trailers(b"x-Sum: 1\r\ny: 2\r\n", Some(&case), &mut out);
+    assert_eq!(out, b"0\r\nX-SUM: 1\r\ny: 2\r\n\r\n");
+    out.clear();
+    write_last_chunk_with_trailers(b"", None, &mut out);
     assert_eq!(out, b"0\r\n\r\n");
 }
 
@@ -336,7 +343,7 @@ fn round_trip_through_decoder_and_encoder() {
     let mut canonical = Vec::new();
     write_chunk(&first.payload[..3], &mut canonical);
     write_chunk(&first.payload[3..], &mut canonical);
-    write_last_chunk_with_trailers(first.trailers.as_deref().unwrap(), &mut canonical);
+    write_last_chunk_with_trailers(first.trailers.as_deref().unwrap(), None, &mut canonical);
     assert_eq!(
         canonical,
         b"3\r\nabc\r\na\r\n0123456789\r\n0\r\nT: 1\r\n\r\n"

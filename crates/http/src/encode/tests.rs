@@ -48,6 +48,7 @@ fn edits_remove_add_and_change_version() {
             ("X-Nul", b"a\0"),
         ],
         version: Some(Version::Http11),
+        case: None,
     };
     let mut out = Vec::new();
     encode_request(buf, &head, &edits, &mut out);
@@ -58,6 +59,59 @@ fn edits_remove_add_and_change_version() {
     assert!(is_valid_field("X-Forwarded-For", b"192.0.2.1"));
     assert!(!is_valid_field("X-Injected", b"a\r\nEvil: 1"));
     assert!(!is_valid_field("", b"a"));
+}
+
+#[test]
+fn case_adjustment_rewrites_listed_names_of_kept_and_added_fields() {
+    let mut case = HeaderCase::default();
+    case.add("content-length", "Content-Length").unwrap();
+    case.add("x-forwarded-for", "X-FORWARDED-for").unwrap();
+    let buf = b"POST / HTTP/1.1\r\nhost: h\r\ncontent-LENGTH: 2\r\nx-other: 1\r\n\r\n";
+    let head = request(buf);
+    let edits = HeadEdits {
+        add: &[("x-forwarded-for", b"192.0.2.1")],
+        case: Some(&case),
+        ..HeadEdits::default()
+    };
+    let mut out = Vec::new();
+    encode_request(buf, &head, &edits, &mut out);
+    assert_eq!(
+        out,
+        b"POST / HTTP/1.1\r\nhost: h\r\nContent-Length: 2\r\nx-other: 1\r\nX-FORWARDED-for: 192.0.2.1\r\n\r\n"
+    );
+    // A name that only starts like a listed one is left alone.
+    assert_eq!(case.adjust(b"content-len"), b"content-len");
+    assert_eq!(case.adjust(b"CONTENT-LENGTH"), b"Content-Length");
+}
+
+#[test]
+fn case_entries_are_checked_as_haproxy_documents_them() {
+    let mut case = HeaderCase::default();
+    assert!(case.is_empty());
+    case.add("x-a", "X-A").unwrap();
+    assert!(!case.is_empty());
+    assert_eq!(case.add("x-a", "x-A").unwrap_err(), "duplicate entry 'x-a'");
+    assert!(case.add("X-b", "X-B").unwrap_err().contains("lower case"));
+    assert!(case.add("x-b", "X-C").unwrap_err().contains("only by case"));
+    assert!(
+        case.add("x b", "X B")
+            .unwrap_err()
+            .contains("not a header name")
+    );
+    // A file: blanks around the names, comments and empty lines are skipped.
+    let text = "# names\n\n  \tx-b   X-B \r\n\tcontent-type\tContent-Type\n";
+    case.add_lines(text).unwrap();
+    assert_eq!(case.adjust(b"x-b"), b"X-B");
+    assert_eq!(case.adjust(b"content-type"), b"Content-Type");
+    // Errors name the line.
+    let err = case.add_lines("# ok\nx-c\n").unwrap_err();
+    assert_eq!(err, (2, "expects <from> and <to>".to_owned()));
+    let err = case.add_lines("x-c X-C X-C\n").unwrap_err();
+    assert_eq!(err.0, 1);
+    assert_eq!(
+        case.add_lines("x-a X-a").unwrap_err().1,
+        "duplicate entry 'x-a'"
+    );
 }
 
 #[test]
@@ -79,6 +133,7 @@ fn response_is_reencoded_canonically() {
         remove: &HOP_BY_HOP,
         hop_by_hop: None,
         version: Some(Version::Http11),
+        case: None,
         ..HeadEdits::default()
     };
     encode_response(buf, &head, &edits, &mut out);

@@ -9,6 +9,7 @@
 
 use super::buffer::{InBuf, ReadError};
 use sluice_http::chunked::{self, ChunkedDecoder};
+use sluice_http::encode::HeaderCase;
 use sluice_http::error::{HttpError, HttpErrorKind, Side};
 use sluice_http::framing::BodyFraming;
 use sluice_http::head::Limits;
@@ -104,6 +105,8 @@ pub struct BodySpec<'a> {
     pub limits: &'a Limits,
     /// Who sends the body.
     pub side: Side,
+    /// Field names adjusted in the trailers passed on (`h1-case-adjust`).
+    pub case: Option<&'a HeaderCase>,
 }
 
 /// Copies the body described by `spec` from `input` (bytes already in `buf` first) to
@@ -122,18 +125,12 @@ where
         framing,
         out,
         timeouts,
-        limits,
-        side,
+        ..
     } = spec;
     match framing {
         BodyFraming::None => Ok(0),
         BodyFraming::ContentLength(len) => copy_length(buf, input, output, len, timeouts).await,
-        BodyFraming::Chunked => {
-            // Errors name the side that sent the body: a bad request body is a 400, a bad
-            // response body a 502.
-            let decoder = ChunkedDecoder::with_limits(limits).on_side(side);
-            copy_chunked(buf, input, output, out, timeouts, decoder, side).await
-        }
+        BodyFraming::Chunked => copy_chunked(buf, input, output, spec).await,
         BodyFraming::UntilClose => copy_until_close(buf, input, output, out, timeouts).await,
     }
 }
@@ -217,15 +214,23 @@ async fn copy_chunked<R, W>(
     buf: &mut InBuf,
     input: &mut R,
     output: &mut W,
-    out: OutFraming,
-    timeouts: BodyTimeouts,
-    mut decoder: ChunkedDecoder,
-    side: Side,
+    spec: BodySpec<'_>,
 ) -> Result<u64, BodyError>
 where
     R: AsyncRead + Unpin + ?Sized,
     W: AsyncWrite + Unpin + ?Sized,
 {
+    let BodySpec {
+        out,
+        timeouts,
+        limits,
+        side,
+        case,
+        ..
+    } = spec;
+    // Errors name the side that sent the body: a bad request body is a 400, a bad response
+    // body a 502.
+    let mut decoder = ChunkedDecoder::with_limits(limits).on_side(side);
     let mut header = Vec::with_capacity(20);
     let mut total = 0u64;
     loop {
@@ -240,9 +245,11 @@ where
                 // Trailers were validated like header fields; they pass on with the last chunk.
                 header.clear();
                 match step.trailers.clone() {
-                    Some(range) => {
-                        chunked::write_last_chunk_with_trailers(&buf.filled()[range], &mut header)
-                    }
+                    Some(range) => chunked::write_last_chunk_with_trailers(
+                        &buf.filled()[range],
+                        case,
+                        &mut header,
+                    ),
                     None => chunked::write_last_chunk(&mut header),
                 }
                 write(output, &header, timeouts.write).await?;

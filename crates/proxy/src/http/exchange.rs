@@ -802,7 +802,8 @@ async fn exchange<'a>(
             _server_session = SessionMark::open(&server.traffic);
             key = pool_key(ctx, server);
             if let Some(name) = s.send_name_header
-                && let Some(renamed) = persist::rename_server(&request_head, name, server.name())
+                && let Some(renamed) =
+                    persist::rename_server(&request_head, name, server.name(), s.server_case)
             {
                 request_head = Scratch::from(renamed);
                 kept_head = keep_head(&request_head);
@@ -1220,6 +1221,7 @@ fn encode_request(
             hop_by_hop: Some(upgrade),
             add: add.as_slice(),
             version: None,
+            case: s.server_case,
         },
         &mut out,
     );
@@ -1437,6 +1439,7 @@ async fn transfer(
                         timeouts,
                         limits: &s.request_limits,
                         side: Side::Request,
+                        case: s.server_case,
                     },
                 )
                 .await
@@ -1681,6 +1684,7 @@ where
                     hop_by_hop: Some(false),
                     add: &[],
                     version: Some(Version::Http11),
+                    case: s.client_case,
                 };
                 encode::encode_response(buf, &head, &edits, &mut out);
                 body::write(client, &out, s.client)
@@ -1766,6 +1770,7 @@ where
             hop_by_hop: Some(upgrading),
             add: add.as_slice(),
             version: Some(Version::Http11),
+            case: s.client_case,
         };
         encode::encode_response(buf, &head, &edits, &mut out);
         let head_len = head.head_len;
@@ -1923,6 +1928,7 @@ where
                     timeouts,
                     limits: &s.response_limits,
                     side: Side::Response,
+                    case: s.client_case,
                 },
             )
             .await
@@ -1958,6 +1964,7 @@ where
         timeouts,
         limits: &s.response_limits,
         side: Side::Response,
+        case: s.client_case,
     };
     body::forward_body(input, server, &mut compressing, spec)
         .await

@@ -21,7 +21,7 @@ use super::rewrite::{self, RewriteFailed, push_field};
 use crate::connect::{Connection, connect_redispatching};
 use crate::stream_context::StreamView;
 use sluice_config::cookie::{CookieConf, CookieMode, PersistAction};
-use sluice_http::encode::{self, HeadEdits};
+use sluice_http::encode::{self, HeadEdits, HeaderCase};
 use sluice_http::head::{
     HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, header_name, header_value,
     parse_request,
@@ -209,7 +209,12 @@ pub async fn connect<'b>(
 
 /// `request_head` (a head Sluice encoded) with the `http-send-name-header` field `name`
 /// naming `server` instead, after a redispatch.
-pub fn rename_server(request_head: &[u8], name: &str, server: &str) -> Option<Vec<u8>> {
+pub fn rename_server(
+    request_head: &[u8],
+    name: &str,
+    server: &str,
+    case: Option<&HeaderCase>,
+) -> Option<Vec<u8>> {
     let Ok(Parse::Complete(head)) = parse_request(request_head, &Limits::default()) else {
         return None;
     };
@@ -222,6 +227,7 @@ pub fn rename_server(request_head: &[u8], name: &str, server: &str) -> Option<Ve
             hop_by_hop: None,
             add: &[(name, server.as_bytes())],
             version: None,
+            case,
         },
         &mut out,
     );

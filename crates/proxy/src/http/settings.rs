@@ -7,6 +7,7 @@
 
 use sluice_config::errors::ErrorPages;
 use sluice_config::http_options::{AddressHeader, HttpConnMode, HttpReuse};
+use sluice_http::encode::HeaderCase;
 use sluice_http::error::error_response;
 use sluice_http::head::Limits;
 use sluice_runtime::proxy::{Backend, Frontend};
@@ -51,6 +52,12 @@ pub struct HttpSettings<'a> {
     pub abort_on_close: bool,
     /// `option checkcache` (the backend's).
     pub check_cache: bool,
+    /// Field names adjusted in the heads sent to the client (`h1-case-adjust`, under the
+    /// frontend's `option h1-case-adjust-bogus-client`).
+    pub client_case: Option<&'a HeaderCase>,
+    /// Field names adjusted in the heads sent to the server (under the backend's
+    /// `option h1-case-adjust-bogus-server`).
+    pub server_case: Option<&'a HeaderCase>,
     /// `timeout client`.
     pub client: Option<Duration>,
     /// `timeout server`.
@@ -117,6 +124,8 @@ impl<'a> HttpSettings<'a> {
             pretend_keepalive: b.pretend_keepalive,
             abort_on_close: b.abort_on_close,
             check_cache: b.check_cache,
+            client_case: f.case_adjust_client.as_deref(),
+            server_case: b.case_adjust_server.as_deref(),
             client: frontend.plan.timeouts.client,
             server: back_timeouts.server,
             http_request: frontend
