@@ -1,7 +1,7 @@
 //! The HTTP keywords of proxy sections (configuration.txt §4.2): connection modes
 //! (`option http-keep-alive|http-server-close|httpclose`), added headers (`option forwardfor`,
 //! `option originalto`, `http-send-name-header`), server connection sharing (`http-reuse`),
-//! `option checkcache`, the case of field names for bogus peers
+//! `option checkcache`, credentials of proxied requests (`option http-use-proxy-header`), the case of field names for bogus peers
 //! (`option h1-case-adjust-bogus-client|server`) and the parser's tolerance (`option accept-unsafe-violations-in-http-request|response`).
 //!
 //! They are collected in [`HttpConf`], part of every [`crate::proxy::ProxyConf`], and inherited
@@ -84,6 +84,10 @@ pub struct HttpConf {
     /// connections are not closed; each gets its next request answered, with `Connection:
     /// close`, then ends (or ends at its keep-alive limit).
     pub idle_close_on_response: bool,
+    /// `option http-use-proxy-header` (frontends): a request sent to a proxy (its target is
+    /// neither `/...` nor `*`) has its credentials in `Proxy-Authorization`, and
+    /// `http-request auth` asks for them with a 407 and `Proxy-Authenticate`.
+    pub use_proxy_header: bool,
     /// `option checkcache`: a response a shared cache could store with the server's
     /// `Set-Cookie` is refused (502), since the cache would hand that cookie to everyone.
     pub check_cache: bool,
@@ -131,6 +135,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "idle-close-on-response"
             | "h1-case-adjust-bogus-client"
             | "h1-case-adjust-bogus-server"
+            | "http-use-proxy-header"
     )
 }
 
@@ -181,13 +186,15 @@ pub(crate) fn apply_http_option(
         | "abortonclose"
         | "prefer-last-server"
         | "checkcache"
-        | "idle-close-on-response" => {
+        | "idle-close-on-response"
+        | "http-use-proxy-header" => {
             let flag = match name {
                 "http-buffer-request" => &mut conf.buffer_request,
                 "http-pretend-keepalive" => &mut conf.pretend_keepalive,
                 "abortonclose" => &mut conf.abort_on_close,
                 "checkcache" => &mut conf.check_cache,
                 "idle-close-on-response" => &mut conf.idle_close_on_response,
+                "http-use-proxy-header" => &mut conf.use_proxy_header,
                 _ => &mut conf.prefer_last_server,
             };
             *flag = enable;

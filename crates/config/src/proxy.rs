@@ -854,7 +854,8 @@ fn parse_option(
             "accept-unsafe-violations-in-http-request"
             | "accept-invalid-http-request"
             | "idle-close-on-response"
-            | "h1-case-adjust-bogus-client" => (true, false),
+            | "h1-case-adjust-bogus-client"
+            | "http-use-proxy-header" => (true, false),
             "accept-unsafe-violations-in-http-response"
             | "accept-invalid-http-response"
             | "http-pretend-keepalive"

@@ -215,6 +215,14 @@ impl Context for StreamView<'_> {
         self.vars.get(name)
     }
 
+    fn proxy_credentials(&self) -> bool {
+        // HAProxy's test: a target that is neither origin form nor `*` goes to a proxy.
+        self.frontend.plan.http.use_proxy_header
+            && self.request.is_some_and(|(buf, head)| {
+                !matches!(head.target_bytes(buf).first(), Some(b'/' | b'*'))
+            })
+    }
+
     fn request_buffered(&self) -> Option<usize> {
         self.payload.map(<[u8]>::len)
     }

@@ -112,6 +112,13 @@ pub trait Context {
     /// A random number (`rand` fetch); only the low 32 bits are used.
     fn random(&self) -> u64;
 
+    /// Whether the request's credentials are in `Proxy-Authorization` rather than
+    /// `Authorization`: a request to a proxy (absolute target) under the frontend's `option
+    /// http-use-proxy-header`.
+    fn proxy_credentials(&self) -> bool {
+        false
+    }
+
     /// The variable `scope.name` (`var()` fetch, and converters taking a variable), `None`
     /// when it is not set or variables are not supported.
     fn var(&self, _name: &str) -> Option<Sample<'_>> {

@@ -44,6 +44,8 @@ pub(crate) struct TestCtx {
     /// The stick-table questions asked (`stick`, `table_lookup`), as debug text; each is
     /// answered with 7.
     pub stick_asked: std::cell::RefCell<Vec<String>>,
+    /// What [`Context::proxy_credentials`] answers.
+    pub proxy_credentials: bool,
 }
 
 impl TestCtx {
@@ -76,6 +78,7 @@ impl TestCtx {
             stored: std::cell::RefCell::default(),
             facts: None,
             stick_asked: std::cell::RefCell::default(),
+            proxy_credentials: false,
         }
     }
 
@@ -203,6 +206,9 @@ impl Context for TestCtx {
     }
     fn log_facts(&self) -> Option<&dyn LogFacts> {
         self.facts.as_deref()
+    }
+    fn proxy_credentials(&self) -> bool {
+        self.proxy_credentials
     }
 }
 

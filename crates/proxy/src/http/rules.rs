@@ -798,17 +798,26 @@ fn request_action<'a, 'e>(
                 .backend
                 .map_or_else(|| view.frontend.name(), |b| b.name());
             let realm = realm.as_deref().unwrap_or(proxy);
-            Step::Answer(auth_answer(error_page(pages, 401), realm))
+            // A request to a proxy (`option http-use-proxy-header`) is asked for the
+            // proxy's credentials.
+            let status = if view.proxy_credentials() { 407 } else { 401 };
+            Step::Answer(auth_answer(error_page(pages, status), status, realm))
         }
         other => common_action(other, view, vars, pages, buf, Some(head), scratch),
     }
 }
 
 /// The answer of `http-request auth`: the proxy's 401 page with every `WWW-Authenticate`
-/// field replaced by a Basic challenge for `realm` (configuration.txt `http-request auth`).
+/// field replaced by a Basic challenge for `realm` (configuration.txt `http-request auth`),
+/// or for a request to a proxy its 407 page with `Proxy-Authenticate` instead.
 /// Like HAProxy, it keeps the connection alive (the client is expected to try again with
 /// credentials) when the page has a Content-Length to frame it.
-fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
+fn auth_answer<'a>(page: &[u8], status: u16, realm: &str) -> Answer<'a> {
+    let challenge: &[u8] = if status == 407 {
+        b"proxy-authenticate"
+    } else {
+        b"www-authenticate"
+    };
     let head_end = page
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -820,8 +829,7 @@ fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
         let name = line.split(|&b| b == b':').next().unwrap_or_default();
         let name = name.trim_ascii();
         if i > 0
-            && (name.eq_ignore_ascii_case(b"www-authenticate")
-                || name.eq_ignore_ascii_case(b"connection"))
+            && (name.eq_ignore_ascii_case(challenge) || name.eq_ignore_ascii_case(b"connection"))
         {
             continue;
         }
@@ -829,7 +837,7 @@ fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
         bytes.extend_from_slice(line);
     }
     push_field(
-        b"www-authenticate",
+        challenge,
         format!("Basic realm=\"{realm}\"").as_bytes(),
         &mut bytes,
     );
@@ -839,7 +847,7 @@ fn auth_answer<'a>(page: &[u8], realm: &str) -> Answer<'a> {
     bytes.extend_from_slice(body);
     Answer {
         bytes: Cow::Owned(bytes),
-        status: 401,
+        status,
         close: !framed,
         denied: false,
         tarpit: None,
@@ -1765,7 +1773,7 @@ mod tests {
     #[test]
     fn the_auth_answer_replaces_the_challenge_and_keeps_the_connection() {
         let page = error_response(401);
-        let answer = auth_answer(page, "My app");
+        let answer = auth_answer(page, 401, "My app");
         let text = String::from_utf8_lossy(&answer.bytes).into_owned();
         assert!(!answer.close);
         assert!(text.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{text}");
@@ -1776,12 +1784,22 @@ mod tests {
         assert!(!text.contains("connection:"), "{text}");
         // A custom page's own challenge is replaced; without a length it closes.
         let custom = b"HTTP/1.1 401 No\r\nWWW-Authenticate: Digest x\r\n\r\nbody";
-        let answer = auth_answer(custom, "r");
+        let answer = auth_answer(custom, 401, "r");
         assert!(answer.close);
         assert_eq!(
             &answer.bytes[..],
             b"HTTP/1.1 401 No\r\nwww-authenticate: Basic realm=\"r\"\r\nconnection: close\r\n\r\nbody"
         );
+        // A request to a proxy is asked for the proxy's credentials.
+        let answer = auth_answer(error_response(407), 407, "p");
+        let text = String::from_utf8_lossy(&answer.bytes).into_owned();
+        assert_eq!(answer.status, 407);
+        assert!(text.starts_with("HTTP/1.1 407 "), "{text}");
+        assert!(
+            text.contains("\r\nproxy-authenticate: Basic realm=\"p\"\r\n"),
+            "{text}"
+        );
+        assert!(!text.contains("www-authenticate"), "{text}");
     }
 
     #[test]

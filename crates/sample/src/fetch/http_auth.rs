@@ -2,7 +2,9 @@
 //! `http_auth_group(list)`, `http_auth_user`, `http_auth_pass`, `http_auth_type` and
 //! `http_auth_bearer([field])`.
 //!
-//! They read the request's `Authorization` field (the last one, as HAProxy does). The two
+//! They read the request's `Authorization` field (the last one, as HAProxy does), or its
+//! `Proxy-Authorization` field when the frontend takes proxied requests' credentials from
+//! there (`option http-use-proxy-header`, [`Context::proxy_credentials`]). The two
 //! that check credentials name a `userlist`, resolved when the expression is compiled
 //! ([`Auth::resolve`]) so that an unknown list is a configuration error. As a sample,
 //! `http_auth_group` is the user's name; when an ACL iterates over it, it yields the
@@ -37,8 +39,8 @@ pub(crate) enum Auth {
     Pass,
     /// `http_auth_type`.
     Type,
-    /// `http_auth_bearer([field])`.
-    Bearer { field: String },
+    /// `http_auth_bearer([field])`; without a field, the credentials' usual one.
+    Bearer { field: Option<String> },
 }
 
 impl Auth {
@@ -55,7 +57,8 @@ impl Auth {
 
     pub fn run<'a>(&'a self, ctx: &'a dyn Context, all: bool, out: Sink<'_, 'a>) -> bool {
         let field = match self {
-            Auth::Bearer { field } => field.as_str(),
+            Auth::Bearer { field: Some(field) } => field.as_str(),
+            _ if ctx.proxy_credentials() => "proxy-authorization",
             _ => "authorization",
         };
         let Some(value) = ctx
@@ -119,11 +122,7 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "http_auth_pass" => Auth::Pass,
         "http_auth_type" => Auth::Type,
         _ => Auth::Bearer {
-            field: if arg.is_empty() {
-                "authorization".to_owned()
-            } else {
-                arg.to_owned()
-            },
+            field: (!arg.is_empty()).then(|| arg.to_owned()),
         },
     };
     Ok(Fetch::Auth(auth))

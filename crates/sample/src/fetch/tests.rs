@@ -631,6 +631,23 @@ fn http_auth_checks_credentials_against_the_list() {
 }
 
 #[test]
+fn proxied_requests_carry_credentials_in_proxy_authorization() {
+    // `option http-use-proxy-header` and an absolute target: HAProxy reads
+    // Proxy-Authorization, and Authorization is the origin's business.
+    let mut ctx = TestCtx::request(
+        "GET http://x/ HTTP/1.1\r\nHost: x\r\nAuthorization: Basic dGlnZXI6cHcx\r\n\
+         Proxy-Authorization: Basic c2NvdHQ6ZWxnYXRv\r\nX-Token: Bearer t\r\n\r\n",
+    );
+    assert_eq!(auth_eval("http_auth_user", &ctx), Some(s("tiger")));
+    ctx.proxy_credentials = true;
+    assert_eq!(auth_eval("http_auth_user", &ctx), Some(s("scott")));
+    assert_eq!(auth_eval("http_auth_group(L)", &ctx), Some(s("scott")));
+    assert_eq!(auth_eval("http_auth_bearer", &ctx), None);
+    // A named field is read whatever the option says.
+    assert_eq!(auth_eval("http_auth_bearer(X-Token)", &ctx), Some(s("t")));
+}
+
+#[test]
 fn http_auth_group_acls_match_groups() {
     let maps = auth_store();
     let mut set = crate::AclSet::new(maps);
