@@ -97,6 +97,9 @@ pub struct FrontendPlan {
     /// Delay the ACK of a new client connection's first data (`option tcp-smart-accept`, on by
     /// default in `mode http`, where the response acknowledges the request).
     pub smart_accept: bool,
+    /// `option contstats`: the statistics count the bytes of a transfer as they move (its
+    /// frontend, backend, server and tracked counters), not only when it ends.
+    pub contstats: bool,
     /// HTTP options (used in `mode http`).
     pub http: HttpConf,
     /// `compression algo|type|offload`.
@@ -646,6 +649,7 @@ fn plan_proxies(
                 .conf
                 .smart_accept
                 .unwrap_or(p.conf.mode == Some(Mode::Http)),
+            contstats: p.conf.contstats.unwrap_or(false),
             http: p.conf.http.clone(),
             compression: p.conf.compression.clone(),
             error_pages: pages[i].clone(),

@@ -252,6 +252,8 @@ pub struct ProxyConf {
     /// `option tcp-smart-accept`: the first ACK of a client connection waits for data to
     /// carry (on by default in `mode http`).
     pub smart_accept: Option<bool>,
+    /// `option contstats` (frontends): byte counters follow long transfers as they go.
+    pub contstats: Option<bool>,
     /// `option tcp-smart-connect`: the ACK that ends a server handshake rides on the request.
     pub smart_connect: Option<bool>,
     /// `option allbackups`: all backup servers share the load when no active one is usable.
@@ -911,7 +913,7 @@ fn parse_option(
     }
     let (front, back) = match name.as_str() {
         "tcpka" | "nolinger" => (true, true),
-        "clitcpka" | "tcp-smart-accept" => (true, false),
+        "clitcpka" | "tcp-smart-accept" | "contstats" => (true, false),
         "srvtcpka" | "tcp-smart-connect" => (false, true),
         "splice-auto" | "splice-request" | "splice-response" => {
             let slot = match name.as_str() {
@@ -943,6 +945,7 @@ fn parse_option(
     if applies(&d, kind, allowed, diags) {
         match name.as_str() {
             "tcp-smart-accept" => conf.smart_accept = Some(enable),
+            "contstats" => conf.contstats = Some(enable),
             "tcp-smart-connect" => conf.smart_connect = Some(enable),
             "nolinger" => {
                 if kind != SectionKind::Backend {

@@ -12,6 +12,7 @@
 //! instead of growing memory.
 
 use crate::http::buffer::{give_buffer, take_buffer};
+use crate::live_bytes::LiveBytes;
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
 use sluice_runtime::clock;
@@ -598,16 +599,39 @@ where
     relay(
         client,
         server,
-        Pump::new(buffer_size),
-        Pump::new(buffer_size),
+        (Pump::new(buffer_size), Pump::new(buffer_size)),
         timeouts,
+        (),
     )
     .await
+}
+
+/// What counts a relay's bytes as they move (`option contstats`): given the running totals
+/// of both directions each time the relay waits, and once more at its end.
+trait LiveCount {
+    /// Counts what moved since `reported`, which it then updates.
+    fn catch_up(&self, reported: &mut (u64, u64), moved: (u64, u64));
+}
+
+impl LiveCount for Option<&LiveBytes<'_>> {
+    fn catch_up(&self, reported: &mut (u64, u64), moved: (u64, u64)) {
+        if let Some(live) = self {
+            live.catch_up(reported, moved);
+        }
+    }
+}
+
+/// Counting nothing, for the tests' relays, which run on any thread.
+#[cfg(test)]
+impl LiveCount for () {
+    fn catch_up(&self, _: &mut (u64, u64), _: (u64, u64)) {}
 }
 
 /// Relays `client` ⇄ `server` until both directions are closed, a timeout fires or an error
 /// occurs, each direction copying or splicing as given
 /// (`option splice-request` is the client-to-server direction, `splice-response` the other).
+/// With `live` (`option contstats`), what moved is counted each time the relay waits; the
+/// outcome's totals include it ([`LiveBytes::counted`] tells how much).
 ///
 /// Not an `async fn`, nor is [`relay`]: each would keep a copy of its arguments beside the
 /// copy its body works on (about 360 bytes more in every TCP session and tunnel, for as
@@ -616,31 +640,32 @@ pub fn forward_streams<'a>(
     client: &'a mut Stream,
     server: &'a mut Stream,
     timeouts: IdleTimeouts,
-    up: Direction,
-    down: Direction,
+    (up, down): (Direction, Direction),
+    live: Option<&'a LiveBytes<'a>>,
 ) -> impl Future<Output = Outcome> + 'a {
     relay(
         client,
         server,
-        StreamMover::new(up),
-        StreamMover::new(down),
+        (StreamMover::new(up), StreamMover::new(down)),
         timeouts,
+        live,
     )
 }
 
 #[allow(clippy::manual_async_fn)]
-fn relay<'a, C, S, U, D>(
+fn relay<'a, C, S, U, D, L>(
     client: &'a mut C,
     server: &'a mut S,
-    mut up: U,
-    mut down: D,
+    (mut up, mut down): (U, D),
     timeouts: IdleTimeouts,
+    live: L,
 ) -> impl Future<Output = Outcome> + 'a
 where
     C: ?Sized,
     S: ?Sized,
     U: Mover<C, S> + 'a,
     D: Mover<S, C> + 'a,
+    L: LiveCount + 'a,
 {
     // An `async move` block, not an `async fn`: see `forward_streams`.
     async move {
@@ -649,6 +674,7 @@ where
         let mut server_seen = now;
         let mut timer: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(now));
         let mut armed_for: Option<Instant> = None;
+        let mut reported = (0, 0);
 
         let finish = poll_fn(|cx| {
             loop {
@@ -698,6 +724,8 @@ where
                     (Some(c), Some(s)) => Some(c.min(s)),
                     (c, s) => c.or(s),
                 };
+                // About to wait: a good time to count what moved (`option contstats`).
+                live.catch_up(&mut reported, (up.copied(), down.copied()));
                 let Some(next) = next else {
                     return Poll::Pending;
                 };
@@ -716,10 +744,12 @@ where
         })
         .await;
 
+        let moved = (up.copied(), down.copied());
+        live.catch_up(&mut reported, moved);
         Outcome {
             finish,
-            client_to_server: up.copied(),
-            server_to_client: down.copied(),
+            client_to_server: moved.0,
+            server_to_client: moved.1,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod connect;
 pub mod forward;
 pub mod http;
 pub mod inspect;
+pub mod live_bytes;
 pub mod park;
 pub mod report;
 pub mod stick_rules;

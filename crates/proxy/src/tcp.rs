@@ -7,6 +7,7 @@ use crate::forward::{self, Direction, End, Finish, IdleTimeouts};
 use crate::http::buffer::InBuf;
 use crate::http::rules::Scope;
 use crate::inspect::{Inspection, ResponseInspection, inspect, inspect_response};
+use crate::live_bytes::LiveBytes;
 use crate::report::report;
 use crate::stream_context::StreamView;
 use sluice_config::proxy::SpliceMode;
@@ -19,6 +20,7 @@ use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Unserved};
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
 use sluice_sample::rdp::{RdpCookie, msts_address, rdp_cookie};
+use std::cell::Cell;
 
 /// The server whose address the connection's RDP cookie names (`persist rdp-cookie`): a
 /// terminal server that redirects a client writes where to come back in an `msts` cookie.
@@ -307,13 +309,18 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                             sluice_runtime::proxy::count_abort(backend, server, record.termination);
                         } else {
                             let timeouts = idle_timeouts(frontend, backend);
-                            let (up_way, down_way) = directions(process, frontend, backend);
+                            let ways = directions(process, frontend, backend);
+                            let traffic = [&frontend.traffic, &backend.traffic, &server.traffic];
+                            let counted = Cell::new((0, 0));
+                            let live = frontend.plan.contstats.then(|| {
+                                LiveBytes::new(traffic.map(Some), &vars.trackers, &counted)
+                            });
                             let relay = forward::forward_streams(
                                 client,
                                 &mut upstream,
                                 timeouts,
-                                up_way,
-                                down_way,
+                                ways,
+                                live.as_ref(),
                             );
                             // `biased`: the kill signal is checked on every wake-up
                             // anyway; a fixed order spares a random draw per poll.
@@ -332,13 +339,15 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                                 Some(outcome) => {
                                     let up = outcome.client_to_server + early_len;
                                     let down = outcome.server_to_client + inspected.len() as u64;
-                                    for traffic in
-                                        [&frontend.traffic, &backend.traffic, &server.traffic]
-                                    {
-                                        traffic.bytes_in.add(up);
-                                        traffic.bytes_out.add(down);
+                                    // What `option contstats` counted on the way is not
+                                    // counted again.
+                                    let (live_up, live_down) = counted.get();
+                                    let rest = (up - live_up, down - live_down);
+                                    for traffic in traffic {
+                                        traffic.bytes_in.add(rest.0);
+                                        traffic.bytes_out.add(rest.1);
                                     }
-                                    vars.trackers.bytes(up, down);
+                                    vars.trackers.bytes(rest.0, rest.1);
                                     record.bytes_to_client = down;
                                     record.bytes_from_client = up;
                                     record.termination = termination_of(&outcome.finish);

@@ -8,6 +8,7 @@
 //! the next message.
 
 use super::buffer::{InBuf, ReadError};
+use crate::live_bytes::LiveBytes;
 use sluice_http::chunked::{self, ChunkedDecoder};
 use sluice_http::encode::HeaderCase;
 use sluice_http::error::{HttpError, HttpErrorKind, Side};
@@ -107,6 +108,33 @@ pub struct BodySpec<'a> {
     pub side: Side,
     /// Field names adjusted in the trailers passed on (`h1-case-adjust`).
     pub case: Option<&'a HeaderCase>,
+    /// Where the bytes are counted as they pass (`option contstats`).
+    pub live: Option<&'a LiveBytes<'a>>,
+}
+
+/// Counts a body's bytes as they pass (`option contstats`), on the side that sends it: the
+/// request's come from the client, the response's go to it.
+#[derive(Clone, Copy)]
+pub struct Meter<'a> {
+    live: Option<&'a LiveBytes<'a>>,
+    side: Side,
+}
+
+impl<'a> Meter<'a> {
+    /// Counts into `live`, if any, the bytes of a body `side` sends.
+    pub fn new(live: Option<&'a LiveBytes<'a>>, side: Side) -> Self {
+        Meter { live, side }
+    }
+
+    fn passed(self, bytes: usize) {
+        if let Some(live) = self.live {
+            let bytes = bytes as u64;
+            match self.side {
+                Side::Request => live.add(bytes, 0),
+                Side::Response => live.add(0, bytes),
+            }
+        }
+    }
 }
 
 /// Copies the body described by `spec` from `input` (bytes already in `buf` first) to
@@ -127,20 +155,25 @@ where
         timeouts,
         ..
     } = spec;
+    let meter = Meter::new(spec.live, spec.side);
     match framing {
         BodyFraming::None => Ok(0),
-        BodyFraming::ContentLength(len) => copy_length(buf, input, output, len, timeouts).await,
+        BodyFraming::ContentLength(len) => {
+            copy_length(buf, (input, output), len, timeouts, meter).await
+        }
         BodyFraming::Chunked => copy_chunked(buf, input, output, spec).await,
-        BodyFraming::UntilClose => copy_until_close(buf, input, output, out, timeouts).await,
+        BodyFraming::UntilClose => {
+            copy_until_close(buf, (input, output), out, timeouts, meter).await
+        }
     }
 }
 
 async fn copy_length<R, W>(
     buf: &mut InBuf,
-    input: &mut R,
-    output: &mut W,
+    (input, output): (&mut R, &mut W),
     len: u64,
     timeouts: BodyTimeouts,
+    meter: Meter<'_>,
 ) -> Result<u64, BodyError>
 where
     R: AsyncRead + Unpin + ?Sized,
@@ -155,6 +188,7 @@ where
             .len()
             .min(usize::try_from(remaining).unwrap_or(usize::MAX));
         write(output, &buf.filled()[..take], timeouts.write).await?;
+        meter.passed(take);
         buf.consume(take);
         remaining -= take as u64;
     }
@@ -167,11 +201,11 @@ where
 /// belongs to the next message). Returns the number of payload bytes passed on.
 pub async fn splice_length<R, W>(
     buf: &mut InBuf,
-    input: &R,
-    output: &mut W,
+    (input, output): (&R, &mut W),
     len: u64,
     pipe: &mut Pipe,
     timeouts: BodyTimeouts,
+    meter: Meter<'_>,
 ) -> Result<u64, BodyError>
 where
     R: SpliceEnd,
@@ -179,6 +213,7 @@ where
 {
     let buffered = buf.len().min(usize::try_from(len).unwrap_or(usize::MAX));
     write(output, &buf.filled()[..buffered], timeouts.write).await?;
+    meter.passed(buffered);
     buf.consume(buffered);
     buf.release_if_empty();
     let mut remaining = len - buffered as u64;
@@ -193,10 +228,11 @@ where
         }
         remaining -= filled as u64;
         while pipe.held() > 0 {
-            within(timeouts.write, poll_fn(|cx| pipe.poll_drain(cx, &*output)))
+            let drained = within(timeouts.write, poll_fn(|cx| pipe.poll_drain(cx, &*output)))
                 .await
                 .ok_or(BodyError::WriteTimeout)?
                 .map_err(BodyError::WriteIo)?;
+            meter.passed(drained);
         }
     }
     Ok(len)
@@ -228,6 +264,7 @@ where
         case,
         ..
     } = spec;
+    let meter = Meter::new(spec.live, side);
     // Errors name the side that sent the body: a bad request body is a 400, a bad response
     // body a 502.
     let mut decoder = ChunkedDecoder::with_limits(limits).on_side(side);
@@ -238,6 +275,7 @@ where
         if !step.data.is_empty() {
             let data = &buf.filled()[step.data.clone()];
             write_piece(output, data, out, &mut header, timeouts.write).await?;
+            meter.passed(data.len());
             total += data.len() as u64;
         }
         if step.done {
@@ -275,10 +313,10 @@ where
 
 async fn copy_until_close<R, W>(
     buf: &mut InBuf,
-    input: &mut R,
-    output: &mut W,
+    (input, output): (&mut R, &mut W),
     out: OutFraming,
     timeouts: BodyTimeouts,
+    meter: Meter<'_>,
 ) -> Result<u64, BodyError>
 where
     R: AsyncRead + Unpin + ?Sized,
@@ -290,6 +328,7 @@ where
         if !buf.is_empty() {
             let data = buf.filled();
             write_piece(output, data, out, &mut header, timeouts.write).await?;
+            meter.passed(data.len());
             total += data.len() as u64;
             let n = data.len();
             buf.consume(n);
@@ -389,8 +428,10 @@ pub async fn write<W: AsyncWrite + Unpin + ?Sized>(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::track::Trackers;
     use sluice_net::splice::PipeBudget;
     use sluice_net::stream::Stream;
+    use sluice_runtime::counters::Traffic;
     use tokio::io::AsyncReadExt;
     use tokio::net::{TcpListener, TcpStream};
 
@@ -456,17 +497,23 @@ mod tests {
             sender
         });
         let mut pipe = Pipe::new(None, &PipeBudget::new(None)).unwrap();
+        // `option contstats`: the statistics see every byte, from the buffer and the pipe.
+        let (traffic, trackers) = (Traffic::default(), Trackers::default());
+        let counted = std::cell::Cell::new((0, 0));
+        let live = LiveBytes::new([Some(&traffic), None, None], &trackers, &counted);
         let moved = splice_length(
             &mut buf,
-            &input,
-            &mut output,
+            (&input, &mut output),
             body.len() as u64,
             &mut pipe,
             BodyTimeouts::default(),
+            Meter::new(Some(&live), Side::Response),
         )
         .await
         .unwrap();
         assert_eq!(moved, body.len() as u64);
+        assert_eq!(counted.get(), (0, moved));
+        assert_eq!(traffic.bytes_out.get(), moved);
         drop(output);
         let mut got = Vec::new();
         receiver.read_to_end(&mut got).await.unwrap();
@@ -486,11 +533,11 @@ mod tests {
         let mut pipe = Pipe::new(None, &PipeBudget::new(None)).unwrap();
         let result = splice_length(
             &mut InBuf::new(16384),
-            &input,
-            &mut output,
+            (&input, &mut output),
             100,
             &mut pipe,
             BodyTimeouts::default(),
+            Meter::new(None, Side::Request),
         )
         .await;
         assert!(matches!(result, Err(BodyError::Truncated)), "{result:?}");

@@ -9,7 +9,7 @@
 //! no server can be reached, 502 for an invalid or missing response, 504 when the server does
 //! not answer within `timeout server`.
 
-use super::body::{self, BodyError, BodySpec, BodyTimeouts, OutFraming};
+use super::body::{self, BodyError, BodySpec, BodyTimeouts, Meter, OutFraming};
 use super::buffer::{InBuf, ReadError};
 use super::cacheability::{self, Cacheability};
 use super::compress::{self, Compressing};
@@ -20,6 +20,7 @@ use super::scratch::Scratch;
 use super::session::{answer, answer_and_keep};
 use super::settings::HttpSettings;
 use crate::forward::{self, IdleTimeouts};
+use crate::live_bytes::LiveBytes;
 use crate::report::report;
 use crate::stream_context::StreamView;
 use sluice_balance::Algorithm;
@@ -98,6 +99,28 @@ pub struct Context<'a> {
     pub first: bool,
     /// What rules see of the session (variables, addresses).
     pub scope: &'a Scope<'a>,
+    /// Bytes from and to the client that `option contstats` already counted in the
+    /// statistics while they moved; the exchange's final count leaves them out.
+    pub live_counted: Cell<(u64, u64)>,
+}
+
+impl<'a> Context<'a> {
+    /// Under `option contstats`, what counts the bytes of bodies and tunnels relayed with
+    /// `server` as they move.
+    fn live_bytes(&'a self, server: &'a Server) -> Option<LiveBytes<'a>> {
+        self.frontend.plan.contstats.then(|| {
+            let traffic = [
+                &self.frontend.traffic,
+                &self.backend.traffic,
+                &server.traffic,
+            ];
+            LiveBytes::new(
+                traffic.map(Some),
+                &self.scope.vars.trackers,
+                &self.live_counted,
+            )
+        })
+    }
 }
 
 impl Context<'_> {
@@ -288,12 +311,16 @@ pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
         client_fin: s.client_fin,
         server_fin: s.server_fin,
     };
+    let live = ctx.live_bytes(parts.server);
     let relay = forward::forward_streams(
         client,
         &mut parts.server_stream,
         timeouts,
-        forward::Direction::Copy(s.bufsize),
-        forward::Direction::Copy(s.bufsize),
+        (
+            forward::Direction::Copy(s.bufsize),
+            forward::Direction::Copy(s.bufsize),
+        ),
+        live.as_ref(),
     );
     // `biased`: the kill signal is checked on every wake-up anyway; a fixed order spares the
     // random draw an unbiased `select!` makes on each poll.
@@ -1401,6 +1428,8 @@ async fn transfer(
     let framing = shape.framing;
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
+    let live = ctx.live_bytes(outgoing.server);
+    let live = live.as_ref();
     let request_out = match framing {
         BodyFraming::Chunked => OutFraming::Chunked,
         _ => OutFraming::Raw,
@@ -1420,11 +1449,11 @@ async fn transfer(
             (Some(mut pipe), BodyFraming::ContentLength(len)) => {
                 body::splice_length(
                     input,
-                    &client_read,
-                    &mut server_write,
+                    (&client_read, &mut server_write),
                     len,
                     &mut pipe,
                     timeouts,
+                    Meter::new(live, Side::Request),
                 )
                 .await
             }
@@ -1440,6 +1469,7 @@ async fn transfer(
                         limits: &s.request_limits,
                         side: Side::Request,
                         case: s.server_case,
+                        live,
                     },
                 )
                 .await
@@ -1461,6 +1491,7 @@ async fn transfer(
             outgoing.server,
             outgoing.persist,
             outgoing.head_sent,
+            live,
         ),
         shape,
         response_head,
@@ -1525,18 +1556,23 @@ enum UploadFailure {
     Invalid(u16),
 }
 
+/// What the response side works with: the request as rules may read it, the server, what
+/// persistence learned, the `option logasap` call and the `option contstats` counting.
+type ResponseSide<'r> = (
+    KeptRequest<'r>,
+    &'r Server,
+    &'r PersistState,
+    &'r dyn Fn(u16, u64),
+    Option<&'r LiveBytes<'r>>,
+);
+
 /// Reads the response head (passing `1xx` interim responses on), sends it to the client, and
 /// relays the body.
 async fn relay_response<R, W>(
     ctx: &Context<'_>,
     server: &mut R,
     client: &mut W,
-    (kept, chosen, persist_state, head_sent): (
-        KeptRequest<'_>,
-        &Server,
-        &PersistState,
-        &dyn Fn(u16, u64),
-    ),
+    (kept, chosen, persist_state, head_sent, live): ResponseSide<'_>,
     shape: TransferShape,
     started: &Cell<Option<(Instant, u16, Version)>>,
 ) -> Result<ResponseDone, ResponseFailure>
@@ -1840,7 +1876,8 @@ where
                 })?
         } else {
             let pipe = body_pipe(ctx, Side::Response, framing, out_framing);
-            forward_response_body(&mut input, server, client, (framing, out_framing), pipe, s)
+            let spec = (framing, out_framing, pipe);
+            forward_response_body(&mut input, server, client, spec, s, live)
                 .await
                 .map_err(|failure| match failure {
                     ResponseFailure::Broken(cause, _) => ResponseFailure::Broken(cause, sent_heads),
@@ -1901,9 +1938,9 @@ async fn forward_response_body<R, W>(
     input: &mut InBuf,
     server: &mut R,
     client: &mut W,
-    (framing, out_framing): (BodyFraming, OutFraming),
-    pipe: Option<Pipe>,
+    (framing, out_framing, pipe): (BodyFraming, OutFraming, Option<Pipe>),
     s: &HttpSettings<'_>,
+    live: Option<&LiveBytes<'_>>,
 ) -> Result<u64, ResponseFailure>
 where
     R: tokio::io::AsyncRead + SpliceEnd + Unpin,
@@ -1915,7 +1952,8 @@ where
     };
     let moved = match (pipe, framing) {
         (Some(mut pipe), BodyFraming::ContentLength(len)) => {
-            body::splice_length(input, &*server, client, len, &mut pipe, timeouts).await
+            let meter = Meter::new(live, Side::Response);
+            body::splice_length(input, (&*server, client), len, &mut pipe, timeouts, meter).await
         }
         _ => {
             body::forward_body(
@@ -1929,6 +1967,7 @@ where
                     limits: &s.response_limits,
                     side: Side::Response,
                     case: s.client_case,
+                    live,
                 },
             )
             .await
@@ -1965,6 +2004,8 @@ where
         limits: &s.response_limits,
         side: Side::Response,
         case: s.client_case,
+        // The statistics count the compressed bytes, known only at the end.
+        live: None,
     };
     body::forward_body(input, server, &mut compressing, spec)
         .await
@@ -2098,6 +2139,11 @@ fn count_bytes(
     facts: &mut Facts<'_>,
     (up, down): (u64, u64),
 ) {
+    facts.bytes_up += up;
+    facts.bytes_down += down;
+    // What `option contstats` counted as it moved is not counted again.
+    let (live_up, live_down) = ctx.live_counted.take();
+    let (up, down) = (up.saturating_sub(live_up), down.saturating_sub(live_down));
     let server = server.map(|s| &s.traffic);
     for traffic in [
         Some(&ctx.frontend.traffic),
@@ -2110,8 +2156,6 @@ fn count_bytes(
         traffic.bytes_in.add(up);
         traffic.bytes_out.add(down);
     }
-    facts.bytes_up += up;
-    facts.bytes_down += down;
     ctx.scope.vars.trackers.bytes(up, down);
 }
 

@@ -29,6 +29,7 @@ use sluice_net::stream::Stream;
 use sluice_runtime::clock;
 use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -529,6 +530,7 @@ impl<'s> Session<'_, 's> {
             endpoints: scope.addresses(),
             first,
             scope,
+            live_counted: Cell::new((0, 0)),
         };
         let next = exchange::run(&ctx, client, input, (head, framing), (attached, tunnel)).await;
         match next {
