@@ -166,6 +166,15 @@ pub struct GlobalConf {
     pub lax_limits: bool,
     /// `spread-checks`: random jitter added to check intervals, in percent (0 to 50).
     pub spread_checks: Option<u32>,
+    /// `set-dumpable`: core dumps as large as the hard limits allow, even after a change of
+    /// user.
+    pub set_dumpable: bool,
+    /// `insecure-fork-wanted`: the running process may create processes (HAProxy, and
+    /// Sluice, forbid it once every thread started).
+    pub insecure_fork: bool,
+    /// `insecure-setuid-wanted`: programs the process would run may gain privileges (HAProxy,
+    /// and Sluice, set `no_new_privs`).
+    pub insecure_setuid: bool,
     /// `h1-case-adjust` lines: field names written with another case to HTTP/1 peers of
     /// proxies that ask for it (`option h1-case-adjust-bogus-client|server`).
     pub header_case: HeaderCase,
@@ -583,7 +592,34 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 conf.lax_limits = false;
             }
         }
+        "set-dumpable" => match line.words.get(1).map(String::as_str) {
+            None | Some("on") => conf.set_dumpable = true,
+            Some("off") => conf.set_dumpable = false,
+            Some("libs") => diags.push(Diagnostic::not_supported(&line.span, "set-dumpable libs")),
+            Some(other) => {
+                diags.push(d.alert(format!("expects 'on', 'off' or 'libs', not '{other}'")))
+            }
+        },
+        "insecure-fork-wanted" | "insecure-setuid-wanted" => {
+            if d.no_more_than(1, diags) {
+                *insecure_flag(conf, first) = true;
+            }
+        }
         // The global keywords that take a `no` prefix, among those Sluice knows.
+        "no" if line.words.get(1).is_some_and(|w| {
+            matches!(
+                w.as_str(),
+                "set-dumpable" | "insecure-fork-wanted" | "insecure-setuid-wanted"
+            )
+        }) =>
+        {
+            if d.no_more_than(2, diags) {
+                match line.words[1].as_str() {
+                    "set-dumpable" => conf.set_dumpable = false,
+                    other => *insecure_flag(conf, other) = false,
+                }
+            }
+        }
         "no" if line.words.get(1).is_some_and(|w| w == "busy-polling") => {
             if d.no_more_than(2, diags) {
                 conf.busy_polling = false;
@@ -684,6 +720,15 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             d.alert("removed from HAProxy in 2.5 and not supported by Sluice; use 'nbthread'"),
         ),
         other => diags.push(Diagnostic::not_supported(&line.span, other)),
+    }
+}
+
+/// The flag of `insecure-fork-wanted` or `insecure-setuid-wanted`.
+fn insecure_flag<'c>(conf: &'c mut GlobalConf, keyword: &str) -> &'c mut bool {
+    if keyword == "insecure-fork-wanted" {
+        &mut conf.insecure_fork
+    } else {
+        &mut conf.insecure_setuid
     }
 }
 

@@ -241,12 +241,22 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
             )]
         })?;
     }
+    if process.global.set_dumpable {
+        system::raise_core_limits();
+    }
     system::drop_privileges(
         process.global.chroot.as_deref(),
         process.global.user.as_ref(),
         process.global.group.as_ref(),
     )
     .map_err(|e| vec![format!("[ALERT] cannot drop privileges: {e}")])?;
+    if process.global.set_dumpable {
+        system::make_dumpable().map_err(|e| {
+            vec![format!(
+                "[ALERT] set-dumpable: cannot make the process dumpable: {e}"
+            )]
+        })?;
+    }
 
     let process = Arc::new(process);
     // Before the event loops allocate any buffer: see `map_buffers_apart`.
@@ -256,6 +266,10 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     // Health checks run on their own thread: they never share a loop with the data path.
     sluice_check::start(&process)
         .map_err(|e| vec![format!("[ALERT] cannot start the health checks: {e}")])?;
+    // Every thread of the process runs now.
+    let global = &process.global;
+    system::forbid_new_processes(global.insecure_fork, global.insecure_setuid)
+        .map_err(|e| vec![format!("[ALERT] cannot forbid new processes: {e}")])?;
     if debug {
         eprintln!(
             "[NOTICE] Sluice {} started: {} thread(s), maxconn {}",

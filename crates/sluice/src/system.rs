@@ -1,9 +1,11 @@
 //! Process-level operating-system steps of start-up: file-descriptor limits, detaching into
-//! the background, the pid file, and dropping privileges (chroot, group, user).
+//! the background, the pid file, dropping privileges (chroot, group, user), core dumps
+//! (`set-dumpable`), and HAProxy's hardening once the process runs.
 //!
 //! They run in the order HAProxy uses (management.txt §3, configuration.txt §3.1): limits and
 //! sockets first, while still privileged; then daemon; then the pid file (before the chroot,
-//! so its path is the real one); then chroot, group and user.
+//! so its path is the real one); then chroot, group and user; once every thread started,
+//! the process may no longer create processes or let a program it runs gain privileges.
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use nix::unistd::{Gid, Group, Uid, User};
@@ -119,6 +121,42 @@ pub fn drop_privileges(
     }
     if let Some(uid) = uid {
         nix::unistd::setuid(uid).map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// `set-dumpable`, before the privileges are dropped: the core and file size limits are
+/// raised as far as allowed (unlimited while privileged, else the hard limits), so that a
+/// crash leaves a whole core.
+pub fn raise_core_limits() {
+    for resource in [Resource::RLIMIT_CORE, Resource::RLIMIT_FSIZE] {
+        let unlimited = nix::sys::resource::RLIM_INFINITY;
+        if setrlimit(resource, unlimited, unlimited).is_err()
+            && let Ok((_, hard)) = getrlimit(resource)
+        {
+            // Best effort, as HAProxy's: a refused limit leaves the one in force.
+            let _ = setrlimit(resource, hard, hard);
+        }
+    }
+}
+
+/// `set-dumpable`, after the privileges are dropped: Linux makes a process that changed user
+/// undumpable; this makes it dumpable again.
+pub fn make_dumpable() -> io::Result<()> {
+    nix::sys::prctl::set_dumpable(true).map_err(io::Error::from)
+}
+
+/// HAProxy's hardening of a running process (configuration.txt `insecure-fork-wanted`,
+/// `insecure-setuid-wanted`), applied once every thread of the process started: unless
+/// `fork` is allowed, no process nor thread may be created any more (`RLIMIT_NPROC` 0, which
+/// privileged processes are exempt from), so that a flaw cannot start one; unless `setuid`
+/// is allowed, no program the process might run can gain privileges (`no_new_privs`).
+pub fn forbid_new_processes(fork: bool, setuid: bool) -> io::Result<()> {
+    if !setuid {
+        nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)?;
+    }
+    if !fork {
+        setrlimit(Resource::RLIMIT_NPROC, 0, 0).map_err(io::Error::from)?;
     }
     Ok(())
 }

@@ -194,6 +194,7 @@ pub struct Builder {
     inherited: Vec<OwnedFd>,
     stats: bool,
     dir: TempDir,
+    shell: Option<String>,
 }
 
 /// Starts building a process running `config`. A `global` section with a `stats socket`
@@ -207,6 +208,7 @@ pub fn sluice(config: &str) -> Builder {
         inherited: Vec::new(),
         stats: true,
         dir: TempDir::new(),
+        shell: None,
     }
 }
 
@@ -237,6 +239,13 @@ impl Builder {
         self
     }
 
+    /// Runs the shell `commands` first (`ulimit`...), which the process is then started from
+    /// (with `exec`: the same process).
+    pub fn after_shell(mut self, commands: &str) -> Self {
+        self.shell = Some(commands.to_owned());
+        self
+    }
+
     /// Does not add the harness's stats socket; readiness must then be checked by the test.
     pub fn without_stats_socket(mut self) -> Self {
         self.stats = false;
@@ -263,7 +272,16 @@ impl Builder {
         let cfg = self.dir.write("sluice.cfg", &text);
         let stderr_path = self.dir.join("stderr.log");
         let stdout_path = self.dir.join("stdout.log");
-        let mut cmd = Command::new(binary());
+        let mut cmd = match &self.shell {
+            Some(commands) => {
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!("{commands}\nexec \"$0\" \"$@\""))
+                    .arg(binary());
+                sh
+            }
+            None => Command::new(binary()),
+        };
         cmd.arg("-d")
             .arg("-f")
             .arg(&cfg)
