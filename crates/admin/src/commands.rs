@@ -683,7 +683,7 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         .sum::<u64>()
         + cli.total_sessions.get();
     let session_rate = &process.traffic.session_rate;
-    let [compression_in, compression_out] = &process.compression_rates;
+    let [compression_in, compression_out] = &process.compression.rates;
     let mut fields: Vec<(&str, String)> = vec![
         ("Name", "Sluice".into()),
         ("Version", env!("CARGO_PKG_VERSION").into()),
@@ -742,7 +742,10 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         // Bytes per second in and out of the compressors; no limit (`maxcomprate`).
         ("CompressBpsIn", compression_in.get().to_string()),
         ("CompressBpsOut", compression_out.get().to_string()),
-        ("CompressBpsRateLim", "0".into()),
+        (
+            "CompressBpsRateLim",
+            process.compression.rate_limit().to_string(),
+        ),
         ("Idle_pct", idle_pct.to_string()),
         ("node", process.global.node.clone().unwrap_or_default()),
         ("Stopping", u8::from(stopping).to_string()),

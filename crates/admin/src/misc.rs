@@ -136,7 +136,8 @@ pub fn expert_mode(_: &Process, args: &[String], state: &mut CliState, out: &mut
 }
 
 /// `set rate-limit connections|sessions global <n>`: the process's accept rate limits (0
-/// for none). Sluice has neither TLS nor compression, so their limits are refused.
+/// for none); `http-compression global <n>`: `maxcomprate`, in kB/s. Sluice has no TLS, so
+/// `ssl-sessions` is refused.
 pub fn set_rate_limit(
     process: &Process,
     args: &[String],
@@ -144,16 +145,17 @@ pub fn set_rate_limit(
     out: &mut String,
 ) -> Flow {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
-    let limit = match words.as_slice() {
-        ["connections", "global", ..] => &process.accept_limits.connections,
-        ["sessions", "global", ..] => &process.accept_limits.sessions,
-        [what @ ("ssl-sessions" | "http-compression"), "global", ..] => {
-            let _ = writeln!(out, "'set rate-limit {what}' is not supported by Sluice.");
+    let set: &dyn Fn(u32) = match words.as_slice() {
+        ["connections", "global", ..] => &|v| process.accept_limits.connections.set_limit(v),
+        ["sessions", "global", ..] => &|v| process.accept_limits.sessions.set_limit(v),
+        ["http-compression", "global", ..] => &|v| process.compression.set_rate_limit_kbps(v),
+        ["ssl-sessions", "global", ..] => {
+            out.push_str("'set rate-limit ssl-sessions' is not supported by Sluice.\n");
             return Flow::Continue;
         }
         _ => {
             out.push_str(
-                "'set rate-limit' only supports :\n   - 'connections global' to set the per-process maximum connection rate\n   - 'sessions global' to set the per-process maximum session rate\n",
+                "'set rate-limit' only supports :\n   - 'connections global' to set the per-process maximum connection rate\n   - 'sessions global' to set the per-process maximum session rate\n   - 'http-compression global' to set the per-process maximum compression speed in kB/s\n",
             );
             return Flow::Continue;
         }
@@ -164,7 +166,7 @@ pub fn set_rate_limit(
     };
     match value.parse::<i64>() {
         Ok(v) => match u32::try_from(v) {
-            Ok(v) => limit.set_limit(v),
+            Ok(v) => set(v),
             Err(_) => out.push_str("Value out of range.\n"),
         },
         Err(_) => out.push_str("Expects an integer value.\n"),

@@ -166,6 +166,14 @@ pub struct GlobalConf {
     pub lax_limits: bool,
     /// `spread-checks`: random jitter added to check intervals, in percent (0 to 50).
     pub spread_checks: Option<u32>,
+    /// `maxcomprate`: kilobytes per second the compressors may take in (0: no limit).
+    pub maxcomprate: Option<u32>,
+    /// `maxcompcpuusage`: the CPU percentage above which compression backs off (100: none).
+    pub maxcompcpuusage: Option<u32>,
+    /// `maxzlibmem`: megabytes the deflate states may use (0: no limit).
+    pub maxzlibmem: Option<u32>,
+    /// `tune.comp.maxlevel`: the compression level, 1 (fastest, the default) to 9.
+    pub comp_maxlevel: Option<u32>,
     /// `set-dumpable`: core dumps as large as the hard limits allow, even after a change of
     /// user.
     pub set_dumpable: bool,
@@ -590,6 +598,37 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "strict-limits" => {
             if d.no_more_than(1, diags) {
                 conf.lax_limits = false;
+            }
+        }
+        "maxcomprate" | "maxzlibmem" => {
+            let what = if first == "maxcomprate" {
+                "a rate in kB/s"
+            } else {
+                "a size in megabytes"
+            };
+            if let Some(n) = d.integer(1, what, 0, u64::from(u32::MAX >> 10), diags)
+                && d.no_more_than(2, diags)
+            {
+                let slot = if first == "maxcomprate" {
+                    &mut conf.maxcomprate
+                } else {
+                    &mut conf.maxzlibmem
+                };
+                *slot = Some(n as u32);
+            }
+        }
+        "maxcompcpuusage" => {
+            if let Some(n) = d.integer(1, "a percentage", 0, 100, diags)
+                && d.no_more_than(2, diags)
+            {
+                conf.maxcompcpuusage = Some(n as u32);
+            }
+        }
+        "tune.comp.maxlevel" => {
+            if let Some(n) = d.integer(1, "a compression level", 1, 9, diags)
+                && d.no_more_than(2, diags)
+            {
+                conf.comp_maxlevel = Some(n as u32);
             }
         }
         "set-dumpable" => match line.words.get(1).map(String::as_str) {

@@ -9,6 +9,7 @@
 pub mod bell;
 pub mod capture;
 pub mod clock;
+pub mod compression;
 pub mod counters;
 pub mod dynamic;
 pub mod errors;

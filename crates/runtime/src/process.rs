@@ -87,9 +87,9 @@ pub struct Process {
     /// The connections of the runtime API (`stats socket`), which HAProxy counts among its
     /// connections (`CumConns`) and jobs.
     pub cli_connections: Traffic,
-    /// Bytes per second fed to the compressors and coming out of them (`CompressBpsIn`,
+    /// What compression may use (`maxcomprate`...), and its rates (`CompressBpsIn`,
     /// `CompressBpsOut` in `show info`).
-    pub compression_rates: [crate::freq::Rate; 2],
+    pub compression: crate::compression::CompressionBudget,
     /// The kernel pipes splicing may use (`maxpipes`, by default a quarter of what the
     /// splicing proxies may hold, as in HAProxy: see [`default_maxpipes`]).
     pub pipes: Arc<PipeBudget>,
@@ -240,6 +240,12 @@ impl Process {
         accept_limits
             .sessions
             .set_limit(plan.global.maxsessrate.unwrap_or(0));
+        let compression = crate::compression::CompressionBudget::new(
+            plan.global.maxcomprate,
+            plan.global.maxcompcpuusage,
+            plan.global.maxzlibmem,
+            plan.global.comp_maxlevel,
+        );
         Ok(Process {
             global: plan.global,
             frontends,
@@ -252,7 +258,7 @@ impl Process {
             started: Instant::now(),
             traffic: Traffic::default(),
             cli_connections: Traffic::default(),
-            compression_rates: Default::default(),
+            compression,
             pipes: PipeBudget::new(Some(maxpipes)),
             stream_log,
             rings,

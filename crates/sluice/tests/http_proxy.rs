@@ -874,9 +874,8 @@ fn large_bodies_are_compressed_whole_and_the_connection_goes_on() {
             .unwrap();
         assert!(plain == text, "{path}: the body came whole");
     }
-    // `show info`: bytes per second into the compressor and out of it, counted once each
-    // response is done (just after its last chunk left), over this second and the last
-    // (both counted at the same moments, so weighed alike).
+    // `show info`: bytes per second into the compressor and out of it, counted as they
+    // pass, over this second and the last.
     let rates = || {
         let info = p.cli("show info");
         let field = |name| {

@@ -14,6 +14,10 @@
 //! streamed answer is not held back, and the pieces that came together leave together), or
 //! once enough of it waits. A chunked response's trailers are dropped.
 //!
+//! The process's budget ([`CompressionBudget`]: `maxcomprate`, `maxcompcpuusage`,
+//! `maxzlibmem`, `tune.comp.maxlevel`) decides whether a response may start compressed
+//! ([`admits`]) and, at each flush, whether its level goes one step down or back up.
+//!
 //! As in HAProxy, whose list of algorithms is built by adding each at its head, the last
 //! configured algorithm comes first: `*` takes it, and of `deflate` and `raw-deflate` (both
 //! asked for as `deflate`) the later one applies.
@@ -24,14 +28,12 @@ use sluice_config::compression::Algo;
 use sluice_http::chunked;
 use sluice_http::framing::BodyFraming;
 use sluice_http::head::{MessageHead, RequestHead, ResponseHead, Version};
+use sluice_runtime::compression::CompressionBudget;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use tokio::io::AsyncWrite;
-
-/// HAProxy's default level (`tune.comp.maxlevel` 1): the fastest, which matters more in a
-/// proxy than the last percent of size.
-const LEVEL: u32 = 1;
 
 /// Compressed bytes that leave without waiting for a flush, once this many wait.
 const SEND_AT: usize = 16 * 1024;
@@ -158,68 +160,142 @@ pub fn weak_etag(buf: &[u8], head: &ResponseHead) -> Option<Vec<u8>> {
     (!etag.starts_with(b"W/")).then(|| [&b"W/"[..], etag].concat())
 }
 
-/// How many idle deflate states a thread keeps for the next responses, of each kind (with
-/// and without the zlib wrapper). A state is about 300 kB: made anew for each response, its
-/// allocation and first touch (page faults, zeroing) cost more than compressing a 64 kB page.
+/// How many idle deflate states a thread keeps for the next responses. A state is about
+/// 300 kB: made anew for each response, its allocation and first touch (page faults,
+/// zeroing) cost more than compressing a 64 kB page.
 const SPARE_STATES: usize = 4;
 
-thread_local! {
-    /// Idle deflate states, reset, by kind: `[raw, zlib]`.
-    static SPARES: std::cell::RefCell<[Vec<Compress>; 2]> = const {
-        std::cell::RefCell::new([Vec::new(), Vec::new()])
-    };
+/// Deflate states alive in the process, in use or spare: what `maxzlibmem` bounds.
+static STATES_ALIVE: AtomicU64 = AtomicU64::new(0);
+
+/// A raw deflate state at a level, counted in [`STATES_ALIVE`] while it exists. Every
+/// algorithm's wrapper (gzip's, zlib's) is written by the [`Encoder`], so that a stream can
+/// go on with another state at another level: the deflate library cannot change the level
+/// of a state that already compressed.
+struct State {
+    deflate: Compress,
+    level: u32,
 }
 
-/// A deflate state from the thread's spares, or a new one.
-fn take_state(zlib: bool) -> Compress {
+impl State {
+    fn new(level: u32) -> Self {
+        STATES_ALIVE.fetch_add(1, Ordering::Relaxed);
+        State {
+            deflate: Compress::new(Compression::new(level), false),
+            level,
+        }
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        STATES_ALIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    /// Idle deflate states, reset.
+    static SPARES: std::cell::RefCell<Vec<State>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether a response compressed with `algo` may start now: the rate and CPU limits are not
+/// exceeded, and a deflate state is at hand (a spare of this thread) or fits in `maxzlibmem`.
+pub fn admits(budget: &CompressionBudget, algo: Algo) -> bool {
+    if budget.limits_level() && budget.exceeded(sluice_runtime::load::idle_percent_of_loops()) {
+        return false;
+    }
+    algo == Algo::Identity
+        || budget.has_room_for_state(STATES_ALIVE.load(Ordering::Relaxed))
+        || SPARES.with(|spares| !spares.borrow().is_empty())
+}
+
+/// A deflate state at `level`: a spare of the thread's at that level, or a new one.
+fn take_state(level: u32) -> State {
     SPARES
-        .with(|spares| spares.borrow_mut()[usize::from(zlib)].pop())
-        .unwrap_or_else(|| Compress::new(Compression::new(LEVEL), zlib))
+        .with(|spares| {
+            let mut spares = spares.borrow_mut();
+            let at = spares.iter().rposition(|s| s.level == level)?;
+            Some(spares.swap_remove(at))
+        })
+        .unwrap_or_else(|| State::new(level))
 }
 
 /// Gives a state back to the thread's spares, reset, unless they are full (or gone: a thread
-/// that ends drops its states).
-fn give_back_state(mut state: Compress, zlib: bool) {
+/// that ends drops its states). A full set of spares trades its oldest for it, so the levels
+/// in use are the ones kept.
+fn give_back_state(mut state: State) {
     let _ = SPARES.try_with(|spares| {
         let mut spares = spares.borrow_mut();
-        let kind = &mut spares[usize::from(zlib)];
-        if kind.len() < SPARE_STATES {
-            state.reset();
-            kind.push(state);
+        state.deflate.reset();
+        if spares.len() >= SPARE_STATES {
+            spares.remove(0);
         }
+        spares.push(state);
     });
 }
 
-/// gzip's header (RFC 1952 §2.3): deflate, no flags, no time, fastest, Unix.
-const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 3];
+/// gzip's header (RFC 1952 §2.3): deflate, no flags, no time, the extra flags of `level`
+/// (fastest, best, or neither), Unix.
+fn gzip_header(level: u32) -> [u8; 10] {
+    let extra = match level {
+        0 | 1 => 4,
+        9 => 2,
+        _ => 0,
+    };
+    [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, extra, 3]
+}
+
+/// zlib's header (RFC 1950 §2.2): deflate with a 32 kB window, no dictionary, the level's
+/// class, and the check bits that make the pair a multiple of 31.
+fn zlib_header(level: u32) -> [u8; 2] {
+    let flags = match level {
+        0 | 1 => 0x01,
+        2..=5 => 0x5e,
+        6 => 0x9c,
+        _ => 0xda,
+    };
+    [0x78, flags]
+}
+
+/// The checksum of the data a wrapper's trailer holds.
+enum Checksum {
+    /// raw deflate and identity: none.
+    None,
+    /// gzip: CRC-32 (and the length, from [`Encoder::taken`]).
+    Crc(Crc),
+    /// zlib: Adler-32.
+    Adler(Adler32),
+}
 
 /// An algorithm's encoder, writing into `out`, from which the compressed bytes are taken.
 /// Deflate states come from the thread's spares and go back there when the encoder is
 /// dropped.
 struct Encoder {
     /// `None` for identity.
-    deflate: Option<Compress>,
-    /// The zlib wrapper (`deflate`); without it, raw deflate (`raw-deflate`, and gzip's body).
-    zlib: bool,
-    /// gzip: the checksum of the data so far; its header and trailer are written here.
-    gzip: Option<Crc>,
+    deflate: Option<State>,
+    checksum: Checksum,
     /// Bytes taken in (gzip's trailer says how many, modulo 2^32).
     taken: u64,
     out: Vec<u8>,
 }
 
 impl Encoder {
-    fn new(algo: Algo) -> Self {
-        let zlib = algo == Algo::Deflate;
+    fn new(algo: Algo, level: u32) -> Self {
         let mut out = Vec::new();
-        let gzip = (algo == Algo::Gzip).then(|| {
-            out.extend_from_slice(&GZIP_HEADER);
-            Crc::new()
-        });
+        let checksum = match algo {
+            Algo::Gzip => {
+                out.extend_from_slice(&gzip_header(level));
+                Checksum::Crc(Crc::new())
+            }
+            Algo::Deflate => {
+                out.extend_from_slice(&zlib_header(level));
+                Checksum::Adler(Adler32::default())
+            }
+            Algo::RawDeflate | Algo::Identity => Checksum::None,
+        };
         Encoder {
-            deflate: (algo != Algo::Identity).then(|| take_state(zlib)),
-            zlib,
-            gzip,
+            deflate: (algo != Algo::Identity).then(|| take_state(level)),
+            checksum,
             taken: 0,
             out,
         }
@@ -227,12 +303,14 @@ impl Encoder {
 
     /// Compresses `data`; the encoder may keep some of it until [`Encoder::flush`].
     fn push(&mut self, data: &[u8]) -> io::Result<()> {
-        if let Some(crc) = &mut self.gzip {
-            crc.update(data);
+        match &mut self.checksum {
+            Checksum::None => {}
+            Checksum::Crc(crc) => crc.update(data),
+            Checksum::Adler(adler) => adler.update(data),
         }
         self.taken += data.len() as u64;
         match &mut self.deflate {
-            Some(state) => run(state, data, &mut self.out, FlushCompress::None),
+            Some(state) => run(&mut state.deflate, data, &mut self.out, FlushCompress::None),
             None => {
                 self.out.extend_from_slice(data);
                 Ok(())
@@ -243,22 +321,52 @@ impl Encoder {
     /// A sync flush: everything pushed so far can be decoded from the bytes ready.
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.deflate {
-            Some(state) => run(state, &[], &mut self.out, FlushCompress::Sync),
+            Some(state) => run(&mut state.deflate, &[], &mut self.out, FlushCompress::Sync),
             None => Ok(()),
+        }
+    }
+
+    /// After a flush: one level down while a limit of `budget` is exceeded, else one back up
+    /// towards its maximum. The stream goes on with a state at the new level: a flushed
+    /// stream ends on a byte boundary between blocks, and the new state's blocks refer only
+    /// to what it compressed itself, so the receiver decodes them in sequence.
+    fn adapt_level(&mut self, budget: &CompressionBudget) {
+        let Some(state) = &mut self.deflate else {
+            return;
+        };
+        if !budget.limits_level() {
+            return;
+        }
+        let level = if budget.exceeded(sluice_runtime::load::idle_percent_of_loops()) {
+            state.level.saturating_sub(1)
+        } else {
+            (state.level + 1).min(budget.max_level)
+        };
+        if level != state.level {
+            give_back_state(std::mem::replace(state, take_state(level)));
         }
     }
 
     /// Ends the stream (its trailer: gzip's CRC and length, zlib's checksum).
     fn finish(&mut self) -> io::Result<()> {
         if let Some(state) = &mut self.deflate {
-            run(state, &[], &mut self.out, FlushCompress::Finish)?;
+            run(
+                &mut state.deflate,
+                &[],
+                &mut self.out,
+                FlushCompress::Finish,
+            )?;
         }
-        if let Some(crc) = &self.gzip {
-            self.out
-                .extend_from_slice(&crc.clone().finalize().to_le_bytes());
-            // ISIZE: the input's length modulo 2^32.
-            self.out
-                .extend_from_slice(&(self.taken as u32).to_le_bytes());
+        match &self.checksum {
+            Checksum::None => {}
+            Checksum::Crc(crc) => {
+                self.out
+                    .extend_from_slice(&crc.clone().finalize().to_le_bytes());
+                // ISIZE: the input's length modulo 2^32.
+                self.out
+                    .extend_from_slice(&(self.taken as u32).to_le_bytes());
+            }
+            Checksum::Adler(adler) => self.out.extend_from_slice(&adler.value().to_be_bytes()),
         }
         Ok(())
     }
@@ -272,8 +380,42 @@ impl Encoder {
 impl Drop for Encoder {
     fn drop(&mut self) {
         if let Some(state) = self.deflate.take() {
-            give_back_state(state, self.zlib);
+            give_back_state(state);
         }
+    }
+}
+
+/// zlib's Adler-32 checksum (RFC 1950 §8.2).
+struct Adler32 {
+    a: u32,
+    b: u32,
+}
+
+impl Default for Adler32 {
+    fn default() -> Self {
+        Adler32 { a: 1, b: 0 }
+    }
+}
+
+impl Adler32 {
+    /// The largest prime below 2^16.
+    const MODULUS: u32 = 65521;
+    /// The most bytes summed before `b` could overflow 32 bits (zlib's NMAX).
+    const RUN: usize = 5552;
+
+    fn update(&mut self, data: &[u8]) {
+        for run in data.chunks(Self::RUN) {
+            for &byte in run {
+                self.a += u32::from(byte);
+                self.b += self.a;
+            }
+            self.a %= Self::MODULUS;
+            self.b %= Self::MODULUS;
+        }
+    }
+
+    fn value(&self) -> u32 {
+        (self.b << 16) | self.a
     }
 }
 
@@ -325,6 +467,7 @@ fn run(
 pub struct Compressing<'w, W> {
     inner: &'w mut W,
     encoder: Encoder,
+    budget: &'w CompressionBudget,
     /// Framed chunks waiting to be written to `inner`, and how much of them was.
     framed: Vec<u8>,
     sent: usize,
@@ -336,11 +479,12 @@ pub struct Compressing<'w, W> {
 }
 
 impl<'w, W: AsyncWrite + Unpin> Compressing<'w, W> {
-    /// Compresses with `algo` into `inner`.
-    pub fn new(inner: &'w mut W, algo: Algo) -> Self {
+    /// Compresses with `algo` into `inner`, within `budget`, whose rates it counts.
+    pub fn new(inner: &'w mut W, algo: Algo, budget: &'w CompressionBudget) -> Self {
         Compressing {
             inner,
-            encoder: Encoder::new(algo),
+            encoder: Encoder::new(algo, budget.max_level),
+            budget,
             framed: Vec::new(),
             sent: 0,
             consumed: 0,
@@ -359,6 +503,7 @@ impl<'w, W: AsyncWrite + Unpin> Compressing<'w, W> {
         self.framed.extend_from_slice(ready);
         self.framed.extend_from_slice(b"\r\n");
         self.produced += ready.len() as u64;
+        self.budget.rates[1].add(ready.len() as u64);
         ready.clear();
     }
 
@@ -399,6 +544,8 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Compressing<'_, W> {
         }
         this.encoder.push(data)?;
         this.consumed += data.len() as u64;
+        // Counted as it goes in: `maxcomprate` judges the rate of the moment.
+        this.budget.rates[0].add(data.len() as u64);
         this.unflushed = true;
         this.frame_ready();
         if this.framed.len() >= SEND_AT
@@ -415,6 +562,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Compressing<'_, W> {
             this.encoder.flush()?;
             this.unflushed = false;
             this.frame_ready();
+            this.encoder.adapt_level(this.budget);
         }
         ready!(this.poll_send(cx))?;
         Pin::new(&mut *this.inner).poll_flush(cx)
@@ -573,25 +721,24 @@ mod tests {
 
     #[test]
     fn deflate_states_are_kept_by_the_thread_for_the_next_responses() {
-        let spare = |zlib: bool| SPARES.with(|s| s.borrow()[usize::from(zlib)].len());
-        assert_eq!(spare(false), 0);
-        drop(Encoder::new(Algo::Gzip));
-        assert_eq!(spare(false), 1, "given back when done");
-        let taken = Encoder::new(Algo::RawDeflate);
-        assert_eq!(spare(false), 0, "taken again");
-        drop(Encoder::new(Algo::Identity));
-        drop(Encoder::new(Algo::Deflate));
-        assert_eq!(
-            (spare(false), spare(true)),
-            (0, 1),
-            "identity holds none; zlib apart"
-        );
+        let spare = || SPARES.with(|s| s.borrow().len());
+        assert_eq!(spare(), 0);
+        drop(Encoder::new(Algo::Gzip, 1));
+        assert_eq!(spare(), 1, "given back when done");
+        let taken = Encoder::new(Algo::Deflate, 1);
+        assert_eq!(spare(), 0, "taken again, whatever the wrapper");
+        drop(Encoder::new(Algo::Identity, 1));
+        assert_eq!(spare(), 0, "identity holds none");
         drop(taken);
+        // A spare at another level is not taken.
+        let other = Encoder::new(Algo::RawDeflate, 2);
+        assert_eq!(spare(), 1);
+        drop(other);
         // A state given back in the middle of a stream (an aborted response) starts afresh.
-        let mut aborted = Encoder::new(Algo::RawDeflate);
+        let mut aborted = Encoder::new(Algo::RawDeflate, 1);
         aborted.push(b"half of a body").unwrap();
         drop(aborted);
-        let mut next = Encoder::new(Algo::RawDeflate);
+        let mut next = Encoder::new(Algo::RawDeflate, 1);
         next.push(b"a whole body").unwrap();
         next.finish().unwrap();
         let mut plain = Vec::new();
@@ -601,10 +748,44 @@ mod tests {
         assert_eq!(plain, b"a whole body");
         drop(next);
         let many: Vec<Encoder> = (0..SPARE_STATES + 2)
-            .map(|_| Encoder::new(Algo::Gzip))
+            .map(|_| Encoder::new(Algo::Gzip, 1))
             .collect();
         drop(many);
-        assert_eq!(spare(false), SPARE_STATES, "no more than the bound kept");
+        assert_eq!(spare(), SPARE_STATES, "no more than the bound kept");
+    }
+
+    #[test]
+    fn adler32_matches_known_values() {
+        let of = |data: &[u8]| {
+            let mut adler = Adler32::default();
+            adler.update(data);
+            adler.value()
+        };
+        assert_eq!(of(b""), 1);
+        assert_eq!(of(b"Wikipedia"), 0x11E6_0398);
+        // Long enough to wrap both sums many times, fed whole and in pieces.
+        let long: Vec<u8> = (0..100_000u32).map(|n| (n * 7 % 256) as u8).collect();
+        let mut pieces = Adler32::default();
+        for piece in long.chunks(999) {
+            pieces.update(piece);
+        }
+        assert_eq!(pieces.value(), of(&long));
+        let mut reference = flate2::Compress::new(flate2::Compression::fast(), true);
+        let mut out = Vec::with_capacity(200_000);
+        reference
+            .compress_vec(&long, &mut out, flate2::FlushCompress::Finish)
+            .unwrap();
+        let trailer: [u8; 4] = out[out.len() - 4..].try_into().unwrap();
+        assert_eq!(
+            u32::from_be_bytes(trailer),
+            of(&long),
+            "zlib's own checksum"
+        );
+        for level in 0..=9 {
+            let [cmf, flg] = zlib_header(level);
+            assert_eq!((u32::from(cmf) * 256 + u32::from(flg)) % 31, 0, "{level}");
+        }
+        assert_eq!(out[..2], zlib_header(1), "as zlib writes it at level 1");
     }
 
     /// The chunks of a chunked body, joined.
@@ -630,9 +811,10 @@ mod tests {
         let text: Vec<u8> = b"the quick brown fox jumps over the lazy dog "
             .repeat(300)
             .to_vec();
+        let budget = CompressionBudget::default();
         for algo in [Algo::Identity, Algo::Gzip, Algo::Deflate, Algo::RawDeflate] {
             let mut wire = Vec::new();
-            let mut writer = Compressing::new(&mut wire, algo);
+            let mut writer = Compressing::new(&mut wire, algo, &budget);
             writer.write_all(&text[..5000]).await.unwrap();
             writer.write_all(&text[5000..]).await.unwrap();
             let (consumed, produced) = writer.finish().await.unwrap();
@@ -663,10 +845,14 @@ mod tests {
                 assert!(compressed.len() < text.len() / 10, "{algo:?}: compressed");
             }
         }
+        let [rate_in, rate_out] = &budget.rates;
+        // Counted as they went in and out (a sliding figure: at most the bytes seen).
+        assert!((1..=4 * text.len() as u32).contains(&rate_in.get()));
+        assert!(rate_out.get() > 0);
         // A piece written and flushed is on the wire, decodable, before the stream ends (a
         // second flush adds nothing).
         let mut wire = Vec::new();
-        let mut writer = Compressing::new(&mut wire, Algo::RawDeflate);
+        let mut writer = Compressing::new(&mut wire, Algo::RawDeflate, &budget);
         writer.write_all(b"streamed").await.unwrap();
         writer.flush().await.unwrap();
         writer.flush().await.unwrap();
@@ -676,5 +862,38 @@ mod tests {
         let _ = flate2::read::DeflateDecoder::new(&wire[line_end + 2..wire.len() - 2])
             .read_to_end(&mut partial);
         assert_eq!(partial, b"streamed");
+    }
+
+    #[tokio::test]
+    async fn levels_step_down_while_a_limit_is_exceeded_and_back_up_after() {
+        let text: Vec<u8> = b"compressible text, compressible text ".repeat(100);
+        // 1 kB/s: exceeded by the first write.
+        let budget = CompressionBudget::new(Some(1), None, None, Some(3));
+        let mut wire = Vec::new();
+        let mut writer = Compressing::new(&mut wire, Algo::Gzip, &budget);
+        let level = |w: &Compressing<'_, Vec<u8>>| w.encoder.deflate.as_ref().unwrap().level;
+        assert_eq!(level(&writer), 3, "starts at tune.comp.maxlevel");
+        for expected in [2, 1, 0, 0] {
+            writer.write_all(&text).await.unwrap();
+            writer.flush().await.unwrap();
+            assert_eq!(level(&writer), expected);
+        }
+        // Under the limit again, it climbs back to the maximum, one step per flush.
+        budget.set_rate_limit_kbps(1_000_000);
+        for expected in [1, 2, 3, 3] {
+            writer.write_all(&text).await.unwrap();
+            writer.flush().await.unwrap();
+            assert_eq!(level(&writer), expected);
+        }
+        writer.finish().await.unwrap();
+        // Every level's blocks belong to one valid stream.
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(&dechunk(&wire)[..])
+            .read_to_end(&mut plain)
+            .unwrap();
+        assert!(plain == text.repeat(8));
+        // A state given back at a lower level starts the next response at the maximum.
+        let next = Encoder::new(Algo::Gzip, 3);
+        assert_eq!(next.deflate.as_ref().unwrap().level, 3);
     }
 }

@@ -1737,9 +1737,12 @@ where
             || (shape.is_connect && (200..300).contains(&head.status));
         let server_keepalive = encode::connection_tokens(buf, &head).persistent(head.version);
         // `compression`: a client that may take the answer compressed gets it so when the
-        // answer is one to compress (only HTTP/1.1 clients may: the body goes chunked).
-        let compressing = shape.compress.filter(|_| {
-            !tunnel && compress::compressible(buf, &head, framing, Compression::of(ctx).types)
+        // answer is one to compress (only HTTP/1.1 clients may: the body goes chunked), and
+        // the process's budget allows it.
+        let compressing = shape.compress.filter(|&algo| {
+            !tunnel
+                && compress::compressible(buf, &head, framing, Compression::of(ctx).types)
+                && compress::admits(&ctx.process.compression, algo)
         });
         // A body delimited by the server's close cannot be passed on as such to a client we
         // keep: HTTP/1.1 clients get it re-chunked, HTTP/1.0 clients get the close.
@@ -1995,7 +1998,7 @@ where
         read: s.server,
         write: s.client,
     };
-    let mut compressing = Compressing::new(client, algo);
+    let mut compressing = Compressing::new(client, algo, &ctx.process.compression);
     let spec = BodySpec {
         framing,
         // The decoded payload goes into the compressor, which frames its output.
@@ -2018,9 +2021,6 @@ where
         None => finish.await,
     };
     let (consumed, produced) = ended.map_err(|_| ResponseFailure::Broken(Cause::ClientAbort, 0))?;
-    let [rate_in, rate_out] = &ctx.process.compression_rates;
-    rate_in.add(consumed);
-    rate_out.add(produced);
     for stats in [&ctx.frontend.stats, &ctx.backend.stats] {
         let [bytes_in, bytes_out, responses] = &stats.compressed;
         bytes_in.add(consumed);
