@@ -1980,7 +1980,9 @@ where
 }
 
 /// Relays a response body compressed with `algo`, as chunks, and counts it in the
-/// statistics; the compressed bytes sent.
+/// statistics (`comp_in`, `comp_out`); the body's bytes before compression, which HAProxy
+/// counts as the bytes sent (`bout`, the log's `%B`: its compression is a filter the count
+/// does not see).
 async fn compress_response_body<R, W>(
     ctx: &Context<'_>,
     input: &mut InBuf,
@@ -2027,7 +2029,7 @@ where
         bytes_out.add(produced);
         responses.incr();
     }
-    Ok(produced)
+    Ok(consumed)
 }
 
 /// Who a broken response body transfer is put down to.
