@@ -16,6 +16,7 @@ use crate::live_bytes::LiveBytes;
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
 use sluice_runtime::clock;
+use std::cell::Cell;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
@@ -606,32 +607,56 @@ where
     .await
 }
 
-/// What counts a relay's bytes as they move (`option contstats`): given the running totals
-/// of both directions each time the relay waits, and once more at its end.
-trait LiveCount {
-    /// Counts what moved since `reported`, which it then updates.
-    fn catch_up(&self, reported: &mut (u64, u64), moved: (u64, u64));
+/// What a relay reports as it goes: the bytes moved each way so far, updated each time it
+/// waits and at its end, so that a caller whose relay was dropped (a killed session) still
+/// knows them; and, under `option contstats`, the statistics, counted along.
+#[derive(Debug, Default)]
+pub struct Progress<'a> {
+    moved: Cell<(u64, u64)>,
+    live: Option<&'a LiveBytes<'a>>,
 }
 
-impl LiveCount for Option<&LiveBytes<'_>> {
-    fn catch_up(&self, reported: &mut (u64, u64), moved: (u64, u64)) {
-        if let Some(live) = self {
+impl<'a> Progress<'a> {
+    /// Reports to `live` as well, if any.
+    pub fn new(live: Option<&'a LiveBytes<'a>>) -> Self {
+        Progress {
+            moved: Cell::new((0, 0)),
+            live,
+        }
+    }
+
+    /// The bytes moved so far: client to server, server to client.
+    pub fn moved(&self) -> (u64, u64) {
+        self.moved.get()
+    }
+}
+
+/// Where a relay reports the running totals of both directions each time it waits, and once
+/// more at its end.
+trait Report {
+    /// Takes the totals `moved`; `reported` holds what the statistics already counted.
+    fn report(&self, reported: &mut (u64, u64), moved: (u64, u64));
+}
+
+impl Report for &Progress<'_> {
+    fn report(&self, reported: &mut (u64, u64), moved: (u64, u64)) {
+        self.moved.set(moved);
+        if let Some(live) = self.live {
             live.catch_up(reported, moved);
         }
     }
 }
 
-/// Counting nothing, for the tests' relays, which run on any thread.
+/// Reporting nothing, for the tests' relays, which run on any thread.
 #[cfg(test)]
-impl LiveCount for () {
-    fn catch_up(&self, _: &mut (u64, u64), _: (u64, u64)) {}
+impl Report for () {
+    fn report(&self, _: &mut (u64, u64), _: (u64, u64)) {}
 }
 
 /// Relays `client` ⇄ `server` until both directions are closed, a timeout fires or an error
 /// occurs, each direction copying or splicing as given
 /// (`option splice-request` is the client-to-server direction, `splice-response` the other).
-/// With `live` (`option contstats`), what moved is counted each time the relay waits; the
-/// outcome's totals include it ([`LiveBytes::counted`] tells how much).
+/// What moved is reported to `progress` each time the relay waits, and at its end.
 ///
 /// Not an `async fn`, nor is [`relay`]: each would keep a copy of its arguments beside the
 /// copy its body works on (about 360 bytes more in every TCP session and tunnel, for as
@@ -641,31 +666,31 @@ pub fn forward_streams<'a>(
     server: &'a mut Stream,
     timeouts: IdleTimeouts,
     (up, down): (Direction, Direction),
-    live: Option<&'a LiveBytes<'a>>,
+    progress: &'a Progress<'a>,
 ) -> impl Future<Output = Outcome> + 'a {
     relay(
         client,
         server,
         (StreamMover::new(up), StreamMover::new(down)),
         timeouts,
-        live,
+        progress,
     )
 }
 
 #[allow(clippy::manual_async_fn)]
-fn relay<'a, C, S, U, D, L>(
+fn relay<'a, C, S, U, D, P>(
     client: &'a mut C,
     server: &'a mut S,
     (mut up, mut down): (U, D),
     timeouts: IdleTimeouts,
-    live: L,
+    progress: P,
 ) -> impl Future<Output = Outcome> + 'a
 where
     C: ?Sized,
     S: ?Sized,
     U: Mover<C, S> + 'a,
     D: Mover<S, C> + 'a,
-    L: LiveCount + 'a,
+    P: Report + 'a,
 {
     // An `async move` block, not an `async fn`: see `forward_streams`.
     async move {
@@ -724,8 +749,8 @@ where
                     (Some(c), Some(s)) => Some(c.min(s)),
                     (c, s) => c.or(s),
                 };
-                // About to wait: a good time to count what moved (`option contstats`).
-                live.catch_up(&mut reported, (up.copied(), down.copied()));
+                // About to wait: a good time to report what moved.
+                progress.report(&mut reported, (up.copied(), down.copied()));
                 let Some(next) = next else {
                     return Poll::Pending;
                 };
@@ -745,7 +770,7 @@ where
         .await;
 
         let moved = (up.copied(), down.copied());
-        live.catch_up(&mut reported, moved);
+        progress.report(&mut reported, moved);
         Outcome {
             finish,
             client_to_server: moved.0,

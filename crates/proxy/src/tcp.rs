@@ -315,12 +315,13 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                             let live = frontend.plan.contstats.then(|| {
                                 LiveBytes::new(traffic.map(Some), &vars.trackers, &counted)
                             });
+                            let progress = forward::Progress::new(live.as_ref());
                             let relay = forward::forward_streams(
                                 client,
                                 &mut upstream,
                                 timeouts,
                                 ways,
-                                live.as_ref(),
+                                &progress,
                             );
                             // `biased`: the kill signal is checked on every wake-up
                             // anyway; a fixed order spares a random draw per poll.
@@ -329,34 +330,34 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                                 outcome = relay => Some(outcome),
                                 () = killed.wait() => None,
                             };
-                            match outcome {
-                                None => {
-                                    record.termination = Termination {
-                                        cause: Cause::Killed,
-                                        phase: Phase::Data,
-                                    };
-                                }
-                                Some(outcome) => {
-                                    let up = outcome.client_to_server + early_len;
-                                    let down = outcome.server_to_client + inspected.len() as u64;
-                                    // What `option contstats` counted on the way is not
-                                    // counted again.
-                                    let (live_up, live_down) = counted.get();
-                                    let rest = (up - live_up, down - live_down);
-                                    for traffic in traffic {
-                                        traffic.bytes_in.add(rest.0);
-                                        traffic.bytes_out.add(rest.1);
-                                    }
-                                    vars.trackers.bytes(rest.0, rest.1);
-                                    record.bytes_to_client = down;
-                                    record.bytes_from_client = up;
-                                    record.termination = termination_of(&outcome.finish);
-                                    sluice_runtime::proxy::count_abort(
-                                        backend,
-                                        server,
-                                        record.termination,
-                                    );
-                                }
+                            // A killed session's bytes are what moved until then.
+                            let (relayed_up, relayed_down) = progress.moved();
+                            let up = relayed_up + early_len;
+                            let down = relayed_down + inspected.len() as u64;
+                            // What `option contstats` counted on the way is not counted
+                            // again.
+                            let (live_up, live_down) = counted.get();
+                            let rest = (up - live_up, down - live_down);
+                            for traffic in traffic {
+                                traffic.bytes_in.add(rest.0);
+                                traffic.bytes_out.add(rest.1);
+                            }
+                            vars.trackers.bytes(rest.0, rest.1);
+                            record.bytes_to_client = down;
+                            record.bytes_from_client = up;
+                            record.termination = match &outcome {
+                                None => Termination {
+                                    cause: Cause::Killed,
+                                    phase: Phase::Data,
+                                },
+                                Some(outcome) => termination_of(&outcome.finish),
+                            };
+                            if outcome.is_some() {
+                                sluice_runtime::proxy::count_abort(
+                                    backend,
+                                    server,
+                                    record.termination,
+                                );
                             }
                         }
                     }

@@ -301,6 +301,11 @@ fn shutdown_session_closes_the_stream() {
     assert!(common::wait_until(common::GENEROUS, || {
         !proxy.cli("show sess").contains("fe=px")
     }));
+    // The bytes it moved before it was killed are counted (bin, bout), as HAProxy counts them.
+    let stat = proxy.cli("show stat");
+    let row = stat.lines().find(|l| l.starts_with("px,FRONTEND,")).unwrap();
+    let fields: Vec<&str> = row.split(',').collect();
+    assert_eq!((fields[8], fields[9]), ("4", "4"), "{row}");
     assert_eq!(
         proxy.cli(&format!("shutdown session {id}")),
         "No such session (use 'show sess').\n\n"

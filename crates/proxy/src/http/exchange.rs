@@ -312,6 +312,7 @@ pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
         server_fin: s.server_fin,
     };
     let live = ctx.live_bytes(parts.server);
+    let progress = forward::Progress::new(live.as_ref());
     let relay = forward::forward_streams(
         client,
         &mut parts.server_stream,
@@ -320,19 +321,17 @@ pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
             forward::Direction::Copy(s.bufsize),
             forward::Direction::Copy(s.bufsize),
         ),
-        live.as_ref(),
+        &progress,
     );
     // `biased`: the kill signal is checked on every wake-up anyway; a fixed order spares the
     // random draw an unbiased `select!` makes on each poll.
     let termination = tokio::select! {
         biased;
-        moved = relay => {
-            let bytes = (moved.client_to_server, moved.server_to_client);
-            count_bytes(ctx, Some(parts.server), facts, bytes);
-            Termination::NORMAL
-        }
+        _ = relay => Termination::NORMAL,
         () = parts.killed.wait() => Termination { cause: Cause::Killed, phase: Phase::Data },
     };
+    // A killed tunnel's bytes are what moved until then.
+    count_bytes(ctx, Some(parts.server), facts, progress.moved());
     report_end(
         ctx,
         facts,
