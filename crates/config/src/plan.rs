@@ -100,6 +100,9 @@ pub struct FrontendPlan {
     /// `option contstats`: the statistics count the bytes of a transfer as they move (its
     /// frontend, backend, server and tracked counters), not only when it ends.
     pub contstats: bool,
+    /// `option socket-stats`: each listening socket counts its sessions apart, shown in its
+    /// own statistics row.
+    pub socket_stats: bool,
     /// HTTP options (used in `mode http`).
     pub http: HttpConf,
     /// `compression algo|type|offload`.
@@ -650,6 +653,7 @@ fn plan_proxies(
                 .smart_accept
                 .unwrap_or(p.conf.mode == Some(Mode::Http)),
             contstats: p.conf.contstats.unwrap_or(false),
+            socket_stats: p.conf.socket_stats.unwrap_or(false),
             http: p.conf.http.clone(),
             compression: p.conf.compression.clone(),
             error_pages: pages[i].clone(),

@@ -254,6 +254,8 @@ pub struct ProxyConf {
     pub smart_accept: Option<bool>,
     /// `option contstats` (frontends): byte counters follow long transfers as they go.
     pub contstats: Option<bool>,
+    /// `option socket-stats` (frontends): each listening socket has its statistics row.
+    pub socket_stats: Option<bool>,
     /// `option tcp-smart-connect`: the ACK that ends a server handshake rides on the request.
     pub smart_connect: Option<bool>,
     /// `option allbackups`: all backup servers share the load when no active one is usable.
@@ -913,7 +915,7 @@ fn parse_option(
     }
     let (front, back) = match name.as_str() {
         "tcpka" | "nolinger" => (true, true),
-        "clitcpka" | "tcp-smart-accept" | "contstats" => (true, false),
+        "clitcpka" | "tcp-smart-accept" | "contstats" | "socket-stats" => (true, false),
         "srvtcpka" | "tcp-smart-connect" => (false, true),
         "splice-auto" | "splice-request" | "splice-response" => {
             let slot = match name.as_str() {
@@ -946,6 +948,7 @@ fn parse_option(
         match name.as_str() {
             "tcp-smart-accept" => conf.smart_accept = Some(enable),
             "contstats" => conf.contstats = Some(enable),
+            "socket-stats" => conf.socket_stats = Some(enable),
             "tcp-smart-connect" => conf.smart_connect = Some(enable),
             "nolinger" => {
                 if kind != SectionKind::Backend {

@@ -46,6 +46,17 @@ pub enum BoundListener {
 }
 
 impl BoundListener {
+    /// Its address as HAProxy's statistics show a listener's: `ip:port` (`[ip]:port` for
+    /// IPv6), or `unix`.
+    pub fn address_text(&self) -> String {
+        match self {
+            BoundListener::Tcp(l) => l
+                .local_addr()
+                .map_or_else(|_| String::new(), |a| a.to_string()),
+            BoundListener::Unix(_) => "unix".to_owned(),
+        }
+    }
+
     /// A second handle on the same kernel socket, for another thread.
     pub fn try_clone(&self) -> io::Result<BoundListener> {
         Ok(match self {

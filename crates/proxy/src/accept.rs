@@ -30,6 +30,8 @@ use sluice_net::proxy_io;
 use sluice_net::stream::Stream;
 use sluice_runtime::bell::either_rang;
 use sluice_runtime::clock;
+use sluice_runtime::counters::Counter;
+use sluice_runtime::listener::ListenerStats;
 use sluice_runtime::process::{ListenState, Process};
 use sluice_runtime::proxy::Frontend;
 use sluice_runtime::slots::{ConnSlots, Slot};
@@ -57,8 +59,8 @@ pub async fn run_listener(
     frontend: Arc<Frontend>,
     listener: Listener,
     bind_slots: Option<Arc<ConnSlots>>,
-    accept_proxy: bool,
-    bind_name: Arc<str>,
+    (accept_proxy, bind_name): (bool, Arc<str>),
+    listener_stats: Option<Arc<ListenerStats>>,
 ) {
     // Joined once with this task's waker: a wait below is then one load per bell, where a
     // watch channel's `changed()` would join and leave a list under a lock every time.
@@ -119,7 +121,7 @@ pub async fn run_listener(
                     process: Arc::clone(&process),
                     frontend: Arc::clone(&frontend),
                     endpoints,
-                    vars: Vars::default(),
+                    vars: Vars::through(listener_stats.clone()),
                     _slots: slots,
                     counted: false,
                 };
@@ -228,10 +230,14 @@ impl Held {
         }
     }
 
-    /// Counts the session on the process and its frontend, for as long as this lives.
+    /// Counts the session on the process, its frontend and its listener, for as long as
+    /// this lives.
     fn count(&mut self) {
         self.process.traffic.open_session();
         self.frontend.traffic.open_session();
+        if let Some(listener) = self.vars.listener() {
+            listener.traffic.open_session();
+        }
         self.counted = true;
     }
 }
@@ -241,6 +247,9 @@ impl Drop for Held {
         if self.counted {
             self.process.traffic.close_session();
             self.frontend.traffic.close_session();
+            if let Some(listener) = self.vars.listener() {
+                listener.traffic.close_session();
+            }
         }
     }
 }
@@ -273,7 +282,11 @@ fn session(
                 &mut 0,
             );
             if let Some(refusal) = refusal(verdict, &client) {
-                refusal.count(&held.frontend, &held.frontend.denied_connections);
+                let listener = held.vars.listener().map(|l| &l.denied_connections);
+                refusal.count(
+                    held.scope().front(),
+                    (&held.frontend.denied_connections, listener),
+                );
                 return;
             }
         }
@@ -300,7 +313,11 @@ fn session(
             let view = held.scope().view(None, None);
             let verdict = run_tcp_rules(&view, &held.vars, session_rules, Stage::Session, &mut 0);
             if let Some(refusal) = refusal(verdict, &client) {
-                refusal.count(&held.frontend, &held.frontend.denied_sessions);
+                let listener = held.vars.listener().map(|l| &l.denied_sessions);
+                refusal.count(
+                    held.scope().front(),
+                    (&held.frontend.denied_sessions, listener),
+                );
                 return;
             }
         }
@@ -321,10 +338,19 @@ enum Refusal {
 impl Refusal {
     /// Counts it: a `reject` on the stage's own counter (`dcon`, `dses`), a `silent-drop` as
     /// a denied request (`dreq`), as HAProxy counts them.
-    fn count(self, frontend: &Frontend, stage: &sluice_runtime::counters::Counter) {
+    fn count(
+        self,
+        front: (&Frontend, Option<&ListenerStats>),
+        (stage, listener_stage): (&Counter, Option<&Counter>),
+    ) {
         match self {
-            Refusal::Reject => stage.incr(),
-            Refusal::SilentDrop => frontend.denied_requests.incr(),
+            Refusal::Reject => {
+                stage.incr();
+                if let Some(counter) = listener_stage {
+                    counter.incr();
+                }
+            }
+            Refusal::SilentDrop => sluice_runtime::proxy::count_denied_request(front, None),
         }
     }
 }

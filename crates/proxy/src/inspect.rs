@@ -160,11 +160,11 @@ async fn content_rules<'a>(
         }
         match verdict {
             Some(TcpVerdict::Reject) => {
-                scope.frontend.denied_requests.incr();
+                sluice_runtime::proxy::count_denied_request(scope.front(), None);
                 return Some(Inspection::Reject);
             }
             Some(TcpVerdict::SilentDrop) => {
-                sluice_runtime::proxy::count_denied_request(scope.frontend, backend);
+                sluice_runtime::proxy::count_denied_request(scope.front(), backend);
                 // Should the socket refuse the options, it still closes, only less quietly.
                 let _ = client.abort_silently();
                 return Some(Inspection::Dropped);
@@ -247,12 +247,12 @@ pub async fn inspect_response(
         // rejected response is a denied response (`dresp`), a silent drop a denied request.
         let decided = match verdict {
             Some(TcpVerdict::Reject) => {
-                let frontend = scope.frontend;
-                sluice_runtime::proxy::count_denied_response(frontend, backend, Some(server));
+                let front = scope.front();
+                sluice_runtime::proxy::count_denied_response(front, backend, Some(server));
                 ResponseInspection::Reject
             }
             Some(TcpVerdict::SilentDrop) => {
-                sluice_runtime::proxy::count_dropped_response(scope.frontend, backend);
+                sluice_runtime::proxy::count_dropped_response(scope.front(), backend);
                 let _ = client.abort_silently();
                 ResponseInspection::Dropped
             }

@@ -13,7 +13,7 @@ use std::cell::Cell;
 
 /// The counters a stream's bytes go to, and how many it gave them along the way.
 pub struct LiveBytes<'a> {
-    traffic: [Option<&'a Traffic>; 3],
+    traffic: [Option<&'a Traffic>; 4],
     trackers: &'a Trackers,
     counted: &'a Cell<(u64, u64)>,
 }
@@ -27,11 +27,12 @@ impl std::fmt::Debug for LiveBytes<'_> {
 }
 
 impl<'a> LiveBytes<'a> {
-    /// Counts into the frontend's, backend's and server's `traffic` and the `trackers`, and
+    /// Counts into the frontend's, listener's, backend's and server's `traffic` and the
+    /// `trackers`, and
     /// adds what it counted (from the client, to the client) to `counted`, which the final
     /// count reads to leave it out.
     pub fn new(
-        traffic: [Option<&'a Traffic>; 3],
+        traffic: [Option<&'a Traffic>; 4],
         trackers: &'a Trackers,
         counted: &'a Cell<(u64, u64)>,
     ) -> Self {
@@ -77,7 +78,11 @@ mod tests {
         let (frontend, backend) = (Traffic::default(), Traffic::default());
         let trackers = Trackers::default();
         let counted = Cell::new((0, 0));
-        let live = LiveBytes::new([Some(&frontend), Some(&backend), None], &trackers, &counted);
+        let live = LiveBytes::new(
+            [Some(&frontend), None, Some(&backend), None],
+            &trackers,
+            &counted,
+        );
         let mut reported = (0, 0);
         live.catch_up(&mut reported, (10, 0));
         live.catch_up(&mut reported, (10, 5));

@@ -12,6 +12,7 @@ use crate::track;
 use crate::vars::Vars;
 use sluice_http::{RequestHead, ResponseHead};
 use sluice_net::listen::Endpoints;
+use sluice_runtime::listener::ListenerStats;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_sample::{BackendStat, Context, LogFacts, Sample, ServerStat, StickOp, StickSource};
@@ -148,6 +149,14 @@ fn writes(op: StickOp) -> bool {
         op,
         StickOp::IncGpc(_) | StickOp::ClrGpc(_) | StickOp::UpdateConnCnt
     )
+}
+
+impl<'a> StreamView<'a> {
+    /// The frontend and, under `option socket-stats`, the session's listener: where the
+    /// session's frontend counts go.
+    pub(crate) fn front(&self) -> (&'a Frontend, Option<&'a ListenerStats>) {
+        (self.frontend, self.vars.listener())
+    }
 }
 
 impl Context for StreamView<'_> {

@@ -58,6 +58,9 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         Inspection::Reject | Inspection::Dropped => {
             let read = inspected.len() as u64;
             frontend.traffic.bytes_in.add(read);
+            if let Some(listener) = scope.vars.listener() {
+                listener.traffic.bytes_in.add(read);
+            }
             if let Some(own) = frontend
                 .backend
                 .as_deref()
@@ -310,11 +313,17 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                         } else {
                             let timeouts = idle_timeouts(frontend, backend);
                             let ways = directions(process, frontend, backend);
-                            let traffic = [&frontend.traffic, &backend.traffic, &server.traffic];
+                            let traffic = [
+                                Some(&frontend.traffic),
+                                vars.listener().map(|l| &l.traffic),
+                                Some(&backend.traffic),
+                                Some(&server.traffic),
+                            ];
                             let counted = Cell::new((0, 0));
-                            let live = frontend.plan.contstats.then(|| {
-                                LiveBytes::new(traffic.map(Some), &vars.trackers, &counted)
-                            });
+                            let live = frontend
+                                .plan
+                                .contstats
+                                .then(|| LiveBytes::new(traffic, &vars.trackers, &counted));
                             let progress = forward::Progress::new(live.as_ref());
                             let relay = forward::forward_streams(
                                 client,
@@ -338,7 +347,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                             // again.
                             let (live_up, live_down) = counted.get();
                             let rest = (up - live_up, down - live_down);
-                            for traffic in traffic {
+                            for traffic in traffic.into_iter().flatten() {
                                 traffic.bytes_in.add(rest.0);
                                 traffic.bytes_out.add(rest.1);
                             }

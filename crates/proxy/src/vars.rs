@@ -17,9 +17,11 @@
 use sluice_config::rules::LogLevelChange;
 use sluice_net::listen::Endpoints;
 use sluice_runtime::capture::CaptureSet;
+use sluice_runtime::listener::ListenerStats;
 use sluice_sample::Sample;
 use std::borrow::Cow;
 use std::cell::{Ref, RefCell};
+use std::sync::Arc;
 
 /// What a transaction without a capture slot reads.
 static NO_CAPTURES: CaptureSet = CaptureSet::EMPTY;
@@ -51,9 +53,26 @@ pub struct Vars {
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
     pub trackers: crate::track::Trackers,
+    /// The listening socket the session came through, when its frontend counts each apart
+    /// (`option socket-stats`): like the stick counters, read wherever the session counts.
+    listener: Option<Arc<ListenerStats>>,
 }
 
 impl Vars {
+    /// The variables of a session that came through `listener` (see [`Vars::listener`]).
+    pub fn through(listener: Option<Arc<ListenerStats>>) -> Vars {
+        Vars {
+            listener,
+            ..Vars::default()
+        }
+    }
+
+    /// The counters of the listening socket the session came through, under `option
+    /// socket-stats`.
+    pub fn listener(&self) -> Option<&ListenerStats> {
+        self.listener.as_deref()
+    }
+
     /// The value of `name` (`scope.name`), if set.
     pub fn get(&self, name: &str) -> Option<Sample<'static>> {
         if name.starts_with("proc.") {

@@ -201,8 +201,15 @@ fn proxy(config: &str) -> Proxy {
             let listener = BoundListener::Tcp(listener).into_async().unwrap();
             let frontend = Arc::clone(&process.frontends[0]);
             let name: Arc<str> = Arc::from("bench");
-            sluice_proxy::accept::run_listener(process, frontend, listener, None, false, name)
-                .await;
+            sluice_proxy::accept::run_listener(
+                process,
+                frontend,
+                listener,
+                None,
+                (false, name),
+                None,
+            )
+            .await;
         });
     });
     Proxy {

@@ -16,6 +16,7 @@ pub mod errors;
 pub mod freq;
 pub mod health;
 pub mod idle;
+pub mod listener;
 pub mod load;
 pub mod logging;
 pub mod proc_vars;

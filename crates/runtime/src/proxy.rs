@@ -5,6 +5,7 @@
 //! takes a short lock on that state only (the servers' own state is read from atomics).
 
 use crate::counters::{Counter, Traffic};
+use crate::listener::ListenerStats;
 use crate::logging::{ProxyLogger, level};
 use crate::record::{Counts, StreamRecord};
 use sluice_balance::{Algorithm, Balancer, HashMethod, PickInput, ServerState};
@@ -60,6 +61,8 @@ pub struct Frontend {
     pub stats: crate::stats::StatsCounters,
     /// The last invalid request (`show errors`).
     pub invalid_request: crate::errors::Captured,
+    /// Its listening sockets' own counters, under `option socket-stats` (else none).
+    pub listeners: Vec<Arc<ListenerStats>>,
 }
 
 /// A frontend's logging: its targets and its line settings.
@@ -228,10 +231,14 @@ pub fn count_abort(backend: &Backend, server: &Server, ended: crate::record::Ter
 /// `eint`): on the frontend, on the backend when it is another proxy (a `listen` section
 /// counts once, as HAProxy counts), and on the server for a response.
 pub fn count_failed_rewrite(
-    frontend: &Frontend,
+    (frontend, listener): (&Frontend, Option<&ListenerStats>),
     backend: Option<&Backend>,
     server: Option<&Server>,
 ) {
+    if let Some(listener) = listener {
+        listener.failed_rewrites.incr();
+        listener.internal_errors.incr();
+    }
     let backend = backend.filter(|b| b.plan.id.uid != frontend.plan.id.uid);
     let stats = std::iter::once(&frontend.stats)
         .chain(backend.map(|b| &b.stats))
@@ -254,11 +261,25 @@ pub fn count_backend_answer(backend: &Backend, status: u16, (read, sent): (u64, 
     traffic.close_session();
 }
 
+/// Counts an invalid, late or refused request of the frontend's clients (`ereq`).
+pub fn count_request_error((frontend, listener): (&Frontend, Option<&ListenerStats>)) {
+    frontend.request_errors.incr();
+    if let Some(listener) = listener {
+        listener.request_errors.incr();
+    }
+}
+
 /// Counts a request `http-request` rules refused, or any rules dropped (`dreq`): on the
 /// frontend, and on the backend when the refusing rules were the backend's own (another
 /// proxy than the frontend), as HAProxy counts it.
-pub fn count_denied_request(frontend: &Frontend, backend: Option<&Backend>) {
+pub fn count_denied_request(
+    (frontend, listener): (&Frontend, Option<&ListenerStats>),
+    backend: Option<&Backend>,
+) {
     frontend.denied_requests.incr();
+    if let Some(listener) = listener {
+        listener.denied_requests.incr();
+    }
     if let Some(backend) = backend.filter(|b| b.plan.id.uid != frontend.plan.id.uid) {
         backend.denied_requests.incr();
     }
@@ -267,15 +288,28 @@ pub fn count_denied_request(frontend: &Frontend, backend: Option<&Backend>) {
 /// Counts a connection dropped on a server's response (`silent-drop` in `http-response` or
 /// `tcp-response content`): a denied request (`dreq`) on the frontend and the stream's
 /// backend, a `listen` section's included, as HAProxy counts it.
-pub fn count_dropped_response(frontend: &Frontend, backend: &Backend) {
+pub fn count_dropped_response(
+    (frontend, listener): (&Frontend, Option<&ListenerStats>),
+    backend: &Backend,
+) {
     frontend.denied_requests.incr();
+    if let Some(listener) = listener {
+        listener.denied_requests.incr();
+    }
     backend.denied_requests.incr();
 }
 
 /// Counts a response the proxy refused to pass on (`dresp`): the frontend, the backend and
 /// the server each count it, as in HAProxy.
-pub fn count_denied_response(frontend: &Frontend, backend: &Backend, server: Option<&Server>) {
+pub fn count_denied_response(
+    (frontend, listener): (&Frontend, Option<&ListenerStats>),
+    backend: &Backend,
+    server: Option<&Server>,
+) {
     frontend.stats.denied_responses.incr();
+    if let Some(listener) = listener {
+        listener.denied_responses.incr();
+    }
     backend.stats.denied_responses.incr();
     if let Some(server) = server {
         server.stats.denied_responses.incr();
@@ -309,6 +343,7 @@ impl Frontend {
         session_rate_limit.set_limit(plan.session_rate_limit);
         Frontend {
             session_rate_limit,
+            listeners: crate::listener::listeners_of(&plan),
             plan,
             backend,
             slots: crate::slots::ConnSlots::new(maxconn),

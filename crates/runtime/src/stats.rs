@@ -11,6 +11,7 @@
 
 use crate::counters::{Counter, LoopCounter};
 use crate::health::{Admin, HealthState};
+use crate::listener::ListenerStats;
 use crate::process::Process;
 use crate::proxy::{Backend, Frontend, Server};
 use sluice_config::addr::{ServerAddr, ServerPort};
@@ -448,6 +449,8 @@ pub enum RowKind {
     Backend,
     /// A server.
     Server,
+    /// A listening socket of a frontend with `option socket-stats`.
+    Listener,
 }
 
 impl RowKind {
@@ -457,6 +460,7 @@ impl RowKind {
             RowKind::Frontend => 0,
             RowKind::Backend => 1,
             RowKind::Server => 2,
+            RowKind::Listener => 3,
         }
     }
 
@@ -528,8 +532,8 @@ pub fn proxy_iid(uid: u32) -> u32 {
     uid + 1
 }
 
-/// Every row, in HAProxy's order: by proxy in declaration order, the `FRONTEND` row, then the
-/// servers, then the `BACKEND` row.
+/// Every row, in HAProxy's order: by proxy in declaration order, the `FRONTEND` row, its
+/// listeners (`option socket-stats`), then the servers, then the `BACKEND` row.
 pub fn collect(process: &Process) -> Vec<Row> {
     let mut proxies: Vec<(u32, Option<&Frontend>, Option<&Backend>)> = Vec::new();
     for f in &process.frontends {
@@ -547,6 +551,7 @@ pub fn collect(process: &Process) -> Vec<Row> {
     for (_, frontend, backend) in proxies {
         if let Some(f) = frontend {
             rows.push(frontend_row(f));
+            rows.extend(f.listeners.iter().map(|l| listener_row(f, l)));
         }
         if let Some(b) = backend {
             for s in &b.servers {
@@ -640,6 +645,39 @@ fn frontend_row(f: &Frontend) -> Row {
     row.set(Field::req_rate_max, f.stats.request_rate.max());
     row.set(Field::dcon, f.denied_connections.get());
     row.set(Field::dses, f.denied_sessions.get());
+    row
+}
+
+/// A listening socket's row: what the frontend counts, for its sessions only.
+fn listener_row(f: &Frontend, l: &ListenerStats) -> Row {
+    let mut row = Row::new(
+        RowKind::Listener,
+        f.name(),
+        &l.name,
+        proxy_iid(f.plan.id.uid),
+        l.id,
+    );
+    let t = &l.traffic;
+    let sessions = t.sessions.get();
+    row.set(Field::scur, sessions);
+    row.set(Field::smax, t.sessions.max());
+    row.set(Field::slim, l.maxconn);
+    row.set(Field::stot, t.total_sessions.get());
+    row.set(Field::bin, t.bytes_in.get());
+    row.set(Field::bout, t.bytes_out.get());
+    row.set(Field::dreq, l.denied_requests.get());
+    row.set(Field::dresp, l.denied_responses.get());
+    row.set(Field::ereq, l.request_errors.get());
+    let full = l.maxconn > 0 && sessions >= u64::from(l.maxconn);
+    row.set(Field::status, if full { "FULL" } else { "OPEN" });
+    if let Some(addr) = l.addr.get() {
+        row.set(Field::addr, addr);
+    }
+    row.set(Field::mode, mode_name(f.plan.mode));
+    row.set(Field::dcon, l.denied_connections.get());
+    row.set(Field::dses, l.denied_sessions.get());
+    row.set(Field::wrew, l.failed_rewrites.get());
+    row.set(Field::eint, l.internal_errors.get());
     row
 }
 

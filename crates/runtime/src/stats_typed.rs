@@ -131,6 +131,7 @@ fn letter(kind: RowKind) -> char {
         RowKind::Frontend => 'F',
         RowKind::Backend => 'B',
         RowKind::Server => 'S',
+        RowKind::Listener => 'L',
     }
 }
 
@@ -267,6 +268,7 @@ pub fn json(process: &Process, keep: impl Fn(&Row) -> bool) -> String {
             RowKind::Frontend => "Frontend",
             RowKind::Backend => "Backend",
             RowKind::Server => "Server",
+            RowKind::Listener => "Listener",
         };
         let mut first = true;
         for TypedCell {

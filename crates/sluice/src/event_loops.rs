@@ -46,6 +46,7 @@ pub fn start_event_loops(
             bind_slots,
             accept_proxy,
             name,
+            stats,
         } = spec;
         let handle = |socket| FrontendSocket {
             frontend: Arc::clone(&frontend),
@@ -54,6 +55,7 @@ pub fn start_event_loops(
             bind_slots: bind_slots.clone(),
             accept_proxy,
             name: Arc::clone(&name),
+            stats: stats.clone(),
         };
         let mut shards = shards.into_iter();
         for (index, mine) in per_thread.iter_mut().enumerate() {
@@ -135,8 +137,8 @@ fn run_event_loop<T: 'static>(
                         spec.frontend,
                         listener,
                         spec.bind_slots,
-                        spec.accept_proxy,
-                        spec.name,
+                        (spec.accept_proxy, spec.name),
+                        spec.stats,
                     ));
                 }
                 Err(err) => {

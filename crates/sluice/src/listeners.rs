@@ -13,6 +13,7 @@ use sluice_config::global::{CliLevel, Owner, StatsSocketConf};
 use sluice_config::plan::Plan;
 use sluice_config::proxy::BindConf;
 use sluice_net::listen::{self, BindOptions, BoundListener, Endpoint};
+use sluice_runtime::listener::ListenerStats;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::Frontend;
 use sluice_runtime::slots::ConnSlots;
@@ -60,6 +61,8 @@ pub struct FrontendSocket {
     /// The bind line's `name`, else the socket's number in its frontend (from 1), as
     /// HAProxy names a listener in its error logs.
     pub name: Arc<str>,
+    /// Its own counters, under `option socket-stats`.
+    pub stats: Option<Arc<ListenerStats>>,
 }
 
 /// One bound `stats socket`.
@@ -116,6 +119,10 @@ pub fn bind_all(
                                     .unwrap_or_else(|err| errors.push(err));
                             }
                             let name = bind.name.clone().unwrap_or_else(|| number.to_string());
+                            let stats = frontend.listeners.get(number - 1).cloned();
+                            if let Some(stats) = &stats {
+                                let _ = stats.addr.set(socket.address_text());
+                            }
                             FrontendSocket {
                                 frontend: Arc::clone(frontend),
                                 socket,
@@ -123,6 +130,7 @@ pub fn bind_all(
                                 bind_slots: slots.clone(),
                                 accept_proxy: bind.accept_proxy,
                                 name: name.into(),
+                                stats,
                             }
                         },
                     )),

@@ -303,7 +303,10 @@ fn shutdown_session_closes_the_stream() {
     }));
     // The bytes it moved before it was killed are counted (bin, bout), as HAProxy counts them.
     let stat = proxy.cli("show stat");
-    let row = stat.lines().find(|l| l.starts_with("px,FRONTEND,")).unwrap();
+    let row = stat
+        .lines()
+        .find(|l| l.starts_with("px,FRONTEND,"))
+        .unwrap();
     let fields: Vec<&str> = row.split(',').collect();
     assert_eq!((fields[8], fields[9]), ("4", "4"), "{row}");
     assert_eq!(

@@ -500,7 +500,7 @@ mod tests {
         // `option contstats`: the statistics see every byte, from the buffer and the pipe.
         let (traffic, trackers) = (Traffic::default(), Trackers::default());
         let counted = std::cell::Cell::new((0, 0));
-        let live = LiveBytes::new([Some(&traffic), None, None], &trackers, &counted);
+        let live = LiveBytes::new([Some(&traffic), None, None, None], &trackers, &counted);
         let moved = splice_length(
             &mut buf,
             (&input, &mut output),

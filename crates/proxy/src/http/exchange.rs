@@ -110,15 +110,12 @@ impl<'a> Context<'a> {
     fn live_bytes(&'a self, server: &'a Server) -> Option<LiveBytes<'a>> {
         self.frontend.plan.contstats.then(|| {
             let traffic = [
-                &self.frontend.traffic,
-                &self.backend.traffic,
-                &server.traffic,
+                Some(&self.frontend.traffic),
+                self.scope.vars.listener().map(|l| &l.traffic),
+                Some(&self.backend.traffic),
+                Some(&server.traffic),
             ];
-            LiveBytes::new(
-                traffic.map(Some),
-                &self.scope.vars.trackers,
-                &self.live_counted,
-            )
+            LiveBytes::new(traffic, &self.scope.vars.trackers, &self.live_counted)
         })
     }
 }
@@ -626,7 +623,7 @@ async fn exchange<'a>(
     let client_wants_keepalive = conn.persistent(head.version);
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
     if upgrade && is_websocket_without_key(buf, &head) {
-        ctx.frontend.request_errors.incr();
+        sluice_runtime::proxy::count_request_error(ctx.scope.front());
         let page = ctx.after(s.request_error(400));
         return Ending::answered(client, &page, s.client, (400, Cause::Proxy, Phase::Request))
             .await;
@@ -2097,7 +2094,7 @@ fn refuse_cacheable_cookie<'p>(
     ctx: &Context<'p>,
     server: &Server,
 ) -> (std::borrow::Cow<'p, [u8]>, u16, Cause) {
-    sluice_runtime::proxy::count_denied_response(ctx.frontend, ctx.backend, Some(server));
+    sluice_runtime::proxy::count_denied_response(ctx.scope.front(), ctx.backend, Some(server));
     let alert = format!(
         "Blocking cacheable cookie in response from instance {}, server {}.",
         ctx.backend.name(),
@@ -2146,8 +2143,10 @@ fn count_bytes(
     let (live_up, live_down) = ctx.live_counted.take();
     let (up, down) = (up.saturating_sub(live_up), down.saturating_sub(live_down));
     let server = server.map(|s| &s.traffic);
+    let listener = ctx.scope.vars.listener().map(|l| &l.traffic);
     for traffic in [
         Some(&ctx.frontend.traffic),
+        listener,
         Some(&ctx.backend.traffic),
         server,
     ]

@@ -36,6 +36,7 @@ use sluice_http::head::{
 };
 use sluice_http::reason_phrase;
 use sluice_net::listen::Endpoints;
+use sluice_runtime::listener::ListenerStats;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_sample::{Context, LogFormat};
@@ -56,6 +57,12 @@ pub struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
+    /// The frontend and, under `option socket-stats`, the session's listener: where the
+    /// session's frontend counts go.
+    pub(crate) fn front(&self) -> (&'a Frontend, Option<&'a ListenerStats>) {
+        (self.frontend, self.vars.listener())
+    }
+
     /// The addresses now: the connection's, unless a `set-src`/`set-dst` rule of the
     /// transaction changed them.
     pub(crate) fn addresses(&self) -> Endpoints {
@@ -210,7 +217,7 @@ pub fn process_request<'a>(
         RequestVerdict::Answer(mut answer) => {
             let frontend = scope.frontend;
             if answer.internal {
-                sluice_runtime::proxy::count_failed_rewrite(frontend, chosen, None);
+                sluice_runtime::proxy::count_failed_rewrite(scope.front(), chosen, None);
             } else if !answer.denied && chosen.is_none() {
                 // The frontend's own rules answered (redirect, return, auth, monitor, a
                 // service): an intercepted request, as HAProxy counts it.
@@ -525,11 +532,11 @@ fn tcp_content<'a>(
     // drop also on a backend whose own rules dropped it.
     match run_tcp_rules(&view, scope.vars, rules, Stage::Content, &mut 0) {
         Some(TcpVerdict::Reject) => {
-            scope.frontend.denied_requests.incr();
+            sluice_runtime::proxy::count_denied_request(scope.front(), None);
             Flow::Reject
         }
         Some(TcpVerdict::SilentDrop) => {
-            sluice_runtime::proxy::count_denied_request(scope.frontend, backend);
+            sluice_runtime::proxy::count_denied_request(scope.front(), backend);
             Flow::Drop
         }
         // Already HTTP: `switch-mode http` has nothing to switch.
@@ -689,7 +696,7 @@ fn http_request_rules<'a>(
                 // Both end the request as a denied one (not an HTTP error for the stick
                 // counters, which HAProxy counts for `deny` and `tarpit` only).
                 HttpAction::Reject | HttpAction::SilentDrop => {
-                    sluice_runtime::proxy::count_denied_request(scope.frontend, backend);
+                    sluice_runtime::proxy::count_denied_request(scope.front(), backend);
                     return if matches!(rule.action, HttpAction::Reject) {
                         Flow::Reject
                     } else {
@@ -724,7 +731,7 @@ fn http_request_rules<'a>(
     let http = backend.map_or(&scope.frontend.plan.http, |b| &b.plan.http);
     match http.restrict_header_names {
         Some(HeaderNamePolicy::Reject) if has_restricted_name(input.filled(), head) => {
-            sluice_runtime::proxy::count_denied_request(scope.frontend, backend);
+            sluice_runtime::proxy::count_denied_request(scope.front(), backend);
             return Flow::Answer(Answer::page(error_page(pages, 403), 403));
         }
         Some(HeaderNamePolicy::Delete)
@@ -915,12 +922,10 @@ fn common_action<'a, 'e>(
         HttpAction::Deny(reply) => {
             match (request, view.backend) {
                 // `http-response deny`: a denied response (`dresp`), not a request.
-                (None, Some(backend)) => sluice_runtime::proxy::count_denied_response(
-                    view.frontend,
-                    backend,
-                    view.server,
-                ),
-                _ => sluice_runtime::proxy::count_denied_request(view.frontend, view.backend),
+                (None, Some(backend)) => {
+                    sluice_runtime::proxy::count_denied_response(view.front(), backend, view.server)
+                }
+                _ => sluice_runtime::proxy::count_denied_request(view.front(), view.backend),
             }
             if request.is_some() {
                 vars.trackers.http_error();
@@ -929,7 +934,7 @@ fn common_action<'a, 'e>(
         }
         HttpAction::Return(reply) => Step::Answer(reply_answer(reply, view, pages, false)),
         HttpAction::Tarpit(reply) => {
-            sluice_runtime::proxy::count_denied_request(view.frontend, view.backend);
+            sluice_runtime::proxy::count_denied_request(view.front(), view.backend);
             vars.trackers.http_error();
             Step::Answer(Answer {
                 tarpit: Some(tarpit_delay(view)),
@@ -1358,7 +1363,7 @@ pub fn process_response<'a>(
                     }
                     // Counted before the client can see it.
                     HttpAction::SilentDrop => {
-                        sluice_runtime::proxy::count_dropped_response(frontend, backend);
+                        sluice_runtime::proxy::count_dropped_response(scope.front(), backend);
                         return Ok(ResponseVerdict::Drop);
                     }
                     _ => {}
@@ -1393,7 +1398,7 @@ pub fn process_response<'a>(
             };
             if answer.internal {
                 let server = Some(server);
-                sluice_runtime::proxy::count_failed_rewrite(frontend, Some(backend), server);
+                sluice_runtime::proxy::count_failed_rewrite(scope.front(), Some(backend), server);
             }
             let answer = finish_answer(scope, Some(backend), request, answer);
             return Ok(ResponseVerdict::Replace(answer));

@@ -673,7 +673,7 @@ async fn body_timed_out(
 ) {
     let page = rules::finish_page(scope, None, settings.request_error(408));
     let sent = answer(client, &page, settings.client).await;
-    scope.frontend.request_errors.incr();
+    sluice_runtime::proxy::count_request_error(scope.front());
     let answered = Answered {
         status: Some(408),
         bytes: page.len(),
@@ -785,9 +785,11 @@ fn log_answer(
         scope.frontend.stats.count_response(status);
     }
     // The request read and the answer are the frontend's traffic, as HAProxy counts them.
-    let traffic = &scope.frontend.traffic;
-    traffic.bytes_in.add(received as u64);
-    traffic.bytes_out.add(bytes as u64);
+    let listener = scope.vars.listener().map(|l| &l.traffic);
+    for traffic in std::iter::once(&scope.frontend.traffic).chain(listener) {
+        traffic.bytes_in.add(received as u64);
+        traffic.bytes_out.add(bytes as u64);
+    }
     scope.vars.trackers.bytes(received as u64, bytes as u64);
     // A request that could not be parsed has no captures (HAProxy prints none).
     let captures = scope.vars.captures();
@@ -966,7 +968,7 @@ async fn refuse(
     if first && input.is_empty() && frontend.plan.log.ignore_probes {
         return;
     }
-    frontend.request_errors.incr();
+    sluice_runtime::proxy::count_request_error(scope.front());
     // An invalid or late request is an error of the client's (`http_err_cnt`).
     scope.vars.trackers.http_request();
     scope.vars.trackers.http_error();

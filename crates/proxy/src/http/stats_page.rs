@@ -370,6 +370,7 @@ fn row_class(row: &Row) -> &'static str {
     let status = row.get(Field::status);
     match row.kind {
         RowKind::Frontend => "frontend",
+        RowKind::Listener => "socket",
         RowKind::Backend => {
             if status == "UP" {
                 "backend"
