@@ -10,6 +10,7 @@
 
 use crate::agent::{self, AgentAdmin, AgentOp};
 use crate::machine::{Intervals, Machine, Phase};
+use crate::mail;
 use crate::probe::{self, Endpoint, Limits, Program};
 use crate::report::{self, Event};
 use crate::status::{Outcome, Status};
@@ -171,20 +172,27 @@ impl Engine {
         }
         let (count, sessions) = backend.apply_health(key.1);
         if let Some(event) = classify(&before, &after, outcome, via) {
-            self.print(
-                "[WARNING]",
-                &report::message(
-                    report::Who {
-                        backend: backend.name(),
-                        server: server.name(),
-                        backup: server.conf.backup,
-                        reasons: !backend.plan.checks.log_health_checks,
-                    },
-                    &event,
-                    count,
-                    sessions,
-                ),
+            let message = report::message(
+                report::Who {
+                    backend: backend.name(),
+                    server: server.name(),
+                    backup: server.conf.backup,
+                    reasons: !backend.plan.checks.log_health_checks,
+                },
+                &event,
+                count,
+                sessions,
             );
+            self.print("[WARNING]", &message);
+            if let Some(alert) = &backend.plan.email_alert {
+                // A server going down is an alert; the other changes are notices.
+                let level = if matches!(event, Event::Down(..)) {
+                    LOG_ALERT
+                } else {
+                    LOG_NOTICE
+                };
+                mail::send(alert, level, &message);
+            }
         }
         let c = &server.conf.checks;
         if c.shutdown_on_down && before.operational() && !after.operational() {
@@ -230,6 +238,11 @@ impl Engine {
         }
     }
 }
+
+/// The syslog levels of the events mailed (`email-alert level`).
+const LOG_ALERT: u8 = 1;
+const LOG_NOTICE: u8 = 5;
+const LOG_INFO: u8 = 6;
 
 /// The message a health change deserves, if any.
 fn classify<'a>(
@@ -451,6 +464,9 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
                 server.stats.weight(),
             );
             engine.print("[WARNING]", &line);
+            if let Some(alert) = &backend.plan.email_alert {
+                mail::send(alert, LOG_INFO, &line);
+            }
         }
         let up = machine.phase() == Phase::Up;
         let stopping = outcome.status == Status::L7OkC;

@@ -14,6 +14,7 @@ pub mod agent;
 pub mod engine;
 pub mod expect;
 pub mod machine;
+pub mod mail;
 pub mod probe;
 pub mod reply;
 pub mod report;

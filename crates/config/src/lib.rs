@@ -22,6 +22,7 @@ pub mod global;
 pub mod http_options;
 pub mod lexer;
 pub mod logging;
+pub mod mailers;
 pub mod plan;
 pub mod preprocess;
 pub mod proxy;

@@ -193,6 +193,8 @@ pub struct BackendPlan {
     pub persistence: PersistPlan,
     /// Health-check kind and rules.
     pub checks: crate::checks::ProxyChecks,
+    /// `email-alert`: who is told by mail when a server changes state, when complete.
+    pub email_alert: Option<crate::mailers::EmailAlert>,
 }
 
 /// The outcome of reading a configuration: the plan if it is valid, and every diagnostic.
@@ -266,6 +268,7 @@ fn build(
     // `log ring@NAME` may name a ring declared later.
     let rings = ring::parse_rings(sections, diags);
     ring::check_ring_targets(sections, &rings, diags);
+    let mailers = crate::mailers::parse_mailers(sections, diags);
     // Likewise a stick-counter fetch or a `table_*` converter may name a table declared
     // further down.
     maps.declare_tables(
@@ -282,7 +285,10 @@ fn build(
 
     for section in sections {
         match section.kind {
-            SectionKind::HttpErrors | SectionKind::Userlist | SectionKind::Ring => {}
+            SectionKind::HttpErrors
+            | SectionKind::Userlist
+            | SectionKind::Ring
+            | SectionKind::Mailers => {}
             SectionKind::Global => {
                 for line in &section.lines {
                     global::parse_global_line(&mut global, line, diags);
@@ -349,6 +355,13 @@ fn build(
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
     let (mut frontends, mut backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    // `email-alert`: checked for every proxy, kept where servers change state.
+    for p in &proxies {
+        let alert = crate::mailers::resolve(&p.conf.email_alert, &p.name, &mailers, diags);
+        if let Some(backend) = backends.iter_mut().find(|b| b.id.name == p.name) {
+            backend.email_alert = alert;
+        }
+    }
     // A process-wide setting, kept where the server connections are made.
     for backend in &mut backends {
         backend.server_buffers = global.server_buffers;
@@ -559,6 +572,7 @@ fn plan_proxies(
             rules: Arc::clone(&rules[i]),
             persistence: plan_persistence(p, diags),
             checks: p.conf.checks.clone(),
+            email_alert: None,
         });
     }
     let mut named: Vec<(String, &mut Vec<ServerConf>)> = backends

@@ -256,6 +256,8 @@ pub struct ProxyConf {
     pub contstats: Option<bool>,
     /// `option socket-stats` (frontends): each listening socket has its statistics row.
     pub socket_stats: Option<bool>,
+    /// `email-alert from|to|level|mailers|myhostname`.
+    pub email_alert: crate::mailers::EmailAlertConf,
     /// `option tcp-smart-connect`: the ACK that ends a server handshake rides on the request.
     pub smart_connect: Option<bool>,
     /// `option allbackups`: all backup servers share the load when no active one is usable.
@@ -443,7 +445,8 @@ pub(crate) fn applies(
         SectionKind::Global
         | SectionKind::HttpErrors
         | SectionKind::Userlist
-        | SectionKind::Ring => false,
+        | SectionKind::Ring
+        | SectionKind::Mailers => false,
     };
     if !ok {
         let side = if allowed.frontend {
@@ -756,6 +759,7 @@ pub fn parse_proxy_line(
                 http_options::parse_http_reuse(&mut conf.http, &d, diags);
             }
         }
+        "email-alert" => crate::mailers::parse_email_alert(&mut conf.email_alert, line, diags),
         "http-send-name-header" => {
             if applies(&d, kind, BACK, diags) {
                 http_options::parse_send_name_header(&mut conf.http, &d, diags);

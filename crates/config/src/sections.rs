@@ -27,6 +27,8 @@ pub enum SectionKind {
     Userlist,
     /// `ring NAME`: an in-memory buffer of log events.
     Ring,
+    /// `mailers NAME`: SMTP servers for email alerts.
+    Mailers,
 }
 
 impl SectionKind {
@@ -41,6 +43,7 @@ impl SectionKind {
             SectionKind::HttpErrors => "http-errors",
             SectionKind::Userlist => "userlist",
             SectionKind::Ring => "ring",
+            SectionKind::Mailers => "mailers",
         }
     }
 
@@ -59,7 +62,6 @@ impl SectionKind {
 const UNSUPPORTED_SECTIONS: &[&str] = &[
     "peers",
     "resolvers",
-    "mailers",
     "program",
     "cache",
     "log-forward",
@@ -99,6 +101,7 @@ fn section_kind(word: &str) -> Option<SectionKind> {
         "http-errors" => SectionKind::HttpErrors,
         "userlist" => SectionKind::Userlist,
         "ring" => SectionKind::Ring,
+        "mailers" => SectionKind::Mailers,
         _ => return None,
     })
 }

@@ -348,7 +348,7 @@ fn write_iso_date(now: SystemTime, out: &mut String) {
 }
 
 /// The machine's host name, for RFC 3164 headers.
-fn hostname() -> String {
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "localhost".to_owned())

@@ -63,5 +63,5 @@ pub use map::MapStore;
 pub use patref::{PatRef, Probe, RefEntry};
 pub use pattern::{IntOp, MatchMethod};
 pub use stages::{Source, Stages};
-pub use time::{Civil, civil};
+pub use time::{Civil, civil, strftime};
 pub use value::{Sample, SampleType, ip_text, parse_int_prefix, parse_ip};

@@ -153,7 +153,7 @@ pub(crate) fn write_http_date(secs: i64, out: &mut Vec<u8>) {
 /// %Z %%`, and date(1)'s `%N` (nanoseconds, `%3N` for the first three digits...) that
 /// `ms_ltime` documents; any other conversion is copied as written, so a typo shows in the
 /// output instead of vanishing.
-pub(crate) fn strftime(
+pub fn strftime(
     format: &[u8],
     (secs, nanos): (i64, u32),
     offset: i32,

@@ -920,3 +920,102 @@ fn log_health_checks_reports_each_result_that_moves_the_health() {
         "{stderr}"
     );
 }
+
+/// A mailer that speaks enough SMTP to take mails, recording every line it is sent.
+fn smtp_mailer() -> (Backend, Arc<Mutex<Vec<String>>>) {
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&lines);
+    let backend = Backend::start(move |s| {
+        let mut writer = s.try_clone().unwrap();
+        let mut reader = std::io::BufReader::new(s);
+        writer.write_all(b"220 mailer ready\r\n").unwrap();
+        let mut in_data = false;
+        loop {
+            let mut line = String::new();
+            if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            seen.lock().unwrap().push(line.clone());
+            let reply: &[u8] = if in_data {
+                if line != ".\r\n" {
+                    continue;
+                }
+                in_data = false;
+                b"250 queued\r\n"
+            } else if line.starts_with("DATA") {
+                in_data = true;
+                b"354 go on\r\n"
+            } else if line.starts_with("QUIT") {
+                let _ = writer.write_all(b"221 bye\r\n");
+                return;
+            } else {
+                b"250-mailer\r\n250 OK\r\n"
+            };
+            writer.write_all(reply).unwrap();
+        }
+    });
+    (backend, lines)
+}
+
+/// `email-alert` with a `mailers` section: a server going down (an alert) and, at `level
+/// notice`, coming back up (a notice) are each mailed as HAProxy 2.6 mails them.
+#[test]
+fn email_alerts_mail_server_state_changes_to_the_mailers() {
+    let (mailer, lines) = smtp_mailer();
+    let late = refused_addr();
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "mailers mta\n    mailer smtp1 {}\n    timeout mail 5s\n\
+         {TCP_DEFAULTS}\nlisten app\n    bind {}\n\
+         \x20   email-alert mailers mta\n    email-alert from lb@example.com\n\
+         \x20   email-alert to ops@example.com\n    email-alert myhostname lb1\n\
+         \x20   email-alert level notice\n\
+         \x20   server s1 {late} check inter 50 rise 1 fall 1\n",
+        mailer.addr(),
+        fd_bind(&fe),
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let quits = || {
+        let lines = lines.lock().unwrap();
+        lines.iter().filter(|l| l.as_str() == "QUIT\r\n").count()
+    };
+    assert!(
+        wait_until(TRANSITION, || quits() == 1),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+    let listener = TcpListener::bind(late).expect("rebind the server port");
+    let _up = Backend::serve(listener, |_| {});
+    assert!(
+        wait_until(TRANSITION, || quits() == 2),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+    let transcript = lines.lock().unwrap().concat();
+    let down_line = proxy
+        .stderr()
+        .lines()
+        .find_map(|l| {
+            l.split_once(" : Server app/s1 is DOWN")
+                .map(|(_, rest)| rest.to_owned())
+        })
+        .unwrap();
+    let down = format!("Server app/s1 is DOWN{}", down_line.trim_end_matches('.'));
+    let expected_start = "HELO lb1\r\nMAIL FROM:<lb@example.com>\r\nRCPT TO:<ops@example.com>\r\n\
+         DATA\r\nFrom: lb@example.com\r\nTo: ops@example.com\r\nDate: ";
+    assert!(transcript.starts_with(expected_start), "{transcript}");
+    let mail_end = format!(
+        " +0000 (UTC)\r\nSubject: [HAProxy Alert] {down}\r\n\r\n{down}\r\n\r\n.\r\nQUIT\r\nHELO lb1\r\n"
+    );
+    assert!(transcript.contains(&mail_end), "{transcript}");
+    assert!(
+        transcript.contains(
+            "\r\nSubject: [HAProxy Alert] Server app/s1 is UP, reason: Layer4 check passed"
+        ),
+        "{transcript}"
+    );
+    assert!(
+        transcript.ends_with(" total in queue\r\n\r\n.\r\nQUIT\r\n"),
+        "{transcript}"
+    );
+}
