@@ -9,6 +9,7 @@
 //! words, and passed on to the servers that `track` it.
 
 use crate::agent::{self, AgentAdmin, AgentOp};
+use crate::external::{self, Invocation};
 use crate::machine::{Intervals, Machine, Phase};
 use crate::mail;
 use crate::probe::{self, Endpoint, Limits, Program};
@@ -16,6 +17,7 @@ use crate::report::{self, Event};
 use crate::status::{Outcome, Status};
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::checks::OnError;
+use sluice_config::proxy::Mode;
 use sluice_config::sections::SectionKind;
 use sluice_runtime::dynamic;
 use sluice_runtime::health::{Admin, HealthState, LastCheck, server_state};
@@ -300,6 +302,83 @@ fn endpoint(server: &Server, addr: Option<IpAddr>, port: Option<u16>) -> Option<
     }
 }
 
+/// The arguments and variables of an external check of `server` at `here`.
+fn invocation(
+    process: &Process,
+    backend: &Backend,
+    server: &Server,
+    here: &Endpoint,
+) -> Invocation {
+    const NOT_USED: &str = "NOT_USED";
+    // The first listening address of the proxy, when it has one (a `listen` section).
+    let listener = process
+        .frontends
+        .iter()
+        .find(|f| f.plan.id.uid == backend.plan.id.uid)
+        .and_then(|f| f.first_address.get());
+    let (proxy_addr, proxy_port) = match listener {
+        Some((addr, port)) => (
+            addr.clone(),
+            port.map(|p| p.to_string()).unwrap_or_default(),
+        ),
+        None => (String::new(), String::new()),
+    };
+    let (server_addr, server_port) = match here {
+        Endpoint::Inet(sa) => (sa.ip().to_string(), sa.port().to_string()),
+        Endpoint::Unix(path) => (path.display().to_string(), String::new()),
+    };
+    let or_not_used = |text: &str| {
+        if text.is_empty() {
+            NOT_USED.to_owned()
+        } else {
+            text.to_owned()
+        }
+    };
+    let proto = if backend.plan.mode == Mode::Http {
+        "h1"
+    } else {
+        "tcp"
+    };
+    let vars = vec![
+        ("HAPROXY_PROXY_ADDR", proxy_addr.clone()),
+        (
+            "HAPROXY_PROXY_ID",
+            sluice_runtime::stats::proxy_iid(backend.plan.id.uid).to_string(),
+        ),
+        ("HAPROXY_PROXY_NAME", backend.name().to_owned()),
+        ("HAPROXY_PROXY_PORT", proxy_port.clone()),
+        ("HAPROXY_SERVER_ADDR", server_addr.clone()),
+        (
+            "HAPROXY_SERVER_CURCONN",
+            server.traffic.sessions.get().to_string(),
+        ),
+        ("HAPROXY_SERVER_ID", server.id.to_string()),
+        (
+            "HAPROXY_SERVER_MAXCONN",
+            server.conf.maxconn.unwrap_or(0).to_string(),
+        ),
+        ("HAPROXY_SERVER_NAME", server.name().to_owned()),
+        ("HAPROXY_SERVER_PORT", server_port.clone()),
+        ("HAPROXY_SERVER_SSL", "0".to_owned()),
+        ("HAPROXY_SERVER_PROTO", proto.to_owned()),
+    ];
+    let preserved = if process.global.external_check == Some(true) {
+        process.environment()
+    } else {
+        Vec::new()
+    };
+    Invocation {
+        args: [
+            or_not_used(&proxy_addr),
+            or_not_used(&proxy_port),
+            server_addr,
+            server_port,
+        ],
+        vars,
+        preserved,
+    }
+}
+
 /// configuration.txt §4.2 "timeout check": with it, connecting may take min(`timeout
 /// connect`, `inter`) and the rest `timeout check`; without it, `inter` bounds each part.
 /// Checks connect from the server's `source` (else the backend's), as its traffic does.
@@ -444,7 +523,14 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         let here =
             endpoint(server, probes.check_addr, probes.check_port).unwrap_or_else(|| ep.clone());
         server.stats.set_check_running(true);
-        let mut outcome = probe::run(&program, &here, limits, state.as_deref(), send_proxy).await;
+        let mut outcome = match &program.external {
+            // The program runs no longer than the interval, as in HAProxy.
+            Some(external) => {
+                let invocation = invocation(&engine.process, backend, server, &here);
+                external::run(external, &invocation, c.inter()).await
+            }
+            None => probe::run(&program, &here, limits, state.as_deref(), send_proxy).await,
+        };
         server.stats.set_check_running(false);
         outcome.duration = started.elapsed();
         // `chkfail` counts the checks that failed while the server was up (management.txt
@@ -472,6 +558,7 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
         let stopping = outcome.status == Status::L7OkC;
         let last = LastCheck {
             status: outcome.status.code(),
+            description: outcome.status.description(),
             code: outcome.code,
             duration_ms: outcome.duration.as_millis() as u64,
             info: outcome.info.clone(),

@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod engine;
 pub mod expect;
+pub mod external;
 pub mod machine;
 pub mod mail;
 pub mod probe;

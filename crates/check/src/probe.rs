@@ -96,6 +96,8 @@ pub struct Program {
     pub disable_on_404: bool,
     /// `http-check send-state`.
     pub send_state: bool,
+    /// `option external-check`: the program to run instead of the steps.
+    pub external: Option<crate::external::External>,
 }
 
 impl Program {
@@ -129,6 +131,8 @@ impl Program {
                     steps.push((n, step));
                 }
             }
+            // No steps: the program is the check.
+            CheckMode::External => {}
             CheckMode::Http(line) => {
                 if implicit_connect(&c.http_rules) {
                     steps.push((0, Step::Connect(ConnectRule::default())));
@@ -175,6 +179,13 @@ impl Program {
             http: matches!(c.mode, CheckMode::Http(_)),
             disable_on_404: c.disable_on_404,
             send_state: c.send_state,
+            external: (c.mode == CheckMode::External)
+                .then(|| c.external_command.clone())
+                .flatten()
+                .map(|command| crate::external::External {
+                    command,
+                    path: c.external_path.clone().unwrap_or_default(),
+                }),
         }
     }
 

@@ -36,6 +36,12 @@ pub enum Status {
     L7Sts,
     /// The traffic's errors (`observe`) reached `error-limit`.
     Hana,
+    /// `option external-check`: the program exited with 0.
+    ProcOk,
+    /// The program failed (its exit status is the code), or could not start.
+    ProcErr,
+    /// The program did not end within the check's interval.
+    ProcTout,
 }
 
 impl Status {
@@ -43,7 +49,7 @@ impl Status {
     pub fn passed(self) -> bool {
         matches!(
             self,
-            Status::L4Ok | Status::L6Ok | Status::L7Ok | Status::L7OkC
+            Status::L4Ok | Status::L6Ok | Status::L7Ok | Status::L7OkC | Status::ProcOk
         )
     }
 
@@ -62,6 +68,9 @@ impl Status {
             Status::L7OkC => "L7OKC",
             Status::L7Sts => "L7STS",
             Status::Hana => "HANA",
+            Status::ProcOk => "PROCOK",
+            Status::ProcErr => "PROCERR",
+            Status::ProcTout => "PROCTOUT",
         }
     }
 
@@ -80,12 +89,24 @@ impl Status {
             Status::L7OkC => "Layer7 check conditionally passed",
             Status::L7Sts => "Layer7 wrong status",
             Status::Hana => "Health analyze",
+            Status::ProcOk => "External check passed",
+            Status::ProcErr => "External check error",
+            Status::ProcTout => "External check timeout",
         }
     }
 
-    /// Whether messages show the code: only statuses that come from reading a status do.
+    /// Whether messages show the code: statuses that come from reading a status, and an
+    /// external check's (its exit status).
     fn shows_code(self) -> bool {
-        matches!(self, Status::L7Ok | Status::L7OkC | Status::L7Sts)
+        matches!(
+            self,
+            Status::L7Ok
+                | Status::L7OkC
+                | Status::L7Sts
+                | Status::ProcOk
+                | Status::ProcErr
+                | Status::ProcTout
+        )
     }
 }
 

@@ -170,6 +170,8 @@ pub enum CheckMode {
     /// `option httpchk [<method>] [<uri>] [<version>]`: an HTTP request, then the
     /// `http-check` rules.
     Http(HttpRequestLine),
+    /// `option external-check`: a program (`external-check command`) says.
+    External,
 }
 
 /// The request line of `option httpchk` (`OPTIONS / HTTP/1.0` by default, as in HAProxy).
@@ -331,6 +333,10 @@ pub struct ProxyChecks {
     /// `option log-health-checks`: every check result that moves a server's health is
     /// reported, not only the changes of state.
     pub log_health_checks: bool,
+    /// `external-check command`: the program `option external-check` runs.
+    pub external_command: Option<String>,
+    /// `external-check path`: its `PATH` (empty by default).
+    pub external_path: Option<String>,
     /// The rules came from a `defaults` section: a proxy's own first rule replaces them.
     tcp_inherited: bool,
     http_inherited: bool,
@@ -600,7 +606,26 @@ pub(crate) fn is_check_option(name: &str) -> bool {
             | "mysql-check"
             | "ldap-check"
             | "ssl-hello-chk"
+            | "external-check"
     )
+}
+
+/// `external-check command|path <value>`.
+pub(crate) fn parse_external_check(c: &mut ProxyChecks, line: &Line, diags: &mut Diagnostics) {
+    let d = Directive::new(line, 2);
+    let slot = match line.words.get(1).map(String::as_str) {
+        Some("command") => &mut c.external_command,
+        Some("path") => &mut c.external_path,
+        _ => {
+            diags.push(d.alert("expects 'command' or 'path'"));
+            return;
+        }
+    };
+    if let Some(value) = d.word(2, "a value", diags)
+        && d.no_more_than(3, diags)
+    {
+        *slot = Some(value.to_owned());
+    }
 }
 
 /// `option httpchk|tcp-check` or a ready-made check (or `no option ...`); `skip` is 1 for the
@@ -645,6 +670,11 @@ pub(crate) fn parse_check_option(
         "tcp-check" => {
             if d.no_more_than(skip + 2, diags) {
                 c.mode = CheckMode::TcpCheck;
+            }
+        }
+        "external-check" => {
+            if d.no_more_than(skip + 2, diags) {
+                c.mode = CheckMode::External;
             }
         }
         _ => {

@@ -29,6 +29,23 @@ impl EnvChanges {
         }
     }
 
+    /// The whole environment with the changes applied over `base`, the process's variables.
+    pub fn environment(
+        &self,
+        base: impl Iterator<Item = (String, String)>,
+    ) -> Vec<(String, String)> {
+        let mut all: Vec<(String, String)> = base
+            .filter(|(name, _)| !self.changed.contains_key(name))
+            .filter(|(name, _)| self.kept.as_ref().is_none_or(|kept| kept.contains(name)))
+            .collect();
+        all.extend(
+            self.changed
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), value.clone()?))),
+        );
+        all
+    }
+
     /// Applies a `global` line if it is one of the four keywords (its words as the lexer gave
     /// them, the keyword first); the parser checks the arguments' count.
     pub fn apply(&mut self, words: &[String], base: &dyn Fn(&str) -> Option<String>) {
@@ -114,5 +131,23 @@ mod tests {
         twice.apply(&line("resetenv HOME"), &base);
         twice.apply(&line("resetenv LANG"), &base);
         assert_eq!(twice.lookup("LANG", &base), None);
+    }
+
+    #[test]
+    fn the_whole_environment_agrees_with_lookups() {
+        let mut env = EnvChanges::default();
+        env.apply(&line("setenv A 1"), &base);
+        env.apply(&line("unsetenv LANG"), &base);
+        env.apply(&line("setenv HOME /tmp"), &base);
+        let vars = || ["HOME", "LANG"].map(|n| (n.to_owned(), base(n).unwrap_or_default()));
+        let mut all = env.environment(vars().into_iter());
+        all.sort();
+        let expected = [("A", "1"), ("HOME", "/tmp")].map(|(n, v)| (n.to_owned(), v.to_owned()));
+        assert_eq!(all, expected);
+        env.apply(&line("resetenv A"), &base);
+        assert_eq!(
+            env.environment(vars().into_iter()),
+            [("A".to_owned(), "1".to_owned())]
+        );
     }
 }

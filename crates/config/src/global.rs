@@ -174,6 +174,9 @@ pub struct GlobalConf {
     pub maxzlibmem: Option<u32>,
     /// `tune.comp.maxlevel`: the compression level, 1 (fastest, the default) to 9.
     pub comp_maxlevel: Option<u32>,
+    /// `external-check [preserve-env]`: backends may check their servers with programs;
+    /// `Some(true)` when these keep the process's environment.
+    pub external_check: Option<bool>,
     /// `set-dumpable`: core dumps as large as the hard limits allow, even after a change of
     /// user.
     pub set_dumpable: bool,
@@ -631,6 +634,12 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 conf.comp_maxlevel = Some(n as u32);
             }
         }
+        "external-check" => match line.words.get(1).map(String::as_str) {
+            None => conf.external_check = Some(false),
+            Some("preserve-env") if d.no_more_than(2, diags) => conf.external_check = Some(true),
+            Some("preserve-env") => {}
+            Some(other) => diags.push(d.alert(format!("expects 'preserve-env', not '{other}'"))),
+        },
         "set-dumpable" => match line.words.get(1).map(String::as_str) {
             None | Some("on") => conf.set_dumpable = true,
             Some("off") => conf.set_dumpable = false,

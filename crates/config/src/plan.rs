@@ -355,6 +355,7 @@ fn build(
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
     let (mut frontends, mut backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    check_external_checks(&global, &proxies, diags);
     // `email-alert`: checked for every proxy, kept where servers change state.
     for p in &proxies {
         let alert = crate::mailers::resolve(&p.conf.email_alert, &p.name, &mailers, diags);
@@ -451,6 +452,39 @@ fn read_header_case_file(global: &mut GlobalConf, diags: &mut Diagnostics) {
         Err(e) => {
             let message = format!("cannot read '{path}': {e}");
             diags.push(Diagnostic::alert(span, keyword, message));
+        }
+    }
+}
+
+/// `option external-check` needs the global `external-check` and a command, as in HAProxy;
+/// without `insecure-fork-wanted` it will likely fail (the process may not create one).
+fn check_external_checks(
+    global: &GlobalConf,
+    proxies: &[ParsedProxy<'_>],
+    diags: &mut Diagnostics,
+) {
+    let external = proxies
+        .iter()
+        .filter(|p| p.section.kind.has_backend())
+        .filter(|p| p.conf.checks.mode == crate::checks::CheckMode::External);
+    for p in external {
+        let keyword = "option external-check";
+        let span = &p.section.span;
+        let name = &p.name;
+        if global.external_check.is_none() {
+            let message = format!("proxy '{name}': needs the global 'external-check'");
+            diags.push(Diagnostic::alert(span, keyword, message));
+        }
+        if p.conf.checks.external_command.is_none() {
+            let message = format!("proxy '{name}': needs 'external-check command'");
+            diags.push(Diagnostic::alert(span, keyword, message));
+        }
+        if !global.insecure_fork {
+            let message = format!(
+                "proxy '{name}': 'insecure-fork-wanted' is not set in the global section: the \
+                 checks will likely fail"
+            );
+            diags.push(Diagnostic::warning(span, keyword, message));
         }
     }
 }

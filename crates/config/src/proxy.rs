@@ -760,6 +760,11 @@ pub fn parse_proxy_line(
             }
         }
         "email-alert" => crate::mailers::parse_email_alert(&mut conf.email_alert, line, diags),
+        "external-check" => {
+            if applies(&d, kind, BACK, diags) {
+                checks::parse_external_check(&mut conf.checks, line, diags);
+            }
+        }
         "http-send-name-header" => {
             if applies(&d, kind, BACK, diags) {
                 http_options::parse_send_name_header(&mut conf.http, &d, diags);

@@ -46,6 +46,24 @@ pub enum BoundListener {
 }
 
 impl BoundListener {
+    /// Its address and port (the path and no port for a unix socket), as an external check
+    /// is told its proxy's.
+    pub fn address_parts(&self) -> (String, Option<u16>) {
+        match self {
+            BoundListener::Tcp(l) => l.local_addr().map_or_else(
+                |_| (String::new(), None),
+                |a| (a.ip().to_string(), Some(a.port())),
+            ),
+            BoundListener::Unix(l) => (
+                l.local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .unwrap_or_default(),
+                None,
+            ),
+        }
+    }
+
     /// Its address as HAProxy's statistics show a listener's: `ip:port` (`[ip]:port` for
     /// IPv6), or `unix`.
     pub fn address_text(&self) -> String {

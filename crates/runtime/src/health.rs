@@ -30,6 +30,8 @@ pub enum Admin {
 pub struct LastCheck {
     /// HAProxy's status code (`L4OK`, `L7STS`...).
     pub status: &'static str,
+    /// Its description (`Layer4 check passed`...): `check_desc` in `show stat`.
+    pub description: &'static str,
     /// The HTTP status (or agent code) when there was one.
     pub code: Option<u16>,
     /// How long the check took, in milliseconds.

@@ -281,6 +281,12 @@ impl Process {
         self.env.lookup(name, &|name| std::env::var(name).ok())
     }
 
+    /// The whole environment as the configuration left it (`setenv`, `unsetenv`...), for
+    /// the programs the process runs.
+    pub fn environment(&self) -> Vec<(String, String)> {
+        self.env.environment(std::env::vars())
+    }
+
     /// Changes what the listeners do. A stopped process never resumes.
     pub fn set_listen_state(&self, state: ListenState) {
         // Set before the watchers hear of the stop, so they read its moment.

@@ -63,6 +63,9 @@ pub struct Frontend {
     pub invalid_request: crate::errors::Captured,
     /// Its listening sockets' own counters, under `option socket-stats` (else none).
     pub listeners: Vec<Arc<ListenerStats>>,
+    /// The address and port its first socket was bound to (an external check's proxy
+    /// address), once bound.
+    pub first_address: std::sync::OnceLock<(String, Option<u16>)>,
 }
 
 /// A frontend's logging: its targets and its line settings.
@@ -344,6 +347,7 @@ impl Frontend {
         Frontend {
             session_rate_limit,
             listeners: crate::listener::listeners_of(&plan),
+            first_address: std::sync::OnceLock::new(),
             plan,
             backend,
             slots: crate::slots::ConnSlots::new(maxconn),

@@ -813,6 +813,7 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     {
         let prefix = if s.stats.check_running() { "* " } else { "" };
         row.set(Field::check_status, format_args!("{prefix}{}", last.status));
+        row.set(Field::check_desc, last.description);
         if let Some(code) = last.code {
             row.set(Field::check_code, code);
         }

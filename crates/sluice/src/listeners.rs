@@ -120,6 +120,9 @@ pub fn bind_all(
                             }
                             let name = bind.name.clone().unwrap_or_else(|| number.to_string());
                             let stats = frontend.listeners.get(number - 1).cloned();
+                            let _ = frontend
+                                .first_address
+                                .get_or_init(|| socket.address_parts());
                             if let Some(stats) = &stats {
                                 let _ = stats.addr.set(socket.address_text());
                             }

@@ -1019,3 +1019,62 @@ fn email_alerts_mail_server_state_changes_to_the_mailers() {
         "{transcript}"
     );
 }
+
+/// `option external-check`: the program's exit status decides (`PROCOK`, `PROCERR` with the
+/// status as code), it gets HAProxy's arguments and variables in a clean environment, and
+/// `show stat` shows its status and description.
+#[test]
+fn external_checks_run_the_program_and_follow_its_exit_status() {
+    let builder = common::sluice("");
+    let dir = builder.dir();
+    let record = dir.join("seen.txt");
+    let verdict = dir.join("verdict");
+    std::fs::write(&verdict, "3").unwrap();
+    let script = dir.write(
+        "check.sh",
+        &format!(
+            "#!/bin/sh\necho \"$* | $HAPROXY_PROXY_NAME $HAPROXY_SERVER_NAME $HAPROXY_SERVER_ID \
+             $HAPROXY_SERVER_MAXCONN $HAPROXY_SERVER_PROTO PATH=$PATH HOME=$HOME\" > {}\n\
+             read code < {}\nexit $code\n",
+            record.display(),
+            verdict.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (fe, listen_addr) = frontend();
+    let cfg = format!(
+        "global\n    external-check\n    insecure-fork-wanted\n{TCP_DEFAULTS}\n\
+         listen app\n    bind {}\n    option external-check\n\
+         \x20   external-check command {}\n    external-check path /usr/bin:/bin\n\
+         \x20   server s1 192.0.2.1:8080 id 7 maxconn 9 check inter 50 rise 1 fall 1\n",
+        fd_bind(&fe),
+        script.display(),
+    );
+    let proxy = builder.config(&cfg).inherit(fe).start();
+    let stderr = wait_for_message(&proxy, "Server app/s1 is DOWN");
+    assert!(
+        stderr.contains(
+            "Server app/s1 is DOWN, reason: External check error, code: 3, check duration: "
+        ),
+        "{stderr}"
+    );
+    let seen = std::fs::read_to_string(&record).unwrap();
+    // The proxy's first listener, as it was bound (an inherited socket here).
+    let listen = format!("{} {}", listen_addr.ip(), listen_addr.port());
+    assert_eq!(
+        seen.trim_end(),
+        format!("{listen} 192.0.2.1 8080 | app s1 7 9 tcp PATH=/usr/bin:/bin HOME="),
+    );
+    std::fs::write(&verdict, "0").unwrap();
+    let stderr = wait_for_message(&proxy, "Server app/s1 is UP");
+    assert!(
+        stderr.contains(
+            "Server app/s1 is UP, reason: External check passed, code: 0, check duration: "
+        ),
+        "{stderr}"
+    );
+    let stat = proxy.cli("show stat");
+    let row = stat.lines().find(|l| l.starts_with("app,s1,")).unwrap();
+    assert!(row.contains(",PROCOK,0,"), "{row}");
+    assert!(row.contains(",External check passed,"), "{row}");
+}
