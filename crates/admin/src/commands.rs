@@ -6,9 +6,11 @@
 //! words against [`COMMANDS`], which also gives the `help` text and the least level allowed.
 
 use crate::{errors, info, maps, misc, ops, sessions, tables};
+use sluice_config::addr::{Family, Host, ListenAddr};
 use sluice_config::global::CliLevel;
 use sluice_runtime::process::Process;
 use std::fmt::Write;
+use std::net::IpAddr;
 
 /// How the connection behaves after a line (the `prompt` command changes it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,6 +248,27 @@ pub const COMMANDS: &[Command] = &[
         summary: "re-enable specific frontend",
         level: CliLevel::Admin,
         run: ops::enable_frontend,
+    },
+    Command {
+        words: &["show", "cli", "sockets"],
+        usage: "show cli sockets",
+        summary: "dump list of cli sockets",
+        level: CliLevel::User,
+        run: show_cli_sockets,
+    },
+    Command {
+        words: &["show", "version"],
+        usage: "show version",
+        summary: "show version of the current process",
+        level: CliLevel::User,
+        run: show_version,
+    },
+    Command {
+        words: &["show", "env"],
+        usage: "show env [var]",
+        summary: "dump environment variables known to the process",
+        level: CliLevel::Operator,
+        run: show_env,
     },
     Command {
         words: &["show", "cli", "level"],
@@ -602,6 +625,66 @@ fn show_events(process: &Process, args: &[String], _: &mut CliState, out: &mut S
     out.push_str(&String::from_utf8_lossy(&events));
     if wait {
         return Flow::Follow { ring: index, next };
+    }
+    Flow::Continue
+}
+
+/// `show cli sockets`: the `stats socket` lines, their address, level and processes.
+fn show_cli_sockets(process: &Process, _: &[String], _: &mut CliState, out: &mut String) -> Flow {
+    out.push_str("# socket lvl processes\n");
+    for socket in &process.global.stats_sockets {
+        let level = match socket.level {
+            CliLevel::User => "user",
+            CliLevel::Operator => "operator",
+            CliLevel::Admin => "admin",
+        };
+        let _ = writeln!(out, "{} {level} all", socket_address(&socket.addr));
+    }
+    out.push('\n');
+    Flow::Continue
+}
+
+/// A stats socket's address as `show cli sockets` writes it (`unix@PATH`, `ipv4@IP:PORT`).
+fn socket_address(addr: &ListenAddr) -> String {
+    match addr {
+        ListenAddr::Unix(path) => format!("unix@{path}"),
+        ListenAddr::Fd(fd) => format!("fd@{fd}"),
+        ListenAddr::Inet { host, ports, .. } => {
+            let port = ports.start();
+            match host {
+                Host::Ip(IpAddr::V4(ip)) => format!("ipv4@{ip}:{port}"),
+                Host::Ip(IpAddr::V6(ip)) => format!("ipv6@[{ip}]:{port}"),
+                Host::Any(Family::V6) => format!("ipv6@[::]:{port}"),
+                Host::Any(_) => format!("ipv4@0.0.0.0:{port}"),
+                Host::Name(name) => format!("ipv4@{name}:{port}"),
+            }
+        }
+    }
+}
+
+/// `show version`.
+fn show_version(_: &Process, _: &[String], _: &mut CliState, out: &mut String) -> Flow {
+    out.push_str(env!("CARGO_PKG_VERSION"));
+    out.push('\n');
+    Flow::Continue
+}
+
+/// `show env [var]`: the process's environment as the configuration left it (`setenv`...),
+/// or one variable of it.
+fn show_env(process: &Process, args: &[String], _: &mut CliState, out: &mut String) -> Flow {
+    let environment = process.environment();
+    match args.first() {
+        None => {
+            for (name, value) in &environment {
+                let _ = writeln!(out, "{name}={value}");
+            }
+        }
+        Some(wanted) => match environment.iter().find(|(name, _)| name == wanted) {
+            Some((name, value)) => {
+                let _ = writeln!(out, "{name}={value}");
+            }
+            None => out.push_str("Variable not found\n"),
+        },
     }
     Flow::Continue
 }
