@@ -6,11 +6,9 @@
 //! words against [`COMMANDS`], which also gives the `help` text and the least level allowed.
 
 use crate::{errors, info, maps, misc, ops, sessions, tables};
-use sluice_config::addr::{Family, Host, ListenAddr};
 use sluice_config::global::CliLevel;
 use sluice_runtime::process::Process;
 use std::fmt::Write;
-use std::net::IpAddr;
 
 /// How the connection behaves after a line (the `prompt` command changes it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -638,28 +636,10 @@ fn show_cli_sockets(process: &Process, _: &[String], _: &mut CliState, out: &mut
             CliLevel::Operator => "operator",
             CliLevel::Admin => "admin",
         };
-        let _ = writeln!(out, "{} {level} all", socket_address(&socket.addr));
+        let _ = writeln!(out, "{} {level} all", socket.address_text());
     }
     out.push('\n');
     Flow::Continue
-}
-
-/// A stats socket's address as `show cli sockets` writes it (`unix@PATH`, `ipv4@IP:PORT`).
-fn socket_address(addr: &ListenAddr) -> String {
-    match addr {
-        ListenAddr::Unix(path) => format!("unix@{path}"),
-        ListenAddr::Fd(fd) => format!("fd@{fd}"),
-        ListenAddr::Inet { host, ports, .. } => {
-            let port = ports.start();
-            match host {
-                Host::Ip(IpAddr::V4(ip)) => format!("ipv4@{ip}:{port}"),
-                Host::Ip(IpAddr::V6(ip)) => format!("ipv6@[{ip}]:{port}"),
-                Host::Any(Family::V6) => format!("ipv6@[::]:{port}"),
-                Host::Any(_) => format!("ipv4@0.0.0.0:{port}"),
-                Host::Name(name) => format!("ipv4@{name}:{port}"),
-            }
-        }
-    }
 }
 
 /// `show version`.

@@ -13,6 +13,9 @@ use std::collections::{HashMap, HashSet};
 pub struct EnvChanges {
     /// Names set (`Some`) or removed (`None`).
     changed: HashMap<String, Option<String>>,
+    /// Variables the process defines for itself (`HAPROXY_LOCALPEER`, `HAPROXY_CLI`...), seen
+    /// beside the process's environment, under the changes.
+    defined: Vec<(String, String)>,
     /// After `resetenv`: the only names of the process's environment still there.
     kept: Option<HashSet<String>>,
 }
@@ -25,8 +28,16 @@ impl EnvChanges {
         }
         match &self.kept {
             Some(kept) if !kept.contains(name) => None,
-            _ => base(name),
+            _ => match self.defined.iter().find(|(n, _)| n == name) {
+                Some((_, value)) => Some(value.clone()),
+                None => base(name),
+            },
         }
+    }
+
+    /// Defines the variables the process sets for itself, as HAProxy does once started.
+    pub fn define(&mut self, vars: Vec<(String, String)>) {
+        self.defined = vars;
     }
 
     /// The whole environment with the changes applied over `base`, the process's variables.
@@ -34,6 +45,10 @@ impl EnvChanges {
         &self,
         base: impl Iterator<Item = (String, String)>,
     ) -> Vec<(String, String)> {
+        let defined = |name: &str| self.defined.iter().any(|(n, _)| n == name);
+        let base = base
+            .filter(|(name, _)| !defined(name))
+            .chain(self.defined.iter().cloned());
         let mut all: Vec<(String, String)> = base
             .filter(|(name, _)| !self.changed.contains_key(name))
             .filter(|(name, _)| self.kept.as_ref().is_none_or(|kept| kept.contains(name)))
@@ -149,5 +164,24 @@ mod tests {
             env.environment(vars().into_iter()),
             [("A".to_owned(), "1".to_owned())]
         );
+    }
+
+    #[test]
+    fn defined_variables_sit_between_the_environment_and_the_changes() {
+        let mut env = EnvChanges::default();
+        env.define(vec![
+            ("HOME".into(), "/srv".into()),
+            ("HAPROXY_CLI".into(), "x".into()),
+        ]);
+        assert_eq!(env.lookup("HOME", &base).as_deref(), Some("/srv"));
+        assert_eq!(env.lookup("LANG", &base).as_deref(), Some("C"));
+        env.apply(&line("setenv HAPROXY_CLI y"), &base);
+        assert_eq!(env.lookup("HAPROXY_CLI", &base).as_deref(), Some("y"));
+        let vars = ["HOME", "LANG"].map(|n| (n.to_owned(), base(n).unwrap_or_default()));
+        let mut all = env.environment(vars.into_iter());
+        all.sort();
+        let expected = [("HAPROXY_CLI", "y"), ("HOME", "/srv"), ("LANG", "C")]
+            .map(|(n, v)| (n.to_owned(), v.to_owned()));
+        assert_eq!(all, expected);
     }
 }

@@ -32,6 +32,29 @@ pub enum CliLevel {
     Admin,
 }
 
+impl StatsSocketConf {
+    /// Its address as HAProxy names a CLI socket (`show cli sockets`, `HAPROXY_CLI`):
+    /// `unix@PATH`, `ipv4@IP:PORT`, `ipv6@[IP]:PORT`, `fd@N`.
+    pub fn address_text(&self) -> String {
+        use crate::addr::{Family, Host};
+        use std::net::IpAddr;
+        match &self.addr {
+            ListenAddr::Unix(path) => format!("unix@{path}"),
+            ListenAddr::Fd(fd) => format!("fd@{fd}"),
+            ListenAddr::Inet { host, ports, .. } => {
+                let port = ports.start();
+                match host {
+                    Host::Ip(IpAddr::V4(ip)) => format!("ipv4@{ip}:{port}"),
+                    Host::Ip(IpAddr::V6(ip)) => format!("ipv6@[{ip}]:{port}"),
+                    Host::Any(Family::V6) => format!("ipv6@[::]:{port}"),
+                    Host::Any(_) => format!("ipv4@0.0.0.0:{port}"),
+                    Host::Name(name) => format!("ipv4@{name}:{port}"),
+                }
+            }
+        }
+    }
+}
+
 /// One `stats socket` line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatsSocketConf {

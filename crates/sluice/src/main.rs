@@ -159,6 +159,9 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     // A master keeps the checked plan (the live objects are built only to check them).
     let master_plan = (handoff.is_none() && (opts.master_worker || plan.global.master_worker))
         .then(|| plan.clone());
+    let mut plan = plan;
+    plan.env
+        .define(process_variables(&plan, ctx, handoff.is_some()));
     let process = Process::build(
         plan,
         BuildOptions {
@@ -338,6 +341,32 @@ fn replace_old_processes(how: args::Replace, pids: &[i32], debug: bool) {
             eprintln!("[WARNING] could not signal old process {pid}: it may have exited already");
         }
     }
+}
+
+/// The variables HAProxy 2.6 defines in its own environment once started, which `env()`,
+/// `show env` and external checks see.
+fn process_variables(
+    plan: &plan::Plan,
+    ctx: &cond::CondContext<'_>,
+    worker: bool,
+) -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = ["HAPROXY_STARTUP_VERSION", "HAPROXY_LOCALPEER"]
+        .into_iter()
+        .filter_map(|name| Some((name.to_owned(), (ctx.lookup)(name)?)))
+        .collect();
+    let files: Vec<&str> = plan.files.iter().map(|f| &**f).collect();
+    vars.push(("HAPROXY_CFGFILES".to_owned(), files.join(";")));
+    if worker {
+        vars.push(("HAPROXY_MWORKER".to_owned(), "1".to_owned()));
+    }
+    let sockets: Vec<String> = plan
+        .global
+        .stats_sockets
+        .iter()
+        .map(|s| s.address_text())
+        .collect();
+    vars.push(("HAPROXY_CLI".to_owned(), sockets.join(";")));
+    vars
 }
 
 fn hostname() -> String {
