@@ -123,6 +123,17 @@ impl Drop for Published {
     }
 }
 
+/// `server`'s figures on every thread together (`show stat`'s idle and used connections).
+pub fn total(server: ServerId) -> Figures {
+    let mut sum = Figures::default();
+    for (_, table) in lock(&THREADS).iter() {
+        for (_, shared) in lock(table).iter().filter(|(id, _)| *id == server) {
+            sum.add(shared.load());
+        }
+    }
+    sum
+}
+
 /// `server`'s figures on each of `threads` threads (a thread may publish several pools for
 /// one server, one per address the server had: they add up).
 pub fn per_thread(server: ServerId, threads: usize) -> Vec<Figures> {

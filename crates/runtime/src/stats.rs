@@ -769,6 +769,18 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     );
     let health = s.health.get();
     let t = &s.traffic;
+    // The server connections of every thread's pool (`show servers conn` per thread).
+    let pools = crate::idle::total((b.plan.id.uid, s.id));
+    let idle = pools.idle_unsafe.saturating_add(pools.idle_safe);
+    row.set(Field::srv_icur, idle);
+    // `pool-max-conn`; nothing when unlimited, as HAProxy shows it.
+    if let Some(limit) = s.conf.pool_max_conn {
+        row.set(Field::src_ilim, limit);
+    }
+    row.set(Field::idle_conn_cur, pools.idle_unsafe);
+    row.set(Field::safe_conn_cur, pools.idle_safe);
+    row.set(Field::used_conn_cur, pools.used_cur);
+    row.set(Field::need_conn_est, pools.need_est);
     row.set(Field::qcur, b.server_queued(index));
     row.set(Field::qmax, s.stats.queue_max.load(Ordering::Relaxed));
     set_rates(&mut row, t);

@@ -428,6 +428,31 @@ fn clients_one_after_the_other_leave_one_idle_server_connection_per_thread() {
         ],
         "{fields:?}"
     );
+    // `show stat` counts the same connections on the server's row: idle ones available
+    // (no `pool-max-conn` limit shown), unsafe and safe ones, in use, the estimate.
+    let stat = proxy.cli("show stat");
+    let mut lines = stat.lines();
+    let header: Vec<&str> = lines.next().unwrap()[2..].split(',').collect();
+    let row: Vec<&str> = lines
+        .find(|l| l.starts_with("px,s1,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    let field = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    let pools = [
+        "srv_icur",
+        "src_ilim",
+        "idle_conn_cur",
+        "safe_conn_cur",
+        "used_conn_cur",
+        "need_conn_est",
+    ]
+    .map(field);
+    assert_eq!(
+        pools,
+        [&*idle_cur, "", &*idle_cur, "0", "0", &*idle_cur],
+        "{row:?}"
+    );
     drop(clients);
 }
 
