@@ -608,6 +608,42 @@ const SERVER: &[Metric] = &[
         Value::Responses,
     ),
     m(
+        "idle_connections_current",
+        GAUGE,
+        "Idle connections to this server, ready for reuse.",
+        Value::Field(Field::srv_icur),
+    ),
+    m(
+        "idle_connections_limit",
+        GAUGE,
+        "The most idle connections kept for this server (pool-max-conn).",
+        Value::Field(Field::src_ilim),
+    ),
+    m(
+        "unsafe_idle_connections_current",
+        GAUGE,
+        "Idle connections that served only one request.",
+        Value::Field(Field::idle_conn_cur),
+    ),
+    m(
+        "safe_idle_connections_current",
+        GAUGE,
+        "Idle connections that served several requests.",
+        Value::Field(Field::safe_conn_cur),
+    ),
+    m(
+        "used_connections_current",
+        GAUGE,
+        "Connections carrying a request now.",
+        Value::Field(Field::used_conn_cur),
+    ),
+    m(
+        "need_connections_current",
+        GAUGE,
+        "Estimate of the connections the traffic needs.",
+        Value::Field(Field::need_conn_est),
+    ),
+    m(
         "uweight",
         GAUGE,
         "User weight.",

@@ -157,6 +157,16 @@ fn metrics_have_haproxys_names_and_live_values() {
         at("haproxy_server_http_responses_total{proxy=\"be\",server=\"s1\",code=\"2xx\"}"),
         3.0
     );
+    // The pooled server connections: none in use now, the idle ones safe or not, and no
+    // limit shown without `pool-max-conn`.
+    let s1 = |metric: &str| format!("haproxy_server_{metric}{{proxy=\"be\",server=\"s1\"}}");
+    assert_eq!(at(&s1("used_connections_current")), 0.0);
+    assert_eq!(
+        at(&s1("idle_connections_current")),
+        at(&s1("unsafe_idle_connections_current")) + at(&s1("safe_idle_connections_current"))
+    );
+    assert!(at(&s1("need_connections_current")) >= 0.0);
+    assert!(!metrics.contains_key(&s1("idle_connections_limit")));
     assert_eq!(
         at("haproxy_server_status{proxy=\"be\",server=\"s1\",state=\"UP\"}"),
         1.0
