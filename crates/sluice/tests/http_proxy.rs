@@ -1081,8 +1081,12 @@ fn h1_case_adjust_spells_listed_names_for_the_peers_that_ask_for_it() {
     let config = format!(
         "global\n    h1-case-adjust x-req X-Req\n    h1-case-adjust-file \"{}\"\n\
          {HTTP_DEFAULTS}\n\
-         frontend adjusted\n    bind {}\n    option h1-case-adjust-bogus-client\n    default_backend bogus\n\
-         frontend plain\n    bind {}\n    default_backend fine\n\
+         frontend adjusted\n    bind {}\n    option h1-case-adjust-bogus-client\n\
+         \x20   http-request return status 200 content-type text/plain string own if {{ path /own }}\n\
+         \x20   default_backend bogus\n\
+         frontend plain\n    bind {}\n\
+         \x20   http-request return status 200 content-type text/plain string own if {{ path /own }}\n\
+         \x20   default_backend fine\n\
          backend bogus\n    option h1-case-adjust-bogus-server\n    server s1 {}\n\
          backend fine\n    server s1 {}\n",
         file.display(),
@@ -1106,6 +1110,14 @@ fn h1_case_adjust_spells_listed_names_for_the_peers_that_ask_for_it() {
     let text = String::from_utf8_lossy(plain.data()).into_owned();
     assert!(text.contains("\r\ncontent-type: text/plain\r\n"), "{text}");
     assert!(text.contains("\r\n0\r\nx-sum: 9\r\n\r\n"), "{text}");
+    // The proxy's own answers too.
+    let own = b"GET /own HTTP/1.1\r\nhost: h\r\nconnection: close\r\n\r\n";
+    let adjusted_own = one_shot(adjusted_addr, own);
+    let text = String::from_utf8_lossy(adjusted_own.data()).into_owned();
+    assert!(text.contains("\r\nContent-Type: text/plain\r\n"), "{text}");
+    let plain_own = one_shot(plain_addr, own);
+    let text = String::from_utf8_lossy(plain_own.data()).into_owned();
+    assert!(!text.contains("\r\nContent-Type: "), "{text}");
     let seen = log.lock().unwrap();
     assert_eq!(seen.len(), 2);
     let to_bogus = &seen[0].head;

@@ -29,6 +29,7 @@ use sluice_config::rules::{
     AddressPart, HttpAction, LinePart, NameMatch, PatternEdit, Redirect, RedirectKind, Reply,
     ReplyBody, Rule, TcpAction, VarValue,
 };
+use sluice_http::encode::HeadEdits;
 use sluice_http::error::error_response;
 use sluice_http::head::{
     HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, header_values,
@@ -1588,16 +1589,21 @@ pub fn finish_page<'p>(
     }
 }
 
-/// The `http-after-response` rules over a complete response in `bytes`; `None` when no
-/// rule changed it (or it is not a response our parser takes, such as an empty page).
+/// The `http-after-response` rules over a complete response in `bytes`, then the field
+/// names the frontend's bogus clients want (`option h1-case-adjust-bogus-client`); `None`
+/// when nothing changed it (or it is not a response our parser takes, such as an empty
+/// page).
 fn after_response_bytes(
     scope: &Scope<'_>,
     backend: Option<&Backend>,
     request: KeptRequest<'_>,
     bytes: &[u8],
 ) -> Option<(Vec<u8>, u16)> {
+    let case = scope.frontend.plan.http.case_adjust_client.as_deref();
     let mut sets = after_sets(scope.frontend, backend).peekable();
-    sets.peek()?;
+    if sets.peek().is_none() && case.is_none() {
+        return None;
+    }
     let limits = Limits::default();
     let Ok(Parse::Complete(mut head)) = parse_response(bytes, &limits) else {
         return None;
@@ -1649,6 +1655,17 @@ fn after_response_bytes(
                 Step::Next | Step::Answer(_) | Step::Edit(_) => {}
             }
         }
+    }
+    if let Some(case) = case {
+        let current = owned.as_deref().unwrap_or(bytes);
+        let mut adjusted = Vec::with_capacity(current.len());
+        let edits = HeadEdits {
+            case: Some(case),
+            ..HeadEdits::default()
+        };
+        sluice_http::encode::encode_response(current, &head, &edits, &mut adjusted);
+        adjusted.extend_from_slice(current.get(head.head_len..).unwrap_or_default());
+        owned = Some(adjusted);
     }
     owned.map(|bytes| (bytes, head.status))
 }
