@@ -1128,3 +1128,44 @@ fn h1_case_adjust_spells_listed_names_for_the_peers_that_ask_for_it() {
     assert!(to_fine.contains("\r\nx-REQ: 1\r\n"), "{to_fine}");
     assert!(to_fine.contains("\r\ncontent-type: a\r\n"), "{to_fine}");
 }
+
+/// A compressed chunked answer ends with the trailers the server sent, as in HAProxy.
+#[test]
+fn a_compressed_answer_keeps_the_servers_trailers() {
+    let backend = common::http::answering(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n\
+          19\r\nsome text some text some \r\n0\r\nx-sum: 9\r\n\r\n",
+    );
+    let (_p, addr) = proxy(backend.addr(), "    compression algo gzip");
+    let answer = one_shot(
+        addr,
+        b"GET / HTTP/1.1\r\nHost: h\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+    );
+    let data = answer.data();
+    let text = String::from_utf8_lossy(data);
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("\r\ncontent-encoding: gzip\r\n"),
+        "{text}"
+    );
+    assert!(data.ends_with(b"\r\n0\r\nx-sum: 9\r\n\r\n"), "{text}");
+    let at = data.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let mut reader = BufReader::new(&data[at..]);
+    let mut compressed = Vec::new();
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size).unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        let mut chunk = vec![0; size + 2];
+        reader.read_exact(&mut chunk).unwrap();
+        compressed.extend_from_slice(&chunk[..size]);
+    }
+    let mut plain = String::new();
+    flate2::read::GzDecoder::new(&compressed[..])
+        .read_to_string(&mut plain)
+        .unwrap();
+    assert_eq!(plain, "some text some text some ");
+}

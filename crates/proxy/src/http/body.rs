@@ -110,6 +110,9 @@ pub struct BodySpec<'a> {
     pub case: Option<&'a HeaderCase>,
     /// Where the bytes are counted as they pass (`option contstats`).
     pub live: Option<&'a LiveBytes<'a>>,
+    /// Where a chunked body's trailer section is kept when the output is not chunked by
+    /// this relay (the compressor frames its own output, and ends it with them).
+    pub trailers: Option<&'a std::cell::RefCell<Option<Vec<u8>>>>,
 }
 
 /// Counts a body's bytes as they pass (`option contstats`), on the side that sends it: the
@@ -262,6 +265,7 @@ where
         limits,
         side,
         case,
+        trailers: kept,
         ..
     } = spec;
     let meter = Meter::new(spec.live, side);
@@ -291,6 +295,8 @@ where
                     None => chunked::write_last_chunk(&mut header),
                 }
                 write(output, &header, timeouts.write).await?;
+            } else if let (Some(kept), Some(range)) = (kept, step.trailers.clone()) {
+                *kept.borrow_mut() = Some(buf.filled()[range].to_vec());
             }
             buf.consume(step.consumed);
             return Ok(total);

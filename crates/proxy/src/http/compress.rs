@@ -12,7 +12,7 @@
 //! which compresses what the body relay writes and frames the result as chunks. Its output
 //! leaves when the relay flushes it, before waiting for more of the server's body (so a
 //! streamed answer is not held back, and the pieces that came together leave together), or
-//! once enough of it waits. A chunked response's trailers are dropped.
+//! once enough of it waits. A chunked response's trailers follow the compressed body.
 //!
 //! The process's budget ([`CompressionBudget`]: `maxcomprate`, `maxcompcpuusage`,
 //! `maxzlibmem`, `tune.comp.maxlevel`) decides whether a response may start compressed
@@ -26,6 +26,7 @@ use crc32fast::Hasher as Crc;
 use flate2::{Compress, Compression, FlushCompress, Status};
 use sluice_config::compression::Algo;
 use sluice_http::chunked;
+use sluice_http::encode::HeaderCase;
 use sluice_http::framing::BodyFraming;
 use sluice_http::head::{MessageHead, RequestHead, ResponseHead, Version};
 use sluice_runtime::compression::CompressionBudget;
@@ -521,12 +522,22 @@ impl<'w, W: AsyncWrite + Unpin> Compressing<'w, W> {
         Poll::Ready(Ok(()))
     }
 
-    /// Ends the compressed stream and the chunked body, and writes what is left; the bytes
+    /// Ends the compressed stream and the chunked body, with the received body's `trailers`
+    /// if it had any (their names spelled as `case` says), and writes what is left; the bytes
     /// taken in and the compressed bytes sent.
-    pub async fn finish(mut self) -> io::Result<(u64, u64)> {
+    pub async fn finish(
+        mut self,
+        trailers: Option<&[u8]>,
+        case: Option<&HeaderCase>,
+    ) -> io::Result<(u64, u64)> {
         self.encoder.finish()?;
         self.frame_ready();
-        chunked::write_last_chunk(&mut self.framed);
+        match trailers {
+            Some(trailers) => {
+                chunked::write_last_chunk_with_trailers(trailers, case, &mut self.framed)
+            }
+            None => chunked::write_last_chunk(&mut self.framed),
+        }
         std::future::poll_fn(|cx| self.poll_send(cx)).await?;
         Ok((self.consumed, self.produced))
     }
@@ -817,7 +828,7 @@ mod tests {
             let mut writer = Compressing::new(&mut wire, algo, &budget);
             writer.write_all(&text[..5000]).await.unwrap();
             writer.write_all(&text[5000..]).await.unwrap();
-            let (consumed, produced) = writer.finish().await.unwrap();
+            let (consumed, produced) = writer.finish(None, None).await.unwrap();
             assert_eq!(consumed, text.len() as u64);
             let compressed = dechunk(&wire);
             assert_eq!(produced, compressed.len() as u64);
@@ -885,7 +896,7 @@ mod tests {
             writer.flush().await.unwrap();
             assert_eq!(level(&writer), expected);
         }
-        writer.finish().await.unwrap();
+        writer.finish(None, None).await.unwrap();
         // Every level's blocks belong to one valid stream.
         let mut plain = Vec::new();
         flate2::read::GzDecoder::new(&dechunk(&wire)[..])

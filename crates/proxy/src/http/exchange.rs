@@ -1466,6 +1466,7 @@ async fn transfer(
                         side: Side::Request,
                         case: s.server_case,
                         live,
+                        trailers: None,
                     },
                 )
                 .await
@@ -1967,6 +1968,7 @@ where
                     side: Side::Response,
                     case: s.client_case,
                     live,
+                    trailers: None,
                 },
             )
             .await
@@ -1997,6 +1999,8 @@ where
         write: s.client,
     };
     let mut compressing = Compressing::new(client, algo, &ctx.process.compression);
+    // A chunked body's trailers follow the compressed body, as in HAProxy.
+    let trailers = std::cell::RefCell::new(None);
     let spec = BodySpec {
         framing,
         // The decoded payload goes into the compressor, which frames its output.
@@ -2007,11 +2011,13 @@ where
         case: s.client_case,
         // The statistics count the compressed bytes, known only at the end.
         live: None,
+        trailers: Some(&trailers),
     };
     body::forward_body(input, server, &mut compressing, spec)
         .await
         .map_err(|e| ResponseFailure::Broken(body_failure_cause(&e), 0))?;
-    let finish = compressing.finish();
+    let trailers = trailers.take();
+    let finish = compressing.finish(trailers.as_deref(), s.client_case);
     let ended = match s.client {
         Some(limit) => clock::timeout(limit, finish)
             .await
