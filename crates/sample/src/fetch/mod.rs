@@ -21,6 +21,7 @@ mod internal;
 mod payload;
 mod res_payload;
 mod stick;
+mod tls;
 mod tls_hello;
 
 pub(crate) use http_line::path_query;
@@ -72,6 +73,8 @@ pub(crate) enum Fetch {
     ResPayload(res_payload::ResPayload),
     /// Stick counters and tables.
     Stick(stick::StickFetch),
+    /// TLS properties of the connections, which are all clear.
+    Tls(tls::Tls),
 }
 
 impl Fetch {
@@ -89,6 +92,7 @@ impl Fetch {
             Fetch::Capture(f) => f.run(ctx, out),
             Fetch::ResPayload(f) => f.run(ctx, out),
             Fetch::Stick(f) => f.run(ctx, out),
+            Fetch::Tls(f) => f.run(ctx, out),
         }
     }
 
@@ -117,6 +121,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FetchDef> {
         .chain(res_payload::FETCHES)
         .chain(stick::FETCHES)
         .chain(stick::OTHER_FETCHES)
+        .chain(tls::FETCHES)
         .find(|def| def.name == name)
 }
 

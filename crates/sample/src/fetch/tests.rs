@@ -831,3 +831,23 @@ fn process_state() {
     assert_eq!(eval("stopping", &ctx), Some(Sample::Bool(false)));
     assert_eq!(eval("thread", &ctx), Some(Sample::Int(0)));
 }
+
+#[test]
+fn tls_fetches_describe_a_clear_connection() {
+    let ctx = TestCtx::request(GET);
+    for falsy in ["ssl_fc", "ssl_fc_has_sni"] {
+        assert_eq!(eval(falsy, &ctx), Some(Sample::Bool(false)), "{falsy}");
+    }
+    for absent in [
+        "ssl_fc_sni",
+        "ssl_fc_protocol",
+        "ssl_c_used",
+        "ssl_c_s_dn(CN)",
+    ] {
+        assert_eq!(eval(absent, &ctx), None, "{absent}");
+    }
+    // `redirect scheme https unless { ssl_fc }`: the ACL is false, the redirection applies.
+    let set = crate::AclSet::new(crate::MapStore::new());
+    let cond = crate::Condition::parse(&crate::testing::words("unless { ssl_fc }"), &set).unwrap();
+    assert!(cond.eval(&ctx));
+}

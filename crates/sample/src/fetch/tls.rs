@@ -1,0 +1,77 @@
+//! The TLS fetches of configuration.txt §7.3.4 (`ssl_fc`, `ssl_fc_sni`, `ssl_c_used`...),
+//! answered for the clear connections Sluice handles (it terminates no TLS).
+//!
+//! As HAProxy answers them on a connection without TLS: `ssl_fc` and `ssl_fc_has_sni` are
+//! false, `ssl_bc` is false once a server connection exists, and the fetches that describe a
+//! TLS session (its protocol, cipher, SNI, ALPN, client certificate...) have no value. So
+//! `http-request redirect scheme https unless { ssl_fc }`, the most common of them, works.
+
+use super::{Fetch, FetchDef, Sink, emit};
+use crate::context::Context;
+use crate::stages::Source;
+use crate::value::{Sample, SampleType};
+
+/// A compiled TLS fetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tls {
+    /// A boolean that is false without TLS (`ssl_fc`, `ssl_fc_has_sni`, `ssl_bc`).
+    False,
+    /// A property of a TLS session: no value without one.
+    Absent,
+}
+
+impl Tls {
+    pub fn run<'a>(self, _ctx: &'a dyn Context, out: Sink<'_, 'a>) -> bool {
+        match self {
+            Tls::False => emit(Some(Sample::Bool(false)), out),
+            Tls::Absent => false,
+        }
+    }
+}
+
+fn build(def: &FetchDef, _args: &[String]) -> Result<Fetch, String> {
+    let falsy = matches!(def.name, "ssl_fc" | "ssl_fc_has_sni" | "ssl_bc");
+    Ok(Fetch::Tls(if falsy { Tls::False } else { Tls::Absent }))
+}
+
+macro_rules! def {
+    ($name:literal, $max:literal, $out:ident, $source:ident) => {
+        FetchDef {
+            name: $name,
+            min_args: 0,
+            max_args: $max,
+            out: SampleType::$out,
+            source: Source::$source,
+            build,
+        }
+    };
+}
+
+pub(crate) static FETCHES: &[FetchDef] = &[
+    def!("ssl_fc", 0, Bool, ClientAddress),
+    def!("ssl_fc_has_sni", 0, Bool, ClientAddress),
+    def!("ssl_fc_has_crt", 0, Bool, ClientAddress),
+    def!("ssl_fc_sni", 0, Str, ClientAddress),
+    def!("ssl_fc_protocol", 0, Str, ClientAddress),
+    def!("ssl_fc_cipher", 0, Str, ClientAddress),
+    def!("ssl_fc_alpn", 0, Str, ClientAddress),
+    def!("ssl_fc_npn", 0, Str, ClientAddress),
+    def!("ssl_fc_use_keysize", 0, Int, ClientAddress),
+    def!("ssl_fc_alg_keysize", 0, Int, ClientAddress),
+    def!("ssl_fc_session_id", 0, Bin, ClientAddress),
+    def!("ssl_fc_is_resumed", 0, Bool, ClientAddress),
+    def!("ssl_c_used", 0, Bool, ClientAddress),
+    def!("ssl_c_verify", 0, Int, ClientAddress),
+    def!("ssl_c_s_dn", 3, Str, ClientAddress),
+    def!("ssl_c_i_dn", 3, Str, ClientAddress),
+    def!("ssl_c_serial", 0, Bin, ClientAddress),
+    def!("ssl_c_sha1", 0, Bin, ClientAddress),
+    def!("ssl_c_notafter", 0, Str, ClientAddress),
+    def!("ssl_c_notbefore", 0, Str, ClientAddress),
+    def!("ssl_f_s_dn", 3, Str, ClientAddress),
+    def!("ssl_f_i_dn", 3, Str, ClientAddress),
+    def!("ssl_bc", 0, Bool, Server),
+    def!("ssl_bc_protocol", 0, Str, Server),
+    def!("ssl_bc_cipher", 0, Str, Server),
+    def!("ssl_bc_alpn", 0, Str, Server),
+];
