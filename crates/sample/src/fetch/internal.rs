@@ -61,6 +61,8 @@ pub(crate) enum Internal {
     Stopping,
     /// `thread`: the event-loop thread evaluating the expression, from 0.
     Thread,
+    /// `uuid([4])`: a random (version 4) UUID.
+    Uuid,
 }
 
 impl Internal {
@@ -104,6 +106,12 @@ impl Internal {
             Internal::UniqueId => ctx.unique_id(),
             Internal::Stopping => Some(Sample::Bool(ctx.stopping())),
             Internal::Thread => Some(Sample::Int(i64::try_from(ctx.thread()).unwrap_or(0))),
+            Internal::Uuid => {
+                // Four draws of the 32 bits `random` promises.
+                let word = || (ctx.random() & 0xffff_ffff) << 32 | (ctx.random() & 0xffff_ffff);
+                let (high, low) = (word(), word());
+                Some(Sample::owned_str(uuid_v4(high, low).into_bytes()))
+            }
         };
         emit(value, out)
     }
@@ -166,6 +174,28 @@ fn build_date(_: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         }
     };
     ok(Internal::Date { offset, unit })
+}
+
+fn build_uuid(_: &FetchDef, args: &[String]) -> Result<Fetch, String> {
+    match int_arg(args, 0)? {
+        None | Some(4) => ok(Internal::Uuid),
+        Some(other) => Err(format!("unsupported UUID version {other} (only 4)")),
+    }
+}
+
+/// A version 4 UUID (RFC 9562 §5.4) from 128 random bits: the version and variant bits set,
+/// the rest random, in its usual text form.
+pub(super) fn uuid_v4(high: u64, low: u64) -> String {
+    let high = (high & !0xf000) | 0x4000;
+    let low = (low & !(0b11 << 62)) | (0b10 << 62);
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        high >> 32,
+        (high >> 16) & 0xffff,
+        high & 0xffff,
+        low >> 48,
+        low & 0xffff_ffff_ffff
+    )
 }
 
 fn build_rand(_: &FetchDef, args: &[String]) -> Result<Fetch, String> {
@@ -273,4 +303,5 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("unique-id", 0, 0, Str, build_unique_id),
     def!("stopping", 0, 0, Bool, build_process_state),
     def!("thread", 0, 0, Int, build_process_state),
+    def!("uuid", 0, 1, Str, build_uuid),
 ];

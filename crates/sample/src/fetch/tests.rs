@@ -851,3 +851,35 @@ fn tls_fetches_describe_a_clear_connection() {
     let cond = crate::Condition::parse(&crate::testing::words("unless { ssl_fc }"), &set).unwrap();
     assert!(cond.eval(&ctx));
 }
+
+#[test]
+fn uuid_is_a_version_4_uuid() {
+    let ctx = TestCtx::request(GET);
+    let Some(Sample::Str(text)) = eval("uuid", &ctx) else {
+        panic!("no uuid");
+    };
+    let text = String::from_utf8(text.to_vec()).unwrap();
+    let parts: Vec<&str> = text.split('-').collect();
+    assert_eq!(
+        parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+        [8, 4, 4, 4, 12],
+        "{text}"
+    );
+    assert!(
+        text.chars().all(|c| c == '-' || c.is_ascii_hexdigit()),
+        "{text}"
+    );
+    assert!(parts[2].starts_with('4'), "version 4: {text}");
+    assert!("89ab".contains(&parts[3][..1]), "variant 10: {text}");
+    assert!(eval("uuid(4)", &ctx).is_some());
+    assert!(parse_err("uuid(7)").contains("only 4"));
+    // Every other bit comes from the random draws.
+    assert_eq!(
+        super::internal::uuid_v4(0, 0),
+        "00000000-0000-4000-8000-000000000000"
+    );
+    assert_eq!(
+        super::internal::uuid_v4(u64::MAX, u64::MAX),
+        "ffffffff-ffff-4fff-bfff-ffffffffffff"
+    );
+}
