@@ -210,6 +210,24 @@ pub enum AddressPart {
     DestinationPort,
 }
 
+/// A timeout `set-timeout` changes for one stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamTimeout {
+    /// `timeout server`.
+    Server,
+    /// `timeout tunnel`.
+    Tunnel,
+}
+
+/// The value `set-timeout` gives.
+#[derive(Clone, Debug)]
+pub enum TimeoutValue {
+    /// A time written in the rule.
+    Fixed(std::time::Duration),
+    /// An expression giving milliseconds.
+    Expr(Expr),
+}
+
 /// `set-log-level`: the level the stream's log line is sent at, or none at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogLevelChange {
@@ -368,6 +386,13 @@ pub enum HttpAction {
     SilentDrop,
     /// `set-log-level`.
     SetLogLevel(LogLevelChange),
+    /// `set-timeout server|tunnel <timeout>|<expr>` (requests of proxies with a backend).
+    SetTimeout {
+        /// Which timeout.
+        which: StreamTimeout,
+        /// Its value for this stream.
+        value: TimeoutValue,
+    },
     /// `wait-for-body`: hold the rules until the body is whole, `at_least` bytes of it came
     /// (0: no such bound) or the buffer is full; 408 when `time` passes first.
     WaitForBody {
@@ -715,6 +740,10 @@ pub(crate) fn parse_rule_line(
                 let action = if args.first().is_some_and(|a| a == "capture") {
                     parse_capture_action(args, rules, kind, maps, stages, response)?
                 } else {
+                    // The timeouts it sets are the server side's: a backend's only.
+                    if !response && args.first().is_some_and(|a| a == "set-timeout") {
+                        backend_only(kind)?;
+                    }
                     parse_http_action(args, maps, stages, response)?
                 };
                 if let Some(c) = &cond {
@@ -1451,6 +1480,29 @@ fn parse_http_action(
         },
         "set-log-level" => parse_log_level(rest).map(HttpAction::SetLogLevel),
         "wait-for-body" => parse_wait_for_body(rest),
+        "set-timeout" if !response => {
+            let [which, value] = rest else {
+                return Err("'set-timeout' expects 'server' or 'tunnel' and a value".to_owned());
+            };
+            let which = match which.as_str() {
+                "server" => StreamTimeout::Server,
+                "tunnel" => StreamTimeout::Tunnel,
+                other => {
+                    return Err(format!(
+                        "'set-timeout' supports 'server' and 'tunnel', not '{other}'"
+                    ));
+                }
+            };
+            let value = match crate::units::parse_time(value, crate::units::TimeUnit::Ms) {
+                Ok(time) => TimeoutValue::Fixed(time),
+                Err(_) => {
+                    let expr = Expr::parse(value, maps)?;
+                    expr.check_stages(stages)?;
+                    TimeoutValue::Expr(expr)
+                }
+            };
+            Ok(HttpAction::SetTimeout { which, value })
+        }
         other => Err(unsupported(other)),
     }
 }

@@ -14,7 +14,7 @@
 //! session's [`Vars`]. They and the unique id sit in a box made only for a transaction that
 //! has them: every session holds its `Vars` for as long as it lives, idle time included.
 
-use sluice_config::rules::LogLevelChange;
+use sluice_config::rules::{LogLevelChange, StreamTimeout};
 use sluice_net::listen::Endpoints;
 use sluice_runtime::capture::CaptureSet;
 use sluice_runtime::listener::ListenerStats;
@@ -22,6 +22,7 @@ use sluice_sample::Sample;
 use std::borrow::Cow;
 use std::cell::{Ref, RefCell};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What a transaction without a capture slot reads.
 static NO_CAPTURES: CaptureSet = CaptureSet::EMPTY;
@@ -49,6 +50,9 @@ pub struct Vars {
     expects_proxy: std::cell::Cell<bool>,
     /// The transaction's `set-log-level`, if a rule set it.
     log_level: std::cell::Cell<Option<LogLevelChange>>,
+    /// The transaction's `set-timeout server` and `set-timeout tunnel`, with the proxy whose
+    /// rules set them.
+    timeouts: std::cell::Cell<[Option<(u32, Duration)>; 2]>,
 
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
@@ -130,6 +134,22 @@ impl Vars {
     /// Whether a rule said the connection starts with a PROXY protocol header.
     pub fn expects_proxy(&self) -> bool {
         self.expects_proxy.get()
+    }
+
+    /// `set-timeout`: `which` timeout is `time` for this transaction, when it goes to proxy
+    /// `owner`'s servers.
+    pub fn set_timeout(&self, which: StreamTimeout, owner: u32, time: Duration) {
+        let mut timeouts = self.timeouts.get();
+        timeouts[which as usize] = Some((owner, time));
+        self.timeouts.set(timeouts);
+    }
+
+    /// The transaction's `which` timeout set by the rules of backend `backend`, if any (the
+    /// rules of a proxy that then routed the request elsewhere set none, as in HAProxy).
+    pub fn timeout(&self, which: StreamTimeout, backend: u32) -> Option<Duration> {
+        self.timeouts.get()[which as usize]
+            .filter(|(owner, _)| *owner == backend)
+            .map(|(_, time)| time)
     }
 
     /// `set-log-level`: the transaction's log line goes at `level`, or nowhere.
@@ -217,6 +237,7 @@ impl Vars {
         // The box goes too: an idle kept-alive session holds no capture slots.
         self.transaction.borrow_mut().take();
         self.log_level.set(None);
+        self.timeouts.set([None; 2]);
         for entry in self.entries.borrow_mut().iter_mut() {
             if !entry.name.starts_with("sess.") {
                 entry.unset();

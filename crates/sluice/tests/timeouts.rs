@@ -334,3 +334,43 @@ fn connect_timeout_bounds_an_attempt_that_never_completes() {
         "closed after {elapsed:?}, before timeout connect"
     );
 }
+
+/// `http-request set-timeout server`: the request's `timeout server`, when its rules belong
+/// to the proxy whose servers it goes to; a request routed to another backend keeps that
+/// backend's, as the manual says (HAProxy 2.6 itself keeps the listen section's value there;
+/// later versions follow the manual).
+#[test]
+fn set_timeout_server_changes_the_timeout_of_its_own_backend_only() {
+    let silent = Backend::silent();
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 30s\n\
+         listen app\n    bind {}\n    timeout server 20s\n\
+         \x20   http-request set-timeout server 300ms\n\
+         \x20   use_backend other if {{ path /other }}\n    server s1 {}\n\
+         backend other\n    timeout server 1s\n    server s1 {}\n",
+        fd_bind(&fe),
+        silent.addr(),
+        silent.addr(),
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    let waited = |path: &str| {
+        let started = Instant::now();
+        let mut c = connect(addr);
+        write!(c, "GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        let mut head = [0u8; 12];
+        c.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 504", "{path}");
+        started.elapsed()
+    };
+    let own = waited("/");
+    assert!(
+        own >= AFTER_300MS && own < Duration::from_secs(10),
+        "{own:?}"
+    );
+    let other = waited("/other");
+    assert!(
+        other >= Duration::from_millis(980) && other < Duration::from_secs(10),
+        "{other:?}"
+    );
+}

@@ -27,7 +27,7 @@ use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_config::rules::{
     AddressPart, HttpAction, LinePart, NameMatch, PatternEdit, Redirect, RedirectKind, Reply,
-    ReplyBody, Rule, TcpAction, VarValue,
+    ReplyBody, Rule, TcpAction, TimeoutValue, VarValue,
 };
 use sluice_http::encode::HeadEdits;
 use sluice_http::error::error_response;
@@ -40,8 +40,9 @@ use sluice_net::listen::Endpoints;
 use sluice_runtime::listener::ListenerStats;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
-use sluice_sample::{Context, LogFormat};
+use sluice_sample::{Context, LogFormat, Sample, SampleType};
 use std::borrow::Cow;
+use std::time::Duration;
 
 /// The parts of a stream that do not change while its rules run.
 #[derive(Clone, Copy)]
@@ -394,9 +395,8 @@ fn frontend_verdict<'a>(
 fn changed_addresses(
     addresses: Endpoints,
     part: AddressPart,
-    value: sluice_sample::Sample<'_>,
+    value: Sample<'_>,
 ) -> Option<Endpoints> {
-    use sluice_sample::{Sample, SampleType};
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     let mut changed = addresses;
     let side = match part {
@@ -882,6 +882,28 @@ fn common_action<'a, 'e>(
         HttpAction::WaitForBody { .. } | HttpAction::Reject | HttpAction::SilentDrop => Step::Next,
         HttpAction::SetLogLevel(level) => {
             vars.set_log_level(*level);
+            Step::Next
+        }
+        HttpAction::SetTimeout { which, value } => {
+            let time = match value {
+                TimeoutValue::Fixed(time) => Some(*time),
+                // Milliseconds; no value, or none above zero, changes nothing.
+                TimeoutValue::Expr(expr) => expr
+                    .eval(view)
+                    .and_then(|sample| match sample.cast(SampleType::Int) {
+                        Some(Sample::Int(ms)) => u64::try_from(ms).ok(),
+                        _ => None,
+                    })
+                    .filter(|&ms| ms > 0)
+                    .map(Duration::from_millis),
+            };
+            if let Some(time) = time {
+                // Kept for the proxy whose rules set it: its own backend side only.
+                let owner = view
+                    .backend
+                    .map_or(view.frontend.plan.id.uid, |b| b.plan.id.uid);
+                vars.set_timeout(*which, owner, time);
+            }
             Step::Next
         }
         HttpAction::EditPatterns {

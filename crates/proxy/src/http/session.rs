@@ -20,7 +20,7 @@ use crate::park::{self, Parking};
 use crate::report::report;
 use crate::stream_context::StreamView;
 use sluice_config::http_options::HttpConnMode;
-use sluice_config::rules::NameMatch;
+use sluice_config::rules::{NameMatch, StreamTimeout};
 use sluice_http::encode::connection_tokens;
 use sluice_http::framing::{BodyFraming, request_framing};
 use sluice_http::head::{MessageHead, Parse, RequestHead, Version, header_values, parse_request};
@@ -519,6 +519,16 @@ impl<'s> Session<'_, 's> {
             chosen = HttpSettings::with_backend(frontend, Some(backend), self.buffers);
             &chosen
         };
+        // `set-timeout`: what the backend's rules (or a `listen` section's) set for this
+        // request.
+        let mut exchange_settings = settings.clone();
+        let uid = backend.plan.id.uid;
+        if let Some(time) = scope.vars.timeout(StreamTimeout::Server, uid) {
+            exchange_settings.server = Some(time);
+        }
+        if let Some(time) = scope.vars.timeout(StreamTimeout::Tunnel, uid) {
+            exchange_settings.tunnel = Some(time);
+        }
         let ctx = exchange::Context {
             process,
             request_start,
@@ -526,7 +536,7 @@ impl<'s> Session<'_, 's> {
             head_at: clock::now_std(),
             frontend,
             backend,
-            settings: settings.clone(),
+            settings: exchange_settings,
             endpoints: scope.addresses(),
             first,
             scope,
