@@ -38,6 +38,8 @@ struct Transaction {
     /// (as in HAProxy 2.6, the next request of the connection has the connection's again).
     /// Here, boxed with the rest, rather than in every session's state.
     addresses: Option<Endpoints>,
+    /// `set-timeout server` and `set-timeout tunnel`, with the proxy whose rules set them.
+    timeouts: [Option<(u32, Duration)>; 2],
 }
 
 /// The variables of one session.
@@ -50,9 +52,6 @@ pub struct Vars {
     expects_proxy: std::cell::Cell<bool>,
     /// The transaction's `set-log-level`, if a rule set it.
     log_level: std::cell::Cell<Option<LogLevelChange>>,
-    /// The transaction's `set-timeout server` and `set-timeout tunnel`, with the proxy whose
-    /// rules set them.
-    timeouts: std::cell::Cell<[Option<(u32, Duration)>; 2]>,
 
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
@@ -139,15 +138,16 @@ impl Vars {
     /// `set-timeout`: `which` timeout is `time` for this transaction, when it goes to proxy
     /// `owner`'s servers.
     pub fn set_timeout(&self, which: StreamTimeout, owner: u32, time: Duration) {
-        let mut timeouts = self.timeouts.get();
-        timeouts[which as usize] = Some((owner, time));
-        self.timeouts.set(timeouts);
+        self.transaction().timeouts[which as usize] = Some((owner, time));
     }
 
     /// The transaction's `which` timeout set by the rules of backend `backend`, if any (the
     /// rules of a proxy that then routed the request elsewhere set none, as in HAProxy).
     pub fn timeout(&self, which: StreamTimeout, backend: u32) -> Option<Duration> {
-        self.timeouts.get()[which as usize]
+        self.transaction
+            .borrow()
+            .as_ref()
+            .and_then(|t| t.timeouts[which as usize])
             .filter(|(owner, _)| *owner == backend)
             .map(|(_, time)| time)
     }
@@ -237,7 +237,6 @@ impl Vars {
         // The box goes too: an idle kept-alive session holds no capture slots.
         self.transaction.borrow_mut().take();
         self.log_level.set(None);
-        self.timeouts.set([None; 2]);
         for entry in self.entries.borrow_mut().iter_mut() {
             if !entry.name.starts_with("sess.") {
                 entry.unset();
