@@ -341,6 +341,7 @@ fn build(
 
     check_unique_names(&proxies, diags);
     for p in &proxies {
+        rules::check_rule_order(&p.section.lines, diags);
         diags.extend(rules::check_capture_ids(
             &p.conf.rules,
             p.section.kind,

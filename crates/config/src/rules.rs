@@ -896,6 +896,55 @@ const KNOWN_ACTIONS: &[&str] = &[
     "close",
 ];
 
+/// The rule lists a stream goes through, in the order it goes through them, named as
+/// HAProxy names them in its warnings.
+const RULE_ORDER: [&str; 8] = [
+    "tcp-request connection",
+    "tcp-request session",
+    "tcp-request content",
+    "monitor fail",
+    "http-request",
+    "redirect",
+    "use_backend",
+    "use-server",
+];
+
+/// Warns, as HAProxy does, about a rule written after one that runs later: it still runs
+/// first, whatever the order of the lines (`http-request` after `use_backend`...).
+pub fn check_rule_order(lines: &[Line], diags: &mut Diagnostics) {
+    let mut seen = [false; RULE_ORDER.len()];
+    for line in lines {
+        let words: Vec<&str> = line.words.iter().take(2).map(String::as_str).collect();
+        let rank = match words.as_slice() {
+            [
+                "tcp-request",
+                stage @ ("connection" | "session" | "content"),
+                ..,
+            ] => RULE_ORDER.iter().position(|r| r.ends_with(stage)),
+            ["monitor", "fail", ..] => Some(3),
+            ["http-request", ..] => Some(4),
+            ["redirect", ..] => Some(5),
+            ["use_backend", ..] => Some(6),
+            ["use-server", ..] => Some(7),
+            _ => None,
+        };
+        let Some(rank) = rank else {
+            continue;
+        };
+        if let Some(later) = (rank + 1..RULE_ORDER.len()).find(|&r| seen[r]) {
+            let (this, that) = (RULE_ORDER[rank], RULE_ORDER[later]);
+            diags.push(Diagnostic::warning(
+                &line.span,
+                this,
+                format!(
+                    "a '{this}' rule placed after a '{that}' rule will still be processed before"
+                ),
+            ));
+        }
+        seen[rank] = true;
+    }
+}
+
 /// `capture request|response header NAME len N` (`capture cookie` is not supported).
 fn parse_capture_header(rules: &mut ProxyRules, words: &[String]) -> Result<(), String> {
     let side = words.get(1).map(String::as_str);
