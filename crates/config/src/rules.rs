@@ -386,6 +386,9 @@ pub enum HttpAction {
     SilentDrop,
     /// `set-log-level`.
     SetLogLevel(LogLevelChange),
+    /// `strict-mode on|off`: whether a failed rewrite of the following rules of the set is
+    /// an internal error (500) or is ignored (only counted).
+    StrictMode(bool),
     /// `set-timeout server|tunnel <timeout>|<expr>` (requests of proxies with a backend).
     SetTimeout {
         /// Which timeout.
@@ -1529,6 +1532,11 @@ fn parse_http_action(
         },
         "set-log-level" => parse_log_level(rest).map(HttpAction::SetLogLevel),
         "wait-for-body" => parse_wait_for_body(rest),
+        "strict-mode" => match rest {
+            [on] if on == "on" => Ok(HttpAction::StrictMode(true)),
+            [off] if off == "off" => Ok(HttpAction::StrictMode(false)),
+            _ => Err("'strict-mode' expects 'on' or 'off'".to_owned()),
+        },
         "set-timeout" if !response => {
             let [which, value] = rest else {
                 return Err("'set-timeout' expects 'server' or 'tunnel' and a value".to_owned());

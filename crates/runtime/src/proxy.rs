@@ -230,17 +230,21 @@ pub fn count_abort(backend: &Backend, server: &Server, ended: crate::record::Ter
     }
 }
 
-/// Counts a rewrite that did not fit, which the proxy answers with a 500 (`wrew` and
-/// `eint`): on the frontend, on the backend when it is another proxy (a `listen` section
-/// counts once, as HAProxy counts), and on the server for a response.
+/// Counts a rewrite that did not fit (`wrew`), which the proxy answers with a 500 (also
+/// `eint`) unless `strict-mode off` had it ignored: on the frontend, on the backend when it
+/// is another proxy (a `listen` section counts once, as HAProxy counts), and on the server
+/// for a response.
 pub fn count_failed_rewrite(
     (frontend, listener): (&Frontend, Option<&ListenerStats>),
     backend: Option<&Backend>,
     server: Option<&Server>,
+    internal_error: bool,
 ) {
     if let Some(listener) = listener {
         listener.failed_rewrites.incr();
-        listener.internal_errors.incr();
+        if internal_error {
+            listener.internal_errors.incr();
+        }
     }
     let backend = backend.filter(|b| b.plan.id.uid != frontend.plan.id.uid);
     let stats = std::iter::once(&frontend.stats)
@@ -248,7 +252,9 @@ pub fn count_failed_rewrite(
         .chain(server.map(|s| &s.stats));
     for stats in stats {
         stats.failed_rewrites.incr();
-        stats.internal_errors.incr();
+        if internal_error {
+            stats.internal_errors.incr();
+        }
     }
 }
 

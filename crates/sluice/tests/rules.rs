@@ -380,6 +380,62 @@ backend app
     assert_eq!(failures("app,s,"), counted("1"), "{stat}");
 }
 
+/// `strict-mode off`: a rewrite that does not fit is ignored (counted in `wrew` only) and the
+/// message goes on; `strict-mode on` brings the 500 back for the rules after it.
+#[test]
+fn strict_mode_off_ignores_rewrites_that_do_not_fit() {
+    let (app, log) = named_http("app");
+    let config = format!(
+        "global
+    tune.bufsize 2048
+    tune.maxrewrite 512
+{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request strict-mode off
+    http-request set-header X-Big %[req.hdr(x-in)]%[req.hdr(x-in)]%[req.hdr(x-in)] if {{ req.hdr(x-in) -m found }}
+    http-request set-header X-After yes
+    http-request strict-mode on if {{ path /strict }}
+    http-request set-header X-Big2 %[req.hdr(x-in)]%[req.hdr(x-in)]%[req.hdr(x-in)] if {{ path /strict }}
+    http-response strict-mode off
+    http-response set-header X-Resp ok
+    default_backend app
+backend app
+    server s {}
+",
+        app.addr()
+    );
+    let (p, addr) = start(&config);
+    let big = "y".repeat(600);
+    let answer = get(
+        addr,
+        &format!("GET / HTTP/1.1\r\nHost: h\r\nX-In: {big}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(status_of(answer.as_bytes()), 200, "{answer}");
+    let seen = last(&log);
+    assert_eq!(seen.header("x-big"), None, "{}", seen.head);
+    assert_eq!(
+        seen.header("x-after").as_deref(),
+        Some("yes"),
+        "{}",
+        seen.head
+    );
+    let answer = get(
+        addr,
+        &format!("GET /strict HTTP/1.1\r\nHost: h\r\nX-In: {big}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(status_of(answer.as_bytes()), 500, "{answer}");
+    // Three failed rewrites (`wrew`): one ignored in each request, then the strict one,
+    // the only internal error (`eint`).
+    let stat = p.cli("show stat");
+    let row = stat
+        .lines()
+        .find(|l| l.starts_with("www,FRONTEND,"))
+        .unwrap();
+    let fields: Vec<&str> = row.split(',').collect();
+    assert_eq!((fields[83], fields[94]), ("3", "1"), "{row}");
+}
+
 #[test]
 fn response_rules_run_backend_first_and_see_request_variables() {
     let (app, _) = named_http("app");

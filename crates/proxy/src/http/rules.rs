@@ -219,7 +219,7 @@ pub fn process_request<'a>(
         RequestVerdict::Answer(mut answer) => {
             let frontend = scope.frontend;
             if answer.internal {
-                sluice_runtime::proxy::count_failed_rewrite(scope.front(), chosen, None);
+                sluice_runtime::proxy::count_failed_rewrite(scope.front(), chosen, None, true);
             } else if !answer.denied && chosen.is_none() {
                 // The frontend's own rules answered (redirect, return, auth, monitor, a
                 // service): an intercepted request, as HAProxy counts it.
@@ -684,6 +684,8 @@ fn http_request_rules<'a>(
 ) -> Flow<'a> {
     // Values computed by the actions are rendered here, one buffer for the whole set.
     let mut scratch = Scratch::take();
+    // `strict-mode`, on at the start of each rule set.
+    let mut strict = true;
     for (index, rule) in rules.http_request.iter().enumerate().skip(first) {
         let step = {
             let view = scope.view(backend, Some((input.filled(), head)));
@@ -704,6 +706,10 @@ fn http_request_rules<'a>(
                         Flow::Drop
                     };
                 }
+                HttpAction::StrictMode(on) => {
+                    strict = on;
+                    continue;
+                }
                 _ => {}
             }
             let buf = input.filled();
@@ -720,11 +726,17 @@ fn http_request_rules<'a>(
         let done = match step {
             Step::Next => Ok(()),
             Step::Stop => break,
+            // A rewrite that does not fit, under `strict-mode off`: counted, then ignored.
+            Step::Answer(answer) if answer.internal && !strict => Err(RewriteFailed),
             Step::Answer(answer) => return Flow::Answer(answer),
             Step::Rewrite(new_head) => rewrite::install_request(input, head, &new_head, limits),
             Step::Edit(edit) => rewrite::edit_request(input, head, &edit, limits).map(drop),
         };
         if done.is_err() {
+            if !strict {
+                sluice_runtime::proxy::count_failed_rewrite(scope.front(), backend, None, false);
+                continue;
+            }
             return Flow::Answer(Answer::failed_rewrite(pages));
         }
     }
@@ -879,7 +891,10 @@ fn common_action<'a, 'e>(
         HttpAction::Allow => Step::Stop,
         // Request and response rules stop at these before they get here
         // (`http_request_rules`, `process_response`); response rules never have `reject`.
-        HttpAction::WaitForBody { .. } | HttpAction::Reject | HttpAction::SilentDrop => Step::Next,
+        HttpAction::WaitForBody { .. }
+        | HttpAction::Reject
+        | HttpAction::SilentDrop
+        | HttpAction::StrictMode(_) => Step::Next,
         HttpAction::SetLogLevel(level) => {
             vars.set_log_level(*level);
             Step::Next
@@ -1362,6 +1377,8 @@ pub fn process_response<'a>(
     let (first_set, first_rule) = resume.map_or((0, 0), |r| (r.set, r.next));
     for (set, rules) in sets.enumerate().skip(first_set) {
         let first = if set == first_set { first_rule } else { 0 };
+        // `strict-mode`, on at the start of each rule set.
+        let mut strict = true;
         for (index, rule) in rules.iter().enumerate().skip(first) {
             let step = {
                 let view = StreamView {
@@ -1388,6 +1405,10 @@ pub fn process_response<'a>(
                     HttpAction::SilentDrop => {
                         sluice_runtime::proxy::count_dropped_response(scope.front(), backend);
                         return Ok(ResponseVerdict::Drop);
+                    }
+                    HttpAction::StrictMode(on) => {
+                        strict = on;
+                        continue;
                     }
                     _ => {}
                 }
@@ -1421,7 +1442,16 @@ pub fn process_response<'a>(
             };
             if answer.internal {
                 let server = Some(server);
-                sluice_runtime::proxy::count_failed_rewrite(scope.front(), Some(backend), server);
+                sluice_runtime::proxy::count_failed_rewrite(
+                    scope.front(),
+                    Some(backend),
+                    server,
+                    strict,
+                );
+                // Under `strict-mode off`, counted, then ignored.
+                if !strict {
+                    continue;
+                }
             }
             let answer = finish_answer(scope, Some(backend), request, answer);
             return Ok(ResponseVerdict::Replace(answer));
