@@ -109,9 +109,20 @@ async fn run(process: Arc<Process>) {
         trackers,
     });
     let n = tasks.len().max(1) as u32;
-    for (k, (inter, task)) in tasks.into_iter().enumerate() {
-        // The k-th of n checks starts k/n of its interval in.
-        let first = inter / n * k as u32;
+    // As HAProxy: the k-th of n checks starts k/n of the shortest interval in, that interval
+    // bounded by `max-spread-checks`.
+    let window = tasks
+        .iter()
+        .map(|(inter, _)| *inter)
+        .min()
+        .unwrap_or_default();
+    let window = engine
+        .process
+        .global
+        .max_spread_checks
+        .map_or(window, |max| window.min(max));
+    for (k, (_, task)) in tasks.into_iter().enumerate() {
+        let first = window / n * k as u32;
         let engine = Rc::clone(&engine);
         match task {
             Task::Health(key, program) => {

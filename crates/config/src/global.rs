@@ -189,6 +189,8 @@ pub struct GlobalConf {
     pub lax_limits: bool,
     /// `spread-checks`: random jitter added to check intervals, in percent (0 to 50).
     pub spread_checks: Option<u32>,
+    /// `max-spread-checks`: the longest time over which the first checks are spread.
+    pub max_spread_checks: Option<Duration>,
     /// `maxcomprate`: kilobytes per second the compressors may take in (0: no limit).
     pub maxcomprate: Option<u32>,
     /// `maxcompcpuusage`: the CPU percentage above which compression backs off (100: none).
@@ -663,6 +665,13 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             Some("preserve-env") => {}
             Some(other) => diags.push(d.alert(format!("expects 'preserve-env', not '{other}'"))),
         },
+        "max-spread-checks" => {
+            if let Some(time) = d.timeout(1, diags)
+                && d.no_more_than(2, diags)
+            {
+                conf.max_spread_checks = Some(time);
+            }
+        }
         "set-dumpable" => match line.words.get(1).map(String::as_str) {
             None | Some("on") => conf.set_dumpable = true,
             Some("off") => conf.set_dumpable = false,

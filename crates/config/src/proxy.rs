@@ -55,6 +55,8 @@ pub struct BindConf {
     pub v6only: bool,
     /// `defer-accept`: wake up only when the client has sent data (TCP_DEFER_ACCEPT).
     pub defer_accept: bool,
+    /// `tfo`: TCP Fast Open, data in the client's SYN (TCP_FASTOPEN).
+    pub tfo: bool,
     /// `mode`: permissions of a unix socket file.
     pub unix_mode: Option<u32>,
     /// `accept-proxy`: every connection starts with a PROXY protocol header (v1 or v2).
@@ -1010,6 +1012,7 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
         v4v6: false,
         v6only: false,
         defer_accept: false,
+        tfo: false,
         unix_mode: None,
         accept_proxy: false,
     };
@@ -1048,12 +1051,13 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
                     ok = false;
                 }
             },
-            "v4v6" | "v6only" | "defer-accept" | "accept-proxy" => {
+            "v4v6" | "v6only" | "defer-accept" | "accept-proxy" | "tfo" => {
                 takes_value = false;
                 match option {
                     "v4v6" => bind.v4v6 = true,
                     "v6only" => bind.v6only = true,
                     "accept-proxy" => bind.accept_proxy = true,
+                    "tfo" => bind.tfo = true,
                     _ => bind.defer_accept = true,
                 }
             }

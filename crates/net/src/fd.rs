@@ -100,6 +100,52 @@ pub fn set_defer_accept(socket: std::os::fd::BorrowedFd<'_>, seconds: u32) -> io
     }
 }
 
+/// Sets TCP_FASTOPEN on a listening socket: clients that know the server may send their
+/// first data in their SYN, saving a round trip; `queue` bounds the fast opens pending.
+pub fn set_fast_open(socket: std::os::fd::BorrowedFd<'_>, queue: i32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value: libc::c_int = queue.max(1);
+    // SAFETY: setsockopt reads exactly size_of::<c_int>() bytes from `value`, a local; the fd
+    // is borrowed for the duration of the call, so it is open.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The TCP_FASTOPEN queue of a listening socket (0: fast open off).
+pub fn fast_open_queue(socket: std::os::fd::BorrowedFd<'_>) -> io::Result<i32> {
+    use std::os::fd::AsRawFd;
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes (the size of `value`, a local) and
+    // stores the size written in `len`, a local too; the fd is borrowed, so it is open.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(value)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// An epoll instance, as tokio's `AsyncFd` wants it (see [`register_epoll`]).
 pub struct EpollFd(nix::sys::epoll::Epoll);
 

@@ -32,6 +32,8 @@ pub struct BindOptions {
     pub v6only: bool,
     /// TCP_DEFER_ACCEPT (`defer-accept`).
     pub defer_accept: bool,
+    /// TCP_FASTOPEN (`tfo`), with the backlog as its queue of pending fast opens.
+    pub tfo: bool,
     /// Permissions of a unix socket file (`mode`).
     pub unix_mode: Option<u32>,
 }
@@ -353,6 +355,9 @@ fn bind_tcp(addr: SocketAddr, opts: &BindOptions) -> io::Result<std::net::TcpLis
     if opts.defer_accept {
         fd::set_defer_accept(socket.as_fd(), 1)?;
     }
+    if opts.tfo {
+        fd::set_fast_open(socket.as_fd(), backlog(opts))?;
+    }
     Ok(socket.into())
 }
 
@@ -416,6 +421,26 @@ mod tests {
             backlog: 16,
             ..BindOptions::default()
         }
+    }
+
+    #[test]
+    fn tfo_turns_tcp_fast_open_on_with_the_backlog_as_its_queue() {
+        use std::os::fd::AsFd;
+        let any_port = Endpoint::Tcp("127.0.0.1:0".parse().unwrap());
+        let queue = |l: &BoundListener| match l {
+            BoundListener::Tcp(l) => fd::fast_open_queue(l.as_fd()).unwrap(),
+            BoundListener::Unix(_) => unreachable!(),
+        };
+        let plain = bind_endpoint(&any_port, &opts()).unwrap();
+        assert_eq!(queue(&plain), 0);
+        let fast = BindOptions {
+            tfo: true,
+            ..opts()
+        };
+        let listener = bind_endpoint(&any_port, &fast).unwrap();
+        assert_eq!(queue(&listener), 16);
+        // Its shards too.
+        assert_eq!(queue(&listener.shards(1, &fast).unwrap()[0]), 16);
     }
 
     #[test]

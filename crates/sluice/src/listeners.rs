@@ -251,6 +251,7 @@ pub fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
         v4v6: bind.v4v6,
         v6only: bind.v6only,
         defer_accept: bind.defer_accept,
+        tfo: bind.tfo,
         unix_mode: bind.unix_mode,
     }
 }

@@ -1078,3 +1078,28 @@ fn external_checks_run_the_program_and_follow_its_exit_status() {
     assert!(row.contains(",PROCOK,0,"), "{row}");
     assert!(row.contains(",External check passed,"), "{row}");
 }
+
+/// `max-spread-checks`: the first checks are spread over at most this long, not over the
+/// (here long) check interval. Counted as accepted connections (HAProxy's check connections
+/// are reset before the test server can accept them: this one is Sluice's only).
+#[test]
+fn max_spread_checks_bounds_the_spreading_of_the_first_checks() {
+    let servers: Vec<Backend> = (0..4).map(|_| Backend::silent()).collect();
+    let (fe, _addr) = frontend();
+    let lines: String = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("    server s{i} {} check inter 60s\n", s.addr()))
+        .collect();
+    let cfg = format!(
+        "global\n    max-spread-checks 200ms\n{TCP_DEFAULTS}\nlisten app\n    bind {}\n{lines}",
+        fd_bind(&fe),
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    // Spread over the 60 s interval, the last server's first check would come after 45 s.
+    assert!(
+        wait_until(TRANSITION, || servers.iter().all(|s| s.accepted() >= 1)),
+        "{:?}",
+        servers.iter().map(Backend::accepted).collect::<Vec<_>>()
+    );
+}
