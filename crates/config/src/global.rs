@@ -338,6 +338,9 @@ fn parse_unix_bind(conf: &mut GlobalConf, d: &Directive<'_>, diags: &mut Diagnos
 const NO_TLS: &str =
     "has no effect: Sluice does not terminate TLS ('ssl' on bind and server lines is refused)";
 
+/// The warning of the HTTP/2 tunables, which a Sluice speaking HTTP/1 only cannot use.
+const NO_H2: &str = "has no effect: Sluice speaks HTTP/1 only (an HTTP/2 preface is refused)";
+
 /// Checks the words of `ssl-default-bind-options` / `ssl-default-server-options`: the
 /// options configuration.txt lists for them, `ssl-min-ver` and `ssl-max-ver` with a version.
 fn tls_options(d: &Directive<'_>, diags: &mut Diagnostics) -> bool {
@@ -503,6 +506,29 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 && d.no_more_than(2, diags)
             {
                 diags.push(d.warning(NO_TLS));
+            }
+        }
+        // HTTP/2 settings: like the TLS ones, they configure what Sluice does not do, so
+        // they are checked and said to have no effect.
+        "tune.h2.header-table-size"
+        | "tune.h2.initial-window-size"
+        | "tune.h2.max-concurrent-streams"
+        | "tune.h2.max-frame-size" => {
+            if d.integer(1, "a number", 0, u32::MAX as u64, diags)
+                .is_some()
+                && d.no_more_than(2, diags)
+            {
+                diags.push(d.warning(NO_H2));
+            }
+        }
+        // The size of HAProxy's cache of pattern lookups: Sluice keeps none (each lookup is
+        // made), so its size changes nothing but memory HAProxy would use.
+        "tune.pattern.cache-size" => {
+            if d.integer(1, "a number of entries", 0, u32::MAX as u64, diags)
+                .is_some()
+                && d.no_more_than(2, diags)
+            {
+                diags.push(d.warning("has no effect: Sluice keeps no cache of pattern lookups"));
             }
         }
         "tune.ssl.lifetime" => {
