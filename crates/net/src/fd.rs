@@ -80,15 +80,24 @@ pub fn exit_by_signal(signal: libc::c_int) -> ! {
 /// Sets TCP_DEFER_ACCEPT on a listening socket: the kernel completes `accept` only once the
 /// client has sent data (or after `seconds`), sparing a wake-up for idle connections.
 pub fn set_defer_accept(socket: std::os::fd::BorrowedFd<'_>, seconds: u32) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let value = libc::c_int::try_from(seconds).unwrap_or(libc::c_int::MAX);
+    set_tcp_option(socket, libc::TCP_DEFER_ACCEPT, value)
+}
+
+/// Sets the integer TCP-level option `name` (the socket options socket2 and nix lack).
+fn set_tcp_option(
+    socket: std::os::fd::BorrowedFd<'_>,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
     // SAFETY: setsockopt reads exactly size_of::<c_int>() bytes from `value`, a local; the fd
     // is borrowed for the duration of the call, so it is open.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
             libc::IPPROTO_TCP,
-            libc::TCP_DEFER_ACCEPT,
+            name,
             (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -103,24 +112,7 @@ pub fn set_defer_accept(socket: std::os::fd::BorrowedFd<'_>, seconds: u32) -> io
 /// Sets TCP_FASTOPEN on a listening socket: clients that know the server may send their
 /// first data in their SYN, saving a round trip; `queue` bounds the fast opens pending.
 pub fn set_fast_open(socket: std::os::fd::BorrowedFd<'_>, queue: i32) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let value: libc::c_int = queue.max(1);
-    // SAFETY: setsockopt reads exactly size_of::<c_int>() bytes from `value`, a local; the fd
-    // is borrowed for the duration of the call, so it is open.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_FASTOPEN,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_tcp_option(socket, libc::TCP_FASTOPEN, queue.max(1))
 }
 
 /// The TCP_FASTOPEN queue of a listening socket (0: fast open off).

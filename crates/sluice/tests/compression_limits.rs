@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::http::{HTTP_DEFAULTS, read_message};
+use common::http::{HTTP_DEFAULTS, gunzip_prefix, read_message, whole_chunks};
 use common::{Backend, GENEROUS, connect, fd_bind, frontend, info_field, sluice};
 use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -131,15 +131,7 @@ fn maxcomprate_steps_a_compression_down_and_keeps_the_next_answers_plain() {
         let n = client.read(&mut buf).unwrap();
         assert!(n > 0, "closed early");
         received.extend_from_slice(&buf[..n]);
-        let compressed = whole_chunks(&received);
-        if compressed.len() > 10 {
-            plain.clear();
-            let _ = flate2::Decompress::new(false).decompress_vec(
-                &compressed[10..],
-                &mut plain,
-                flate2::FlushDecompress::Sync,
-            );
-        }
+        gunzip_prefix(&whole_chunks(&received), &mut plain);
     }
     let first_size = whole_chunks(&received).len();
     assert!(
@@ -177,22 +169,4 @@ fn maxcomprate_steps_a_compression_down_and_keeps_the_next_answers_plain() {
     assert!(gzipped(&head), "{head}");
     release.send(()).unwrap();
     body_of(client);
-}
-
-/// The data of the whole chunks in `received` (a head, then a chunked body).
-fn whole_chunks(received: &[u8]) -> Vec<u8> {
-    let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return Vec::new();
-    };
-    let mut body = &received[at + 4..];
-    let mut data = Vec::new();
-    while let Some(end) = body.windows(2).position(|w| w == b"\r\n") {
-        let size = usize::from_str_radix(std::str::from_utf8(&body[..end]).unwrap(), 16).unwrap();
-        if body.len() < end + 2 + size + 2 {
-            break;
-        }
-        data.extend_from_slice(&body[end + 2..end + 2 + size]);
-        body = &body[end + 2 + size + 2..];
-    }
-    data
 }

@@ -952,30 +952,7 @@ fn a_compressed_answer_streams_each_piece_as_the_server_sends_it() {
             .expect("the first piece came before the rest");
         assert!(n > 0, "closed early");
         received.extend_from_slice(&chunk[..n]);
-        let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") else {
-            continue;
-        };
-        let mut body = &received[at + 4..];
-        let mut compressed = Vec::new();
-        // The whole chunks received so far.
-        while let Some(end) = body.windows(2).position(|w| w == b"\r\n") {
-            let size =
-                usize::from_str_radix(std::str::from_utf8(&body[..end]).unwrap(), 16).unwrap();
-            if body.len() < end + 2 + size + 2 {
-                break;
-            }
-            compressed.extend_from_slice(&body[end + 2..end + 2 + size]);
-            body = &body[end + 2 + size + 2..];
-        }
-        // gzip: a 10-byte header, then deflate data.
-        if compressed.len() > 10 {
-            plain.clear();
-            let _ = flate2::Decompress::new(false).decompress_vec(
-                &compressed[10..],
-                &mut plain,
-                flate2::FlushDecompress::Sync,
-            );
-        }
+        common::http::gunzip_prefix(&common::http::whole_chunks(&received), &mut plain);
     }
     go_on.send(()).unwrap();
 }

@@ -175,3 +175,35 @@ pub fn status_of(data: &[u8]) -> u16 {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
 }
+
+/// The data of the whole chunks in `received`, a head then a chunked body received so far.
+pub fn whole_chunks(received: &[u8]) -> Vec<u8> {
+    let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Vec::new();
+    };
+    let mut body = &received[at + 4..];
+    let mut data = Vec::new();
+    while let Some(end) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..end]).unwrap(), 16).unwrap();
+        if body.len() < end + 2 + size + 2 {
+            break;
+        }
+        data.extend_from_slice(&body[end + 2..end + 2 + size]);
+        body = &body[end + 2 + size + 2..];
+    }
+    data
+}
+
+/// What the start of a gzip stream decodes to, into `plain` (whose spare capacity bounds it):
+/// the flushed pieces of a compressed answer still coming.
+pub fn gunzip_prefix(compressed: &[u8], plain: &mut Vec<u8>) {
+    // A 10-byte header, then deflate data.
+    if compressed.len() > 10 {
+        plain.clear();
+        let _ = flate2::Decompress::new(false).decompress_vec(
+            &compressed[10..],
+            plain,
+            flate2::FlushDecompress::Sync,
+        );
+    }
+}
