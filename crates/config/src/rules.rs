@@ -1601,10 +1601,9 @@ fn parse_after_response_action(
     match name {
         "allow" | "set-header" | "add-header" | "del-header" | "replace-header"
         | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var"
-        | "set-log-level" | "del-acl" | "del-map" | "set-map" => {
+        | "set-log-level" | "del-acl" | "del-map" | "set-map" | "strict-mode" => {
             parse_http_action(args, maps, stages, true)
         }
-        "strict-mode" => Err(unsupported(name)),
         "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"
         | "set-uri" | "set-method" | "wait-for-body" => Err(format!(
             "'{name}' is not allowed in 'http-after-response' rules"

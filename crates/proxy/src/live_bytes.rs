@@ -28,9 +28,8 @@ impl std::fmt::Debug for LiveBytes<'_> {
 
 impl<'a> LiveBytes<'a> {
     /// Counts into the frontend's, listener's, backend's and server's `traffic` and the
-    /// `trackers`, and
-    /// adds what it counted (from the client, to the client) to `counted`, which the final
-    /// count reads to leave it out.
+    /// `trackers`, and adds what it counted (from the client, to the client) to `counted`,
+    /// which the final count reads to leave it out.
     pub fn new(
         traffic: [Option<&'a Traffic>; 4],
         trackers: &'a Trackers,

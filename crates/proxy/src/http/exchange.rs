@@ -1685,6 +1685,15 @@ where
                     Some((reply.bytes, reply.status, reason))
                 }
             };
+            // Relayed: the `http-after-response` rules come last; one that fails under
+            // `strict-mode` replaces the response too.
+            let reply = reply.or_else(|| {
+                let limits = (&s.response_limits, s.bufsize);
+                let response = (ctx.backend, chosen);
+                rules::after_response(ctx.scope, response, kept, &mut input, &mut head, limits)
+                    .err()
+                    .map(|answer| (answer.bytes, answer.status, Cause::Proxy))
+            });
             if let Some((bytes, status, reason)) = reply {
                 // The server's response is dropped: its connection cannot be reused, and the
                 // client's ends after this answer, which says so.
@@ -1702,10 +1711,6 @@ where
                     replaced: Some((reason, received_status)),
                 });
             }
-            // Relayed: the `http-after-response` rules come last.
-            let limits = (&s.response_limits, s.bufsize);
-            let response = (ctx.backend, chosen);
-            rules::after_response(ctx.scope, response, kept, &mut input, &mut head, limits);
         }
         let buf = input.filled();
         if interim {

@@ -1462,23 +1462,28 @@ pub fn process_response<'a>(
 
 /// Runs the `http-after-response` rules over a server's response the proxy relays, last, on
 /// the response as the other rules, the persistence cookie and `option checkcache` left it
-/// (as HAProxy runs them). A rewrite that does not fit leaves the response as it was.
-pub fn after_response(
-    scope: &Scope<'_>,
-    (backend, server): (&Backend, &Server),
+/// (as HAProxy runs them). A rewrite that does not fit is counted (`wrew`); under
+/// `strict-mode on`, the default, it is an internal error and `Err` carries the 500 to send
+/// instead (over which the rules run once more, as HAProxy runs them over its own answers);
+/// under `strict-mode off` the response goes on without it.
+pub fn after_response<'a>(
+    scope: &Scope<'a>,
+    (backend, server): (&'a Backend, &Server),
     request: KeptRequest<'_>,
     input: &mut InBuf,
     head: &mut ResponseHead,
     (limits, bufsize): (&Limits, usize),
-) {
+) -> Result<(), Answer<'a>> {
     // Most responses meet no such rule: nothing is taken for them.
     let mut sets = after_sets(scope.frontend, Some(backend)).peekable();
     if sets.peek().is_none() {
-        return;
+        return Ok(());
     }
     let limits = limits.for_rewrites(bufsize);
     let mut scratch = Scratch::take();
     for rules in sets {
+        // `strict-mode`, on at the start of each rule set.
+        let mut strict = true;
         for rule in rules {
             let step = {
                 let view = StreamView {
@@ -1487,6 +1492,10 @@ pub fn after_response(
                     ..scope.view(Some(backend), request)
                 };
                 if !rule.applies(&view) {
+                    continue;
+                }
+                if let HttpAction::StrictMode(on) = rule.action {
+                    strict = on;
                     continue;
                 }
                 let buf = input.filled();
@@ -1500,20 +1509,30 @@ pub fn after_response(
                     &mut scratch,
                 )
             };
-            match step {
+            let fitted = match step {
                 Step::Stop => break,
-                // A rewrite that does not fit leaves the response as it was (the
-                // configuration allows no answering action here).
+                Step::Next => continue,
                 Step::Rewrite(new_head) => {
-                    let _ = rewrite::install_response(input, head, &new_head, &limits);
+                    rewrite::install_response(input, head, &new_head, &limits).is_ok()
                 }
-                Step::Edit(edit) => {
-                    let _ = rewrite::edit_response(input, head, &edit, &limits);
-                }
-                Step::Next | Step::Answer(_) => {}
+                Step::Edit(edit) => rewrite::edit_response(input, head, &edit, &limits).is_ok(),
+                // Only a failed rewrite answers here (the configuration allows no answering
+                // action).
+                Step::Answer(_) => false,
+            };
+            if fitted {
+                continue;
+            }
+            let front = scope.front();
+            sluice_runtime::proxy::count_failed_rewrite(front, Some(backend), Some(server), strict);
+            if strict {
+                let pages = [&backend.plan.error_pages, &scope.frontend.plan.error_pages];
+                let answer = Answer::failed_rewrite(&pages);
+                return Err(finish_answer(scope, Some(backend), request, answer));
             }
         }
     }
+    Ok(())
 }
 
 /// Fills the frontend's `capture request|response header` slots from a head, before any
@@ -1618,7 +1637,7 @@ pub fn finish_answer<'a>(
     request: KeptRequest<'_>,
     answer: Answer<'a>,
 ) -> Answer<'a> {
-    match after_response_bytes(scope, backend, request, &answer.bytes) {
+    match after_response_bytes(scope, backend, request, &answer.bytes, false) {
         Some((bytes, status)) => Answer {
             bytes: Cow::Owned(bytes),
             status,
@@ -1635,7 +1654,7 @@ pub fn finish_page<'p>(
     backend: Option<&Backend>,
     page: &'p [u8],
 ) -> Cow<'p, [u8]> {
-    match after_response_bytes(scope, backend, None, page) {
+    match after_response_bytes(scope, backend, None, page, false) {
         Some((bytes, _)) => Cow::Owned(bytes),
         None => Cow::Borrowed(page),
     }
@@ -1645,24 +1664,35 @@ pub fn finish_page<'p>(
 /// names the frontend's bogus clients want (`option h1-case-adjust-bogus-client`); `None`
 /// when nothing changed it (or it is not a response our parser takes, such as an empty
 /// page).
+///
+/// An answer must fit in one buffer (`tune.bufsize`), as HAProxy builds its own in one. A
+/// rewrite that does not fit, or that a field cannot take, is counted (`wrew`); under
+/// `strict-mode on` the answer becomes the 500 page, over which the rules run once more
+/// (`replacing`), unless they fail on it too: then the page goes as it is.
 fn after_response_bytes(
     scope: &Scope<'_>,
     backend: Option<&Backend>,
     request: KeptRequest<'_>,
     bytes: &[u8],
+    replacing: bool,
 ) -> Option<(Vec<u8>, u16)> {
     let case = scope.frontend.plan.http.case_adjust_client.as_deref();
     let mut sets = after_sets(scope.frontend, backend).peekable();
     if sets.peek().is_none() && case.is_none() {
         return None;
     }
-    let limits = Limits::default();
-    let Ok(Parse::Complete(mut head)) = parse_response(bytes, &limits) else {
+    let bufsize = scope.process.global.bufsize() as usize;
+    let limits = Limits::default().for_rewrites(bufsize);
+    // An `errorfile` may be larger than a buffer: it is sent, and its rules run, all the same.
+    let received = Limits::default().for_rewrites(bufsize.max(bytes.len()));
+    let Ok(Parse::Complete(mut head)) = parse_response(bytes, &received) else {
         return None;
     };
     let mut owned: Option<Vec<u8>> = None;
     let mut scratch = Scratch::take();
     for rules in sets {
+        // `strict-mode`, on at the start of each rule set.
+        let mut strict = true;
         for rule in rules {
             let step = {
                 let current = owned.as_deref().unwrap_or(bytes);
@@ -1671,6 +1701,10 @@ fn after_response_bytes(
                     ..scope.view(backend, request)
                 };
                 if !rule.applies(&view) {
+                    continue;
+                }
+                if let HttpAction::StrictMode(on) = rule.action {
+                    strict = on;
                     continue;
                 }
                 response_action(
@@ -1683,29 +1717,49 @@ fn after_response_bytes(
                     &mut scratch,
                 )
             };
-            let step = match step {
-                // The page is not in a buffer of ours: its head is rebuilt.
-                Step::Edit(edit) => {
-                    let current = owned.as_deref().unwrap_or(bytes);
-                    match rewrite::response_fields(current, &head, &edit) {
-                        Ok(Some(new_head)) => Step::Rewrite(new_head),
-                        Ok(None) | Err(_) => Step::Next,
-                    }
-                }
-                other => other,
-            };
-            match step {
+            let current = owned.as_deref().unwrap_or(bytes);
+            let new_head = match step {
                 Step::Stop => break,
-                Step::Rewrite(mut new_head) => {
-                    let current = owned.as_deref().unwrap_or(bytes);
-                    new_head.extend_from_slice(current.get(head.head_len..).unwrap_or_default());
-                    if let Ok(Parse::Complete(new)) = parse_response(&new_head, &limits) {
-                        head = new;
-                        owned = Some(new_head);
-                    }
+                Step::Next => continue,
+                Step::Rewrite(new_head) => Ok(new_head),
+                // The page is not in a buffer of ours: its head is rebuilt.
+                Step::Edit(edit) => match rewrite::response_fields(current, &head, &edit) {
+                    Ok(Some(new_head)) => Ok(new_head),
+                    Ok(None) => continue,
+                    Err(failed) => Err(failed),
+                },
+                Step::Answer(_) => Err(RewriteFailed),
+            };
+            let rewritten = new_head.ok().and_then(|mut new_head| {
+                let body = current.get(head.head_len..).unwrap_or_default();
+                if new_head.len() + body.len() > bufsize {
+                    return None;
                 }
-                Step::Next | Step::Answer(_) | Step::Edit(_) => {}
+                new_head.extend_from_slice(body);
+                match parse_response(&new_head, &limits) {
+                    Ok(Parse::Complete(new)) => Some((new, new_head)),
+                    _ => None,
+                }
+            });
+            if let Some((new, new_bytes)) = rewritten {
+                head = new;
+                owned = Some(new_bytes);
+                continue;
             }
+            sluice_runtime::proxy::count_failed_rewrite(scope.front(), backend, None, strict);
+            if !strict {
+                continue;
+            }
+            if replacing {
+                return None;
+            }
+            let front_pages = &scope.frontend.plan.error_pages;
+            let page = match backend {
+                Some(b) => error_page(&[&b.plan.error_pages, front_pages], 500),
+                None => error_page(&[front_pages], 500),
+            };
+            let replaced = after_response_bytes(scope, backend, request, page, true);
+            return Some(replaced.unwrap_or_else(|| (page.to_vec(), 500)));
         }
     }
     if let Some(case) = case {
