@@ -778,14 +778,12 @@ fn show_info(process: &Process, args: &[String], _: &mut CliState, out: &mut Str
         ("PipesUsed", process.pipes.used().to_string()),
         // Pipes are closed when their session ends: none waits idle for reuse.
         ("PipesFree", "0".into()),
-        // Every accepted connection becomes a session at once unless a `tcp-request
-        // connection` rule drops it, so both rates count the same accepts.
-        ("ConnRate", session_rate.get().to_string()),
+        ("ConnRate", process.connection_rate.get().to_string()),
         (
             "ConnRateLimit",
             process.accept_limits.connections.limit().to_string(),
         ),
-        ("MaxConnRate", session_rate.max().to_string()),
+        ("MaxConnRate", process.connection_rate.max().to_string()),
         ("SessRate", session_rate.get().to_string()),
         (
             "SessRateLimit",

@@ -515,6 +515,8 @@ pub fn clear_counters(
         }
     }
     p.traffic.sessions.reset_max();
+    p.traffic.session_rate.reset_max();
+    p.connection_rate.reset_max();
     Flow::Continue
 }
 

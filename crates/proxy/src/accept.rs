@@ -269,6 +269,7 @@ fn session(
     async move {
         held.frontend.connections.incr();
         held.frontend.connection_rate.incr();
+        held.process.connection_rate.incr();
         // `tcp-request connection` rules see the connection as it is, before any PROXY header
         // (configuration.txt §4.2: they run before the handshakes).
         let connection_rules = &held.frontend.plan.rules.tcp_connection;

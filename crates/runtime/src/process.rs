@@ -87,6 +87,9 @@ pub struct Process {
     /// The connections of the runtime API (`stats socket`), which HAProxy counts among its
     /// connections (`CumConns`) and jobs.
     pub cli_connections: Traffic,
+    /// Client connections accepted per second, before any rule or PROXY header (`ConnRate`
+    /// and `MaxConnRate` in `show info`; as in HAProxy, the runtime API's are not counted).
+    pub connection_rate: crate::freq::Rate,
     /// What compression may use (`maxcomprate`...), and its rates (`CompressBpsIn`,
     /// `CompressBpsOut` in `show info`).
     pub compression: crate::compression::CompressionBudget,
@@ -258,6 +261,7 @@ impl Process {
             started: Instant::now(),
             traffic: Traffic::default(),
             cli_connections: Traffic::default(),
+            connection_rate: crate::freq::Rate::default(),
             compression,
             pipes: PipeBudget::new(Some(maxpipes)),
             stream_log,

@@ -664,3 +664,37 @@ fn maxconnrate_and_maxsessrate_set_the_starting_limits() {
         Some("0")
     );
 }
+
+/// `ConnRate` counts the connections accepted, those a `tcp-request connection` rule
+/// refuses included, and `SessRate` the sessions, as HAProxy counts them; neither counts the
+/// runtime API's connections, and `clear counters` forgets their maxima.
+#[test]
+fn connection_rate_counts_refused_connections_and_session_rate_does_not() {
+    let (listener, addr) = frontend();
+    let config = format!(
+        "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\nfrontend refusing\n    bind {}\n    tcp-request connection reject\n",
+        fd_bind(&listener)
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(common::GENEROUS)).unwrap();
+        // Refused: closed without a byte (a reset reads as an error, also an end).
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert!(rest.is_empty());
+    }
+    let info = proxy.cli("show info");
+    let field = |name| common::info_field(&info, name);
+    assert_eq!(field("ConnRate"), Some("3"), "{info}");
+    assert_eq!(field("MaxConnRate"), Some("3"), "{info}");
+    assert_eq!(field("SessRate"), Some("0"), "{info}");
+    assert_eq!(field("MaxSessRate"), Some("0"), "{info}");
+    assert_eq!(proxy.cli("clear counters"), "\n");
+    let info = proxy.cli("show info");
+    assert_eq!(
+        common::info_field(&info, "MaxConnRate"),
+        Some("0"),
+        "{info}"
+    );
+}
