@@ -178,7 +178,24 @@ pub enum BodyWait {
 pub struct Resume<'a> {
     backend: Option<&'a Backend>,
     content: bool,
+    next: RulePosition,
+}
+
+/// Where a rule set goes on after a wait for the body: the next rule, and the
+/// `strict-mode` the rules before it left (HAProxy resets it only when a set starts, not
+/// when it resumes).
+#[derive(Clone, Copy, Debug)]
+pub struct RulePosition {
     next: usize,
+    strict: bool,
+}
+
+impl RulePosition {
+    /// A rule set's start: its first rule, in strict mode.
+    const START: RulePosition = RulePosition {
+        next: 0,
+        strict: true,
+    };
 }
 
 /// What a rule set decided.
@@ -191,8 +208,8 @@ enum Flow<'a> {
     Reject,
     /// Make the connection disappear (`silent-drop`).
     Drop,
-    /// Wait for the body, then go on at this rule of the set.
-    Wait(BodyWait, usize),
+    /// Wait for the body, then go on from there in the set.
+    Wait(BodyWait, RulePosition),
 }
 
 /// The error page for `status`: the proxy's own, else the other side's, else the built-in.
@@ -298,14 +315,14 @@ fn request_verdict<'a>(
             let resume = Resume {
                 backend: Some(backend),
                 content: true,
-                next: 0,
+                next: RulePosition::START,
             };
             return RequestVerdict::WaitForBody(BodyWait::BackendOption { http_request }, resume);
         }
         if let Err(verdict) = backend_content(scope, backend, input, head) {
             return verdict;
         }
-        return backend_verdict(scope, backend, input, head, &limits, 0);
+        return backend_verdict(scope, backend, input, head, &limits, RulePosition::START);
     }
     RequestVerdict::Forward(backend)
 }
@@ -371,7 +388,8 @@ fn frontend_verdict<'a>(
             }
         }));
     }
-    match http_request_rules(scope, None, rules, &front_pages, input, head, limits, 0) {
+    let start = RulePosition::START;
+    match http_request_rules(scope, None, rules, &front_pages, input, head, limits, start) {
         Flow::Continue => {}
         Flow::Reject => return Err(RequestVerdict::Reject),
         Flow::Drop => return Err(RequestVerdict::Drop),
@@ -488,7 +506,7 @@ fn backend_verdict<'a>(
     input: &mut InBuf,
     head: &mut RequestHead,
     limits: &Limits,
-    next: usize,
+    next: RulePosition,
 ) -> RequestVerdict<'a> {
     let rules = &backend.plan.rules;
     let pages = [&backend.plan.error_pages, &scope.frontend.plan.error_pages];
@@ -680,13 +698,13 @@ fn http_request_rules<'a>(
     input: &mut InBuf,
     head: &mut RequestHead,
     limits: &Limits,
-    first: usize,
+    from: RulePosition,
 ) -> Flow<'a> {
     // Values computed by the actions are rendered here, one buffer for the whole set.
     let mut scratch = Scratch::take();
-    // `strict-mode`, on at the start of each rule set.
-    let mut strict = true;
-    for (index, rule) in rules.http_request.iter().enumerate().skip(first) {
+    // `strict-mode`: on at the start of each rule set, as it was on a resume.
+    let mut strict = from.strict;
+    for (index, rule) in rules.http_request.iter().enumerate().skip(from.next) {
         let step = {
             let view = scope.view(backend, Some((input.filled(), head)));
             if !rule.applies(&view) {
@@ -694,7 +712,11 @@ fn http_request_rules<'a>(
             }
             match rule.action {
                 HttpAction::WaitForBody { time, at_least } => {
-                    return Flow::Wait(BodyWait::Action { time, at_least }, index + 1);
+                    let next = RulePosition {
+                        next: index + 1,
+                        strict,
+                    };
+                    return Flow::Wait(BodyWait::Action { time, at_least }, next);
                 }
                 // Both end the request as a denied one (not an HTTP error for the stick
                 // counters, which HAProxy counts for `deny` and `tarpit` only).
@@ -1343,7 +1365,7 @@ pub struct ResponseWait {
 #[derive(Clone, Copy, Debug)]
 pub struct ResponseResume {
     set: usize,
-    next: usize,
+    next: RulePosition,
 }
 
 /// The request as response rules see it (`method`, `req.ver`...), when it was kept.
@@ -1374,12 +1396,16 @@ pub fn process_response<'a>(
     let sets = std::iter::once(&backend.plan.rules.http_response)
         .chain(own.then_some(&frontend.plan.rules.http_response));
     let mut scratch = Scratch::take();
-    let (first_set, first_rule) = resume.map_or((0, 0), |r| (r.set, r.next));
+    let (first_set, resumed) = resume.map_or((0, RulePosition::START), |r| (r.set, r.next));
     for (set, rules) in sets.enumerate().skip(first_set) {
-        let first = if set == first_set { first_rule } else { 0 };
-        // `strict-mode`, on at the start of each rule set.
-        let mut strict = true;
-        for (index, rule) in rules.iter().enumerate().skip(first) {
+        let from = if set == first_set {
+            resumed
+        } else {
+            RulePosition::START
+        };
+        // `strict-mode`: on at the start of each rule set, as it was on a resume.
+        let mut strict = from.strict;
+        for (index, rule) in rules.iter().enumerate().skip(from.next) {
             let step = {
                 let view = StreamView {
                     server: Some(server),
@@ -1393,7 +1419,10 @@ pub fn process_response<'a>(
                     HttpAction::WaitForBody { time, at_least } => {
                         let resume = ResponseResume {
                             set,
-                            next: index + 1,
+                            next: RulePosition {
+                                next: index + 1,
+                                strict,
+                            },
                         };
                         return Err(ResponseWait {
                             time,
