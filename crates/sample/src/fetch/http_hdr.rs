@@ -343,45 +343,32 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     Ok(Fetch::Hdr(hdr))
 }
 
-macro_rules! def {
-    ($name:literal, $max:literal, $out:ident, $source:ident) => {
-        FetchDef {
-            name: $name,
-            min_args: 0,
-            max_args: $max,
-            out: SampleType::$out,
-            source: Source::$source,
-            build,
-        }
-    };
-}
-
 /// The header fetches.
 pub(super) static FETCHES: &[FetchDef] = &[
-    def!("req.hdr", 2, Str, RequestHeaders),
-    def!("hdr", 2, Str, RequestHeaders),
-    def!("req.fhdr", 2, Str, RequestHeaders),
-    def!("req.hdr_cnt", 1, Int, RequestHeaders),
-    def!("hdr_cnt", 1, Int, RequestHeaders),
-    def!("req.fhdr_cnt", 1, Int, RequestHeaders),
-    def!("req.hdr_val", 2, Int, RequestHeaders),
-    def!("hdr_val", 2, Int, RequestHeaders),
-    def!("req.hdr_ip", 2, Ip, RequestHeaders),
-    def!("hdr_ip", 2, Ip, RequestHeaders),
-    def!("req.hdr_names", 1, Str, RequestHeaders),
-    def!("req.hdrs", 0, Str, RequestHeaders),
-    def!("req.hdrs_bin", 0, Bin, RequestHeaders),
-    def!("res.hdr", 2, Str, ResponseHeaders),
-    def!("shdr", 2, Str, ResponseHeaders),
-    def!("res.fhdr", 2, Str, ResponseHeaders),
-    def!("res.hdr_cnt", 1, Int, ResponseHeaders),
-    def!("shdr_cnt", 1, Int, ResponseHeaders),
-    def!("res.fhdr_cnt", 1, Int, ResponseHeaders),
-    def!("res.hdr_val", 2, Int, ResponseHeaders),
-    def!("shdr_val", 2, Int, ResponseHeaders),
-    def!("res.hdr_ip", 2, Ip, ResponseHeaders),
-    def!("shdr_ip", 2, Ip, ResponseHeaders),
-    def!("res.hdr_names", 1, Str, ResponseHeaders),
+    fetch_def!("req.hdr", 0, 2, Str, RequestHeaders),
+    fetch_def!("hdr", 0, 2, Str, RequestHeaders),
+    fetch_def!("req.fhdr", 0, 2, Str, RequestHeaders),
+    fetch_def!("req.hdr_cnt", 0, 1, Int, RequestHeaders),
+    fetch_def!("hdr_cnt", 0, 1, Int, RequestHeaders),
+    fetch_def!("req.fhdr_cnt", 0, 1, Int, RequestHeaders),
+    fetch_def!("req.hdr_val", 0, 2, Int, RequestHeaders),
+    fetch_def!("hdr_val", 0, 2, Int, RequestHeaders),
+    fetch_def!("req.hdr_ip", 0, 2, Ip, RequestHeaders),
+    fetch_def!("hdr_ip", 0, 2, Ip, RequestHeaders),
+    fetch_def!("req.hdr_names", 0, 1, Str, RequestHeaders),
+    fetch_def!("req.hdrs", 0, 0, Str, RequestHeaders),
+    fetch_def!("req.hdrs_bin", 0, 0, Bin, RequestHeaders),
+    fetch_def!("res.hdr", 0, 2, Str, ResponseHeaders),
+    fetch_def!("shdr", 0, 2, Str, ResponseHeaders),
+    fetch_def!("res.fhdr", 0, 2, Str, ResponseHeaders),
+    fetch_def!("res.hdr_cnt", 0, 1, Int, ResponseHeaders),
+    fetch_def!("shdr_cnt", 0, 1, Int, ResponseHeaders),
+    fetch_def!("res.fhdr_cnt", 0, 1, Int, ResponseHeaders),
+    fetch_def!("res.hdr_val", 0, 2, Int, ResponseHeaders),
+    fetch_def!("shdr_val", 0, 2, Int, ResponseHeaders),
+    fetch_def!("res.hdr_ip", 0, 2, Ip, ResponseHeaders),
+    fetch_def!("shdr_ip", 0, 2, Ip, ResponseHeaders),
+    fetch_def!("res.hdr_names", 0, 1, Str, ResponseHeaders),
 ];
 
 #[cfg(test)]

@@ -368,46 +368,33 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     Ok(Fetch::Line(line))
 }
 
-macro_rules! def {
-    ($name:literal, $min:literal, $max:literal, $out:ident, $source:ident) => {
-        FetchDef {
-            name: $name,
-            min_args: $min,
-            max_args: $max,
-            out: SampleType::$out,
-            source: Source::$source,
-            build,
-        }
-    };
-}
-
 /// The start-line fetches.
 pub(super) static FETCHES: &[FetchDef] = &[
-    def!("method", 0, 0, Meth, Request),
-    def!("path", 0, 0, Str, RequestHeaders),
-    def!("pathq", 0, 0, Str, RequestHeaders),
-    def!("query", 0, 1, Str, RequestHeaders),
-    def!("url", 0, 0, Str, RequestHeaders),
-    def!("base", 0, 0, Str, RequestHeaders),
-    def!("baseq", 0, 0, Str, RequestHeaders),
-    def!("base32", 0, 0, Int, RequestHeaders),
-    def!("base32+src", 0, 0, Bin, RequestHeaders),
-    def!("url32", 0, 0, Int, RequestHeaders),
-    def!("url32+src", 0, 0, Bin, RequestHeaders),
-    def!("url_ip", 0, 0, Ip, RequestHeaders),
-    def!("url_port", 0, 0, Int, RequestHeaders),
-    def!("url_param", 0, 3, Str, RequestHeaders),
-    def!("urlp", 0, 3, Str, RequestHeaders),
-    def!("urlp_val", 0, 3, Int, RequestHeaders),
-    def!("req.ver", 0, 0, Str, Request),
-    def!("req_ver", 0, 0, Str, Request),
-    def!("res.ver", 0, 0, Str, Response),
-    def!("capture.req.method", 0, 0, Str, Request),
-    def!("capture.req.uri", 0, 0, Str, Request),
-    def!("capture.req.ver", 0, 0, Str, Request),
-    def!("capture.res.ver", 0, 0, Str, Response),
-    def!("resp_ver", 0, 0, Str, Response),
-    def!("status", 0, 0, Int, Response),
-    def!("req.proto_http", 0, 0, Bool, RequestBuffer),
-    def!("req.len", 0, 0, Int, RequestBuffer),
+    fetch_def!("method", 0, 0, Meth, Request),
+    fetch_def!("path", 0, 0, Str, RequestHeaders),
+    fetch_def!("pathq", 0, 0, Str, RequestHeaders),
+    fetch_def!("query", 0, 1, Str, RequestHeaders),
+    fetch_def!("url", 0, 0, Str, RequestHeaders),
+    fetch_def!("base", 0, 0, Str, RequestHeaders),
+    fetch_def!("baseq", 0, 0, Str, RequestHeaders),
+    fetch_def!("base32", 0, 0, Int, RequestHeaders),
+    fetch_def!("base32+src", 0, 0, Bin, RequestHeaders),
+    fetch_def!("url32", 0, 0, Int, RequestHeaders),
+    fetch_def!("url32+src", 0, 0, Bin, RequestHeaders),
+    fetch_def!("url_ip", 0, 0, Ip, RequestHeaders),
+    fetch_def!("url_port", 0, 0, Int, RequestHeaders),
+    fetch_def!("url_param", 0, 3, Str, RequestHeaders),
+    fetch_def!("urlp", 0, 3, Str, RequestHeaders),
+    fetch_def!("urlp_val", 0, 3, Int, RequestHeaders),
+    fetch_def!("req.ver", 0, 0, Str, Request),
+    fetch_def!("req_ver", 0, 0, Str, Request),
+    fetch_def!("res.ver", 0, 0, Str, Response),
+    fetch_def!("capture.req.method", 0, 0, Str, Request),
+    fetch_def!("capture.req.uri", 0, 0, Str, Request),
+    fetch_def!("capture.req.ver", 0, 0, Str, Request),
+    fetch_def!("capture.res.ver", 0, 0, Str, Response),
+    fetch_def!("resp_ver", 0, 0, Str, Response),
+    fetch_def!("status", 0, 0, Int, Response),
+    fetch_def!("req.proto_http", 0, 0, Bool, RequestBuffer),
+    fetch_def!("req.len", 0, 0, Int, RequestBuffer),
 ];

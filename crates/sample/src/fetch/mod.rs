@@ -11,6 +11,21 @@
 //! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `res_payload` (the server's first bytes), `stick` (stick counters and tables), `payload` (raw request bytes, the
 //! TLS hello parsed by `tls_hello`, the HTTP body). Read [`Fetch::run`] first.
 
+/// A [`FetchDef`] whose `build` is the calling module's own `build` function (a name the
+/// macro resolves where it is used).
+macro_rules! fetch_def {
+    ($name:literal, $min:literal, $max:literal, $out:ident, $source:ident) => {
+        FetchDef {
+            name: $name,
+            min_args: $min,
+            max_args: $max,
+            out: SampleType::$out,
+            source: Source::$source,
+            build,
+        }
+    };
+}
+
 mod capture;
 mod conn;
 mod http_auth;
