@@ -90,6 +90,9 @@ pub struct ServerConf {
     /// `send-proxy-v2` (cleared by `no-send-proxy-v2`): a v2 header starts every connection;
     /// it wins over `send-proxy`, as in HAProxy.
     pub send_proxy_v2: bool,
+    /// `proxy-v2-options`, and the options `send-proxy-v2-ssl[-cn]` add: the TLVs of the v2
+    /// header.
+    pub proxy_v2: ProxyV2Options,
     /// `maxconn`: concurrent connections (requests in HTTP mode) the server is given; the
     /// others wait in a queue. `None` (or 0) means no limit.
     pub maxconn: Option<u32>,
@@ -120,6 +123,63 @@ pub struct ServerConf {
     pub checks: ServerChecks,
 }
 
+/// What a server's PROXY protocol v2 header carries beyond the addresses
+/// (`proxy-v2-options`), as a set of flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProxyV2Options(u8);
+
+impl ProxyV2Options {
+    /// `ssl`: the SSL TLV.
+    pub const SSL: ProxyV2Options = ProxyV2Options(1);
+    /// `cert-cn`: the client certificate's common name, inside the SSL TLV.
+    pub const CERT_CN: ProxyV2Options = ProxyV2Options(1 << 1);
+    /// `ssl-cipher`, inside the SSL TLV.
+    pub const SSL_CIPHER: ProxyV2Options = ProxyV2Options(1 << 2);
+    /// `cert-sig`, inside the SSL TLV.
+    pub const CERT_SIG: ProxyV2Options = ProxyV2Options(1 << 3);
+    /// `cert-key`, inside the SSL TLV.
+    pub const CERT_KEY: ProxyV2Options = ProxyV2Options(1 << 4);
+    /// `authority`: the host name the client asked for.
+    pub const AUTHORITY: ProxyV2Options = ProxyV2Options(1 << 5);
+    /// `crc32c`: a checksum of the header.
+    pub const CRC32C: ProxyV2Options = ProxyV2Options(1 << 6);
+    /// `unique-id`: the stream's unique id.
+    pub const UNIQUE_ID: ProxyV2Options = ProxyV2Options(1 << 7);
+
+    /// The option named `name` in a `proxy-v2-options` list.
+    fn named(name: &str) -> Option<ProxyV2Options> {
+        Some(match name {
+            "ssl" => Self::SSL,
+            "cert-cn" => Self::CERT_CN,
+            "ssl-cipher" => Self::SSL_CIPHER,
+            "cert-sig" => Self::CERT_SIG,
+            "cert-key" => Self::CERT_KEY,
+            "authority" => Self::AUTHORITY,
+            "crc32c" => Self::CRC32C,
+            "unique-id" => Self::UNIQUE_ID,
+            _ => return None,
+        })
+    }
+
+    /// Whether every option of `other` is set.
+    pub fn contains(self, other: ProxyV2Options) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether no option is set.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    fn insert(&mut self, other: ProxyV2Options) {
+        self.0 |= other.0;
+    }
+
+    fn remove(&mut self, other: ProxyV2Options) {
+        self.0 &= !other.0;
+    }
+}
+
 /// The PROXY protocol header a server receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendProxy {
@@ -144,6 +204,7 @@ impl ServerConf {
             pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
             send_proxy_v1: false,
             send_proxy_v2: false,
+            proxy_v2: ProxyV2Options::default(),
             maxconn: None,
             minconn: None,
             slowstart: None,
@@ -156,11 +217,12 @@ impl ServerConf {
         }
     }
 
-    /// The header this server's connections start with, if any.
+    /// The header this server's connections start with, if any. As in HAProxy 2.6, a server
+    /// with `proxy-v2-options` but no `send-proxy-v2` gets a v1 line.
     pub fn send_proxy(&self) -> Option<SendProxy> {
         if self.send_proxy_v2 {
             Some(SendProxy::V2)
-        } else if self.send_proxy_v1 {
+        } else if self.send_proxy_v1 || !self.proxy_v2.is_empty() {
             Some(SendProxy::V1)
         } else {
             None
@@ -1292,6 +1354,36 @@ fn server_options(
             "no-send-proxy" => server.send_proxy_v1 = false,
             "send-proxy-v2" => server.send_proxy_v2 = true,
             "no-send-proxy-v2" => server.send_proxy_v2 = false,
+            "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
+                server.send_proxy_v2 = true;
+                server.proxy_v2.insert(ProxyV2Options::SSL);
+                if d.words[i] == "send-proxy-v2-ssl-cn" {
+                    server.proxy_v2.insert(ProxyV2Options::CERT_CN);
+                }
+            }
+            // As in HAProxy 2.6: the version and the SSL options go, the others stay (and,
+            // with no `send-proxy-v2` left, make a v1 line).
+            "no-send-proxy-v2-ssl" | "no-send-proxy-v2-ssl-cn" => {
+                server.send_proxy_v2 = false;
+                server.proxy_v2.remove(ProxyV2Options::SSL);
+                if d.words[i] == "no-send-proxy-v2-ssl-cn" {
+                    server.proxy_v2.remove(ProxyV2Options::CERT_CN);
+                }
+            }
+            "proxy-v2-options" => {
+                let what = "a list of PROXY protocol v2 options after 'proxy-v2-options'";
+                let list = d.word(i + 1, what, diags)?;
+                for name in list.split(',') {
+                    let Some(option) = ProxyV2Options::named(name) else {
+                        diags.push(d.alert(format!(
+                            "'proxy-v2-options': unknown option '{name}' (expected ssl, cert-cn, ssl-cipher, cert-sig, cert-key, authority, crc32c or unique-id)"
+                        )));
+                        return None;
+                    };
+                    server.proxy_v2.insert(option);
+                }
+                i += 1;
+            }
             "cookie" => {
                 server.cookie = Some(cookie::server_cookie(d, i + 1, diags)?);
                 i += 1;

@@ -9,7 +9,7 @@
 //! next peek waits for new data instead of spinning on the same bytes.
 
 use crate::listen::Endpoints;
-use crate::proxy_protocol::{self, Parse};
+use crate::proxy_protocol::{self, Parse, SentTlvs};
 use crate::stream::Stream;
 use std::io;
 use std::time::Duration;
@@ -89,15 +89,23 @@ impl From<io::Error> for HeaderError {
     }
 }
 
-/// Reads the PROXY header (version 1 or 2) at the start of `stream` within `limit`, and returns
-/// the endpoints the session must use from now on: the header's addresses, or `real` when the
-/// header says to keep them (v1 `UNKNOWN`, v2 `LOCAL`...). Exactly the header's bytes are
-/// consumed.
+/// What a client's PROXY header said.
+#[derive(Debug)]
+pub struct Announced {
+    /// The endpoints the session must use from now on: the header's addresses, or the
+    /// connection's own when the header says to keep them (v1 `UNKNOWN`, v2 `LOCAL`...).
+    pub endpoints: Endpoints,
+    /// The TLVs kept for the session's fetches, boxed apart since few headers carry any.
+    pub tlvs: Option<Box<proxy_protocol::ReceivedTlvs>>,
+}
+
+/// Reads the PROXY header (version 1 or 2) at the start of `stream` within `limit`, `real`
+/// being the connection's own endpoints. Exactly the header's bytes are consumed.
 pub async fn read_header(
     stream: &mut Stream,
     real: Endpoints,
     limit: Option<Duration>,
-) -> Result<Endpoints, HeaderError> {
+) -> Result<Announced, HeaderError> {
     match limit {
         Some(limit) => tokio::time::timeout(limit, read_header_bytes(stream, real))
             .await
@@ -106,7 +114,7 @@ pub async fn read_header(
     }
 }
 
-async fn read_header_bytes(stream: &mut Stream, real: Endpoints) -> Result<Endpoints, HeaderError> {
+async fn read_header_bytes(stream: &mut Stream, real: Endpoints) -> Result<Announced, HeaderError> {
     // The bytes of the header consumed so far (only while it is incomplete).
     let mut consumed: Vec<u8> = Vec::new();
     let mut peeked = [0u8; PEEK_LEN];
@@ -138,12 +146,22 @@ async fn read_header_bytes(stream: &mut Stream, real: Endpoints) -> Result<Endpo
                 let rest = header_len.saturating_sub(consumed.len());
                 // The header ends within the bytes just peeked: they are in the kernel's buffer.
                 stream.read_exact(&mut peeked[..rest.min(n)]).await?;
-                return Ok(match source.zip(destination) {
+                let tlvs = if consumed.is_empty() {
+                    proxy_protocol::received_tlvs(&peeked[..header_len])
+                } else {
+                    consumed.extend_from_slice(&peeked[..rest]);
+                    proxy_protocol::received_tlvs(&consumed)
+                };
+                let endpoints = match source.zip(destination) {
                     Some((client, local)) => Endpoints {
                         client: Some(client),
                         local: Some(local),
                     },
                     None => real,
+                };
+                return Ok(Announced {
+                    endpoints,
+                    tlvs: tlvs.map(Box::new),
                 });
             }
             Parse::Invalid(reason) => return Err(HeaderError::Invalid(reason)),
@@ -168,26 +186,28 @@ pub enum Version {
 }
 
 /// The header describing `endpoints` (the client's addresses as the session sees them, so
-/// those of an `accept-proxy` header are passed on).
-pub fn header_for(version: Version, endpoints: &Endpoints) -> Vec<u8> {
+/// those of an `accept-proxy` header are passed on); a v2 header carries `tlvs`.
+pub fn header_for(version: Version, endpoints: &Endpoints, tlvs: &SentTlvs<'_>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     match version {
         Version::V1 => proxy_protocol::encode_v1(endpoints.client, endpoints.local, &mut out),
-        Version::V2 => proxy_protocol::encode_v2(endpoints.client, endpoints.local, &mut out),
+        Version::V2 => {
+            proxy_protocol::encode_v2(endpoints.client, endpoints.local, tlvs, &mut out);
+        }
     }
     out
 }
 
-/// Writes the header for `endpoints` on a server connection that was just established, before
-/// anything else, within `limit`. The header is smaller than any socket buffer, so on a fresh
-/// connection this completes at once.
+/// Writes the header for `endpoints` (with `tlvs` in a v2 header) on a server connection that
+/// was just established, before anything else, within `limit`. The header is smaller than
+/// any socket buffer, so on a fresh connection this completes at once.
 pub async fn write_header(
     stream: &mut Stream,
     version: Version,
-    endpoints: &Endpoints,
+    (endpoints, tlvs): (&Endpoints, &SentTlvs<'_>),
     limit: Option<Duration>,
 ) -> io::Result<()> {
-    let header = header_for(version, endpoints);
+    let header = header_for(version, endpoints, tlvs);
     let writing = stream.write_all(&header);
     match limit {
         Some(limit) => tokio::time::timeout(limit, writing)
@@ -233,8 +253,9 @@ mod tests {
         let got = read_header(&mut accepted, real, Some(Duration::from_secs(5)))
             .await
             .unwrap();
-        assert_eq!(got.client, Some("1.2.3.4:1111".parse().unwrap()));
-        assert_eq!(got.local, Some("5.6.7.8:80".parse().unwrap()));
+        assert_eq!(got.endpoints.client, Some("1.2.3.4:1111".parse().unwrap()));
+        assert_eq!(got.endpoints.local, Some("5.6.7.8:80".parse().unwrap()));
+        assert!(got.tlvs.is_none());
         assert_eq!(rest(&mut accepted, 18).await, b"GET / HTTP/1.0\r\n\r\n");
     }
 
@@ -242,11 +263,21 @@ mod tests {
     async fn a_header_arriving_in_pieces_is_assembled() {
         let (mut accepted, mut client, real) = pair().await;
         let mut header = Vec::new();
+        // Longer than one peek, with its TLVs at the end.
+        let authority = [b'a'; 250];
+        let tlvs = SentTlvs {
+            crc32c: true,
+            authority: Some(&authority),
+            unique_id: Some(b"the-id"),
+            ssl: true,
+        };
         proxy_protocol::encode_v2(
             Some("[2001:db8::1]:4000".parse().unwrap()),
             Some("[2001:db8::2]:443".parse().unwrap()),
+            &tlvs,
             &mut header,
         );
+        assert!(header.len() > PEEK_LEN);
         header.extend_from_slice(b"data");
         let reading = tokio::spawn(async move {
             let got = read_header(&mut accepted, real, Some(Duration::from_secs(5))).await;
@@ -258,10 +289,14 @@ mod tests {
             tokio::task::yield_now().await;
         }
         let (got, data) = reading.await.unwrap();
+        let got = got.unwrap();
         assert_eq!(
-            got.unwrap().client,
+            got.endpoints.client,
             Some("[2001:db8::1]:4000".parse().unwrap())
         );
+        let kept = got.tlvs.unwrap();
+        assert_eq!(kept.authority.as_deref(), Some(&authority[..]));
+        assert_eq!(kept.unique_id.as_deref(), Some(&b"the-id"[..]));
         assert_eq!(data, b"data");
     }
 
@@ -270,7 +305,7 @@ mod tests {
         let (mut accepted, mut client, real) = pair().await;
         client.write_all(b"PROXY UNKNOWN\r\nx").await.unwrap();
         let got = read_header(&mut accepted, real, None).await.unwrap();
-        assert_eq!(got, real);
+        assert_eq!(got.endpoints, real);
         assert_eq!(rest(&mut accepted, 1).await, b"x");
     }
 
@@ -316,9 +351,14 @@ mod tests {
             client: Some("1.2.3.4:1111".parse().unwrap()),
             local: Some("5.6.7.8:80".parse().unwrap()),
         };
-        write_header(&mut accepted, Version::V1, &endpoints, None)
-            .await
-            .unwrap();
+        write_header(
+            &mut accepted,
+            Version::V1,
+            (&endpoints, &SentTlvs::NONE),
+            None,
+        )
+        .await
+        .unwrap();
         let mut buf = [0u8; 36];
         client.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"PROXY TCP4 1.2.3.4 5.6.7.8 1111 80\r\n");

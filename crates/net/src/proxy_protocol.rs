@@ -11,6 +11,7 @@
 //! could not have produced is more likely an attack than a peer to accommodate.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::ops::Range;
 
 /// The 12 bytes every version 2 header starts with.
 pub const V2_SIGNATURE: [u8; 12] = [
@@ -204,17 +205,12 @@ fn parse_v2(buf: &[u8]) -> Parse {
         };
     }
     // Unspecified transport or family: no address block to read.
-    let addr_len = match (family, transport) {
-        (0, _) | (_, 0) => 0,
-        (1, _) => 12,
-        (2, _) => 36,
-        _ => 216,
-    };
-    let Some(tlvs) = block.get(addr_len..) else {
+    let addr_len = address_block_len(family, transport);
+    if block.len() < addr_len {
         return Parse::Invalid("v2 address block shorter than its family");
-    };
-    if !tlvs_fit(tlvs) {
-        return Parse::Invalid("v2 TLV overflows the header");
+    }
+    if let Err(reason) = check_tlvs(&buf[..header_len], V2_FIXED_LEN + addr_len) {
+        return Parse::Invalid(reason);
     }
     // Only TCP addresses replace the connection's; UDP and unix ones are length-checked and
     // skipped, and the connection keeps its own addresses (the specification allows it).
@@ -257,20 +253,119 @@ fn parse_v2(buf: &[u8]) -> Parse {
     }
 }
 
-/// True if `tlvs` is a sequence of whole type-length-value records: we do not use any, but a
-/// record running past the header means the sender and we disagree on the framing.
-fn tlvs_fit(mut tlvs: &[u8]) -> bool {
-    while !tlvs.is_empty() {
-        let [_, hi, lo, rest @ ..] = tlvs else {
-            return false;
+/// The TLV types Sluice reads or writes (proxy-protocol.txt §2.2).
+const PP2_TYPE_AUTHORITY: u8 = 0x02;
+const PP2_TYPE_CRC32C: u8 = 0x03;
+const PP2_TYPE_UNIQUE_ID: u8 = 0x05;
+const PP2_TYPE_SSL: u8 = 0x20;
+
+/// The longest unique id a header may carry: HAProxy refuses a longer one, and makes none
+/// longer than this itself.
+pub const MAX_UNIQUE_ID_LEN: usize = 128;
+
+/// The longest authority a header may carry, as HAProxy bounds it.
+const MAX_AUTHORITY_LEN: usize = 255;
+
+/// The type-length-value records of `header` from offset `at` on, each as its type and the
+/// range of its value in `header`, or `None` once one runs past the end (the sender and we
+/// disagree on the framing).
+fn tlv_records(header: &[u8], mut at: usize) -> impl Iterator<Item = Option<(u8, Range<usize>)>> {
+    std::iter::from_fn(move || {
+        if at >= header.len() {
+            return None;
+        }
+        let Some(&[kind, hi, lo]) = header.get(at..at + 3) else {
+            at = header.len();
+            return Some(None);
         };
-        let len = usize::from(u16::from_be_bytes([*hi, *lo]));
-        let Some(next) = rest.get(len..) else {
-            return false;
+        let value = at + 3..at + 3 + usize::from(u16::from_be_bytes([hi, lo]));
+        if value.end > header.len() {
+            at = header.len();
+            return Some(None);
+        }
+        at = value.end;
+        Some(Some((kind, value)))
+    })
+}
+
+/// Checks the TLVs at `tlvs_at` in the complete `header` as HAProxy does: whole records, a
+/// CRC32C of 4 bytes matching the header's, an authority and a unique id of bounded length.
+fn check_tlvs(header: &[u8], tlvs_at: usize) -> Result<(), &'static str> {
+    for record in tlv_records(header, tlvs_at) {
+        let Some((kind, value)) = record else {
+            return Err("v2 TLV overflows the header");
         };
-        tlvs = next;
+        match kind {
+            PP2_TYPE_CRC32C => {
+                let Ok(sent) = <[u8; 4]>::try_from(&header[value.clone()]) else {
+                    return Err("v2 CRC32C TLV of a wrong length");
+                };
+                if header_crc32c(header, value.start) != u32::from_be_bytes(sent) {
+                    return Err("v2 CRC32C mismatch");
+                }
+            }
+            PP2_TYPE_AUTHORITY if value.len() > MAX_AUTHORITY_LEN => {
+                return Err("v2 authority TLV too long");
+            }
+            PP2_TYPE_UNIQUE_ID if value.len() > MAX_UNIQUE_ID_LEN => {
+                return Err("v2 unique id TLV too long");
+            }
+            _ => {}
+        }
     }
-    true
+    Ok(())
+}
+
+/// The CRC32C of `header` with the 4 bytes of its checksum at `field` taken as zeros
+/// (proxy-protocol.txt §2.2.3).
+fn header_crc32c(header: &[u8], field: usize) -> u32 {
+    let before = crc32c::crc32c_append(crc32c::crc32c(&header[..field]), &[0; 4]);
+    crc32c::crc32c_append(before, &header[field + 4..])
+}
+
+/// What the TLVs of a received header carried that the session may read later
+/// (`fc_pp_authority`, `fc_pp_unique_id`); each is the first of its type.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceivedTlvs {
+    /// The host name the original client asked for (`PP2_TYPE_AUTHORITY`).
+    pub authority: Option<Box<[u8]>>,
+    /// The sender's unique id of the connection (`PP2_TYPE_UNIQUE_ID`).
+    pub unique_id: Option<Box<[u8]>>,
+}
+
+/// The TLVs worth keeping from `header`, a complete header [`parse`] accepted; `None` when it
+/// has none (a v1 line, a v2 `LOCAL` header, or no such TLV), so most sessions keep nothing.
+pub fn received_tlvs(header: &[u8]) -> Option<ReceivedTlvs> {
+    let tlvs_at = v2_tlvs_at(header)?;
+    let mut kept = ReceivedTlvs::default();
+    for (kind, value) in tlv_records(header, tlvs_at).map_while(|r| r) {
+        let slot = match kind {
+            PP2_TYPE_AUTHORITY => &mut kept.authority,
+            PP2_TYPE_UNIQUE_ID => &mut kept.unique_id,
+            _ => continue,
+        };
+        slot.get_or_insert_with(|| header[value].into());
+    }
+    (kept != ReceivedTlvs::default()).then_some(kept)
+}
+
+/// Where the TLVs of a v2 `PROXY` header start: after its address block.
+fn v2_tlvs_at(header: &[u8]) -> Option<usize> {
+    if !matches_prefix(header, &V2_SIGNATURE) || *header.get(12)? != 0x21 {
+        return None;
+    }
+    let fam = *header.get(13)?;
+    Some(V2_FIXED_LEN + address_block_len(fam >> 4, fam & 0x0F))
+}
+
+/// The length of a v2 address block of `family` and `transport`.
+fn address_block_len(family: u8, transport: u8) -> usize {
+    match (family, transport) {
+        (0, _) | (_, 0) => 0,
+        (1, _) => 12,
+        (2, _) => 36,
+        _ => 216,
+    }
 }
 
 /// Both addresses in one family: IPv4 ones are written as IPv4-mapped IPv6 when the other is
@@ -306,21 +401,53 @@ pub fn encode_v1(source: Option<SocketAddr>, destination: Option<SocketAddr>, ou
     out.extend_from_slice(line.as_bytes());
 }
 
+/// The TLVs a version 2 header carries after its addresses (`proxy-v2-options`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SentTlvs<'a> {
+    /// A CRC32C of the whole header (`crc32c`).
+    pub crc32c: bool,
+    /// The host name the client asked for, passed on (`authority`), when there is one.
+    pub authority: Option<&'a [u8]>,
+    /// The stream's unique id (`unique-id`); sent empty when the stream has none, as HAProxy
+    /// sends it.
+    pub unique_id: Option<&'a [u8]>,
+    /// The SSL record (`ssl`). Sluice's clients come in clear, so it says so (no client
+    /// flag, verify 0) and carries no sub-record, as HAProxy's does for a clear connection.
+    pub ssl: bool,
+}
+
+impl SentTlvs<'_> {
+    /// A header with no TLV.
+    pub const NONE: SentTlvs<'static> = SentTlvs {
+        crc32c: false,
+        authority: None,
+        unique_id: None,
+        ssl: false,
+    };
+}
+
 /// Appends a version 2 header to `out`: `PROXY` over TCP when both addresses are known, else
-/// `LOCAL` with an unspecified family and no address block.
-pub fn encode_v2(source: Option<SocketAddr>, destination: Option<SocketAddr>, out: &mut Vec<u8>) {
+/// `LOCAL` with an unspecified family and no address block; then `tlvs`, in HAProxy's
+/// order (CRC32C, authority, unique id, SSL).
+pub fn encode_v2(
+    source: Option<SocketAddr>,
+    destination: Option<SocketAddr>,
+    tlvs: &SentTlvs<'_>,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
     out.extend_from_slice(&V2_SIGNATURE);
     match source.zip(destination).map(|(s, d)| same_family(s, d)) {
         Some((s, d)) => {
             out.push(0x21);
             match (s.ip(), d.ip()) {
                 (IpAddr::V4(src), IpAddr::V4(dst)) => {
-                    out.extend_from_slice(&[0x11, 0, 12]);
+                    out.extend_from_slice(&[0x11, 0, 0]);
                     out.extend_from_slice(&src.octets());
                     out.extend_from_slice(&dst.octets());
                 }
                 (src, dst) => {
-                    out.extend_from_slice(&[0x21, 0, 36]);
+                    out.extend_from_slice(&[0x21, 0, 0]);
                     out.extend_from_slice(&v6_octets(src));
                     out.extend_from_slice(&v6_octets(dst));
                 }
@@ -330,6 +457,39 @@ pub fn encode_v2(source: Option<SocketAddr>, destination: Option<SocketAddr>, ou
         }
         None => out.extend_from_slice(&[0x20, 0x00, 0, 0]),
     }
+    let crc_field = tlvs.crc32c.then(|| {
+        push_tlv(out, PP2_TYPE_CRC32C, &[0; 4]);
+        out.len() - 4
+    });
+    if let Some(authority) = tlvs.authority {
+        let authority = &authority[..authority.len().min(MAX_AUTHORITY_LEN)];
+        push_tlv(out, PP2_TYPE_AUTHORITY, authority);
+    }
+    if let Some(id) = tlvs.unique_id {
+        // A longer id would make a receiver like HAProxy refuse the whole header.
+        push_tlv(
+            out,
+            PP2_TYPE_UNIQUE_ID,
+            &id[..id.len().min(MAX_UNIQUE_ID_LEN)],
+        );
+    }
+    if tlvs.ssl {
+        // Client flags (none: not TLS), then the 32-bit verify result.
+        push_tlv(out, PP2_TYPE_SSL, &[0; 5]);
+    }
+    let len = (out.len() - start - V2_FIXED_LEN) as u16;
+    out[start + 14..start + 16].copy_from_slice(&len.to_be_bytes());
+    if let Some(field) = crc_field {
+        let crc = header_crc32c(&out[start..], field - start);
+        out[field..field + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+/// Appends one TLV record; every value here is far below the 64 KiB a length can say.
+fn push_tlv(out: &mut Vec<u8>, kind: u8, value: &[u8]) {
+    out.push(kind);
+    out.extend_from_slice(&(value.len() as u16).to_be_bytes());
+    out.extend_from_slice(value);
 }
 
 fn v6_octets(ip: IpAddr) -> [u8; 16] {
@@ -523,7 +683,8 @@ mod tests {
             ("[2001:db8::1]:1", "[2001:db8::2]:65535"),
         ];
         for (src, dst) in cases {
-            for encode in [encode_v1, encode_v2] {
+            let v2_plain = |s, d, out: &mut Vec<u8>| encode_v2(s, d, &SentTlvs::NONE, out);
+            for encode in [encode_v1, v2_plain] {
                 let mut out = Vec::new();
                 encode(Some(sa(src)), Some(sa(dst)), &mut out);
                 assert_eq!(parse(&out), parsed(out.len(), src, dst));
@@ -533,7 +694,12 @@ mod tests {
         encode_v1(Some(sa("1.2.3.4:1111")), Some(sa("5.6.7.8:80")), &mut out);
         assert_eq!(out, b"PROXY TCP4 1.2.3.4 5.6.7.8 1111 80\r\n");
         out.clear();
-        encode_v2(Some(sa("1.2.3.4:1111")), Some(sa("5.6.7.8:80")), &mut out);
+        encode_v2(
+            Some(sa("1.2.3.4:1111")),
+            Some(sa("5.6.7.8:80")),
+            &SentTlvs::NONE,
+            &mut out,
+        );
         assert_eq!(
             out,
             v2(0x21, 0x11, &[1, 2, 3, 4, 5, 6, 7, 8, 0x04, 0x57, 0, 80])
@@ -543,15 +709,167 @@ mod tests {
         encode_v1(None, None, &mut out);
         assert_eq!(out, b"PROXY UNKNOWN\r\n");
         out.clear();
-        encode_v2(None, Some(sa("5.6.7.8:80")), &mut out);
+        encode_v2(None, Some(sa("5.6.7.8:80")), &SentTlvs::NONE, &mut out);
         assert_eq!(out, v2(0x20, 0x00, &[]));
         // Mixed families use IPv4-mapped IPv6 addresses.
         out.clear();
         encode_v1(Some(sa("1.2.3.4:1")), Some(sa("[::1]:2")), &mut out);
         assert_eq!(out, b"PROXY TCP6 ::ffff:1.2.3.4 ::1 1 2\r\n");
         out.clear();
-        encode_v2(Some(sa("1.2.3.4:1")), Some(sa("[::1]:2")), &mut out);
+        encode_v2(
+            Some(sa("1.2.3.4:1")),
+            Some(sa("[::1]:2")),
+            &SentTlvs::NONE,
+            &mut out,
+        );
         assert_eq!(parse(&out), parsed(52, "[::ffff:1.2.3.4]:1", "[::1]:2"));
+    }
+
+    /// The header HAProxy 2.6 sent a `send-proxy-v2 proxy-v2-options
+    /// crc32c,unique-id,ssl` server for a clear client connection from 127.0.0.1:47702 to
+    /// 127.0.0.1:19100, the frontend's unique id being `abc-47702`.
+    const HAPROXY_TLV_HEADER: &str = "0d0a0d0a000d0a515549540a211100277f0000017f000001\
+        ba564a9c030004e14e10980500096162632d34373730322000050000000000";
+
+    fn unhex(text: &str) -> Vec<u8> {
+        let digits: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+        digits
+            .chunks(2)
+            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn tlvs_are_written_as_haproxy_writes_them() {
+        let mut out = Vec::new();
+        let tlvs = SentTlvs {
+            crc32c: true,
+            unique_id: Some(b"abc-47702"),
+            ssl: true,
+            authority: None,
+        };
+        encode_v2(
+            Some(sa("127.0.0.1:47702")),
+            Some(sa("127.0.0.1:19100")),
+            &tlvs,
+            &mut out,
+        );
+        assert_eq!(out, unhex(HAPROXY_TLV_HEADER));
+        assert_eq!(
+            parse(&out),
+            parsed(out.len(), "127.0.0.1:47702", "127.0.0.1:19100")
+        );
+        // The authority goes between the checksum and the unique id; an empty unique id is
+        // still sent; a LOCAL header carries its TLVs too.
+        out.clear();
+        let tlvs = SentTlvs {
+            crc32c: true,
+            authority: Some(b"example.com"),
+            unique_id: Some(b""),
+            ssl: false,
+        };
+        encode_v2(None, None, &tlvs, &mut out);
+        assert_eq!(&out[12..16], &[0x20, 0x00, 0, 7 + 14 + 3]);
+        assert_eq!(&out[16..19], &[PP2_TYPE_CRC32C, 0, 4]);
+        assert_eq!(&out[23..26], &[PP2_TYPE_AUTHORITY, 0, 11]);
+        assert_eq!(&out[26..37], b"example.com");
+        assert_eq!(&out[37..], &[PP2_TYPE_UNIQUE_ID, 0, 0]);
+        assert_eq!(header_crc32c(&out, 19).to_be_bytes(), out[19..23]);
+        // A unique id longer than a receiver takes is cut to its limit.
+        out.clear();
+        let long = [b'u'; 300];
+        let tlvs = SentTlvs {
+            unique_id: Some(&long),
+            ..SentTlvs::NONE
+        };
+        encode_v2(
+            Some(sa("1.2.3.4:1")),
+            Some(sa("5.6.7.8:2")),
+            &tlvs,
+            &mut out,
+        );
+        assert_eq!(out.len(), 28 + 3 + MAX_UNIQUE_ID_LEN);
+        assert!(matches!(parse(&out), Parse::Parsed { .. }));
+    }
+
+    /// A TCP4 header from 1.2.3.4:1111 to 5.6.7.8:80 whose TLV block is `tlvs`.
+    fn with_tlvs(tlvs: &[u8]) -> Vec<u8> {
+        v2(
+            0x21,
+            0x11,
+            &[&[1, 2, 3, 4, 5, 6, 7, 8, 0x04, 0x57, 0, 80], tlvs].concat(),
+        )
+    }
+
+    #[test]
+    fn received_tlvs_are_checked_as_haproxy_checks_them() {
+        let good = unhex(HAPROXY_TLV_HEADER);
+        assert!(matches!(parse(&good), Parse::Parsed { .. }));
+        // A bit changed in an address, a port or another TLV's value breaks it.
+        for at in [16, 27, 40, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 1;
+            assert_eq!(
+                parse(&bad),
+                Parse::Invalid("v2 CRC32C mismatch"),
+                "byte {at}"
+            );
+        }
+        assert_eq!(
+            parse(&with_tlvs(&[PP2_TYPE_CRC32C, 0, 3, 0, 0, 0])),
+            Parse::Invalid("v2 CRC32C TLV of a wrong length")
+        );
+        let tlv = |kind: u8, len: usize| {
+            [&[kind][..], &(len as u16).to_be_bytes(), &vec![b'a'; len]].concat()
+        };
+        assert!(matches!(
+            parse(&with_tlvs(&tlv(PP2_TYPE_UNIQUE_ID, 128))),
+            Parse::Parsed { .. }
+        ));
+        assert_eq!(
+            parse(&with_tlvs(&tlv(PP2_TYPE_UNIQUE_ID, 129))),
+            Parse::Invalid("v2 unique id TLV too long")
+        );
+        assert!(matches!(
+            parse(&with_tlvs(&tlv(PP2_TYPE_AUTHORITY, 255))),
+            Parse::Parsed { .. }
+        ));
+        assert_eq!(
+            parse(&with_tlvs(&tlv(PP2_TYPE_AUTHORITY, 256))),
+            Parse::Invalid("v2 authority TLV too long")
+        );
+        // A LOCAL header's block is not read at all.
+        assert_eq!(
+            parse(&v2(0x20, 0x11, &tlv(PP2_TYPE_CRC32C, 2))),
+            unchanged(21)
+        );
+    }
+
+    #[test]
+    fn the_first_authority_and_unique_id_are_kept() {
+        let header = with_tlvs(
+            &[
+                &[0x04, 0, 1, 0][..],
+                &[PP2_TYPE_AUTHORITY, 0, 5],
+                b"first",
+                &[PP2_TYPE_UNIQUE_ID, 0, 2],
+                b"id",
+                &[PP2_TYPE_AUTHORITY, 0, 6],
+                b"second",
+            ]
+            .concat(),
+        );
+        assert!(matches!(parse(&header), Parse::Parsed { .. }));
+        let kept = received_tlvs(&header).unwrap();
+        assert_eq!(kept.authority.as_deref(), Some(&b"first"[..]));
+        assert_eq!(kept.unique_id.as_deref(), Some(&b"id"[..]));
+        // Nothing worth keeping: nothing kept.
+        assert_eq!(received_tlvs(&with_tlvs(&[0x04, 0, 0])), None);
+        assert_eq!(received_tlvs(b"PROXY UNKNOWN\r\n"), None);
+        assert_eq!(
+            received_tlvs(&unhex(HAPROXY_TLV_HEADER)).unwrap().authority,
+            None
+        );
     }
 
     /// A tiny deterministic generator, so the mutation test needs no dependency.
@@ -581,6 +899,17 @@ mod tests {
                 &[1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 0, 2, 4, 0, 1, 9],
             ),
             v2(0x21, 0x21, &[7; 36]),
+            unhex(HAPROXY_TLV_HEADER),
+            with_tlvs(&[
+                PP2_TYPE_AUTHORITY,
+                0,
+                1,
+                b'a',
+                PP2_TYPE_UNIQUE_ID,
+                0,
+                1,
+                b'u',
+            ]),
             v2(0x21, 0x31, &[0; 216]),
             v2(0x20, 0x00, &[]),
         ];
@@ -616,6 +945,8 @@ mod tests {
                         destination
                     }
                 );
+                // Reading its TLVs never panics either.
+                let _ = received_tlvs(&input[..header_len]);
             }
         }
     }

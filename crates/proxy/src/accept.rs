@@ -299,7 +299,10 @@ fn session(
             // in this future's state for the whole session.
             let timeout = held.frontend.plan.timeouts.client;
             match Box::pin(proxy_io::read_header(&mut client, held.endpoints, timeout)).await {
-                Ok(announced) => held.endpoints = announced,
+                Ok(announced) => {
+                    held.endpoints = announced.endpoints;
+                    held.vars.proxy_header_received(announced.tlvs);
+                }
                 // A connection error, logged, not a request error (`ereq`), as in HAProxy.
                 Err(err) => {
                     let view = held.scope().view(None, None);

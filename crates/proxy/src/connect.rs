@@ -6,11 +6,14 @@
 //! A `source` address (the server's, else the backend's) is bound before connecting.
 //! A `send-proxy`/`send-proxy-v2` server gets its PROXY protocol header here, right after the
 //! connection is established and before any data, so neither data path can forget it; failing
-//! to write it counts as a failed attempt.
+//! to write it counts as a failed attempt. The TLVs of `proxy-v2-options` come from the
+//! session: its unique id, and the authority a client's own PROXY header announced.
 
-use sluice_config::proxy::SendProxy;
+use crate::vars::Vars;
+use sluice_config::proxy::{ProxyV2Options, SendProxy};
 use sluice_net::listen::Endpoints;
 use sluice_net::proxy_io::{self, Version};
+use sluice_net::proxy_protocol::SentTlvs;
 use sluice_net::stream::{Stream, StreamOptions};
 use sluice_runtime::proxy::{Backend, Server, ServerLease};
 use std::time::Duration;
@@ -26,23 +29,6 @@ pub struct Connection {
     pub stream: Option<Stream>,
     /// Attempts made after the first one.
     pub retries: u32,
-}
-
-/// Connects to `server` for the client of `endpoints` (the retries are counted on the
-/// backend and the server too). The port the client connected to may decide the server's
-/// port; the addresses go into the PROXY header if the server wants one.
-pub async fn connect_with_retries(
-    backend: &Backend,
-    server: &Server,
-    endpoints: &Endpoints,
-) -> Connection {
-    // `retry-on` without `conn-failure`: a failed connection is not retried.
-    let retries = if backend.plan.retry_on.conn_failure {
-        backend.plan.retries
-    } else {
-        0
-    };
-    connect_attempts(backend, server, endpoints, (0..=retries, Start::Retry)).await
 }
 
 /// How the first of a run of attempts starts, when it is not the request's first attempt.
@@ -67,7 +53,7 @@ enum Start {
 async fn connect_attempts(
     backend: &Backend,
     server: &Server,
-    endpoints: &Endpoints,
+    (endpoints, vars): (&Endpoints, &Vars),
     (attempts, start): (std::ops::RangeInclusive<u32>, Start),
 ) -> Connection {
     let last = *attempts.end();
@@ -114,11 +100,26 @@ async fn connect_attempts(
             continue;
         };
         if let Some(version) = server.conf.send_proxy() {
-            let version = match version {
-                SendProxy::V1 => Version::V1,
-                SendProxy::V2 => Version::V2,
+            let (version, options) = match version {
+                SendProxy::V1 => (Version::V1, ProxyV2Options::default()),
+                SendProxy::V2 => (Version::V2, server.conf.proxy_v2),
             };
-            if proxy_io::write_header(&mut stream, version, endpoints, connect_timeout)
+            // Read only for the options that want them: most servers want none.
+            let unique_id = options
+                .contains(ProxyV2Options::UNIQUE_ID)
+                .then(|| vars.unique_id().unwrap_or_default());
+            let authority = options
+                .contains(ProxyV2Options::AUTHORITY)
+                .then(|| vars.received_tlvs().and_then(|t| t.authority.clone()))
+                .flatten();
+            let tlvs = SentTlvs {
+                crc32c: options.contains(ProxyV2Options::CRC32C),
+                authority: authority.as_deref(),
+                unique_id: unique_id.as_deref(),
+                ssl: options.contains(ProxyV2Options::SSL),
+            };
+            let header = (endpoints, &tlvs);
+            if proxy_io::write_header(&mut stream, version, header, connect_timeout)
                 .await
                 .is_err()
             {
@@ -162,7 +163,7 @@ fn redispatches(retry: u32, retries: u32, interval: i32) -> bool {
 pub async fn connect_redispatching<'b>(
     backend: &'b Backend,
     lease: &mut ServerLease<'b>,
-    endpoints: &Endpoints,
+    (endpoints, vars): (&Endpoints, &Vars),
     (may_redispatch, persistent): (bool, bool),
 ) -> (Connection, bool) {
     // `retry-on` without `conn-failure`: a failed connection is not retried.
@@ -186,7 +187,7 @@ pub async fn connect_redispatching<'b>(
         let switch = (first + 1..=retries).find(|&r| at_once || redispatches(r, retries, interval));
         let last = switch.map_or(retries, |r| r - 1);
         let range = (first..=last, start);
-        let connection = connect_attempts(backend, lease.server(), endpoints, range).await;
+        let connection = connect_attempts(backend, lease.server(), (endpoints, vars), range).await;
         let Some(next) = switch.filter(|_| connection.stream.is_none()) else {
             return (connection, moved);
         };

@@ -15,7 +15,9 @@ use sluice_net::listen::Endpoints;
 use sluice_runtime::listener::ListenerStats;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
-use sluice_sample::{BackendStat, Context, LogFacts, Sample, ServerStat, StickOp, StickSource};
+use sluice_sample::{
+    BackendStat, Context, LogFacts, ProxyTlv, Sample, ServerStat, StickOp, StickSource,
+};
 use sluice_stick::{Data, DataType, Table};
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -259,6 +261,18 @@ impl Context for StreamView<'_> {
 
     fn unique_id(&self) -> Option<Sample<'_>> {
         self.vars.unique_id().map(Sample::owned_str)
+    }
+
+    fn received_proxy(&self) -> bool {
+        self.vars.received_proxy()
+    }
+
+    fn received_proxy_tlv(&self, tlv: ProxyTlv) -> Option<&[u8]> {
+        let tlvs = self.vars.received_tlvs()?;
+        match tlv {
+            ProxyTlv::Authority => tlvs.authority.as_deref(),
+            ProxyTlv::UniqueId => tlvs.unique_id.as_deref(),
+        }
     }
 
     fn response_payload(&self) -> Option<&[u8]> {

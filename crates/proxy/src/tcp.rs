@@ -47,6 +47,16 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     let started_at = clock::wall_now();
     let (process, frontend, endpoints, vars) =
         (scope.process, scope.frontend, *scope.endpoints, scope.vars);
+    // `unique-id-format`: the stream's id, made before any rule or log reads it, as the HTTP
+    // session makes one per request.
+    if let Some(fmt) = &frontend.plan.log.unique_id_format {
+        let mut id = Vec::with_capacity(64);
+        fmt.render(
+            &StreamView::new(process, frontend, endpoints, vars),
+            &mut id,
+        );
+        vars.set_unique_id(id);
+    }
     // Client bytes read by content inspection; they go to the server first.
     let mut inspected = InBuf::new(process.global.bufsize() as usize);
     let backend = match inspect(scope, client, &mut inspected).await {
@@ -208,7 +218,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             // of each server a redispatch moves it to).
             let mut _server_session = SessionMark::open(&lease.server().traffic);
             let connect =
-                connect_redispatching(backend, &mut lease, &endpoints, (true, persistent));
+                connect_redispatching(backend, &mut lease, (&endpoints, vars), (true, persistent));
             let connected = if abort_on_close {
                 tokio::select! {
                     biased;

@@ -16,6 +16,7 @@
 
 use sluice_config::rules::{LogLevelChange, StreamTimeout};
 use sluice_net::listen::Endpoints;
+use sluice_net::proxy_protocol::ReceivedTlvs;
 use sluice_runtime::capture::CaptureSet;
 use sluice_runtime::listener::ListenerStats;
 use sluice_sample::Sample;
@@ -50,6 +51,10 @@ pub struct Vars {
     transaction: RefCell<Option<Box<Transaction>>>,
     /// `tcp-request connection expect-proxy layer4` applied: a PROXY header comes first.
     expects_proxy: std::cell::Cell<bool>,
+    /// The connection started with a PROXY header (`fc_rcvd_proxy`).
+    received_proxy: std::cell::Cell<bool>,
+    /// The TLVs kept from that header, when it had any worth keeping.
+    received_tlvs: std::cell::OnceCell<Box<ReceivedTlvs>>,
     /// The transaction's `set-log-level`, if a rule set it.
     log_level: std::cell::Cell<Option<LogLevelChange>>,
 
@@ -133,6 +138,25 @@ impl Vars {
     /// Whether a rule said the connection starts with a PROXY protocol header.
     pub fn expects_proxy(&self) -> bool {
         self.expects_proxy.get()
+    }
+
+    /// Notes the PROXY header the connection started with, and the TLVs kept from it.
+    pub fn proxy_header_received(&self, tlvs: Option<Box<ReceivedTlvs>>) {
+        self.received_proxy.set(true);
+        if let Some(tlvs) = tlvs {
+            // A connection has one header: the cell is always empty here.
+            let _ = self.received_tlvs.set(tlvs);
+        }
+    }
+
+    /// Whether the connection started with a PROXY header (`fc_rcvd_proxy`).
+    pub fn received_proxy(&self) -> bool {
+        self.received_proxy.get()
+    }
+
+    /// The TLVs kept from the connection's PROXY header (`fc_pp_authority`...).
+    pub fn received_tlvs(&self) -> Option<&ReceivedTlvs> {
+        self.received_tlvs.get().map(|t| &**t)
     }
 
     /// `set-timeout`: `which` timeout is `time` for this transaction, when it goes to proxy

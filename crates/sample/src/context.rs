@@ -74,6 +74,15 @@ pub enum StickOp {
     UpdateConnCnt,
 }
 
+/// The TLVs of a client's PROXY protocol header that fetches read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyTlv {
+    /// `PP2_TYPE_AUTHORITY`: the host name the original client asked for.
+    Authority,
+    /// `PP2_TYPE_UNIQUE_ID`: the sender's id of the connection.
+    UniqueId,
+}
+
 /// What fetches may read about the stream being evaluated.
 ///
 /// The required methods are what every stream has; the provided ones default to "not
@@ -132,6 +141,18 @@ pub trait Context {
 
     /// The stream's unique id (`unique-id-format`), when the frontend generates one.
     fn unique_id(&self) -> Option<Sample<'_>> {
+        None
+    }
+
+    /// Whether the client connection started with a PROXY protocol header
+    /// (`fc_rcvd_proxy`). The default is false.
+    fn received_proxy(&self) -> bool {
+        false
+    }
+
+    /// A TLV of the client's PROXY protocol header (`fc_pp_authority`, `fc_pp_unique_id`),
+    /// when it had one.
+    fn received_proxy_tlv(&self, _tlv: ProxyTlv) -> Option<&[u8]> {
         None
     }
 

@@ -2,7 +2,8 @@
 //! from a v1 or v2 header (and the data after it intact), so X-Forwarded-For and a
 //! `send-proxy` server see the announced client; a missing, garbled or late header closes the
 //! connection before anything reaches a server; `send-proxy` and `send-proxy-v2` servers
-//! receive the exact header before any data, in TCP and HTTP mode; an HTTP connection that
+//! receive the exact header before any data, in TCP and HTTP mode, with the TLVs of
+//! `proxy-v2-options` as HAProxy 2.6 writes them; an HTTP connection that
 //! carries one client's header is never reused for another client; and two Sluice processes
 //! chain (`send-proxy-v2` → `accept-proxy`).
 //!
@@ -134,6 +135,75 @@ fn send_proxy_v2_sends_the_exact_binary_header() {
     want.extend_from_slice(&addr.port().to_be_bytes());
     want.extend_from_slice(b"hi");
     assert_eq!(read_to_close(&mut c, GENEROUS), Closed::Eof(want));
+}
+
+/// A v2 header from 1.2.3.4:1111 to 5.6.7.8:80 carrying `tlvs` (already encoded).
+fn v2_header_with(tlvs: &[u8]) -> Vec<u8> {
+    let mut header = b"\r\n\r\n\x00\r\nQUIT\n\x21\x11".to_vec();
+    header.extend_from_slice(&(12 + tlvs.len() as u16).to_be_bytes());
+    header.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 0x04, 0x57, 0, 80]);
+    header.extend_from_slice(tlvs);
+    header
+}
+
+#[test]
+fn proxy_v2_options_add_the_tlvs_haproxy_adds() {
+    // client (its own v2 header with an authority) → accept-proxy, send-proxy-v2 with every
+    // option a clear connection has values for → echo.
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let config = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind {} accept-proxy\n    unique-id-format id-%[src_port]\n    \
+         server s1 {} send-proxy-v2 proxy-v2-options crc32c,authority,unique-id,ssl,cert-cn\n",
+        fd_bind(&fe),
+        backend.addr()
+    );
+    let _proxy = common::sluice(&config).inherit(fe).start();
+    let announced = v2_header_with(&[&[0x02, 0, 11][..], b"example.com"].concat());
+    let Closed::Eof(got) = exchange(addr, &[&announced[..], b"hi"].concat()) else {
+        panic!("the echo did not answer");
+    };
+    // CRC32C first (its value checked below), then the authority passed on, the unique id
+    // from the frontend's format (with the announced port), and an SSL record saying the
+    // client is not on TLS, with no sub-record (so no common name).
+    let tlvs = [
+        &[0x03, 0, 4, 0, 0, 0, 0][..],
+        &[0x02, 0, 11],
+        b"example.com",
+        &[0x05, 0, 7],
+        b"id-1111",
+        &[0x20, 0, 5, 0, 0, 0, 0, 0],
+    ]
+    .concat();
+    let mut want = v2_header_with(&tlvs);
+    let crc_at = 16 + 12 + 3;
+    let crc = crc32c::crc32c(&want);
+    want[crc_at..crc_at + 4].copy_from_slice(&crc.to_be_bytes());
+    want.extend_from_slice(b"hi");
+    assert_eq!(got, want);
+}
+
+#[test]
+fn proxy_v2_options_without_send_proxy_v2_send_a_v1_line() {
+    // As HAProxy 2.6 does: the options alone make a header, and it is the v1 one.
+    let backend = Backend::echo();
+    let (fe, addr) = frontend();
+    let _proxy = common::sluice(&listen(&fe, "", backend.addr(), "proxy-v2-options crc32c"))
+        .inherit(fe)
+        .start();
+    let mut c = connect(addr);
+    let me = c.local_addr().unwrap();
+    c.write_all(b"hi").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let want = format!(
+        "PROXY TCP4 127.0.0.1 127.0.0.1 {} {}\r\nhi",
+        me.port(),
+        addr.port()
+    );
+    assert_eq!(
+        read_to_close(&mut c, GENEROUS),
+        Closed::Eof(want.into_bytes())
+    );
 }
 
 #[test]

@@ -199,8 +199,13 @@ pub async fn connect<'b>(
     state: &mut PersistState,
 ) -> Connection {
     let redispatch = (!state.forced, state.persistent);
-    let (connection, moved) =
-        connect_redispatching(ctx.backend, lease, &ctx.endpoints, redispatch).await;
+    let (connection, moved) = connect_redispatching(
+        ctx.backend,
+        lease,
+        (&ctx.endpoints, ctx.scope.vars),
+        redispatch,
+    )
+    .await;
     if moved {
         state.direct = false;
     }

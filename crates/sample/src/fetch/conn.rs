@@ -1,6 +1,8 @@
 //! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports,
 //! the names and numbers (`id`) of the frontend, backend and server handling the stream, and
-//! the error that ended the connection (`fc_err`, `fc_err_str`, for `error-log-format`).
+//! the error that ended the connection (`fc_err`, `fc_err_str`, for `error-log-format`), and
+//! what the client's PROXY protocol header said (`fc_rcvd_proxy`, `fc_pp_authority`,
+//! `fc_pp_unique_id`).
 //!
 //! Addresses exist from the first `tcp-request connection` rule on; the backend's name
 //! from the backend's own rules on, the server's once one is chosen ([`Source`]).
@@ -8,7 +10,7 @@
 use std::net::SocketAddr;
 
 use super::{Fetch, FetchDef, Sink, emit};
-use crate::context::Context;
+use crate::context::{Context, ProxyTlv};
 use crate::stages::Source;
 use crate::value::{Sample, SampleType};
 
@@ -39,6 +41,10 @@ pub(crate) enum Conn {
     ErrorCode,
     /// `fc_err_str`.
     ErrorText,
+    /// `fc_rcvd_proxy`.
+    ReceivedProxy,
+    /// `fc_pp_authority`, `fc_pp_unique_id`.
+    ProxyTlv(ProxyTlv),
 }
 
 impl Conn {
@@ -66,6 +72,8 @@ impl Conn {
                 error(ctx).map_or(0, |(code, _)| i64::from(code)),
             )),
             Conn::ErrorText => Some(name(error(ctx).map_or("Success", |(_, text)| text))),
+            Conn::ReceivedProxy => Some(Sample::Bool(ctx.received_proxy())),
+            Conn::ProxyTlv(tlv) => ctx.received_proxy_tlv(tlv).map(Sample::str),
         };
         emit(value, out)
     }
@@ -88,6 +96,9 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "srv_id" => Conn::ServerId,
         "fc_err" => Conn::ErrorCode,
         "fc_err_str" => Conn::ErrorText,
+        "fc_rcvd_proxy" => Conn::ReceivedProxy,
+        "fc_pp_authority" => Conn::ProxyTlv(ProxyTlv::Authority),
+        "fc_pp_unique_id" => Conn::ProxyTlv(ProxyTlv::UniqueId),
         _ => Conn::ServerName,
     };
     Ok(Fetch::Conn(conn))
@@ -120,4 +131,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("srv_id", Int, Server),
     def!("fc_err", Int, ClientAddress),
     def!("fc_err_str", Str, ClientAddress),
+    def!("fc_rcvd_proxy", Bool, ClientAddress),
+    def!("fc_pp_authority", Str, ClientAddress),
+    def!("fc_pp_unique_id", Str, ClientAddress),
 ];
