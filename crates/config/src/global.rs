@@ -184,6 +184,10 @@ pub struct GlobalConf {
     pub nosplice: bool,
     /// `busy-polling`: the event loops never sleep in the poller.
     pub busy_polling: bool,
+    /// `noreuseport` (or `-dR`): listening sockets are bound without `SO_REUSEPORT`, so the
+    /// event loops share one socket per address and a process replacing this one (`-sf`)
+    /// must have it stop listening first (SIGTTOU) to bind the address.
+    pub noreuseport: bool,
     /// `no strict-limits`: start even when the descriptor limit cannot be raised to what
     /// `maxconn` or `ulimit-n` asks (strict, the default, refuses to start).
     pub lax_limits: bool,
@@ -647,6 +651,11 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "busy-polling" => {
             if d.no_more_than(1, diags) {
                 conf.busy_polling = true;
+            }
+        }
+        "noreuseport" => {
+            if d.no_more_than(1, diags) {
+                conf.noreuseport = true;
             }
         }
         "strict-limits" => {

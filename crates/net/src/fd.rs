@@ -84,6 +84,28 @@ pub fn set_defer_accept(socket: std::os::fd::BorrowedFd<'_>, seconds: u32) -> io
     set_tcp_option(socket, libc::TCP_DEFER_ACCEPT, value)
 }
 
+/// Takes a listening TCP socket out of the listening state (HAProxy's pause, `disable
+/// frontend`, SIGTTOU): connecting it to an `AF_UNSPEC` address disconnects it, which for a
+/// listening socket means closing its queue (the connections waiting there are reset) and
+/// leaving the address, so that new clients are refused and another process may bind it. The
+/// socket stays bound and open; `listen` makes it listen again.
+pub fn stop_listening(socket: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let unspec = libc::sockaddr {
+        sa_family: libc::AF_UNSPEC as libc::sa_family_t,
+        sa_data: [0; 14],
+    };
+    let len = std::mem::size_of::<libc::sockaddr>() as libc::socklen_t;
+    // SAFETY: connect reads at most `len` bytes from `unspec`, a local of that size; the fd
+    // is borrowed for the duration of the call, so it is open.
+    let rc = unsafe { libc::connect(socket.as_raw_fd(), &unspec, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Sets the integer TCP-level option `name` (the socket options socket2 and nix lack).
 fn set_tcp_option(
     socket: std::os::fd::BorrowedFd<'_>,

@@ -36,6 +36,9 @@ pub struct BindOptions {
     pub tfo: bool,
     /// Permissions of a unix socket file (`mode`).
     pub unix_mode: Option<u32>,
+    /// Bound without `SO_REUSEPORT` (`noreuseport`): no other socket may listen on the
+    /// address meanwhile, another process's included.
+    pub no_reuseport: bool,
 }
 
 /// A bound, listening socket not yet attached to any event loop.
@@ -209,6 +212,30 @@ pub struct Endpoints {
 }
 
 impl Listener {
+    /// Takes a TCP socket out of the listening state while its frontend is paused, as HAProxy
+    /// pauses its own: the address refuses new clients (and may be bound by a process
+    /// replacing this one) until [`Listener::listen_again`]. A unix socket keeps listening:
+    /// its clients wait in its queue.
+    pub fn stop_listening(&self) -> io::Result<()> {
+        match self {
+            Listener::Tcp(l, _) => fd::stop_listening(l.get_ref().as_fd()),
+            Listener::Unix(_) => Ok(()),
+        }
+    }
+
+    /// Makes a socket listen again with a queue of `backlog`, after
+    /// [`Listener::stop_listening`]; a socket that listens already only gets its queue
+    /// length set.
+    pub fn listen_again(&self, backlog: u32) -> io::Result<()> {
+        match self {
+            Listener::Tcp(l, _) => {
+                let backlog = i32::try_from(backlog.max(1)).unwrap_or(i32::MAX);
+                socket2::SockRef::from(l.get_ref()).listen(backlog)
+            }
+            Listener::Unix(_) => Ok(()),
+        }
+    }
+
     /// Waits until a connection is queued (or the socket has an error to report), without
     /// taking it: a thread waits for one holding no connection slot (`maxconn`), so that a
     /// slot goes to a thread that has a connection to accept.
@@ -342,7 +369,7 @@ fn bind_tcp(addr: SocketAddr, opts: &BindOptions) -> io::Result<std::net::TcpLis
     socket.set_reuse_address(true)?;
     // As HAProxy does on Linux: a new process started with `-sf`/`-st` binds the same address
     // while the old one still listens, so a reload never refuses a connection.
-    socket.set_reuse_port(true)?;
+    socket.set_reuse_port(!opts.no_reuseport)?;
     if addr.is_ipv6() {
         if opts.v6only {
             socket.set_only_v6(true)?;
@@ -441,6 +468,35 @@ mod tests {
         assert_eq!(queue(&listener), 16);
         // Its shards too.
         assert_eq!(queue(&listener.shards(1, &fast).unwrap()[0]), 16);
+    }
+
+    #[tokio::test]
+    async fn a_listener_that_stops_listening_refuses_clients_and_frees_its_address() {
+        let exclusive = BindOptions {
+            no_reuseport: true,
+            ..opts()
+        };
+        // A port given, as configurations give them: a socket bound to port 0 would give
+        // its port back when it stops listening.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let port_of = Endpoint::Tcp(addr);
+        let bound = bind_endpoint(&port_of, &exclusive).unwrap();
+        // Without SO_REUSEPORT, nobody else may bind the address while it listens.
+        assert!(bind_endpoint(&port_of, &opts()).is_err());
+        let listener = bound.into_async().unwrap();
+        listener.stop_listening().unwrap();
+        let refused = std::net::TcpStream::connect(addr).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+        // Another socket may now listen there, and must leave before this one comes back.
+        let other = bind_endpoint(&port_of, &exclusive).unwrap();
+        drop(other);
+        listener.listen_again(16).unwrap();
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        let (_, endpoints) = listener.accept().await.unwrap();
+        assert_eq!(endpoints.local, Some(addr));
     }
 
     #[test]

@@ -53,11 +53,15 @@ struct Slots {
 
 /// Accepts connections on `listener` for `frontend` until the process stops listening;
 /// `accept_proxy` is the bind line's option: each connection starts with a PROXY header;
-/// `bind_name` names the socket in error logs.
+/// `bind_name` names the socket in error logs. While paused, a socket that has a
+/// `release_backlog` (a TCP one this process bound or was handed, not an inherited `fd@`)
+/// stops listening, as HAProxy's do: new clients are refused rather than queued, and a
+/// process replacing this one may bind the address; it listens again with that queue length
+/// when resumed.
 pub async fn run_listener(
     process: Arc<Process>,
     frontend: Arc<Frontend>,
-    listener: Listener,
+    (listener, release_backlog): (Listener, Option<u32>),
     bind_slots: Option<Arc<ConnSlots>>,
     (accept_proxy, bind_name): (bool, Arc<str>),
     listener_stats: Option<Arc<ListenerStats>>,
@@ -69,19 +73,35 @@ pub async fn run_listener(
     // `disable frontend` pauses this frontend alone, like SIGTTOU pauses them all.
     let mut pausing = frontend.stats.pause_bell.listen(&task);
     let mut batch = AcceptBatch::new(process.global.maxaccept());
+    // A socket handed over may have been left out of the listening state by the pause of
+    // the process that held it (a master's worker): it listens again here.
+    let mut released = release_backlog.is_some();
     loop {
         // What was rung so far is read below; a ring from now on ends the waits.
         stopping.rang();
         pausing.rang();
-        match process.listen_state() {
+        let paused = match process.listen_state() {
             ListenState::Stopped => return,
-            ListenState::Paused => {
-                either_rang(&mut stopping, &mut pausing).await;
-                continue;
-            }
-            ListenState::Active => {}
+            ListenState::Paused => true,
+            ListenState::Active => frontend.stats.paused(),
+        };
+        match (paused, release_backlog) {
+            (true, Some(_)) if !released => released = listener.stop_listening().is_ok(),
+            (false, Some(backlog)) if released => match listener.listen_again(backlog) {
+                Ok(()) => released = false,
+                // Another process took the address meanwhile: paused until the next change.
+                Err(err) => {
+                    eprintln!(
+                        "[WARNING] frontend '{}': cannot listen again on socket {bind_name}: {err}",
+                        frontend.name()
+                    );
+                    either_rang(&mut stopping, &mut pausing).await;
+                    continue;
+                }
+            },
+            _ => {}
         }
-        if frontend.stats.paused() {
+        if paused {
             either_rang(&mut stopping, &mut pausing).await;
             continue;
         }

@@ -204,7 +204,7 @@ fn proxy(config: &str) -> Proxy {
             sluice_proxy::accept::run_listener(
                 process,
                 frontend,
-                listener,
+                (listener, None),
                 None,
                 (false, name),
                 None,

@@ -30,6 +30,8 @@ pub struct Options {
     pub diagnostic: bool,
     /// `-dW`: refuse to start if there is any warning.
     pub zero_warning: bool,
+    /// `-dR`: as `noreuseport` in the configuration.
+    pub no_reuseport: bool,
     /// `-v` (1) or `-vv` (2).
     pub version: u8,
     /// `-n N`: process-wide maxconn.
@@ -96,6 +98,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, UsageEr
             }
             "-dD" => opts.diagnostic = true,
             "-dW" => opts.zero_warning = true,
+            "-dR" => opts.no_reuseport = true,
             "-v" => opts.version = opts.version.max(1),
             "-vv" => opts.version = 2,
             "-n" => opts.maxconn = Some(number("-n", &value("-n")?)?),

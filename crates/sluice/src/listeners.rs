@@ -33,7 +33,11 @@ pub fn thread_count(plan: &Plan) -> usize {
 
 /// How many sockets beside its first each TCP address of `plan` gets, one for each other
 /// event-loop thread (`BoundListener::shards`).
+/// None under `noreuseport`: the threads then share one socket.
 pub fn shards_wanted(plan: &Plan) -> usize {
+    if plan.global.noreuseport {
+        return 0;
+    }
     thread_count(plan).saturating_sub(1)
 }
 
@@ -56,6 +60,10 @@ pub struct FrontendSocket {
     pub shards: Vec<BoundListener>,
     /// Shared by every socket of one `bind` line that has `maxconn`.
     pub bind_slots: Option<Arc<ConnSlots>>,
+    /// The queue length a TCP socket listens again with after a pause, which takes it out
+    /// of the listening state; `None` for an inherited `fd@` socket (whose other holders a
+    /// pause must not disturb, as HAProxy leaves them) and a unix one: they keep their queue.
+    pub release_backlog: Option<u32>,
     /// The bind line's `accept-proxy`: connections start with a PROXY protocol header.
     pub accept_proxy: bool,
     /// The bind line's `name`, else the socket's number in its frontend (from 1), as
@@ -94,8 +102,9 @@ pub struct Bound {
 pub fn bind_all(
     process: &Process,
     mut handoff: Option<&mut Handoff>,
-) -> Result<Bound, Vec<String>> {
+) -> Result<Bound, BindFailure> {
     let mut errors = Vec::new();
+    let mut address_in_use = false;
     let mut frontend_sockets = Vec::new();
     let expose = process
         .global
@@ -103,11 +112,15 @@ pub fn bind_all(
         .iter()
         .any(|s| s.expose_listeners);
     let mut exposed = Vec::new();
-    let shards = process.nbthread.saturating_sub(1);
+    let shards = if process.global.noreuseport {
+        0
+    } else {
+        process.nbthread.saturating_sub(1)
+    };
     for frontend in &process.frontends {
         let mut number = 0;
         for bind in &frontend.plan.binds {
-            let opts = bind_options(bind, frontend.slots.limit());
+            let opts = bind_options(bind, frontend.slots.limit(), process.global.noreuseport);
             let slots = bind.maxconn.filter(|&n| n > 0).map(ConnSlots::new);
             for addr in &bind.addrs {
                 match bind_or_inherit(addr, &opts, handoff.as_deref_mut(), shards) {
@@ -126,18 +139,24 @@ pub fn bind_all(
                             if let Some(stats) = &stats {
                                 let _ = stats.addr.set(socket.address_text());
                             }
+                            let release_backlog =
+                                matches!(endpoint, Endpoint::Tcp(_)).then_some(opts.backlog);
                             FrontendSocket {
                                 frontend: Arc::clone(frontend),
                                 socket,
                                 shards,
                                 bind_slots: slots.clone(),
+                                release_backlog,
                                 accept_proxy: bind.accept_proxy,
                                 name: name.into(),
                                 stats,
                             }
                         },
                     )),
-                    Err(err) => errors.push(bind_error(&bind.span, frontend.name(), addr, &err)),
+                    Err(err) => {
+                        address_in_use |= err.kind() == std::io::ErrorKind::AddrInUse;
+                        errors.push(bind_error(&bind.span, frontend.name(), addr, &err));
+                    }
                 }
             }
         }
@@ -178,7 +197,26 @@ pub fn bind_all(
             exposed,
         })
     } else {
-        Err(errors)
+        Err(BindFailure {
+            messages: errors,
+            address_in_use,
+        })
+    }
+}
+
+/// Why [`bind_all`] failed.
+#[derive(Debug)]
+pub struct BindFailure {
+    /// The alerts, one per socket that could not be had.
+    pub messages: Vec<String>,
+    /// Whether a frontend's address was in use: another process may still listen there
+    /// (a process this one replaces, under `noreuseport`), so a retry may succeed.
+    pub address_in_use: bool,
+}
+
+impl From<BindFailure> for Vec<String> {
+    fn from(failure: BindFailure) -> Self {
+        failure.messages
     }
 }
 
@@ -241,8 +279,8 @@ fn bind_or_inherit(
         .collect()
 }
 
-/// The socket options of a `bind` line.
-pub fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
+/// The socket options of a `bind` line (`noreuseport`: without `SO_REUSEPORT`).
+pub fn bind_options(bind: &BindConf, frontend_maxconn: u32, noreuseport: bool) -> BindOptions {
     BindOptions {
         // HAProxy sizes the queue from the frontend's maxconn when no backlog is given.
         backlog: bind
@@ -253,6 +291,7 @@ pub fn bind_options(bind: &BindConf, frontend_maxconn: u32) -> BindOptions {
         defer_accept: bind.defer_accept,
         tfo: bind.tfo,
         unix_mode: bind.unix_mode,
+        no_reuseport: noreuseport,
     }
 }
 

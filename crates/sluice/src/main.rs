@@ -222,7 +222,10 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
             }
         }
     });
-    let bound = listeners::bind_all(&process, handoff.as_mut())?;
+    let bound = match (&opts.replaces, handoff.as_mut()) {
+        (Some((_, pids)), None) => bind_replacing(&process, pids)?,
+        (_, handoff) => listeners::bind_all(&process, handoff)?,
+    };
     // Sockets handed over that this configuration does not use are closed now.
     drop(handoff);
     let (frontend_sockets, cli_sockets) = (bound.frontends, bound.clis);
@@ -315,9 +318,10 @@ fn load_plan(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<plan::
     // Any alert is fatal, including one about a file that could not be read: starting with
     // part of a configuration is worse than not starting.
     let fatal = diags.iter().any(|d| d.is_fatal());
-    let Some(plan) = checked.plan.filter(|_| !fatal) else {
+    let Some(mut plan) = checked.plan.filter(|_| !fatal) else {
         return Err(vec!["[ALERT] Fatal errors found in configuration.".into()]);
     };
+    plan.global.noreuseport |= opts.no_reuseport;
     if zero_warning && has_warnings {
         return Err(vec![
             "[ALERT] Warnings found in configuration while zero-warning is set.".into(),
@@ -325,6 +329,50 @@ fn load_plan(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<plan::
     }
 
     Ok(plan)
+}
+
+/// How many times a process replacing others (`-sf`/`-st`) tries to bind an address they
+/// hold, 10 ms apart: HAProxy's second at most.
+const BIND_RETRIES: u32 = 100;
+
+/// Binds the sockets of a process replacing `old_pids`. Where an address is taken (the old
+/// processes listen there without `SO_REUSEPORT`, under `noreuseport`), asks them to stop
+/// listening (SIGTTOU, which takes their sockets out of the listening state) and tries again,
+/// as HAProxy does; should it still fail, they are told to listen again (SIGTTIN) and this
+/// process does not start.
+fn bind_replacing(process: &Process, old_pids: &[i32]) -> Result<listeners::Bound, Vec<String>> {
+    let mut paused_old = false;
+    for _ in 0..BIND_RETRIES {
+        match listeners::bind_all(process, None) {
+            Ok(bound) => return Ok(bound),
+            Err(failure) if failure.address_in_use => {
+                if !signal_old_processes(old_pids, nix::sys::signal::Signal::SIGTTOU) {
+                    return Err(failure.into());
+                }
+                paused_old = true;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(failure) => {
+                if paused_old {
+                    signal_old_processes(old_pids, nix::sys::signal::Signal::SIGTTIN);
+                }
+                return Err(failure.into());
+            }
+        }
+    }
+    let last = listeners::bind_all(process, None);
+    if last.is_err() && paused_old {
+        signal_old_processes(old_pids, nix::sys::signal::Signal::SIGTTIN);
+    }
+    last.map_err(Into::into)
+}
+
+/// Sends `signal` to each of `pids`; true if at least one got it.
+fn signal_old_processes(pids: &[i32], signal: nix::sys::signal::Signal) -> bool {
+    pids.iter()
+        .filter(|&&pid| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).is_ok())
+        .count()
+        > 0
 }
 
 /// Now that this process listens, tells the old ones (`-sf`: finish your sessions and exit,

@@ -2,8 +2,10 @@
 //! live sessions included; SIGUSR1 is a soft stop (listeners close so new connections are
 //! refused, live sessions keep relaying, the process exits 0 once the last one ends, and
 //! `hard-stop-after` bounds the wait); SIGTTOU pauses the listeners (new connections are not
-//! served, live sessions go on) and SIGTTIN resumes them. A reload (`-sf`/`-st`) starts a new
-//! process on the same address while the old one still listens. `busy-polling` keeps an idle
+//! served, live sessions go on; a port the process bound itself stops listening, so clients
+//! are refused) and SIGTTIN resumes them. A reload (`-sf`/`-st`) starts a new process on the
+//! same address while the old one still listens, or, under `noreuseport`, once the old one
+//! paused (and has it resume should the new one fail to bind). `busy-polling` keeps an idle
 //! event loop awake until a soft stop; the `stopping` fetch tells rules that one began. A soft
 //! stop closes idle kept-alive HTTP connections at once and the others after their next
 //! answer, which says `Connection: close`, as HAProxy does; `close-spread-time` spreads
@@ -505,6 +507,62 @@ fn sigttou_pauses_and_sigttin_resumes_the_listeners() {
 }
 
 #[test]
+fn a_paused_port_refuses_new_clients_until_resumed() {
+    // A port the process bound itself (not an inherited `fd@`, whose queue is kept): the
+    // pause takes it out of the listening state, as HAProxy's does, so clients are refused
+    // at once instead of waiting in a queue. SIGTTOU/SIGTTIN and `disable|enable frontend`
+    // alike.
+    let backend = Backend::echo();
+    let port = common::free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut proxy = common::sluice(&port_proxy_config(port, &backend)).start();
+    let mut established = live_session(addr);
+    let refused = || {
+        TcpStream::connect(addr)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+    };
+    for (pause, resume) in [
+        (Pause::Signal(Signal::SIGTTOU), Pause::Signal(Signal::SIGTTIN)),
+        (Pause::Cli("disable frontend app"), Pause::Cli("enable frontend app")),
+    ] {
+        pause.apply(&proxy);
+        assert!(
+            common::wait_until(GENEROUS, refused),
+            "new clients are not refused after {pause:?}"
+        );
+        assert_eq!(common::listening_sockets(port), 0);
+        // Sessions established before the pause go on.
+        established.write_all(b"paused?").unwrap();
+        assert_eq!(read_n(&mut established, 7), b"paused?");
+        resume.apply(&proxy);
+        assert!(
+            common::wait_until(GENEROUS, || new_connection_served(
+                addr,
+                Duration::from_millis(500)
+            )),
+            "new connections are not served after {resume:?}"
+        );
+    }
+    proxy.assert_alive();
+}
+
+/// A way to pause or resume a process's listeners.
+#[derive(Debug)]
+enum Pause {
+    Signal(Signal),
+    Cli(&'static str),
+}
+
+impl Pause {
+    fn apply(&self, proxy: &common::Sluice) {
+        match self {
+            Pause::Signal(signal) => proxy.signal(*signal),
+            Pause::Cli(command) => assert_eq!(proxy.cli(command), "\n"),
+        }
+    }
+}
+
+#[test]
 fn sighup_does_not_stop_the_process() {
     let backend = Backend::echo();
     let (mut proxy, addr) = echo_proxy(&backend, "");
@@ -548,6 +606,71 @@ fn reload_with_sf_hands_over_the_port_and_lets_old_sessions_finish() {
         assert!(new_connection_served(addr, GENEROUS));
     }
     new.assert_alive();
+}
+
+#[test]
+fn reload_under_noreuseport_pauses_the_old_process_to_take_the_port() {
+    // Without SO_REUSEPORT the new process cannot bind while the old one listens: it pauses
+    // the old one (SIGTTOU), binds, then tells it to finish (SIGUSR1), as management.txt §4
+    // describes.
+    let backend = Backend::echo();
+    let port = common::free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let cfg = format!(
+        "global\n    noreuseport\n{}",
+        port_proxy_config(port, &backend)
+    );
+    let mut old = common::sluice(&cfg).start();
+    let mut old_session = live_session(addr);
+    let mut new = common::sluice(&cfg)
+        .arg("-sf")
+        .arg(&old.pid().to_string())
+        .start();
+    assert!(new_connection_served(addr, GENEROUS));
+    assert_eq!(common::listening_sockets(port), 1, "one socket, the new one's");
+    old_session.write_all(b"still here").unwrap();
+    assert_eq!(read_n(&mut old_session, 10), b"still here");
+    drop(old_session);
+    assert_exit_zero(&mut old);
+    assert!(new_connection_served(addr, GENEROUS));
+    new.assert_alive();
+}
+
+#[test]
+fn a_reload_that_cannot_bind_resumes_the_old_process() {
+    // The new configuration also wants a port someone else holds: the new process pauses
+    // the old one, retries for about a second, gives up, and has the old one listen again
+    // (SIGTTIN) before exiting with an error.
+    let backend = Backend::echo();
+    let port = common::free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = squatter.local_addr().unwrap().port();
+    let cfg = format!(
+        "global\n    noreuseport\n{}",
+        port_proxy_config(port, &backend)
+    );
+    let mut old = common::sluice(&cfg).start();
+    let mut failed = common::sluice(&format!("{cfg}    bind 127.0.0.1:{taken}\n"))
+        .arg("-sf")
+        .arg(&old.pid().to_string())
+        .without_stats_socket()
+        .start();
+    let status = failed.expect_exit();
+    assert_ne!(status.code(), Some(0), "{}", failed.stderr());
+    assert!(
+        failed.stderr().contains("Address already in use"),
+        "{}",
+        failed.stderr()
+    );
+    assert!(
+        common::wait_until(GENEROUS, || new_connection_served(
+            addr,
+            Duration::from_millis(500)
+        )),
+        "the old process does not listen again"
+    );
+    old.assert_alive();
 }
 
 #[test]
