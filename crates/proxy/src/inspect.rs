@@ -2,12 +2,13 @@
 //! over the first bytes the client sends (configuration.txt §4.2 `tcp-request content`,
 //! `tcp-request inspect-delay`), which is how SNI routing works without terminating TLS.
 //!
-//! Rules are evaluated on what has arrived so far. When no rule has decided yet and a rule
-//! reads the client's data (`req.len`, `req.payload`, `req.ssl_sni`...), the session waits for
-//! more, until `tcp-request inspect-delay` expires, the buffer is full or the client stops
-//! sending; then the rules run a last time with `WAIT_END` true, and a session no rule
-//! rejected is accepted (HAProxy's default). Without an inspect delay the rules run once, on
-//! whatever is already there. A backend other than the frontend then runs its own
+//! Rules are evaluated on what has arrived so far. When a rule's condition reads client data
+//! that is not all there yet (`req.len`, `req.payload`, `req.ssl_sni`...), the session waits
+//! for more, until `tcp-request inspect-delay` expires, the buffer is full or the client stops
+//! sending; then the rules run a last time with `WAIT_END` true. A session whose rules all
+//! judged the data for good without deciding is accepted at once (HAProxy's default), as is
+//! one no rule rejected by the end of the delay. Without an inspect delay the rules run once,
+//! on whatever is already there. A backend other than the frontend then runs its own
 //! `tcp-request content` rules the same way, with its own inspect delay. The bytes read stay
 //! in the buffer and are sent to the server first: inspection never consumes client data.
 //!
@@ -170,9 +171,11 @@ async fn content_rules<'a>(
                 return Some(Inspection::Dropped);
             }
             Some(TcpVerdict::SwitchHttp) => return Some(Inspection::SwitchHttp),
-            Some(TcpVerdict::Accept) => return None,
-            Some(TcpVerdict::Wait) | None if ended => return None,
-            Some(TcpVerdict::Wait) | None => {}
+            // Every rule judged what is there for good, and none decided: HAProxy's default
+            // accept, at once rather than at the end of the delay.
+            Some(TcpVerdict::Accept) | None => return None,
+            Some(TcpVerdict::Wait) if ended => return None,
+            Some(TcpVerdict::Wait) => {}
         }
         let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
             d.saturating_duration_since(clock::now())
@@ -257,9 +260,9 @@ pub async fn inspect_response(
                 ResponseInspection::Dropped
             }
             // The configuration allows `switch-mode` in request rules only.
-            Some(TcpVerdict::Accept | TcpVerdict::SwitchHttp) => ResponseInspection::Forward,
-            Some(TcpVerdict::Wait) | None if ended => ResponseInspection::Forward,
-            Some(TcpVerdict::Wait) | None => {
+            Some(TcpVerdict::Accept | TcpVerdict::SwitchHttp) | None => ResponseInspection::Forward,
+            Some(TcpVerdict::Wait) if ended => ResponseInspection::Forward,
+            Some(TcpVerdict::Wait) => {
                 let remaining = deadline.map_or(std::time::Duration::ZERO, |d| {
                     d.saturating_duration_since(clock::now())
                 });

@@ -12,7 +12,8 @@ mod common;
 
 use common::http::{HTTP_DEFAULTS, Log, Received, http_backend, one_shot, status_of};
 use common::{
-    Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice,
+    Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_n, read_to_close,
+    sluice, stays_silent,
 };
 use std::io::{BufReader, Write};
 use std::net::SocketAddr;
@@ -578,6 +579,44 @@ backend app
     assert!(answer.data().is_empty(), "{:?}", answer.data());
     assert!(log.lock().unwrap().is_empty());
     drop(p);
+}
+
+#[test]
+fn content_rules_that_judged_the_data_for_good_let_the_session_go_at_once() {
+    // Inspect delays of an hour, and rules whose conditions the first four bytes decide for
+    // good (a whole prefix that does not match): as HAProxy does, the session goes on at once,
+    // through the frontend's rules, the backend's, and the backend's response rules, rather
+    // than at the end of each delay (the answer would then never come within the harness's
+    // read timeout). The client keeps its side open: no end of stream ends the waits.
+    let echo = Backend::echo();
+    let config = format!(
+        "{TCP_DEFAULTS}
+frontend f
+    {{bind}}
+    tcp-request inspect-delay 1h
+    tcp-request content reject if {{ req.payload(0,4) -m str QUIT }}
+    default_backend echo
+backend echo
+    tcp-request inspect-delay 1h
+    tcp-request content reject if {{ req.payload(0,4) -m str STOP }}
+    tcp-response inspect-delay 1h
+    tcp-response content reject if {{ res.payload(0,4) -m str BAD! }}
+    server s {}
+",
+        echo.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(b"ping").unwrap();
+    assert_eq!(read_n(&mut s, 4), b"ping");
+    // A rule still missing its data does wait: three bytes cannot say whether they start
+    // "QUIT", and the fourth decides.
+    let mut s = connect(addr);
+    s.write_all(b"QUI").unwrap();
+    assert!(stays_silent(&mut s, std::time::Duration::from_millis(300)));
+    s.write_all(b"T").unwrap();
+    assert!(read_to_close(&mut s, GENEROUS).is_closed());
+    assert_eq!(echo.accepted(), 1);
 }
 
 #[test]
