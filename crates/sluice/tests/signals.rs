@@ -518,12 +518,17 @@ fn a_paused_port_refuses_new_clients_until_resumed() {
     let mut proxy = common::sluice(&port_proxy_config(port, &backend)).start();
     let mut established = live_session(addr);
     let refused = || {
-        TcpStream::connect(addr)
-            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+        TcpStream::connect(addr).is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
     };
     for (pause, resume) in [
-        (Pause::Signal(Signal::SIGTTOU), Pause::Signal(Signal::SIGTTIN)),
-        (Pause::Cli("disable frontend app"), Pause::Cli("enable frontend app")),
+        (
+            Pause::Signal(Signal::SIGTTOU),
+            Pause::Signal(Signal::SIGTTIN),
+        ),
+        (
+            Pause::Cli("disable frontend app"),
+            Pause::Cli("enable frontend app"),
+        ),
     ] {
         pause.apply(&proxy);
         assert!(
@@ -627,7 +632,11 @@ fn reload_under_noreuseport_pauses_the_old_process_to_take_the_port() {
         .arg(&old.pid().to_string())
         .start();
     assert!(new_connection_served(addr, GENEROUS));
-    assert_eq!(common::listening_sockets(port), 1, "one socket, the new one's");
+    assert_eq!(
+        common::listening_sockets(port),
+        1,
+        "one socket, the new one's"
+    );
     old_session.write_all(b"still here").unwrap();
     assert_eq!(read_n(&mut old_session, 10), b"still here");
     drop(old_session);
