@@ -386,6 +386,9 @@ pub enum HttpAction {
     SilentDrop,
     /// `set-log-level`.
     SetLogLevel(LogLevelChange),
+    /// `disable-l7-retry`: a failure of the request other than a failed connection is not
+    /// retried (`retry-on`).
+    DisableL7Retry,
     /// `strict-mode on|off`: whether a failed rewrite of the following rules of the set is
     /// an internal error (500) or is ignored (only counted).
     StrictMode(bool),
@@ -861,7 +864,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "cache-use",
     "del-acl",
     "del-map",
-    "disable-l7-retry",
     "do-resolve",
     "early-hint",
     "expect-netscaler-cip",
@@ -1531,6 +1533,10 @@ fn parse_http_action(
             _ => Err(format!("{UNSUPPORTED}silent-drop {}", rest.join(" "))),
         },
         "set-log-level" => parse_log_level(rest).map(HttpAction::SetLogLevel),
+        "disable-l7-retry" => {
+            exactly(0, "no argument")?;
+            request_only(HttpAction::DisableL7Retry)
+        }
         "wait-for-body" => parse_wait_for_body(rest),
         "strict-mode" => match rest {
             [on] if on == "on" => Ok(HttpAction::StrictMode(true)),

@@ -41,6 +41,8 @@ struct Transaction {
     addresses: Option<Endpoints>,
     /// `set-timeout server` and `set-timeout tunnel`, with the proxy whose rules set them.
     timeouts: [Option<(u32, Duration)>; 2],
+    /// `disable-l7-retry`: no `retry-on` retry but after a failed connection.
+    no_l7_retries: bool,
 }
 
 /// The variables of one session.
@@ -189,6 +191,20 @@ impl Vars {
     /// The transaction's addresses as rules set them, if they did.
     pub fn addresses(&self) -> Option<Endpoints> {
         self.transaction.borrow().as_ref().and_then(|t| t.addresses)
+    }
+
+    /// `disable-l7-retry`: the transaction's request is retried after a failed connection
+    /// only.
+    pub fn disable_l7_retries(&self) {
+        self.transaction().no_l7_retries = true;
+    }
+
+    /// Whether a rule disabled the transaction's layer-7 retries.
+    pub fn l7_retries_disabled(&self) -> bool {
+        self.transaction
+            .borrow()
+            .as_ref()
+            .is_some_and(|t| t.no_l7_retries)
     }
 
     /// The transaction's log level, if a rule changed it.

@@ -784,7 +784,8 @@ async fn exchange<'a>(
     // and, with `retry-on`, after the failures it names (within `retries`).
     let mut attempts = if framing == BodyFraming::None { 2 } else { 1 };
     let retry_on = &ctx.backend.plan.retry_on;
-    let mut l7_retries = if framing == BodyFraming::None && retry_on.layer7() {
+    let l7 = retry_on.layer7() && !ctx.scope.vars.l7_retries_disabled();
+    let mut l7_retries = if framing == BodyFraming::None && l7 {
         ctx.backend.plan.retries
     } else {
         0

@@ -921,6 +921,10 @@ fn common_action<'a, 'e>(
             vars.set_log_level(*level);
             Step::Next
         }
+        HttpAction::DisableL7Retry => {
+            vars.disable_l7_retries();
+            Step::Next
+        }
         HttpAction::SetTimeout { which, value } => {
             let time = match value {
                 TimeoutValue::Fixed(time) => Some(*time),
