@@ -389,6 +389,14 @@ pub enum HttpAction {
     /// `disable-l7-retry`: a failure of the request other than a failed connection is not
     /// retried (`retry-on`).
     DisableL7Retry,
+    /// `early-hint <name> <fmt>`: a field of the 103 (Early Hints) interim answer sent to
+    /// the client before any other (RFC 8297); consecutive rules share one answer.
+    EarlyHint {
+        /// Field name.
+        name: String,
+        /// Field value.
+        value: LogFormat,
+    },
     /// `strict-mode on|off`: whether a failed rewrite of the following rules of the set is
     /// an internal error (500) or is ignored (only counted).
     StrictMode(bool),
@@ -865,7 +873,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "del-acl",
     "del-map",
     "do-resolve",
-    "early-hint",
     "expect-netscaler-cip",
     "expect-proxy",
     "reject",
@@ -1536,6 +1543,12 @@ fn parse_http_action(
         "disable-l7-retry" => {
             exactly(0, "no argument")?;
             request_only(HttpAction::DisableL7Retry)
+        }
+        "early-hint" => {
+            exactly(2, "a field name and a value")?;
+            let name = field_name(&rest[0])?;
+            let value = fmt(&rest[1])?;
+            request_only(HttpAction::EarlyHint { name, value })
         }
         "wait-for-body" => parse_wait_for_body(rest),
         "strict-mode" => match rest {

@@ -15,6 +15,7 @@
 //! has them: every session holds its `Vars` for as long as it lives, idle time included.
 
 use sluice_config::rules::{LogLevelChange, StreamTimeout};
+use sluice_http::encode::HeaderCase;
 use sluice_net::listen::Endpoints;
 use sluice_net::proxy_protocol::ReceivedTlvs;
 use sluice_runtime::capture::CaptureSet;
@@ -43,6 +44,10 @@ struct Transaction {
     timeouts: [Option<(u32, Duration)>; 2],
     /// `disable-l7-retry`: no `retry-on` retry but after a failed connection.
     no_l7_retries: bool,
+    /// `early-hint`: the 103 answers to send the client, the last one still open while
+    /// `early_hint_open`.
+    early_hints: Vec<u8>,
+    early_hint_open: bool,
 }
 
 /// The variables of one session.
@@ -207,6 +212,45 @@ impl Vars {
             .is_some_and(|t| t.no_l7_retries)
     }
 
+    /// `early-hint`: adds the field `name: value` to the 103 answer being built, started if
+    /// none is, and ends that answer when `last`. The name is written in lower case, as
+    /// HAProxy writes it, unless `case` (`h1-case-adjust`) spells it otherwise; a value that
+    /// cannot be a field value (a line break...) adds nothing.
+    pub fn add_early_hint(
+        &self,
+        (name, value): (&str, &[u8]),
+        case: Option<&HeaderCase>,
+        last: bool,
+    ) {
+        let mut transaction = self.transaction();
+        let t = &mut *transaction;
+        if sluice_http::encode::is_valid_field(name, value) {
+            if !t.early_hint_open {
+                t.early_hints
+                    .extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+                t.early_hint_open = true;
+            }
+            let lower = name.to_ascii_lowercase();
+            let spelled = case.map_or(lower.as_bytes(), |c| c.adjust(lower.as_bytes()));
+            t.early_hints.extend_from_slice(spelled);
+            t.early_hints.extend_from_slice(b": ");
+            t.early_hints.extend_from_slice(value);
+            t.early_hints.extend_from_slice(b"\r\n");
+        }
+        if last && t.early_hint_open {
+            t.early_hints.extend_from_slice(b"\r\n");
+            t.early_hint_open = false;
+        }
+    }
+
+    /// The 103 answers the rules built since the last call, to be sent now.
+    pub fn take_early_hints(&self) -> Option<Vec<u8>> {
+        let mut transaction = self.transaction.borrow_mut();
+        let t = transaction.as_mut()?;
+        (!t.early_hints.is_empty() && !t.early_hint_open)
+            .then(|| std::mem::take(&mut t.early_hints))
+    }
+
     /// The transaction's log level, if a rule changed it.
     pub fn log_level(&self) -> Option<LogLevelChange> {
         self.log_level.get()
@@ -357,6 +401,28 @@ fn store(table: &mut Vec<(String, Sample<'static>)>, name: &str, value: Sample<'
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn early_hints_group_into_103_answers_sent_once_complete() {
+        let vars = Vars::default();
+        assert_eq!(vars.take_early_hints(), None);
+        vars.add_early_hint(("Link", b"</a.css>"), None, false);
+        // Not complete yet: nothing to send.
+        assert_eq!(vars.take_early_hints(), None);
+        // A value that would break the head adds nothing, and the answer still ends.
+        vars.add_early_hint(("Link", b"x\r\nInjected: 1"), None, true);
+        let mut case = HeaderCase::default();
+        case.add("x-section", "X-SECTION").expect("a valid entry");
+        vars.add_early_hint(("X-Section", b"/page"), Some(&case), true);
+        assert_eq!(
+            vars.take_early_hints().as_deref(),
+            Some(
+                &b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\n\
+                   HTTP/1.1 103 Early Hints\r\nX-SECTION: /page\r\n\r\n"[..]
+            )
+        );
+        assert_eq!(vars.take_early_hints(), None);
+    }
 
     #[test]
     fn transaction_scopes_end_with_the_transaction() {

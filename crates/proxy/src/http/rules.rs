@@ -32,7 +32,7 @@ use sluice_config::rules::{
 use sluice_http::encode::HeadEdits;
 use sluice_http::error::error_response;
 use sluice_http::head::{
-    HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, header_values,
+    HeaderSpan, Limits, MessageHead, Parse, RequestHead, ResponseHead, Version, header_values,
     parse_response,
 };
 use sluice_http::reason_phrase;
@@ -732,6 +732,22 @@ fn http_request_rules<'a>(
                     strict = on;
                     continue;
                 }
+                // HTTP/1.0 clients get no interim answer (RFC 9110 §15.2).
+                HttpAction::EarlyHint {
+                    ref name,
+                    ref value,
+                } if head.version != Version::Http10 => {
+                    let value = render_into(value, &view, &mut scratch);
+                    // As in HAProxy, a run of early-hint rules makes one 103 answer.
+                    let last = !matches!(
+                        rules.http_request.get(index + 1).map(|r| &r.action),
+                        Some(HttpAction::EarlyHint { .. })
+                    );
+                    let case = scope.frontend.plan.http.case_adjust_client.as_deref();
+                    scope.vars.add_early_hint((name, value), case, last);
+                    continue;
+                }
+                HttpAction::EarlyHint { .. } => continue,
                 _ => {}
             }
             let buf = input.filled();
@@ -925,6 +941,8 @@ fn common_action<'a, 'e>(
             vars.disable_l7_retries();
             Step::Next
         }
+        // Request rules handle it (`http_request_rules`); response rules never have it.
+        HttpAction::EarlyHint { .. } => Step::Next,
         HttpAction::SetTimeout { which, value } => {
             let time = match value {
                 TimeoutValue::Fixed(time) => Some(*time),

@@ -385,6 +385,13 @@ impl<'s> Session<'_, 's> {
         let mut resume = None;
         let backend = loop {
             let verdict = rules::process_request(scope, input, &mut head, limits, resume);
+            // `early-hint`: the 103 answers leave before anything else, whatever the rules
+            // then decided, as HAProxy sends them when its rules build them.
+            if let Some(hints) = scope.vars.take_early_hints()
+                && !crate::forward::write_within(client, &hints, settings.client).await
+            {
+                return Next::Close;
+            }
             break match verdict {
                 // `http-request wait-for-body`: the wait, then the rules after it.
                 RequestVerdict::WaitForBody(wait, rest) => {
