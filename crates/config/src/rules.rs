@@ -165,6 +165,17 @@ pub enum TcpAction {
     /// `silent-drop`: the client's connection disappears without telling it (a reset that
     /// cannot leave this host), as the HTTP action does.
     SilentDrop,
+    /// `set-priority-class|offset` (content rules only).
+    SetPriority(PriorityPart, Expr),
+}
+
+/// Which part of a request's queue priority a `set-priority-*` action sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PriorityPart {
+    /// `set-priority-class`: -2047 (first) to 2047.
+    Class,
+    /// `set-priority-offset`: milliseconds added to the time queued, -524287 to 524287.
+    Offset,
 }
 
 /// The change a pattern-editing action makes.
@@ -389,6 +400,8 @@ pub enum HttpAction {
     /// `disable-l7-retry`: a failure of the request other than a failed connection is not
     /// retried (`retry-on`).
     DisableL7Retry,
+    /// `set-priority-class|offset <expr>`: the request's place in a server queue.
+    SetPriority(PriorityPart, Expr),
     /// `early-hint <name> <fmt>`: a field of the 103 (Early Hints) interim answer sent to
     /// the client before any other (RFC 8297); consecutive rules share one answer.
     EarlyHint {
@@ -892,8 +905,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "set-map",
     "set-mark",
     "set-nice",
-    "set-priority-class",
-    "set-priority-offset",
     "set-src",
     "set-src-port",
     "set-timeout",
@@ -1292,8 +1303,35 @@ fn parse_tcp_action(args: &[String], maps: &MapStore, stages: Stages) -> Result<
         "set-log-level" if !stages.intersects(Stages::TCP_REQ_CONN | Stages::TCP_REQ_SESS) => {
             parse_log_level(rest).map(TcpAction::SetLogLevel)
         }
+        // A request's place in a queue: `tcp-request content` only, as in HAProxy.
+        "set-priority-class" | "set-priority-offset"
+            if stages.intersects(Stages::TCP_REQ_CONTENT) =>
+        {
+            parse_priority(action, rest, maps, stages)
+                .map(|(part, expr)| TcpAction::SetPriority(part, expr))
+        }
         other => Err(unsupported(other)),
     }
+}
+
+/// `set-priority-class|offset <expr>`.
+fn parse_priority(
+    action: &str,
+    rest: &[String],
+    maps: &MapStore,
+    stages: Stages,
+) -> Result<(PriorityPart, Expr), String> {
+    let [expr] = rest else {
+        return Err(format!("'{action}' expects exactly one sample expression"));
+    };
+    let expr = Expr::parse(expr, maps)?;
+    expr.check_stages(stages)?;
+    let part = if action == "set-priority-class" {
+        PriorityPart::Class
+    } else {
+        PriorityPart::Offset
+    };
+    Ok((part, expr))
 }
 
 fn parse_http_action(
@@ -1544,6 +1582,9 @@ fn parse_http_action(
             exactly(0, "no argument")?;
             request_only(HttpAction::DisableL7Retry)
         }
+        "set-priority-class" | "set-priority-offset" => parse_priority(action, rest, maps, stages)
+            .map(|(part, expr)| HttpAction::SetPriority(part, expr))
+            .and_then(request_only),
         "early-hint" => {
             exactly(2, "a field name and a value")?;
             let name = field_name(&rest[0])?;

@@ -263,6 +263,11 @@ impl Context for StreamView<'_> {
         self.vars.unique_id().map(Sample::owned_str)
     }
 
+    fn queue_priority(&self) -> (i64, i64) {
+        let priority = self.vars.priority();
+        (i64::from(priority.class), i64::from(priority.offset_ms))
+    }
+
     fn received_proxy(&self) -> bool {
         self.vars.received_proxy()
     }

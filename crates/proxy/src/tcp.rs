@@ -156,16 +156,19 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     // with `option persist`, even down (configuration.txt `persist rdp-cookie`).
     let persisted = persisted_rdp_server(backend, inspected.filled());
     let force = persisted.is_some() && backend.plan.persistence.persist;
+    let priority = vars.priority();
     let acquire = async {
         match persisted.or(stuck) {
-            Some(index) => match backend.acquire_server_at(index).await {
+            Some(index) => match backend.acquire_server_at(index, priority).await {
                 Err(Unserved::NoServer) if force => {
                     backend.lease_server_forced(index).ok_or(Unserved::NoServer)
                 }
-                Err(Unserved::QueueFull | Unserved::NoServer) => backend.acquire_server(key).await,
+                Err(Unserved::QueueFull | Unserved::NoServer) => {
+                    backend.acquire_server(key, priority).await
+                }
                 other => other,
             },
-            None => backend.acquire_server(key).await,
+            None => backend.acquire_server(key, priority).await,
         }
     };
     // `option abortonclose`: a client that leaves while its session waits in a queue, or

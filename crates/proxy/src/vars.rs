@@ -14,12 +14,13 @@
 //! session's [`Vars`]. They and the unique id sit in a box made only for a transaction that
 //! has them: every session holds its `Vars` for as long as it lives, idle time included.
 
-use sluice_config::rules::{LogLevelChange, StreamTimeout};
+use sluice_config::rules::{LogLevelChange, PriorityPart, StreamTimeout};
 use sluice_http::encode::HeaderCase;
 use sluice_net::listen::Endpoints;
 use sluice_net::proxy_protocol::ReceivedTlvs;
 use sluice_runtime::capture::CaptureSet;
 use sluice_runtime::listener::ListenerStats;
+use sluice_runtime::proxy::QueuePriority;
 use sluice_sample::Sample;
 use std::borrow::Cow;
 use std::cell::{Ref, RefCell};
@@ -48,6 +49,8 @@ struct Transaction {
     /// `early_hint_open`.
     early_hints: Vec<u8>,
     early_hint_open: bool,
+    /// `set-priority-class|offset`: the request's place in a server queue.
+    priority: QueuePriority,
 }
 
 /// The variables of one session.
@@ -196,6 +199,31 @@ impl Vars {
     /// The transaction's addresses as rules set them, if they did.
     pub fn addresses(&self) -> Option<Endpoints> {
         self.transaction.borrow().as_ref().and_then(|t| t.addresses)
+    }
+
+    /// `set-priority-class` or `set-priority-offset`: `value`, brought into the part's range.
+    pub fn set_priority(&self, part: PriorityPart, value: i64) {
+        let mut transaction = self.transaction();
+        let priority = &mut transaction.priority;
+        match part {
+            PriorityPart::Class => {
+                let (low, high) = QueuePriority::CLASSES.into_inner();
+                priority.class = value.clamp(low, high) as i32;
+            }
+            PriorityPart::Offset => {
+                let (low, high) = QueuePriority::OFFSETS.into_inner();
+                priority.offset_ms = value.clamp(low, high) as i32;
+            }
+        }
+    }
+
+    /// The transaction's queue priority (`prio_class`, `prio_offset`), the default unless a
+    /// rule set it.
+    pub fn priority(&self) -> QueuePriority {
+        self.transaction
+            .borrow()
+            .as_ref()
+            .map_or_else(QueuePriority::default, |t| t.priority)
     }
 
     /// `disable-l7-retry`: the transaction's request is retried after a failed connection

@@ -324,12 +324,12 @@ mod tests {
                     "backend b\n fullconn 10\n timeout queue 10s\n server a 127.0.0.1:1 minconn 1 maxconn 5\n",
                 ));
                 assert_eq!(b.server_limit(0), Some(1), "idle: minconn");
-                let first = b.acquire_server(None).await.unwrap();
+                let first = b.acquire_server(None, crate::proxy::QueuePriority::default()).await.unwrap();
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 for n in 0..9 {
                     let (b, tx) = (Arc::clone(&b), tx.clone());
                     tokio::task::spawn_local(async move {
-                        let lease = b.acquire_server(None).await;
+                        let lease = b.acquire_server(None, crate::proxy::QueuePriority::default()).await;
                         tx.send(n).unwrap();
                         // Hold the slot for good.
                         std::future::pending::<()>().await;

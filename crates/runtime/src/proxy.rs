@@ -425,10 +425,28 @@ impl Shared {
     }
 }
 
+/// Where a request waits in a queue (`set-priority-class`, `set-priority-offset`): ordered
+/// by class, then by the time it was queued moved by the offset, lower first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueuePriority {
+    /// The class, -2047 to 2047.
+    pub class: i32,
+    /// Milliseconds added to the time the request was queued, -524287 to 524287.
+    pub offset_ms: i32,
+}
+
+impl QueuePriority {
+    /// The range of a class.
+    pub const CLASSES: std::ops::RangeInclusive<i64> = -2047..=2047;
+    /// The range of an offset, in milliseconds.
+    pub const OFFSETS: std::ops::RangeInclusive<i64> = -524_287..=524_287;
+}
+
 /// Requests waiting for a server slot (configuration.txt §5.2 `maxconn`, `maxqueue`): one
 /// queue for the backend (any server may serve them) and one per server (requests that
-/// must go to that server). Each waiter holds a ticket; a freed slot goes to the oldest
-/// ticket among its server's queue and the backend's.
+/// must go to that server). Each queue is kept in [`QueuePriority`] order (arrival order
+/// among equals, by ticket); a freed slot goes to the first waiter among its server's queue
+/// and the backend's.
 #[derive(Debug, Default)]
 pub(crate) struct Queues {
     next_ticket: u64,
@@ -439,7 +457,8 @@ pub(crate) struct Queues {
 /// A request waiting in a queue: woken with the index of the server whose slot it received.
 #[derive(Debug)]
 pub(crate) struct Waiter {
-    ticket: u64,
+    /// Its place: class, due time (ms), ticket.
+    order: (i32, i64, u64),
     wake: oneshot::Sender<usize>,
 }
 
@@ -620,9 +639,14 @@ impl Backend {
     /// Chooses a server for a new connection (a request in HTTP mode) given the algorithm's
     /// `key` (`None` when the algorithm uses none or it is missing: round robin then). When
     /// every usable server is at its `maxconn`, the request waits in the backend's queue, in
-    /// arrival order, for at most [`Backend::queue_timeout`]. The lease counts the connection on
-    /// the server until it is dropped, which also hands the slot to the next waiter.
-    pub async fn acquire_server(&self, key: Option<&[u8]>) -> Result<ServerLease<'_>, Unserved> {
+    /// `priority` order (arrival order by default), for at most [`Backend::queue_timeout`].
+    /// The lease counts the connection on the server until it is dropped, which also hands
+    /// the slot to the next waiter.
+    pub async fn acquire_server(
+        &self,
+        key: Option<&[u8]>,
+        priority: QueuePriority,
+    ) -> Result<ServerLease<'_>, Unserved> {
         crate::streams::note_backend(self.plan.id.uid);
         let waiting = {
             let mut shared = self.lock();
@@ -640,7 +664,7 @@ impl Backend {
             if !shared.balancer.has_usable_server() {
                 return Err(Unserved::NoServer);
             }
-            let waiting = shared.queues.enqueue(None);
+            let waiting = shared.queues.enqueue(None, priority);
             self.stats.note_queued(shared.queues.backend.len());
             // A longer queue is more load: a `minconn` server may take it at once.
             self.follow_load(&mut shared);
@@ -652,7 +676,11 @@ impl Backend {
     /// Takes the server at `index` (a `use-server` rule, a persistence cookie) if it is usable;
     /// when it is at its `maxconn` the request waits in that server's own queue, unless the
     /// queue holds `maxqueue` requests already ([`Unserved::QueueFull`]: balance instead).
-    pub async fn acquire_server_at(&self, index: usize) -> Result<ServerLease<'_>, Unserved> {
+    pub async fn acquire_server_at(
+        &self,
+        index: usize,
+        priority: QueuePriority,
+    ) -> Result<ServerLease<'_>, Unserved> {
         crate::streams::note_backend(self.plan.id.uid);
         let waiting = {
             let mut shared = self.lock();
@@ -673,7 +701,7 @@ impl Backend {
             {
                 return Err(Unserved::QueueFull);
             }
-            let waiting = shared.queues.enqueue(Some(index));
+            let waiting = shared.queues.enqueue(Some(index), priority);
             server.stats.note_queued(queued + 1);
             self.follow_load(&mut shared);
             waiting
@@ -805,8 +833,12 @@ impl Backend {
 }
 
 impl Queues {
-    /// Adds a waiter to the queue of `server` (or the backend's).
-    fn enqueue(&mut self, server: Option<usize>) -> (u64, oneshot::Receiver<usize>) {
+    /// Adds a waiter to the queue of `server` (or the backend's), at its `priority`'s place.
+    fn enqueue(
+        &mut self,
+        server: Option<usize>,
+        priority: QueuePriority,
+    ) -> (u64, oneshot::Receiver<usize>) {
         let (wake, woken) = oneshot::channel();
         let ticket = self.next_ticket;
         self.next_ticket += 1;
@@ -814,20 +846,24 @@ impl Queues {
             Some(queue) => queue,
             None => &mut self.backend,
         };
-        queue.push_back(Waiter { ticket, wake });
+        let due = crate::clock::millis() as i64 + i64::from(priority.offset_ms);
+        let order = (priority.class, due, ticket);
+        // Most requests have the default priority and go last: the search starts there.
+        let at = queue.partition_point(|w| w.order <= order);
+        queue.insert(at, Waiter { order, wake });
         (ticket, woken)
     }
 
-    /// The oldest waiter that server `index` may serve: from its own queue, or the backend's
-    /// when `balanced` (the server is one balancing would pick).
+    /// The first waiter that server `index` may serve: from its own queue, or the
+    /// backend's when `balanced` (the server is one balancing would pick).
     fn pop_for(&mut self, index: usize, balanced: bool) -> Option<Waiter> {
         let own = self
             .servers
             .get(index)
             .and_then(|q| q.front())
-            .map(|w| w.ticket);
+            .map(|w| w.order);
         let shared = if balanced {
-            self.backend.front().map(|w| w.ticket)
+            self.backend.front().map(|w| w.order)
         } else {
             None
         };
@@ -841,9 +877,9 @@ impl Queues {
 
     /// Forgets the waiter holding `ticket` (it gave up).
     fn remove(&mut self, ticket: u64) {
-        self.backend.retain(|w| w.ticket != ticket);
+        self.backend.retain(|w| w.order.2 != ticket);
         for queue in &mut self.servers {
-            queue.retain(|w| w.ticket != ticket);
+            queue.retain(|w| w.order.2 != ticket);
         }
     }
 }
@@ -1144,8 +1180,8 @@ mod tests {
         let b = Arc::clone(b);
         tokio::task::spawn_local(async move {
             let taken = match at {
-                Some(i) => b.acquire_server_at(i).await,
-                None => b.acquire_server(None).await,
+                Some(i) => b.acquire_server_at(i, QueuePriority::default()).await,
+                None => b.acquire_server(None, QueuePriority::default()).await,
             };
             match taken {
                 Ok(lease) => {
@@ -1236,8 +1272,14 @@ mod tests {
         local
             .run_until(async {
                 let b = Arc::new(backend(TWO_SLOTS));
-                let _a = b.acquire_server(None).await.unwrap();
-                let _z = b.acquire_server(None).await.unwrap();
+                let _a = b
+                    .acquire_server(None, QueuePriority::default())
+                    .await
+                    .unwrap();
+                let _z = b
+                    .acquire_server(None, QueuePriority::default())
+                    .await
+                    .unwrap();
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let (_release, hold) = tokio::sync::oneshot::channel();
                 waiter(&b, None, tx, "", hold);
@@ -1255,7 +1297,10 @@ mod tests {
         local
             .run_until(async {
                 let b = Arc::new(backend(TWO_SLOTS));
-                let z = b.acquire_server_at(1).await.unwrap();
+                let z = b
+                    .acquire_server_at(1, QueuePriority::default())
+                    .await
+                    .unwrap();
                 assert_eq!(z.name(), "z");
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let (_keep, hold) = tokio::sync::oneshot::channel();
@@ -1263,7 +1308,7 @@ mod tests {
                 tokio::task::yield_now().await;
                 assert_eq!(b.server_queued(1), 1, "maxqueue 1: one may wait for z");
                 assert_eq!(
-                    b.acquire_server_at(1).await.err(),
+                    b.acquire_server_at(1, QueuePriority::default()).await.err(),
                     Some(Unserved::QueueFull)
                 );
                 // The server-queued request is served by z when z frees its slot.
@@ -1275,10 +1320,61 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn queued_requests_are_served_by_priority_class_then_offset() {
+        let b = backend("backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n");
+        let first = b
+            .acquire_server(None, QueuePriority::default())
+            .await
+            .unwrap();
+        let priority = |class, offset_ms| QueuePriority { class, offset_ms };
+        // Queued in this order; served lowest class first, then earliest due time (the
+        // time queued plus the offset), arrival order among equals.
+        let mut waiting = vec![
+            (
+                "late class",
+                Box::pin(b.acquire_server(None, priority(1, -10_000))),
+            ),
+            ("plain 1", Box::pin(b.acquire_server(None, priority(0, 0)))),
+            ("urgent", Box::pin(b.acquire_server(None, priority(-5, 0)))),
+            ("plain 2", Box::pin(b.acquire_server(None, priority(0, 0)))),
+            ("ahead", Box::pin(b.acquire_server(None, priority(0, -500)))),
+        ];
+        for (_, acquire) in &mut waiting {
+            queue_up(acquire).await;
+        }
+        assert_eq!(b.queued(), 5);
+        let mut lease = Some(first);
+        let mut served = Vec::new();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        while !waiting.is_empty() {
+            // The freed slot goes to one waiter, which holds it until the next turn.
+            drop(lease.take());
+            let mut ready = None;
+            for (at, (name, acquire)) in waiting.iter_mut().enumerate() {
+                if let std::task::Poll::Ready(taken) = acquire.as_mut().poll(&mut cx) {
+                    ready = Some((at, *name, taken.unwrap()));
+                    break;
+                }
+            }
+            let (at, name, taken) = ready.expect("the freed slot went to a waiter");
+            drop(waiting.remove(at));
+            served.push(name);
+            lease = Some(taken);
+        }
+        assert_eq!(
+            served,
+            ["urgent", "ahead", "plain 1", "plain 2", "late class"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_slot_handed_to_a_waiter_that_left_goes_back() {
         let b = backend("backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n");
-        let a = b.acquire_server(None).await.unwrap();
-        let mut waiting = Box::pin(b.acquire_server(None));
+        let a = b
+            .acquire_server(None, QueuePriority::default())
+            .await
+            .unwrap();
+        let mut waiting = Box::pin(b.acquire_server(None, QueuePriority::default()));
         std::future::poll_fn(|cx| {
             assert!(
                 waiting.as_mut().poll(cx).is_pending(),
@@ -1299,7 +1395,10 @@ mod tests {
         drop(waiting);
         assert_eq!(b.queued(), 0);
         assert_eq!(b.lock().balancer.connections(0), 0, "the slot came back");
-        let again = b.acquire_server(None).await.unwrap();
+        let again = b
+            .acquire_server(None, QueuePriority::default())
+            .await
+            .unwrap();
         assert_eq!(again.name(), "a");
     }
 
@@ -1317,8 +1416,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_backup_does_not_serve_the_backend_queue_while_an_active_server_is_up() {
         let b = backend(WITH_BACKUP);
-        let a = b.acquire_server(None).await.unwrap();
-        let mut waiting = Box::pin(b.acquire_server(None));
+        let a = b
+            .acquire_server(None, QueuePriority::default())
+            .await
+            .unwrap();
+        let mut waiting = Box::pin(b.acquire_server(None, QueuePriority::default()));
         queue_up(&mut waiting).await;
         // A connection forced onto the backup (persistence) ends: its slot is not for the
         // backend's queue.
@@ -1333,14 +1435,20 @@ mod tests {
         let b = backend(
             "backend b\n timeout queue 10s\n server a 127.0.0.1:1 maxconn 1\n server d 127.0.0.1:2 maxconn 1\n",
         );
-        let a = b.acquire_server(None).await.unwrap();
-        let d = b.acquire_server(None).await.unwrap();
+        let a = b
+            .acquire_server(None, QueuePriority::default())
+            .await
+            .unwrap();
+        let d = b
+            .acquire_server(None, QueuePriority::default())
+            .await
+            .unwrap();
         assert_eq!((a.name(), d.name()), ("a", "d"));
         b.servers[1]
             .health
             .update(|h| h.admin = crate::health::Admin::Drain);
         b.apply_health(1);
-        let mut waiting = Box::pin(b.acquire_server(None));
+        let mut waiting = Box::pin(b.acquire_server(None, QueuePriority::default()));
         queue_up(&mut waiting).await;
         drop(d);
         assert_eq!(b.queued(), 1, "a draining server takes no new request");
@@ -1351,8 +1459,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_backup_takes_the_queue_when_the_last_active_server_goes_down() {
         let b = backend(WITH_BACKUP);
-        let _a = b.acquire_server(None).await.unwrap();
-        let mut waiting = Box::pin(b.acquire_server(None));
+        let _a = b
+            .acquire_server(None, QueuePriority::default())
+            .await
+            .unwrap();
+        let mut waiting = Box::pin(b.acquire_server(None, QueuePriority::default()));
         queue_up(&mut waiting).await;
         b.servers[0].health.update(|h| h.check_up = false);
         b.apply_health(0);
@@ -1362,7 +1473,10 @@ mod tests {
     #[tokio::test]
     async fn no_usable_server_is_answered_at_once() {
         let b = backend("backend b\n server a 127.0.0.1:1 disabled\n");
-        assert_eq!(b.acquire_server(None).await.err(), Some(Unserved::NoServer));
+        assert_eq!(
+            b.acquire_server(None, QueuePriority::default()).await.err(),
+            Some(Unserved::NoServer)
+        );
         assert_eq!(b.usable_servers(), 0);
     }
 }

@@ -229,7 +229,10 @@ mod tests {
         assert_eq!((index, b.servers[index].id), (1, 2));
         assert!(!b.is_server_usable(index), "starts in maintenance");
         b.set_admin(index, |a| *a = Admin::Ready);
-        let lease = b.acquire_server_at(index).await.unwrap();
+        let lease = b
+            .acquire_server_at(index, crate::proxy::QueuePriority::default())
+            .await
+            .unwrap();
         b.set_admin(index, |a| *a = Admin::Maint);
         assert_eq!(
             b.delete_server(index, false),

@@ -144,6 +144,12 @@ pub trait Context {
         None
     }
 
+    /// The stream's queue priority class and offset (`prio_class`, `prio_offset`); 0 and 0
+    /// unless a rule set them.
+    fn queue_priority(&self) -> (i64, i64) {
+        (0, 0)
+    }
+
     /// Whether the client connection started with a PROXY protocol header
     /// (`fc_rcvd_proxy`). The default is false.
     fn received_proxy(&self) -> bool {

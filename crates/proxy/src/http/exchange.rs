@@ -687,6 +687,7 @@ async fn exchange<'a>(
     let _backend_session = SessionMark::open(&ctx.backend.traffic);
     // The session's clock: no clock reading unless the request waited in a queue.
     let queued_at = clock::now_std();
+    let priority = ctx.scope.vars.priority();
     let acquire = async {
         match target {
             // `option persist`/`force-persist`: the down server is used on purpose, no queue.
@@ -697,14 +698,14 @@ async fn exchange<'a>(
             // A persisted or `use-server` server: its own queue when full; a full queue or an
             // unusable server gives the request back to the balancing (configuration.txt §5.2
             // `maxqueue`).
-            Some(target) => match ctx.backend.acquire_server_at(target.index).await {
+            Some(target) => match ctx.backend.acquire_server_at(target.index, priority).await {
                 Err(Unserved::QueueFull | Unserved::NoServer) => {
                     persist_state.direct = false;
-                    ctx.backend.acquire_server(balance_key).await
+                    ctx.backend.acquire_server(balance_key, priority).await
                 }
                 other => other,
             },
-            None => ctx.backend.acquire_server(balance_key).await,
+            None => ctx.backend.acquire_server(balance_key, priority).await,
         }
     };
     // `option abortonclose`: a client that leaves while its request waits in a queue takes

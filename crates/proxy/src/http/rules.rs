@@ -26,8 +26,8 @@ use sluice_config::http_options::HeaderNamePolicy;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_config::rules::{
-    AddressPart, HttpAction, LinePart, NameMatch, PatternEdit, Redirect, RedirectKind, Reply,
-    ReplyBody, Rule, TcpAction, TimeoutValue, VarValue,
+    AddressPart, HttpAction, LinePart, NameMatch, PatternEdit, PriorityPart, Redirect,
+    RedirectKind, Reply, ReplyBody, Rule, TcpAction, TimeoutValue, VarValue,
 };
 use sluice_http::encode::HeadEdits;
 use sluice_http::error::error_response;
@@ -619,9 +619,22 @@ pub fn run_tcp_rules(
             TcpAction::SwitchModeHttp => return Some(TcpVerdict::SwitchHttp),
             TcpAction::Stick(action) => crate::track::apply(action, view, stage),
             TcpAction::SetLogLevel(level) => vars.set_log_level(*level),
+            TcpAction::SetPriority(part, expr) => set_priority(vars, *part, expr, view),
         }
     }
     None
+}
+
+/// `set-priority-class|offset`: the expression's value as an integer; none changes nothing.
+fn set_priority(
+    vars: &Vars,
+    part: PriorityPart,
+    expr: &sluice_sample::Expr,
+    view: &StreamView<'_>,
+) {
+    if let Some(Sample::Int(value)) = expr.eval(view).and_then(|s| s.cast(SampleType::Int)) {
+        vars.set_priority(part, value);
+    }
 }
 
 /// The backend of the first `use_backend` rule that applies, else the default one. A
@@ -939,6 +952,10 @@ fn common_action<'a, 'e>(
         }
         HttpAction::DisableL7Retry => {
             vars.disable_l7_retries();
+            Step::Next
+        }
+        HttpAction::SetPriority(part, expr) => {
+            set_priority(vars, *part, expr, view);
             Step::Next
         }
         // Request rules handle it (`http_request_rules`); response rules never have it.

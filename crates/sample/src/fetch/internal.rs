@@ -1,5 +1,5 @@
 //! Fetches from internal states (configuration.txt §7.3.2): constants, the environment, the
-//! clock, randomness, backend and server counters, variables.
+//! clock, randomness, backend and server counters, variables, the stream's queue priority.
 //!
 //! None of them looks at the stream's data, so they are valid at every stage
 //! ([`Source::Internal`]). Time, randomness, counters and variables come from the
@@ -61,6 +61,8 @@ pub(crate) enum Internal {
     Stopping,
     /// `thread`: the event-loop thread evaluating the expression, from 0.
     Thread,
+    /// `prio_class`, `prio_offset`: the stream's queue priority.
+    Priority { offset: bool },
     /// `uuid([4])`: a random (version 4) UUID.
     Uuid,
 }
@@ -106,6 +108,10 @@ impl Internal {
             Internal::UniqueId => ctx.unique_id(),
             Internal::Stopping => Some(Sample::Bool(ctx.stopping())),
             Internal::Thread => Some(Sample::Int(i64::try_from(ctx.thread()).unwrap_or(0))),
+            Internal::Priority { offset } => {
+                let (class, offset_ms) = ctx.queue_priority();
+                Some(Sample::Int(if *offset { offset_ms } else { class }))
+            }
             Internal::Uuid => {
                 // Four draws of the 32 bits `random` promises.
                 let word = || (ctx.random() & 0xffff_ffff) << 32 | (ctx.random() & 0xffff_ffff);
@@ -257,6 +263,8 @@ fn build_unique_id(_: &FetchDef, _: &[String]) -> Result<Fetch, String> {
 fn build_process_state(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
     ok(match def.name {
         "stopping" => Internal::Stopping,
+        "prio_class" => Internal::Priority { offset: false },
+        "prio_offset" => Internal::Priority { offset: true },
         _ => Internal::Thread,
     })
 }
@@ -303,5 +311,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("unique-id", 0, 0, Str, build_unique_id),
     def!("stopping", 0, 0, Bool, build_process_state),
     def!("thread", 0, 0, Int, build_process_state),
+    def!("prio_class", 0, 0, Int, build_process_state),
+    def!("prio_offset", 0, 0, Int, build_process_state),
     def!("uuid", 0, 1, Str, build_uuid),
 ];
