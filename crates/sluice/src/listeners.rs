@@ -161,6 +161,14 @@ pub fn bind_all(
             }
         }
     }
+    // A unix stats socket is bound by replacing its file: when this start fails anyway (a
+    // reload whose address is taken), the running process keeps the path to its CLI.
+    if !errors.is_empty() {
+        return Err(BindFailure {
+            messages: errors,
+            address_in_use,
+        });
+    }
     let timeout = process.global.stats_timeout.unwrap_or(cli::DEFAULT_TIMEOUT);
     let mut cli_sockets = Vec::new();
     for conf in &process.global.stats_sockets {
