@@ -93,6 +93,8 @@ pub struct ServerConf {
     /// `proxy-v2-options`, and the options `send-proxy-v2-ssl[-cn]` add: the TLVs of the v2
     /// header.
     pub proxy_v2: ProxyV2Options,
+    /// `non-stick` (cleared by `stick`): no stick-table entry ever names this server.
+    pub non_stick: bool,
     /// `maxconn`: concurrent connections (requests in HTTP mode) the server is given; the
     /// others wait in a queue. `None` (or 0) means no limit.
     pub maxconn: Option<u32>,
@@ -205,6 +207,7 @@ impl ServerConf {
             send_proxy_v1: false,
             send_proxy_v2: false,
             proxy_v2: ProxyV2Options::default(),
+            non_stick: false,
             maxconn: None,
             minconn: None,
             slowstart: None,
@@ -1354,6 +1357,8 @@ fn server_options(
             "no-send-proxy" => server.send_proxy_v1 = false,
             "send-proxy-v2" => server.send_proxy_v2 = true,
             "no-send-proxy-v2" => server.send_proxy_v2 = false,
+            "non-stick" => server.non_stick = true,
+            "stick" => server.non_stick = false,
             "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
                 server.send_proxy_v2 = true;
                 server.proxy_v2.insert(ProxyV2Options::SSL);

@@ -96,8 +96,11 @@ pub fn request_stores(view: &StreamView<'_>, backend: &Backend) -> PendingStores
     keys(view, backend, false)
 }
 
-/// Stores `server` under every pending key.
+/// Stores `server` under every pending key, unless it is `non-stick`.
 pub fn commit(pending: &PendingStores, view: &StreamView<'_>, server: &Server) {
+    if server.conf.non_stick {
+        return;
+    }
     let now = view.process.tables.now_ms();
     for (table, key) in &pending.0 {
         table.upsert(key, now, |d, _| {
