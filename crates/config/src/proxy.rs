@@ -61,6 +61,13 @@ pub struct BindConf {
     pub unix_mode: Option<u32>,
     /// `accept-proxy`: every connection starts with a PROXY protocol header (v1 or v2).
     pub accept_proxy: bool,
+    /// `tcp-ut`: TCP_USER_TIMEOUT of the accepted connections.
+    pub user_timeout: Option<Duration>,
+    /// `mss`: the maximum segment size the accepted connections announce (negative: that
+    /// much below the system's).
+    pub mss: Option<i32>,
+    /// `interface`: the network interface whose packets alone reach the socket.
+    pub interface: Option<String>,
 }
 
 /// One `server` line.
@@ -95,6 +102,8 @@ pub struct ServerConf {
     pub proxy_v2: ProxyV2Options,
     /// `non-stick` (cleared by `stick`): no stick-table entry ever names this server.
     pub non_stick: bool,
+    /// `tcp-ut`: TCP_USER_TIMEOUT of the connections to this server.
+    pub user_timeout: Option<Duration>,
     /// `maxconn`: concurrent connections (requests in HTTP mode) the server is given; the
     /// others wait in a queue. `None` (or 0) means no limit.
     pub maxconn: Option<u32>,
@@ -208,6 +217,7 @@ impl ServerConf {
             send_proxy_v2: false,
             proxy_v2: ProxyV2Options::default(),
             non_stick: false,
+            user_timeout: None,
             maxconn: None,
             minconn: None,
             slowstart: None,
@@ -1080,6 +1090,9 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
         tfo: false,
         unix_mode: None,
         accept_proxy: false,
+        user_timeout: None,
+        mss: None,
+        interface: None,
     };
     let mut ok = true;
     let mut i = 2;
@@ -1113,6 +1126,29 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
                 Some(m) if m <= 0o7777 => bind.unix_mode = Some(m),
                 _ => {
                     bad_value("an octal mode");
+                    ok = false;
+                }
+            },
+            "tcp-ut" => match value.map(units::parse_timeout) {
+                Some(Ok(delay)) => bind.user_timeout = Some(delay),
+                _ => {
+                    bad_value("a time value");
+                    ok = false;
+                }
+            },
+            "mss" => match value.and_then(|v| v.parse::<i32>().ok()) {
+                Some(mss) if mss != 0 && (-65535..=65535).contains(&mss) => bind.mss = Some(mss),
+                _ => {
+                    bad_value("a segment size from 1 to 65535, or a reduction from -1 to -65535");
+                    ok = false;
+                }
+            },
+            "interface" => match value {
+                Some(name) if !name.is_empty() && name.len() < 16 => {
+                    bind.interface = Some(name.to_owned());
+                }
+                _ => {
+                    bad_value("a network interface name");
                     ok = false;
                 }
             },
@@ -1358,6 +1394,10 @@ fn server_options(
             "send-proxy-v2" => server.send_proxy_v2 = true,
             "no-send-proxy-v2" => server.send_proxy_v2 = false,
             "non-stick" => server.non_stick = true,
+            "tcp-ut" => {
+                server.user_timeout = Some(d.timeout(i + 1, diags)?);
+                i += 1;
+            }
             "stick" => server.non_stick = false,
             "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
                 server.send_proxy_v2 = true;

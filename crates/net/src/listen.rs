@@ -19,6 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixListener as StdUnixListener;
+use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 
 /// Socket options of a `bind` line that matter when creating the socket.
@@ -39,6 +40,15 @@ pub struct BindOptions {
     /// Bound without `SO_REUSEPORT` (`noreuseport`): no other socket may listen on the
     /// address meanwhile, another process's included.
     pub no_reuseport: bool,
+    /// TCP_USER_TIMEOUT of the accepted connections (`tcp-ut`), which take it from the
+    /// listening socket.
+    pub user_timeout: Option<Duration>,
+    /// `mss`: the TCP maximum segment size the accepted connections announce; a negative
+    /// value lowers the system's by that much.
+    pub mss: Option<i32>,
+    /// `interface`: only packets that came through this network interface reach the
+    /// socket (SO_BINDTODEVICE).
+    pub interface: Option<String>,
 }
 
 /// A bound, listening socket not yet attached to any event loop.
@@ -367,6 +377,9 @@ pub fn resolve_name(name: &str, family: Family) -> io::Result<IpAddr> {
 fn bind_tcp(addr: SocketAddr, opts: &BindOptions) -> io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    if let Some(name) = &opts.interface {
+        socket.bind_device(Some(name.as_bytes()))?;
+    }
     // As HAProxy does on Linux: a new process started with `-sf`/`-st` binds the same address
     // while the old one still listens, so a reload never refuses a connection.
     socket.set_reuse_port(!opts.no_reuseport)?;
@@ -378,6 +391,18 @@ fn bind_tcp(addr: SocketAddr, opts: &BindOptions) -> io::Result<std::net::TcpLis
         }
     }
     socket.bind(&addr.into())?;
+    // Set on the listening socket, these go to every connection it accepts.
+    match opts.mss {
+        Some(mss) if mss > 0 => socket.set_mss(mss.unsigned_abs())?,
+        Some(less) if less < 0 => {
+            let system = socket.mss()?;
+            socket.set_mss(system.saturating_sub(less.unsigned_abs()).max(1))?;
+        }
+        _ => {}
+    }
+    if opts.user_timeout.is_some() {
+        socket.set_tcp_user_timeout(opts.user_timeout)?;
+    }
     socket.listen(backlog(opts))?;
     if opts.defer_accept {
         fd::set_defer_accept(socket.as_fd(), 1)?;
@@ -468,6 +493,66 @@ mod tests {
         assert_eq!(queue(&listener), 16);
         // Its shards too.
         assert_eq!(queue(&listener.shards(1, &fast).unwrap()[0]), 16);
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_take_the_listener_s_segment_size_and_user_timeout() {
+        let any_port = Endpoint::Tcp("127.0.0.1:0".parse().unwrap());
+        let tuned = BindOptions {
+            mss: Some(1200),
+            user_timeout: Some(Duration::from_secs(7)),
+            ..opts()
+        };
+        let bound = bind_endpoint(&any_port, &tuned).unwrap();
+        let BoundListener::Tcp(l) = &bound else {
+            unreachable!()
+        };
+        let addr = l.local_addr().unwrap();
+        let listener = bound.into_async().unwrap();
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        let (Stream::Lazy(accepted), _) = listener.accept().await.unwrap() else {
+            panic!("a TCP connection")
+        };
+        let accepted = socket2::SockRef::from(accepted.socket());
+        assert_eq!(
+            accepted.tcp_user_timeout().unwrap(),
+            Some(Duration::from_secs(7))
+        );
+        // The segment size in use is at most the one announced.
+        assert!(accepted.mss().unwrap() <= 1200);
+        // A negative value lowers the system's: a listener's is 536 until it learns better.
+        let lowered = BindOptions {
+            mss: Some(-36),
+            ..opts()
+        };
+        let BoundListener::Tcp(l) = bind_endpoint(&any_port, &lowered).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(socket2::SockRef::from(&l).mss().unwrap(), 500);
+    }
+
+    #[test]
+    fn interface_binds_the_listener_to_a_device() {
+        let any_port = Endpoint::Tcp("127.0.0.1:0".parse().unwrap());
+        let on_lo = BindOptions {
+            interface: Some("lo".to_owned()),
+            ..opts()
+        };
+        // Binding to a device takes CAP_NET_RAW: without it, the bind fails (as HAProxy's
+        // does) rather than listening on every interface.
+        match bind_endpoint(&any_port, &on_lo) {
+            Ok(BoundListener::Tcp(l)) => {
+                let device = socket2::SockRef::from(&l).device().unwrap();
+                assert_eq!(device.as_deref(), Some(&b"lo"[..]));
+            }
+            Ok(BoundListener::Unix(_)) => unreachable!(),
+            Err(err) => assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied),
+        }
+        let nowhere = BindOptions {
+            interface: Some("no-such-if0".to_owned()),
+            ..opts()
+        };
+        assert!(bind_endpoint(&any_port, &nowhere).is_err());
     }
 
     #[tokio::test]

@@ -192,6 +192,9 @@ pub struct StreamOptions {
     /// The kernel's buffer sizes (`tune.rcvbuf.server`, `tune.sndbuf.server`), set before
     /// the connection is made, when the window it announces depends on them.
     pub buffers: SocketBuffers,
+    /// TCP_USER_TIMEOUT (`tcp-ut`): how long sent data may stay unacknowledged before the
+    /// kernel gives up on the connection.
+    pub user_timeout: Option<Duration>,
 }
 
 impl AsRawFd for Stream {
@@ -245,6 +248,9 @@ impl Stream {
             }
             if opts.nolinger {
                 socket2::SockRef::from(tcp).set_linger(Some(Duration::ZERO))?;
+            }
+            if opts.user_timeout.is_some() {
+                socket2::SockRef::from(tcp).set_tcp_user_timeout(opts.user_timeout)?;
             }
         }
         Ok(())
@@ -734,6 +740,7 @@ mod tests {
                 receive: Some(32 * 1024),
                 send: None,
             },
+            user_timeout: Some(Duration::from_millis(2500)),
             ..StreamOptions::default()
         };
         let Stream::Tcp(tcp) = Stream::connect(&target, None, opts).await.unwrap() else {
@@ -745,6 +752,10 @@ mod tests {
         assert!(socket.keepalive().unwrap());
         assert_eq!(socket.keepalive_time().unwrap(), Duration::from_secs(40));
         assert_eq!(socket.keepalive_retries().unwrap(), 3);
+        assert_eq!(
+            socket.tcp_user_timeout().unwrap(),
+            Some(Duration::from_millis(2500))
+        );
     }
 
     /// A connection accepted by a [`crate::listen::Listener`], and its client's end.

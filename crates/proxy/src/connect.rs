@@ -72,6 +72,7 @@ async fn connect_attempts(
         delayed_ack: backend.plan.smart_connect,
         nolinger: backend.plan.nolinger,
         buffers: backend.plan.server_buffers,
+        user_timeout: server.conf.user_timeout,
     };
     let first = *attempts.start();
     for attempt in attempts {

@@ -300,6 +300,9 @@ pub fn bind_options(bind: &BindConf, frontend_maxconn: u32, noreuseport: bool) -
         tfo: bind.tfo,
         unix_mode: bind.unix_mode,
         no_reuseport: noreuseport,
+        user_timeout: bind.user_timeout,
+        mss: bind.mss,
+        interface: bind.interface.clone(),
     }
 }
 
