@@ -110,6 +110,58 @@ pub fn cpus_of(maps: &[CpuMap], thread: u32) -> Option<Vec<usize>> {
 
 /// `all`, `odd`, `even`, `N`, `N-M` (or `M-N`) within `low..=high`, or `N-` up to
 /// `open_end`, in increasing order.
+/// The threads a `bind ... thread` line lets accept its connections: `[1/]<set>[,<set>...]`,
+/// sets as `cpu-map`'s, resolved once the number of threads is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadSet(Vec<String>);
+
+impl ThreadSet {
+    /// Checks the words of a set (the group, if given, must be 1: Sluice runs one).
+    pub fn parse(text: &str) -> Result<ThreadSet, String> {
+        let mut parts = Vec::new();
+        for part in text.split(',') {
+            let set = match part.split_once('/') {
+                Some(("1", set)) => set,
+                Some((group, _)) => {
+                    return Err(format!(
+                        "thread group '{group}' does not exist (only group 1)"
+                    ));
+                }
+                None => part,
+            };
+            number_set(set, (1, WORD), WORD)
+                .ok_or_else(|| format!("invalid thread set '{part}'"))?;
+            parts.push(set.to_owned());
+        }
+        Ok(ThreadSet(parts))
+    }
+
+    /// The threads of the set (numbered from 1, increasing) among `nbthread`: `all`, `odd`,
+    /// `even` and open ranges stop at the last thread; a thread named beyond it is an error.
+    pub fn threads(&self, nbthread: u32) -> Result<Vec<u32>, String> {
+        let mut threads = Vec::new();
+        for part in &self.0 {
+            let set = match part.as_str() {
+                "all" | "odd" | "even" => number_set(part, (1, nbthread), nbthread),
+                _ => number_set(part, (1, WORD), nbthread),
+            }
+            .unwrap_or_default();
+            if let Some(beyond) = set.iter().find(|&&t| t > nbthread) {
+                return Err(format!(
+                    "'thread' names thread {beyond}, which does not exist ({nbthread} threads)"
+                ));
+            }
+            threads.extend(set);
+        }
+        threads.sort_unstable();
+        threads.dedup();
+        if threads.is_empty() {
+            return Err("'thread' names no thread".to_owned());
+        }
+        Ok(threads)
+    }
+}
+
 fn number_set(text: &str, (low, high): (u32, u32), open_end: u32) -> Option<Vec<u32>> {
     let all = low..=high.min(open_end);
     let set: Vec<u32> = match text {
@@ -149,6 +201,21 @@ mod tests {
 
     fn cpus(maps: &[CpuMap], thread: u32) -> Option<Vec<usize>> {
         cpus_of(maps, thread)
+    }
+
+    #[test]
+    fn bind_thread_sets_resolve_against_the_thread_count() {
+        let set = |text: &str, n: u32| ThreadSet::parse(text).unwrap().threads(n);
+        assert_eq!(set("all", 4), Ok(vec![1, 2, 3, 4]));
+        assert_eq!(set("odd", 4), Ok(vec![1, 3]));
+        assert_eq!(set("1/even", 4), Ok(vec![2, 4]));
+        assert_eq!(set("2-", 4), Ok(vec![2, 3, 4]));
+        assert_eq!(set("4,1-2,2", 4), Ok(vec![1, 2, 4]));
+        assert!(set("3", 2).is_err(), "thread 3 of 2");
+        assert!(set("2-3", 2).is_err());
+        assert!(ThreadSet::parse("2/1").is_err(), "a second group");
+        assert!(ThreadSet::parse("x").is_err());
+        assert!(ThreadSet::parse("0").is_err());
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub struct BindConf {
     pub mss: Option<i32>,
     /// `interface`: the network interface whose packets alone reach the socket.
     pub interface: Option<String>,
+    /// `thread`: the event-loop threads that accept its connections (all by default).
+    pub threads: Option<crate::cpu_map::ThreadSet>,
 }
 
 /// One `server` line.
@@ -1093,6 +1095,7 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
         user_timeout: None,
         mss: None,
         interface: None,
+        threads: None,
     };
     let mut ok = true;
     let mut i = 2;
@@ -1149,6 +1152,42 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
                 }
                 _ => {
                     bad_value("a network interface name");
+                    ok = false;
+                }
+            },
+            "thread" => match value.map(crate::cpu_map::ThreadSet::parse) {
+                Some(Ok(set)) => bind.threads = Some(set),
+                Some(Err(err)) => {
+                    diags.push(d.alert(format!("option 'thread': {err}")));
+                    ok = false;
+                }
+                None => {
+                    bad_value("a thread set");
+                    ok = false;
+                }
+            },
+            // HAProxy 2.6 still reads it, deprecated: there is one process, so `1` (`all`,
+            // `odd`) is every thread and `1/<set>` is `thread <set>`.
+            "process" => match value {
+                Some("1" | "all" | "odd") => diags.push(d.warning(format!(
+                    "'process {}' on 'bind' lines is deprecated (HAProxy 2.7 removed it)",
+                    value.unwrap_or_default()
+                ))),
+                Some(v) if v.starts_with("1/") => match crate::cpu_map::ThreadSet::parse(v) {
+                    Ok(set) => {
+                        diags.push(d.warning(format!(
+                            "'process {v}' on 'bind' lines is deprecated (HAProxy 2.7 removed it); use 'thread {}' instead",
+                            &v[2..]
+                        )));
+                        bind.threads = Some(set);
+                    }
+                    Err(err) => {
+                        diags.push(d.alert(format!("option 'process': {err}")));
+                        ok = false;
+                    }
+                },
+                _ => {
+                    bad_value("1, all or odd (one process), or 1/<thread set>");
                     ok = false;
                 }
             },

@@ -45,6 +45,7 @@ pub fn start_event_loops(
             shards,
             bind_slots,
             release_backlog,
+            threads: only,
             accept_proxy,
             name,
             stats,
@@ -55,21 +56,30 @@ pub fn start_event_loops(
             shards: Vec::new(),
             bind_slots: bind_slots.clone(),
             release_backlog,
+            threads: None,
             accept_proxy,
             name: Arc::clone(&name),
             stats: stats.clone(),
         };
+        // `bind ... thread`: only those threads accept from it.
+        // (`bind_all` checked the set against the thread count: never empty.)
+        let accepting: Vec<usize> = match &only {
+            Some(set) if set.iter().any(|&t| t < threads) => {
+                set.iter().copied().filter(|&t| t < threads).collect()
+            }
+            _ => (0..threads).collect(),
+        };
         let mut shards = shards.into_iter();
-        for (index, mine) in per_thread.iter_mut().enumerate() {
-            let own = if index == 0 { None } else { shards.next() };
+        for (nth, &thread) in accepting.iter().enumerate() {
+            let own = if nth == 0 { None } else { shards.next() };
             let socket = match own {
                 Some(shard) => shard,
                 None => socket.try_clone()?,
             };
-            mine.push(handle(socket));
+            per_thread[thread].push(handle(socket));
         }
         for (n, shard) in shards.enumerate() {
-            per_thread[n % threads].push(handle(shard));
+            per_thread[accepting[n % accepting.len()]].push(handle(shard));
         }
     }
     let mut per_thread = per_thread.into_iter();

@@ -60,6 +60,8 @@ pub struct FrontendSocket {
     pub shards: Vec<BoundListener>,
     /// Shared by every socket of one `bind` line that has `maxconn`.
     pub bind_slots: Option<Arc<ConnSlots>>,
+    /// The event-loop threads (from 0) that accept from it (`bind ... thread`); `None`: all.
+    pub threads: Option<Arc<[usize]>>,
     /// The queue length a TCP socket listens again with after a pause, which takes it out
     /// of the listening state; `None` for an inherited `fd@` socket (whose other holders a
     /// pause must not disturb, as HAProxy leaves them) and a unix one: they keep their queue.
@@ -112,14 +114,30 @@ pub fn bind_all(
         .iter()
         .any(|s| s.expose_listeners);
     let mut exposed = Vec::new();
-    let shards = if process.global.noreuseport {
-        0
-    } else {
-        process.nbthread.saturating_sub(1)
-    };
     for frontend in &process.frontends {
         let mut number = 0;
         for bind in &frontend.plan.binds {
+            // `thread`: the threads that accept for this line, numbered from 0 here.
+            let threads: Option<Arc<[usize]>> = match &bind.threads {
+                None => None,
+                Some(set) => match set.threads(process.nbthread as u32) {
+                    Ok(threads) => Some(threads.iter().map(|&t| t as usize - 1).collect()),
+                    Err(err) => {
+                        errors.push(format!(
+                            "[ALERT] {}: proxy '{}': {err}",
+                            bind.span,
+                            frontend.name()
+                        ));
+                        continue;
+                    }
+                },
+            };
+            let accepting = threads.as_ref().map_or(process.nbthread, |t| t.len());
+            let shards = if process.global.noreuseport {
+                0
+            } else {
+                accepting.saturating_sub(1)
+            };
             let opts = bind_options(bind, frontend.slots.limit(), process.global.noreuseport);
             let slots = bind.maxconn.filter(|&n| n > 0).map(ConnSlots::new);
             for addr in &bind.addrs {
@@ -147,6 +165,7 @@ pub fn bind_all(
                                 shards,
                                 bind_slots: slots.clone(),
                                 release_backlog,
+                                threads: threads.clone(),
                                 accept_proxy: bind.accept_proxy,
                                 name: name.into(),
                                 stats,

@@ -322,6 +322,24 @@ fn load_plan(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<plan::
         return Err(vec!["[ALERT] Fatal errors found in configuration.".into()]);
     };
     plan.global.noreuseport |= opts.no_reuseport;
+    // `bind ... thread`: checked against the threads this process would run, as HAProxy
+    // checks it at `-c` with the machine's.
+    let nbthread = listeners::thread_count(&plan) as u32;
+    let bad_sets: Vec<String> = plan
+        .frontends
+        .iter()
+        .flat_map(|f| f.binds.iter().map(move |b| (f, b)))
+        .filter_map(|(f, b)| {
+            let err = b.threads.as_ref()?.threads(nbthread).err()?;
+            Some(format!("[ALERT] {}: proxy '{}': {err}", b.span, f.id.name))
+        })
+        .collect();
+    if !bad_sets.is_empty() {
+        for alert in &bad_sets {
+            eprintln!("{alert}");
+        }
+        return Err(vec!["[ALERT] Fatal errors found in configuration.".into()]);
+    }
     if zero_warning && has_warnings {
         return Err(vec![
             "[ALERT] Warnings found in configuration while zero-warning is set.".into(),

@@ -109,6 +109,28 @@ fn check_mode_rejects_a_bad_server_address() {
 }
 
 #[test]
+fn check_mode_checks_bind_thread_sets_against_the_thread_count() {
+    let dir = TempDir::new();
+    let text = format!(
+        "global\n    nbthread 2\n{}",
+        GOOD.replace("bind 127.0.0.1:8080", "bind 127.0.0.1:8080 thread 2")
+    );
+    let cfg = dir.write("two.cfg", &text);
+    assert_eq!(check(&cfg, &[]).status.code(), Some(0));
+    let cfg = dir.write(
+        "three.cfg",
+        &text.replace("8080 thread 2", "8080 thread 1-3"),
+    );
+    let out = check(&cfg, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let want = format!(
+        "[ALERT] {}:10: proxy 'app': 'thread' names thread 3, which does not exist (2 threads)",
+        cfg.display()
+    );
+    assert!(stderr(&out).contains(&want), "{}", stderr(&out));
+}
+
+#[test]
 fn check_mode_rejects_an_unimplemented_keyword_by_name() {
     // A keyword HAProxy knows but Sluice does not implement is an error, never ignored.
     let dir = TempDir::new();
