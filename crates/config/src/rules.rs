@@ -667,11 +667,17 @@ pub(crate) fn parse_rule_line(
     let acls = rules.acls.get_or_insert_with(|| AclSet::new(maps.clone()));
     let result = match d.keyword.as_str() {
         "acl" => acls.add(&line.words[1..]),
-        "capture" => frontend_only(kind).and_then(|()| parse_capture_header(rules, &line.words)),
+        // HAProxy ignores these, with a warning, in a section without the side they act on.
+        "capture" if lacks(kind, Side::Frontend).is_some() => {
+            warnings.extend(lacks(kind, Side::Frontend));
+            Ok(())
+        }
+        "capture" => parse_capture_header(rules, &line.words),
         "declare" => frontend_only(kind).and_then(|()| parse_declare(rules, &line.words)),
         "monitor-uri" => {
-            if kind == SectionKind::Backend {
-                Err("not allowed in a 'backend' section".to_owned())
+            if let Some(warning) = lacks(kind, Side::Frontend) {
+                warnings.push(warning);
+                Ok(())
             } else {
                 match (line.words.get(1), line.words.len()) {
                     (Some(uri), 2) => {
@@ -682,18 +688,24 @@ pub(crate) fn parse_rule_line(
                 }
             }
         }
-        "monitor fail" => frontend_only(kind)
-            .and_then(|()| Condition::parse(&line.words[2..], acls))
-            .map(|c| {
-                check_cond(
-                    &c,
-                    place.stages(Stages::FE_HTTP_REQ, Stages::NONE),
-                    place,
-                    &mut warnings,
-                );
-                rules.monitor_fail.push(c);
-            }),
-        "use_backend" => frontend_only(kind).and_then(|()| {
+        "monitor fail" if lacks(kind, Side::Frontend).is_some() => {
+            warnings.extend(lacks(kind, Side::Frontend));
+            Ok(())
+        }
+        "monitor fail" => Condition::parse(&line.words[2..], acls).map(|c| {
+            check_cond(
+                &c,
+                place.stages(Stages::FE_HTTP_REQ, Stages::NONE),
+                place,
+                &mut warnings,
+            );
+            rules.monitor_fail.push(c);
+        }),
+        "use_backend" if lacks(kind, Side::Frontend).is_some() => {
+            warnings.extend(lacks(kind, Side::Frontend));
+            Ok(())
+        }
+        "use_backend" => (|| {
             let (args, cond) = split_condition(&line.words[1..], acls)?;
             let target = match args {
                 [name] if name.contains("%[") => {
@@ -710,7 +722,9 @@ pub(crate) fn parse_rule_line(
             }
             rules.use_backend.push(rule(target, cond, d.span));
             Ok(())
-        }),
+        })(),
+        // HAProxy warns too, but keeps the rule and then finds no such server in a frontend:
+        // an error either way.
         "use-server" => backend_only(kind).and_then(|()| {
             let (args, cond) = split_condition(&line.words[1..], acls)?;
             let name = match args {
@@ -787,22 +801,26 @@ pub(crate) fn parse_rule_line(
                 list.push(rule(action, cond, d.span));
             })
         }
+        "stick on" | "stick match" | "stick store-request" | "stick store-response"
+            if lacks(kind, Side::Backend).is_some() =>
+        {
+            warnings.extend(lacks(kind, Side::Backend));
+            Ok(())
+        }
         "stick on" | "stick match" | "stick store-request" | "stick store-response" => {
-            backend_only(kind)
-                .and_then(|()| split_condition(&line.words[1..], acls))
-                .and_then(|(args, cond)| {
-                    let stick = crate::stick::parse_stick_rule(args, maps)?;
-                    if let Some(c) = &cond {
-                        let stages = if stick.kind == crate::stick::StickKind::StoreResponse {
-                            Stages::HTTP_RES | Stages::TCP_RES_CONTENT
-                        } else {
-                            Stages::USE_SERVER
-                        };
-                        check_cond(c, stages, place, &mut warnings);
-                    }
-                    rules.stick_rules.push(rule(stick, cond, d.span));
-                    Ok(())
-                })
+            split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
+                let stick = crate::stick::parse_stick_rule(args, maps)?;
+                if let Some(c) = &cond {
+                    let stages = if stick.kind == crate::stick::StickKind::StoreResponse {
+                        Stages::HTTP_RES | Stages::TCP_RES_CONTENT
+                    } else {
+                        Stages::USE_SERVER
+                    };
+                    check_cond(c, stages, place, &mut warnings);
+                }
+                rules.stick_rules.push(rule(stick, cond, d.span));
+                Ok(())
+            })
         }
         "tcp-request inspect-delay" => {
             if let Some(delay) = d.timeout(2, diags) {
@@ -1178,6 +1196,28 @@ fn rule<A>(action: A, cond: Option<Condition>, span: &Span) -> Rule<A> {
         cond,
         span: span.clone(),
     }
+}
+
+/// The side of a proxy a keyword acts on.
+#[derive(Clone, Copy)]
+enum Side {
+    Frontend,
+    Backend,
+}
+
+/// The warning for a keyword of `side` in a section without that side (a `capture` in a
+/// backend, a `stick` rule in a frontend), which HAProxy ignores rather than refuses.
+fn lacks(kind: SectionKind, side: Side) -> Option<String> {
+    let (capable, name) = match side {
+        Side::Frontend => (kind.has_frontend(), "frontend"),
+        Side::Backend => (kind.has_backend(), "backend"),
+    };
+    (!capable).then(|| {
+        format!(
+            "ignored because a '{}' section has no {name} capability",
+            kind.keyword()
+        )
+    })
 }
 
 fn frontend_only(kind: SectionKind) -> Result<(), String> {
