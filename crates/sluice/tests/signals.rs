@@ -513,8 +513,7 @@ fn a_paused_port_refuses_new_clients_until_resumed() {
     // at once instead of waiting in a queue. SIGTTOU/SIGTTIN and `disable|enable frontend`
     // alike.
     let backend = Backend::echo();
-    let port = common::free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (port, addr) = free_address();
     let mut proxy = common::sluice(&port_proxy_config(port, &backend)).start();
     let mut established = live_session(addr);
     let refused = || {
@@ -577,6 +576,12 @@ fn sighup_does_not_stop_the_process() {
     proxy.assert_alive();
 }
 
+/// A free port of 127.0.0.1, and its address.
+fn free_address() -> (u16, SocketAddr) {
+    let port = common::free_port();
+    (port, SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
 /// A configuration listening on a real port (a reload binds the same address twice).
 fn port_proxy_config(port: u16, backend: &Backend) -> String {
     format!(
@@ -588,8 +593,7 @@ fn port_proxy_config(port: u16, backend: &Backend) -> String {
 #[test]
 fn reload_with_sf_hands_over_the_port_and_lets_old_sessions_finish() {
     let backend = Backend::echo();
-    let port = common::free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (port, addr) = free_address();
     let cfg = port_proxy_config(port, &backend);
     let mut old = common::sluice(&cfg).start();
     let mut old_session = live_session(addr);
@@ -619,8 +623,7 @@ fn reload_under_noreuseport_pauses_the_old_process_to_take_the_port() {
     // the old one (SIGTTOU), binds, then tells it to finish (SIGUSR1), as management.txt §4
     // describes.
     let backend = Backend::echo();
-    let port = common::free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (port, addr) = free_address();
     let cfg = format!(
         "global\n    noreuseport\n{}",
         port_proxy_config(port, &backend)
@@ -651,8 +654,7 @@ fn a_reload_that_cannot_bind_resumes_the_old_process() {
     // the old one, retries for about a second, gives up, and has the old one listen again
     // (SIGTTIN) before exiting with an error, leaving the old one's stats socket alone.
     let backend = Backend::echo();
-    let port = common::free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (port, addr) = free_address();
     let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = squatter.local_addr().unwrap().port();
     let cfg = format!(
@@ -697,8 +699,7 @@ fn a_reload_that_cannot_bind_resumes_the_old_process() {
 #[test]
 fn reload_with_st_terminates_the_old_process_at_once() {
     let backend = Backend::echo();
-    let port = common::free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (port, addr) = free_address();
     let cfg = port_proxy_config(port, &backend);
     let mut old = common::sluice(&cfg).start();
     let _old_session = live_session(addr);
