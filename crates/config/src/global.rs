@@ -184,6 +184,9 @@ pub struct GlobalConf {
     pub nosplice: bool,
     /// `busy-polling`: the event loops never sleep in the poller.
     pub busy_polling: bool,
+    /// `h1-accept-payload-with-any-method`: an HTTP/1.0 GET, HEAD or DELETE request may have
+    /// a body (HAProxy refuses it with 413 by default: old servers ignore its framing).
+    pub h1_any_method_payload: bool,
     /// `noreuseport` (or `-dR`): listening sockets are bound without `SO_REUSEPORT`, so the
     /// event loops share one socket per address and a process replacing this one (`-sf`)
     /// must have it stop listening first (SIGTTOU) to bind the address.
@@ -656,6 +659,11 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "noreuseport" => {
             if d.no_more_than(1, diags) {
                 conf.noreuseport = true;
+            }
+        }
+        "h1-accept-payload-with-any-method" => {
+            if d.no_more_than(1, diags) {
+                conf.h1_any_method_payload = true;
             }
         }
         "strict-limits" => {

@@ -228,6 +228,25 @@ pub fn request_framing(buf: &[u8], head: &RequestHead) -> Result<BodyFraming, Ht
     })
 }
 
+/// Whether a request is an HTTP/1.0 GET, HEAD or DELETE with a body (a Content-Length above
+/// zero, or Transfer-Encoding), given its `framing`: HAProxy refuses those with 413 unless
+/// `h1-accept-payload-with-any-method`, since HTTP/1.0 servers may not look for the body of
+/// such a request and take it for the next one (request smuggling).
+pub fn http10_body_on_bodyless_method(
+    buf: &[u8],
+    head: &RequestHead,
+    framing: &Result<BodyFraming, HttpError>,
+) -> bool {
+    head.version == Version::Http10
+        && matches!(head.method_bytes(buf), b"GET" | b"HEAD" | b"DELETE")
+        && match framing {
+            Ok(BodyFraming::ContentLength(n)) => *n > 0,
+            Ok(BodyFraming::Chunked) => true,
+            Err(err) => err.kind == HttpErrorKind::TransferEncodingInHttp10,
+            Ok(_) => false,
+        }
+}
+
 /// How the body of a response is delimited (RFC 9112 §6.3 items 1–3, 5, 8).
 ///
 /// `request_method_is_head` and `request_was_connect` describe the request this response

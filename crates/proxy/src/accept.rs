@@ -447,6 +447,7 @@ fn established<'a>(
             bufsize: global.bufsize(),
             maxrewrite: global.maxrewrite(),
             maxhdr: global.http_maxhdr(),
+            any_method_payload: global.h1_any_method_payload,
         };
         // The TCP session's state is boxed, and the HTTP session boxes what it needs while a
         // request is in flight (`http::session::run`): an idle HTTP connection holds neither.

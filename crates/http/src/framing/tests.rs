@@ -304,3 +304,27 @@ fn canonical_transfer_encoding() {
     assert_eq!(value("X: y\r\n"), None);
     assert_eq!(value("Transfer-Encoding: chunked, chunked\r\n"), None);
 }
+
+#[test]
+fn http10_bodies_on_get_head_delete_are_spotted() {
+    let spotted = |method: &str, version: &str, fields: &str| {
+        let buf = format!("{method} / HTTP/{version}\r\nHost: h\r\n{fields}\r\n").into_bytes();
+        let head = request_head(&buf);
+        http10_body_on_bodyless_method(&buf, &head, &request_framing(&buf, &head))
+    };
+    for method in ["GET", "HEAD", "DELETE"] {
+        assert!(spotted(method, "1.0", "Content-Length: 5\r\n"), "{method}");
+        assert!(
+            spotted(method, "1.0", "Transfer-Encoding: chunked\r\n"),
+            "{method}"
+        );
+        // An empty body, HTTP/1.1, or no body at all.
+        assert!(!spotted(method, "1.0", "Content-Length: 0\r\n"), "{method}");
+        assert!(!spotted(method, "1.1", "Content-Length: 5\r\n"), "{method}");
+        assert!(!spotted(method, "1.0", ""), "{method}");
+    }
+    // Other methods may have a body; methods are case-sensitive (RFC 9110 §9.1).
+    assert!(!spotted("POST", "1.0", "Content-Length: 5\r\n"));
+    assert!(!spotted("OPTIONS", "1.0", "Content-Length: 5\r\n"));
+    assert!(!spotted("get", "1.0", "Content-Length: 5\r\n"));
+}

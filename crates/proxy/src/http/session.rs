@@ -22,7 +22,7 @@ use crate::stream_context::StreamView;
 use sluice_config::http_options::HttpConnMode;
 use sluice_config::rules::{NameMatch, StreamTimeout};
 use sluice_http::encode::connection_tokens;
-use sluice_http::framing::{BodyFraming, request_framing};
+use sluice_http::framing::{BodyFraming, http10_body_on_bodyless_method, request_framing};
 use sluice_http::head::{MessageHead, Parse, RequestHead, Version, header_values, parse_request};
 use sluice_net::splice::SpliceEnd;
 use sluice_net::stream::Stream;
@@ -893,7 +893,13 @@ async fn read_head(
                 // rules may rewrite fields later, but never how the body is delimited
                 // (request smuggling). An ambiguous message is refused before any rule.
                 Ok(Parse::Complete(head)) => {
-                    return match request_framing(input.filled(), &head) {
+                    let framing = request_framing(input.filled(), &head);
+                    if !settings.any_method_payload
+                        && http10_body_on_bodyless_method(input.filled(), &head, &framing)
+                    {
+                        return Err(HeadEnd::Answer(413, Cause::Proxy));
+                    }
+                    return match framing {
                         Ok(framing) => Ok((head, framing)),
                         Err(err) => Err(HeadEnd::Answer(err.status(), Cause::Proxy)),
                     };

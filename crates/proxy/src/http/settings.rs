@@ -14,7 +14,7 @@ use sluice_runtime::proxy::{Backend, Frontend};
 use std::time::Duration;
 
 /// Buffer sizes and head limits from the global section (`tune.bufsize`, `tune.maxrewrite`,
-/// `tune.http.maxhdr`).
+/// `tune.http.maxhdr`, `h1-accept-payload-with-any-method`).
 #[derive(Clone, Copy, Debug)]
 pub struct BufferSizes {
     /// Size of each I/O buffer.
@@ -23,6 +23,8 @@ pub struct BufferSizes {
     pub maxrewrite: u32,
     /// The most lines of a received head, start line included.
     pub maxhdr: u16,
+    /// `h1-accept-payload-with-any-method`.
+    pub any_method_payload: bool,
 }
 
 /// What one HTTP session needs to know about its proxies.
@@ -40,6 +42,8 @@ pub struct HttpSettings<'a> {
     pub reuse: HttpReuse,
     /// Limits and tolerance of the request parser.
     pub request_limits: Limits,
+    /// `h1-accept-payload-with-any-method`: an HTTP/1.0 GET, HEAD or DELETE may have a body.
+    pub any_method_payload: bool,
     /// Limits and tolerance of the response parser.
     pub response_limits: Limits,
     /// Size of each I/O buffer (`tune.bufsize`).
@@ -109,6 +113,7 @@ impl<'a> HttpSettings<'a> {
             originalto,
             send_name_header: b.send_name_header.as_deref(),
             reuse: b.reuse.unwrap_or_default(),
+            any_method_payload: buffers.any_method_payload,
             request_limits: Limits {
                 max_head,
                 max_headers: usize::from(buffers.maxhdr),
