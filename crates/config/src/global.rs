@@ -440,6 +440,16 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
             }
             d.no_more_than(2, diags);
         }
+        // Sluice runs its threads as one group, which is what `thread-groups 1` asks.
+        "thread-groups" => match line.words.get(1).map(String::as_str) {
+            Some("1") => {
+                d.no_more_than(2, diags);
+            }
+            Some(n) if n.parse::<u32>().is_ok_and(|n| (2..=16).contains(&n)) => diags.push(
+                Diagnostic::not_supported(&line.span, "thread-groups above 1".to_owned()),
+            ),
+            _ => diags.push(d.alert("expects a number of thread groups from 1 to 16")),
+        },
         "daemon" => {
             conf.daemon = d.no_more_than(1, diags);
         }
