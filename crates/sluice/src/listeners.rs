@@ -32,8 +32,8 @@ pub fn thread_count(plan: &Plan) -> usize {
 }
 
 /// How many sockets beside its first each TCP address of `plan` gets, one for each other
-/// event-loop thread (`BoundListener::shards`).
-/// None under `noreuseport`: the threads then share one socket.
+/// event-loop thread (`BoundListener::shards`); none under `noreuseport`, where the threads
+/// share one socket.
 pub fn shards_wanted(plan: &Plan) -> usize {
     if plan.global.noreuseport {
         return 0;
@@ -117,21 +117,13 @@ pub fn bind_all(
     for frontend in &process.frontends {
         let mut number = 0;
         for bind in &frontend.plan.binds {
-            // `thread`: the threads that accept for this line, numbered from 0 here.
-            let threads: Option<Arc<[usize]>> = match &bind.threads {
-                None => None,
-                Some(set) => match set.threads(process.nbthread as u32) {
-                    Ok(threads) => Some(threads.iter().map(|&t| t as usize - 1).collect()),
-                    Err(err) => {
-                        errors.push(format!(
-                            "[ALERT] {}: proxy '{}': {err}",
-                            bind.span,
-                            frontend.name()
-                        ));
-                        continue;
-                    }
-                },
-            };
+            // `thread`: the threads that accept for this line, numbered from 0 here (the
+            // configuration's check refused a set naming a thread this process does not run).
+            let threads: Option<Arc<[usize]>> = bind
+                .threads
+                .as_ref()
+                .and_then(|set| set.threads(process.nbthread as u32).ok())
+                .map(|threads| threads.iter().map(|&t| t as usize - 1).collect());
             let accepting = threads.as_ref().map_or(process.nbthread, |t| t.len());
             let shards = if process.global.noreuseport {
                 0
