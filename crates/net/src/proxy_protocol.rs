@@ -1,7 +1,9 @@
 //! The PROXY protocol (versions 1 and 2, /work/shared/reference/haproxy/proxy-protocol.txt) as
 //! a pure codec: [`parse`] looks at the first bytes a client sent and says whether they hold a
-//! complete header, could still become one, or can never be one; [`encode_v1`] and
-//! [`encode_v2`] build the header a server receives. Nothing here touches a socket, so the
+//! complete header, could still become one, or can never be one (a v2 header's CRC32C and TLV
+//! lengths included); [`received_tlvs`] keeps the TLVs a session reads; [`encode_v1`] and
+//! [`encode_v2`] build the header a server receives, the latter with the TLVs of
+//! `proxy-v2-options` ([`SentTlvs`]). Nothing here touches a socket, so the
 //! reader on accept ([`crate::proxy_io`]) can peek at the socket, ask [`parse`] how long the
 //! header is, and consume exactly that many bytes, leaving what follows for the session. Parsing
 //! is strict, as the specification asks: anything that does not match exactly is invalid and

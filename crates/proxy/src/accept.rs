@@ -4,8 +4,9 @@
 //! `maxconn`, the frontend's, the process's), so when a limit is reached it simply stops
 //! accepting and new connections wait in the kernel's queue, as HAProxy's do; nothing is
 //! accepted only to be dropped. The slots travel with the session and are released when it
-//! ends. Every loop follows the process's [`ListenState`]: paused loops stop accepting, stopped
-//! loops return and drop their socket.
+//! ends. Every loop follows the process's [`ListenState`]: paused loops stop accepting (and a
+//! TCP socket this process owns stops listening, so clients are refused, as HAProxy's are),
+//! stopped loops return and drop their socket.
 //!
 //! On an `accept-proxy` bind line, a session first reads the client's PROXY protocol header
 //! ([`sluice_net::proxy_io::read_header`]); its addresses replace the connection's for the rest
