@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: everything CI checks, in order, stopping at the first failure.
 #
-#   1. tools: varnishtest (Debian package "varnish"), rustfmt and clippy, installed if missing;
+#   1. tools: varnishtest (Debian package "varnish"), ss (iproute2), rustfmt and clippy,
+#      installed if missing;
 #      dependencies fetched (cargo fetch)
 #   2. cargo fmt --all -- --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
@@ -38,6 +39,12 @@ if ! command -v varnishtest >/dev/null 2>&1; then
     step "installing varnishtest (package varnish)"
     as_root apt-get update
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends varnish </dev/null
+fi
+if ! command -v ss >/dev/null 2>&1; then
+    # `ss` reads the proxy's socket options in tests/packet_marks.rs.
+    step "installing ss (package iproute2)"
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends iproute2 </dev/null
 fi
 for component in rustfmt clippy; do
     if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then

@@ -167,6 +167,27 @@ pub enum TcpAction {
     SilentDrop,
     /// `set-priority-class|offset` (content rules only).
     SetPriority(PriorityPart, Expr),
+    /// `set-fc-tos|set-fc-mark` (old names `set-tos|set-mark`): a field of the packets sent
+    /// to the client.
+    MarkClientPackets(PacketField, IntValue),
+}
+
+/// The field of the packets sent to the client that `set-fc-tos` or `set-fc-mark` sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketField {
+    /// The IP TOS byte (IPv6: the traffic class), `IP_TOS`.
+    Tos,
+    /// The firewall mark (`SO_MARK`), which netfilter and routing rules can match.
+    Mark,
+}
+
+/// An integer written in a rule, or an expression giving one when the rule runs.
+#[derive(Clone, Debug)]
+pub enum IntValue {
+    /// Written in the rule.
+    Fixed(i64),
+    /// Computed; no value, or one that is not an integer, changes nothing.
+    Expr(Expr),
 }
 
 /// Which part of a request's queue priority a `set-priority-*` action sets.
@@ -402,6 +423,9 @@ pub enum HttpAction {
     DisableL7Retry,
     /// `set-priority-class|offset <expr>`: the request's place in a server queue.
     SetPriority(PriorityPart, Expr),
+    /// `set-fc-tos|set-fc-mark` (old names `set-tos|set-mark`): a field of the packets sent
+    /// to the client.
+    MarkClientPackets(PacketField, IntValue),
     /// `early-hint <name> <fmt>`: a field of the 103 (Early Hints) interim answer sent to
     /// the client before any other (RFC 8297); consecutive rules share one answer.
     EarlyHint {
@@ -917,16 +941,12 @@ const KNOWN_ACTIONS: &[&str] = &[
     "set-bc-tos",
     "set-dst",
     "set-dst-port",
-    "set-fc-mark",
-    "set-fc-tos",
     "set-log-level",
     "set-map",
-    "set-mark",
     "set-nice",
     "set-src",
     "set-src-port",
     "set-timeout",
-    "set-tos",
     "silent-drop",
     "strict-mode",
     "switch-mode",
@@ -1350,8 +1370,47 @@ fn parse_tcp_action(args: &[String], maps: &MapStore, stages: Stages) -> Result<
             parse_priority(action, rest, maps, stages)
                 .map(|(part, expr)| TcpAction::SetPriority(part, expr))
         }
+        "set-fc-tos" | "set-tos" | "set-fc-mark" | "set-mark" => {
+            parse_packet_field(action, rest, maps, stages)
+                .map(|(field, value)| TcpAction::MarkClientPackets(field, value))
+        }
         other => Err(unsupported(other)),
     }
+}
+
+/// `set-fc-tos|set-fc-mark <value>|<expr>` (and the old names `set-tos`, `set-mark`): a number,
+/// decimal or hexadecimal (`0x`), within the field's range, or a sample expression.
+fn parse_packet_field(
+    action: &str,
+    rest: &[String],
+    maps: &MapStore,
+    stages: Stages,
+) -> Result<(PacketField, IntValue), String> {
+    let [arg] = rest else {
+        return Err(format!(
+            "'{action}' expects a number or a sample expression"
+        ));
+    };
+    let (field, max) = if action.ends_with("tos") {
+        (PacketField::Tos, i64::from(u8::MAX))
+    } else {
+        (PacketField::Mark, i64::from(u32::MAX))
+    };
+    if arg.starts_with(|c: char| c.is_ascii_digit()) {
+        let number = match arg.strip_prefix("0x").or_else(|| arg.strip_prefix("0X")) {
+            Some(hex) => i64::from_str_radix(hex, 16),
+            None => arg.parse::<i64>(),
+        };
+        return match number {
+            Ok(value) if value <= max => Ok((field, IntValue::Fixed(value))),
+            _ => Err(format!(
+                "'{action}' expects a number from 0 to {max} (or 0x{max:x}), not '{arg}'"
+            )),
+        };
+    }
+    let expr = Expr::parse(arg, maps)?;
+    expr.check_stages(stages)?;
+    Ok((field, IntValue::Expr(expr)))
 }
 
 /// `set-priority-class|offset <expr>`.
@@ -1625,6 +1684,10 @@ fn parse_http_action(
         "set-priority-class" | "set-priority-offset" => parse_priority(action, rest, maps, stages)
             .map(|(part, expr)| HttpAction::SetPriority(part, expr))
             .and_then(request_only),
+        "set-fc-tos" | "set-tos" | "set-fc-mark" | "set-mark" => {
+            parse_packet_field(action, rest, maps, stages)
+                .map(|(field, value)| HttpAction::MarkClientPackets(field, value))
+        }
         "early-hint" => {
             exactly(2, "a field name and a value")?;
             let name = field_name(&rest[0])?;
@@ -1705,7 +1768,8 @@ fn parse_after_response_action(
             parse_http_action(args, maps, stages, true)
         }
         "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"
-        | "set-uri" | "set-method" | "wait-for-body" => Err(format!(
+        | "set-uri" | "set-method" | "wait-for-body" | "set-fc-tos" | "set-tos" | "set-fc-mark"
+        | "set-mark" => Err(format!(
             "'{name}' is not allowed in 'http-after-response' rules"
         )),
         other => Err(unsupported(other)),

@@ -9,7 +9,7 @@ use sluice_config::global::SocketBuffers;
 use sluice_config::proxy::KeepaliveProbes;
 use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -300,6 +300,30 @@ impl Stream {
             Stream::Unix(_) => Ok(()),
         }
     }
+}
+
+/// Sets the TOS byte (IPv6: the traffic class) and the firewall mark of the packets the
+/// connection `socket` sends from now on (`set-fc-tos`, `set-fc-mark`); `None` leaves a field
+/// as it is. A UNIX socket has neither. As in HAProxy, a refusal (a mark needs CAP_NET_ADMIN)
+/// is the caller's to ignore.
+pub fn mark_packets(socket: &impl AsFd, tos: Option<u8>, mark: Option<u32>) -> io::Result<()> {
+    let socket = socket2::SockRef::from(socket);
+    let Some(peer) = socket.peer_addr()?.as_socket() else {
+        return Ok(());
+    };
+    if let Some(tos) = tos {
+        // An IPv4 client of a dual-stack socket is reached by IPv4 packets: IP_TOS.
+        match peer {
+            SocketAddr::V6(peer) if peer.ip().to_ipv4_mapped().is_none() => {
+                socket.set_tclass_v6(u32::from(tos))?
+            }
+            _ => socket.set_tos(u32::from(tos))?,
+        }
+    }
+    if let Some(mark) = mark {
+        socket.set_mark(mark)?;
+    }
+    Ok(())
 }
 
 /// SO_KEEPALIVE, and the probes' count, idle time and interval where the configuration sets
@@ -902,5 +926,46 @@ mod tests {
         assert_eq!(server_port(&ServerPort::Offset(1000), Some(80)), Some(1080));
         assert_eq!(server_port(&ServerPort::Offset(-80), Some(80)), None);
         assert_eq!(server_port(&ServerPort::Offset(1), Some(65535)), None);
+    }
+
+    /// Both sides of a fresh IPv4 loopback connection: (accepted, client).
+    fn loopback_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        (listener.accept().unwrap().0, client)
+    }
+
+    #[test]
+    fn packet_marks_set_the_ipv4_tos_or_the_ipv6_traffic_class() {
+        let (v4, _client) = loopback_pair();
+        mark_packets(&v4, Some(0x48), None).unwrap();
+        assert_eq!(socket2::SockRef::from(&v4).tos().unwrap(), 0x48);
+        // No field given: nothing changes.
+        mark_packets(&v4, None, None).unwrap();
+        assert_eq!(socket2::SockRef::from(&v4).tos().unwrap(), 0x48);
+
+        let Ok(listener) = std::net::TcpListener::bind("[::1]:0") else {
+            return; // A host without IPv6 on loopback.
+        };
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let v6 = listener.accept().unwrap().0;
+        mark_packets(&v6, Some(0x28), None).unwrap();
+        assert_eq!(socket2::SockRef::from(&v6).tclass_v6().unwrap(), 0x28);
+        assert_eq!(socket2::SockRef::from(&v6).tos().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_mark_needs_the_privilege_haproxy_needs() {
+        let (v4, _client) = loopback_pair();
+        match mark_packets(&v4, None, Some(7)) {
+            Ok(()) => assert_eq!(socket2::SockRef::from(&v4).mark().unwrap(), 7),
+            Err(err) => assert_eq!(err.kind(), io::ErrorKind::PermissionDenied),
+        }
+    }
+
+    #[test]
+    fn a_unix_socket_has_no_packet_marks_to_set() {
+        let (one, _two) = std::os::unix::net::UnixStream::pair().unwrap();
+        mark_packets(&one, Some(0x20), Some(1)).unwrap();
     }
 }

@@ -303,6 +303,7 @@ fn session(
                 Stage::Connection,
                 &mut 0,
             );
+            held.vars.apply_client_marks(&client);
             if let Some(refusal) = refusal(verdict, &client) {
                 let listener = held.vars.listener().map(|l| &l.denied_connections);
                 refusal.count(
@@ -337,6 +338,7 @@ fn session(
         if !session_rules.is_empty() {
             let view = held.scope().view(None, None);
             let verdict = run_tcp_rules(&view, &held.vars, session_rules, Stage::Session, &mut 0);
+            held.vars.apply_client_marks(&client);
             if let Some(refusal) = refusal(verdict, &client) {
                 let listener = held.vars.listener().map(|l| &l.denied_sessions);
                 refusal.count(

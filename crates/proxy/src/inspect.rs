@@ -152,6 +152,7 @@ async fn content_rules<'a>(
                 &mut next_rule,
             )
         };
+        scope.vars.apply_client_marks(client);
         // A backend whose own rules refuse the connection counts what they read as its
         // traffic, as HAProxy does (the frontend's count is the caller's).
         if let (Some(TcpVerdict::Reject | TcpVerdict::SilentDrop), Some(backend)) =
@@ -246,6 +247,7 @@ pub async fn inspect_response(
                 &mut next_rule,
             )
         };
+        scope.vars.apply_client_marks(client);
         // Counted as HAProxy counts them, before the client can see its connection end: a
         // rejected response is a denied response (`dresp`), a silent drop a denied request.
         let decided = match verdict {

@@ -14,7 +14,7 @@
 //! session's [`Vars`]. They and the unique id sit in a box made only for a transaction that
 //! has them: every session holds its `Vars` for as long as it lives, idle time included.
 
-use sluice_config::rules::{LogLevelChange, PriorityPart, StreamTimeout};
+use sluice_config::rules::{LogLevelChange, PacketField, PriorityPart, StreamTimeout};
 use sluice_http::encode::HeaderCase;
 use sluice_net::listen::Endpoints;
 use sluice_net::proxy_protocol::ReceivedTlvs;
@@ -24,6 +24,7 @@ use sluice_runtime::proxy::QueuePriority;
 use sluice_sample::Sample;
 use std::borrow::Cow;
 use std::cell::{Ref, RefCell};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +52,18 @@ struct Transaction {
     early_hint_open: bool,
     /// `set-priority-class|offset`: the request's place in a server queue.
     priority: QueuePriority,
+    /// `set-fc-tos`, `set-fc-mark`: what the client connection's packets are to carry, until
+    /// the session applies it to the socket ([`Vars::apply_client_marks`]).
+    client_marks: ClientMarks,
+}
+
+/// The TOS byte and the firewall mark rules asked for the packets sent to the client.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct ClientMarks {
+    /// `set-fc-tos`.
+    tos: Option<u8>,
+    /// `set-fc-mark`.
+    mark: Option<u32>,
 }
 
 /// The variables of one session.
@@ -277,6 +290,33 @@ impl Vars {
         let t = transaction.as_mut()?;
         (!t.early_hints.is_empty() && !t.early_hint_open)
             .then(|| std::mem::take(&mut t.early_hints))
+    }
+
+    /// Records what a `set-fc-tos` or `set-fc-mark` rule computed (`value`, cut to the field's
+    /// width as the kernel cuts HAProxy's), for the session to apply to the client's socket.
+    pub fn mark_client_packets(&self, field: PacketField, value: i64) {
+        let marks = &mut self.transaction().client_marks;
+        match field {
+            PacketField::Tos => marks.tos = Some(value as u8),
+            PacketField::Mark => marks.mark = Some(value as u32),
+        }
+    }
+
+    /// Applies to the client's socket what rules asked of its packets since the last call, if
+    /// anything. The session calls it once a rule set has run: rules see the session's
+    /// variables, not its sockets. A refusal (a mark needs CAP_NET_ADMIN) is ignored, as
+    /// HAProxy ignores it.
+    pub fn apply_client_marks(&self, client: &impl AsFd) {
+        let marks = {
+            let mut transaction = self.transaction.borrow_mut();
+            let Some(transaction) = transaction.as_mut() else {
+                return;
+            };
+            std::mem::take(&mut transaction.client_marks)
+        };
+        if marks != ClientMarks::default() {
+            let _ = sluice_net::stream::mark_packets(client, marks.tos, marks.mark);
+        }
     }
 
     /// The transaction's log level, if a rule changed it.

@@ -1626,6 +1626,7 @@ where
                     (&s.response_limits, s.bufsize),
                     resume,
                 );
+                ctx.scope.vars.apply_client_marks(client);
                 // `http-response wait-for-body`: the wait, then the rules after it. A body
                 // that does not come in time is a server timeout (a 504), as in HAProxy.
                 let wait = match verdict {

@@ -26,8 +26,8 @@ use sluice_config::http_options::HeaderNamePolicy;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
 use sluice_config::rules::{
-    AddressPart, HttpAction, LinePart, NameMatch, PatternEdit, PriorityPart, Redirect,
-    RedirectKind, Reply, ReplyBody, Rule, TcpAction, TimeoutValue, VarValue,
+    AddressPart, HttpAction, IntValue, LinePart, NameMatch, PacketField, PatternEdit, PriorityPart,
+    Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpAction, TimeoutValue, VarValue,
 };
 use sluice_http::encode::HeadEdits;
 use sluice_http::error::error_response;
@@ -620,6 +620,9 @@ pub fn run_tcp_rules(
             TcpAction::Stick(action) => crate::track::apply(action, view, stage),
             TcpAction::SetLogLevel(level) => vars.set_log_level(*level),
             TcpAction::SetPriority(part, expr) => set_priority(vars, *part, expr, view),
+            TcpAction::MarkClientPackets(field, value) => {
+                mark_client_packets(vars, *field, value, view)
+            }
         }
     }
     None
@@ -634,6 +637,21 @@ fn set_priority(
 ) {
     if let Some(Sample::Int(value)) = expr.eval(view).and_then(|s| s.cast(SampleType::Int)) {
         vars.set_priority(part, value);
+    }
+}
+
+/// `set-fc-tos|set-fc-mark`: the value, written or computed as an integer; none changes
+/// nothing.
+fn mark_client_packets(vars: &Vars, field: PacketField, value: &IntValue, view: &StreamView<'_>) {
+    let value = match value {
+        IntValue::Fixed(value) => Some(*value),
+        IntValue::Expr(expr) => match expr.eval(view).and_then(|s| s.cast(SampleType::Int)) {
+            Some(Sample::Int(value)) => Some(value),
+            _ => None,
+        },
+    };
+    if let Some(value) = value {
+        vars.mark_client_packets(field, value);
     }
 }
 
@@ -956,6 +974,10 @@ fn common_action<'a, 'e>(
         }
         HttpAction::SetPriority(part, expr) => {
             set_priority(vars, *part, expr, view);
+            Step::Next
+        }
+        HttpAction::MarkClientPackets(field, value) => {
+            mark_client_packets(vars, *field, value, view);
             Step::Next
         }
         // Request rules handle it (`http_request_rules`); response rules never have it.

@@ -385,6 +385,7 @@ impl<'s> Session<'_, 's> {
         let mut resume = None;
         let backend = loop {
             let verdict = rules::process_request(scope, input, &mut head, limits, resume);
+            scope.vars.apply_client_marks(client);
             // `early-hint`: the 103 answers leave before anything else, whatever the rules
             // then decided, as HAProxy sends them when its rules build them.
             if let Some(hints) = scope.vars.take_early_hints()
