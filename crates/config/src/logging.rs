@@ -90,6 +90,9 @@ pub enum LineFormat {
     Http,
     /// `option httplog clf`.
     HttpClf,
+    /// `option httpslog`: [`HTTPS_LOG_FORMAT`]. A TCP proxy logs the `tcplog` line instead,
+    /// as HAProxy falls back to it.
+    Https(LogFormat),
     /// `log-format`.
     Custom(LogFormat),
 }
@@ -409,7 +412,15 @@ fn log_format_line(
     }
 }
 
-/// Applies `option httplog [clf]`, `tcplog`, `dontlognull`, `http-ignore-probes`,
+/// `option httpslog`'s line (configuration.txt §8.2.4): `option httplog`'s fields, then the
+/// TLS ones, which a clear connection shows as `0/-/-/-/0 -/-/-` (the connection error code,
+/// the TLS and certificate errors, whether the session was resumed; SNI, version, cipher).
+pub const HTTPS_LOG_FORMAT: &str = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC \
+    %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %hr %hs %{+Q}r \
+    %[fc_err]/%[ssl_fc_err,hex]/%[ssl_c_err]/%[ssl_c_ca_err]/%[ssl_fc_is_resumed] \
+    %[ssl_fc_sni]/%sslv/%sslc";
+
+/// Applies `option httplog [clf]`, `httpslog`, `tcplog`, `dontlognull`, `http-ignore-probes`,
 /// `log-separate-errors`, `logasap` (`enable` false for the `no option` form); false if
 /// `name` is not a logging option.
 pub(crate) fn apply_log_option(
@@ -428,6 +439,16 @@ pub(crate) fn apply_log_option(
                     (false, _) => LineFormat::Minimal,
                     (true, false) => LineFormat::Http,
                     (true, true) => LineFormat::HttpClf,
+                };
+            }
+        }
+        "httpslog" => {
+            if d.no_more_than(args_at, diags) {
+                conf.format = if enable {
+                    let fmt = LogFormat::parse_log(HTTPS_LOG_FORMAT, &MapStore::new());
+                    LineFormat::Https(fmt.expect("the HTTPS log format compiles"))
+                } else {
+                    LineFormat::Minimal
                 };
             }
         }

@@ -109,10 +109,12 @@ impl Frontend {
             // Minimal logging happens at the accept (see `log_connection`).
             LineFormat::Minimal => return,
             LineFormat::Tcp => record.write_tcp_line(&mut line),
-            LineFormat::Http if http => record.write_http_line(&mut line),
-            LineFormat::HttpClf if http => record.write_clf_line(&mut line),
-            LineFormat::Http | LineFormat::HttpClf => record.write_tcp_line(&mut line),
-            LineFormat::Custom(fmt) => {
+            LineFormat::Http | LineFormat::HttpClf | LineFormat::Https(_) if !http => {
+                record.write_tcp_line(&mut line)
+            }
+            LineFormat::Http => record.write_http_line(&mut line),
+            LineFormat::HttpClf => record.write_clf_line(&mut line),
+            LineFormat::Https(fmt) | LineFormat::Custom(fmt) => {
                 let mut bytes = Vec::with_capacity(256);
                 custom(fmt, &mut bytes);
                 log.out.emit_with_data(level, &bytes, structured.as_deref());

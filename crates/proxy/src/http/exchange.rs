@@ -396,7 +396,7 @@ pub async fn run<'a>(
         .frontend
         .logger
         .as_ref()
-        .is_some_and(|l| matches!(l.conf.format, LineFormat::Custom(_)));
+        .is_some_and(|l| matches!(l.conf.format, LineFormat::Custom(_) | LineFormat::Https(_)));
     let logged_head = custom_log.then(|| (input.filled()[..head.head_len].to_vec(), head.clone()));
     let mut facts = Facts::default();
     // `option logasap`: the line is written once the response head is sent, with the

@@ -835,13 +835,16 @@ fn process_state() {
 #[test]
 fn tls_fetches_describe_a_clear_connection() {
     let ctx = TestCtx::request(GET);
-    for falsy in ["ssl_fc", "ssl_fc_has_sni"] {
+    for falsy in ["ssl_fc", "ssl_fc_has_sni", "ssl_fc_is_resumed"] {
         assert_eq!(eval(falsy, &ctx), Some(Sample::Bool(false)), "{falsy}");
     }
     for absent in [
         "ssl_fc_sni",
         "ssl_fc_protocol",
+        "ssl_fc_err",
         "ssl_c_used",
+        "ssl_c_err",
+        "ssl_c_ca_err",
         "ssl_c_s_dn(CN)",
     ] {
         assert_eq!(eval(absent, &ctx), None, "{absent}");
