@@ -88,7 +88,7 @@ mod tests {
 
     /// A script written to a temporary file, removed on drop.
     mod tempfile_path {
-        use std::os::unix::fs::PermissionsExt;
+        use std::io::Write;
 
         pub struct Guard {
             pub path: String,
@@ -103,8 +103,21 @@ mod tests {
                     std::process::id(),
                     NEXT.fetch_add(1, Ordering::Relaxed)
                 ));
-                std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+                // Written by a child process: a file this process held open for writing
+                // would be inherited by a process another test thread forks meanwhile, and
+                // running it would then fail with ETXTBSY until that child execs.
+                let mut writer = std::process::Command::new("sh")
+                    .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+                    .arg(&path)
+                    .stdin(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut stdin = writer.stdin.take().unwrap();
+                stdin
+                    .write_all(format!("#!/bin/sh\n{script}\n").as_bytes())
+                    .unwrap();
+                drop(stdin);
+                assert!(writer.wait().unwrap().success());
                 Guard {
                     path: path.display().to_string(),
                 }
