@@ -125,7 +125,7 @@ fn parse_filters(table: &Table, args: &[String], used: KeyUse) -> Result<Selecti
             .strip_prefix("data.")
             .and_then(DataType::from_name)
             .ok_or_else(|| format!("Filter entry #{n}: Unknown data type"))?;
-        if !table.conf().layout.has(t) {
+        if !table.conf().layout.has_exactly(t) {
             return Err(format!(
                 "Filter entry #{n}: Data type not stored in this table"
             ));
@@ -183,12 +183,12 @@ fn dump(table: &Table, now: u64, selection: &Selection, out: &mut String) {
             }
             let value = entry.data.get(t).unwrap_or_default();
             if t.is_rate() {
-                let _ = write!(out, " {}({period})={value}", t.name());
+                let _ = write!(out, " {}({period})={value}", t.label());
             } else if t == DataType::ServerId {
                 // A signed integer in HAProxy.
                 let _ = write!(out, " {}={}", t.name(), value as i64 as i32);
             } else {
-                let _ = write!(out, " {}={value}", t.name());
+                let _ = write!(out, " {}={value}", t.label());
             }
         }
         out.push('\n');
@@ -320,7 +320,7 @@ pub fn set_table(
             out.push_str("Unknown data type\n");
             return Flow::Continue;
         };
-        if !table.conf().layout.has(t) {
+        if !table.conf().layout.has_exactly(t) {
             out.push_str("Data type not stored in this table\n");
             return Flow::Continue;
         }

@@ -158,7 +158,7 @@ pub enum TcpAction {
     /// `switch-mode http` (`tcp-request content` of a frontend): the connection is parsed as
     /// HTTP from here on, with the frontend's HTTP rules, and goes to an HTTP backend.
     SwitchModeHttp,
-    /// `track-scN`, `sc-inc-gpc0|1`, `sc-set-gpt0`.
+    /// `track-scN`, `sc-inc-gpc0|1`, `sc-inc-gpc(I,N)`, `sc-set-gpt0`, `sc-set-gpt(I,N)`.
     Stick(StickAction),
     /// `set-log-level` (content rules only).
     SetLogLevel(LogLevelChange),
@@ -535,7 +535,7 @@ pub enum HttpAction {
         /// `scope.name`.
         name: String,
     },
-    /// `track-scN`, `sc-inc-gpc0|1`, `sc-set-gpt0`.
+    /// `track-scN`, `sc-inc-gpc0|1`, `sc-inc-gpc(I,N)`, `sc-set-gpt0`, `sc-set-gpt(I,N)`.
     Stick(StickAction),
 }
 
@@ -811,6 +811,8 @@ pub(crate) fn parse_rule_line(
                     }
                     parse_http_action(args, maps, stages, response)?
                 };
+                let mut action = action;
+                warnings.extend(drop_idle_content_type(&mut action));
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
                 }
@@ -932,8 +934,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "expect-proxy",
     "reject",
     "sc-add-gpc",
-    "sc-inc-gpc",
-    "sc-set-gpt",
     "send-proxy-v2",
     "send-spoe-group",
     "set-bandwidth-limit",
@@ -1887,15 +1887,29 @@ fn parse_reply(
     if has_body && reply.content_type.is_none() {
         return Err("a body needs a 'content-type'".to_owned());
     }
-    if !has_body && reply.content_type.is_some() {
-        return Err(
-            "'content-type' needs a body ('string', 'lf-string', 'file' or 'lf-file')".to_owned(),
-        );
-    }
     if matches!(reply.body, ReplyBody::Raw(_)) && !reply.headers.is_empty() {
         return Err("'hdr' cannot be used with 'errorfile'".to_owned());
     }
     Ok(reply)
+}
+
+/// A `content-type` without a body to describe (none, or an `errorfile`, which has its own
+/// head): HAProxy ignores it with a warning, which this returns (the reply loses it).
+fn drop_idle_content_type(action: &mut HttpAction) -> Option<String> {
+    let (HttpAction::Deny(reply) | HttpAction::Return(reply) | HttpAction::Tarpit(reply)) = action
+    else {
+        return None;
+    };
+    let why = match reply.body {
+        ReplyBody::Fixed(_) | ReplyBody::Format(_) => return None,
+        // The file carries its own head.
+        ReplyBody::Raw(_) => "when used with an errorfile",
+        ReplyBody::Empty | ReplyBody::ErrorPage => "because neither errorfile nor payload defined",
+    };
+    let ignored = reply.content_type.take()?;
+    Some(format!(
+        "content-type '{ignored}' ignored by the http reply {why}"
+    ))
 }
 
 /// Sets the reply's body: only one of the body keywords may be given.

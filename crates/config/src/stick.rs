@@ -12,7 +12,7 @@ use crate::directive::Directive;
 use crate::rules::{HttpAction, ProxyRules, TcpAction};
 use crate::units::{self, TimeUnit};
 use sluice_sample::{Expr, MapStore, Stages};
-use sluice_stick::{DEFAULT_KEY_LEN, DataType, KeyType, Layout, TableConf};
+use sluice_stick::{ArrayType, DEFAULT_KEY_LEN, DataType, Gpc, KeyType, Layout, TableConf};
 
 /// The number of stick counters a stream has (`track-sc0` to `track-sc2`, HAProxy's default
 /// `tune.stick-counters`).
@@ -30,15 +30,19 @@ pub enum StickAction {
         /// The table; `None` until the plan fills in the rule's own section.
         table: Option<String>,
     },
-    /// `sc-inc-gpc0(N)` / `sc-inc-gpc1(N)`: increments a general-purpose counter (and its rate).
+    /// `sc-inc-gpc0(N)`, `sc-inc-gpc1(N)`, `sc-inc-gpc(I,N)`: increments a general-purpose
+    /// counter (and its rate).
     IncGpc {
-        /// 0 for `gpc0`, 1 for `gpc1`.
-        which: u8,
+        /// Which counter.
+        which: Gpc,
         /// The stick counter.
         counter: usize,
     },
-    /// `sc-set-gpt0(N) <int|expr>`: sets the entry's tag.
-    SetGpt0 {
+    /// `sc-set-gpt0(N) <int|expr>`, `sc-set-gpt(I,N) <int|expr>`: sets one of the entry's
+    /// tags.
+    SetGpt {
+        /// `gpt0`, or an element of `gpt(N)`.
+        tag: DataType,
         /// The stick counter.
         counter: usize,
         /// The value.
@@ -113,7 +117,7 @@ pub(crate) fn parse_stick_rule(args: &[String], maps: &MapStore) -> Result<Stick
     Ok(StickRule { kind, key, table })
 }
 
-/// The value `sc-set-gpt0` stores.
+/// The value `sc-set-gpt0` or `sc-set-gpt` stores.
 #[derive(Clone, Debug)]
 pub enum GptValue {
     /// A constant.
@@ -122,8 +126,13 @@ pub enum GptValue {
     Expr(Expr),
 }
 
-/// Parses `stick-table ...` (the words after the keyword) for the section `name`.
-pub fn parse_stick_table(name: &str, args: &[String]) -> Result<TableConf, String> {
+/// Parses `stick-table ...` (the words after the keyword) for the section `name`, adding
+/// to `warnings` what HAProxy only warns about.
+pub fn parse_stick_table(
+    name: &str,
+    args: &[String],
+    warnings: &mut Vec<String>,
+) -> Result<TableConf, String> {
     let mut key = None;
     let mut size = None;
     let mut expire = None;
@@ -191,9 +200,10 @@ pub fn parse_stick_table(name: &str, args: &[String]) -> Result<TableConf, Strin
             }
             "store" => {
                 let list = value(i, "a list of data types")?;
-                for item in list.split(',') {
-                    let (data, period) = parse_store_item(item)?;
-                    layout.add(data, period)?;
+                for item in store_items(list) {
+                    if let Some(warning) = store_item(item, &mut layout)? {
+                        warnings.push(warning);
+                    }
                 }
                 i += 2;
             }
@@ -215,9 +225,24 @@ pub fn parse_stick_table(name: &str, args: &[String]) -> Result<TableConf, Strin
     })
 }
 
-/// One `store` item: `conn_cnt`, `http_req_rate(10s)`...
-fn parse_store_item(item: &str) -> Result<(DataType, u64), String> {
-    let (name, period) = match item.split_once('(') {
+/// The items of a `store` list: split at the commas outside parentheses
+/// (`gpc_rate(2,10s)` is one item).
+fn store_items(list: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0usize;
+    list.split(move |c: char| {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        c == ',' && depth == 0
+    })
+}
+
+/// Adds one `store` item to `layout`: `conn_cnt`, `http_req_rate(10s)`, `gpc(3)`,
+/// `gpc_rate(3,10s)`... A type stored already is ignored with a warning, as in HAProxy.
+fn store_item(item: &str, layout: &mut Layout) -> Result<Option<String>, String> {
+    let (name, args) = match item.split_once('(') {
         Some((name, rest)) => {
             let text = rest
                 .strip_suffix(')')
@@ -226,28 +251,62 @@ fn parse_store_item(item: &str) -> Result<(DataType, u64), String> {
         }
         None => (item, None),
     };
+    if let Some(array) = ArrayType::from_name(name) {
+        let usage = if array == ArrayType::GpcRate {
+            format!("'{name}(<count>,<period>)'")
+        } else {
+            format!("'{name}(<count>)'")
+        };
+        let args: Vec<&str> = args.map_or_else(Vec::new, |a| a.split(',').collect());
+        let (len, period) = match (array == ArrayType::GpcRate, args.as_slice()) {
+            (true, [len, period]) => (len, Some(*period)),
+            (false, [len]) => (len, None),
+            _ => return Err(format!("data type '{name}' expects {usage}")),
+        };
+        let len = len
+            .parse::<u64>()
+            .map_err(|_| format!("invalid element count '{len}' for '{name}'"))?;
+        let period = period.map_or(Ok(0), |p| rate_period(name, p))?;
+        if layout.stores(name) {
+            return Ok(Some(already_stored(name)));
+        }
+        return layout.add_array(array, len, period).map(|()| None);
+    }
     let Some(data) = DataType::from_name(name) else {
         if DataType::is_known_unsupported(name) {
             return Err(format!("data type '{name}' is not supported by Sluice"));
         }
         return Err(format!("unknown data type '{name}'"));
     };
-    match (data.is_rate(), period) {
-        (true, Some(text)) => {
-            let t = units::parse_time(text, TimeUnit::Ms)
-                .map_err(|e| format!("invalid period '{text}' for '{name}': {e}"))?;
-            let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
-            if ms == 0 || ms > units::MAX_TIMEOUT_MS {
-                return Err(format!("invalid period '{text}' for '{name}'"));
-            }
-            Ok((data, ms))
+    let period = match (data.is_rate(), args) {
+        (true, Some(text)) => rate_period(name, text)?,
+        (true, None) => {
+            return Err(format!(
+                "data type '{name}' expects a period: '{name}(<period>)'"
+            ));
         }
-        (true, None) => Err(format!(
-            "data type '{name}' expects a period: '{name}(<period>)'"
-        )),
-        (false, Some(_)) => Err(format!("data type '{name}' takes no period")),
-        (false, None) => Ok((data, 0)),
+        (false, Some(_)) => return Err(format!("data type '{name}' takes no period")),
+        (false, None) => 0,
+    };
+    if layout.stores(name) {
+        return Ok(Some(already_stored(name)));
     }
+    layout.add(data, period).map(|()| None)
+}
+
+fn already_stored(name: &str) -> String {
+    format!("store option '{name}' already enabled, ignored")
+}
+
+/// A rate's period in milliseconds.
+fn rate_period(name: &str, text: &str) -> Result<u64, String> {
+    let t = units::parse_time(text, TimeUnit::Ms)
+        .map_err(|e| format!("invalid period '{text}' for '{name}': {e}"))?;
+    let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
+    if ms == 0 || ms > units::MAX_TIMEOUT_MS {
+        return Err(format!("invalid period '{text}' for '{name}'"));
+    }
+    Ok(ms)
 }
 
 /// The stick counter of an action word (`track-sc1`, `sc-inc-gpc0(2)`).
@@ -284,20 +343,42 @@ pub(crate) fn parse_action(
         None => Ok(()),
         Some(extra) => Err(format!("unexpected argument '{extra}'")),
     };
-    for (prefix, which) in [("sc-inc-gpc0", 0), ("sc-inc-gpc1", 1)] {
-        if let Some(n) = paren(prefix) {
-            return Some(no_more(0).and_then(|()| {
-                Ok(StickAction::IncGpc {
-                    which,
-                    counter: counter_of(n)?,
-                })
-            }));
-        }
+    // `(<idx>,<counter>)` of the array forms.
+    let indexed = |args: &str| -> Result<(u8, usize), String> {
+        let (index, counter) = args
+            .split_once(',')
+            .ok_or_else(|| format!("'{action}' expects '(<index>,<stick counter>)'"))?;
+        Ok((
+            sluice_stick::array_index(index)?,
+            counter_of(counter.trim())?,
+        ))
+    };
+    let inc = if let Some(n) = paren("sc-inc-gpc0") {
+        Some(counter_of(n).map(|counter| (Gpc::Legacy(0), counter)))
+    } else if let Some(n) = paren("sc-inc-gpc1") {
+        Some(counter_of(n).map(|counter| (Gpc::Legacy(1), counter)))
+    } else {
+        paren("sc-inc-gpc").map(|args| indexed(args).map(|(i, c)| (Gpc::Element(i), c)))
+    };
+    if let Some(parsed) = inc {
+        return Some(
+            no_more(0)
+                .and(parsed)
+                .map(|(which, counter)| StickAction::IncGpc { which, counter }),
+        );
     }
-    if let Some(n) = paren("sc-set-gpt0") {
+    let set = if let Some(n) = paren("sc-set-gpt0") {
+        Some(counter_of(n).map(|counter| (DataType::Gpt0, counter)))
+    } else {
+        paren("sc-set-gpt").map(|args| indexed(args).map(|(i, c)| (DataType::Gpt(i), c)))
+    };
+    if let Some(parsed) = set {
         return Some((|| {
-            let counter = counter_of(n)?;
-            let text = rest.first().ok_or("'sc-set-gpt0' expects a value")?;
+            let (tag, counter) = parsed?;
+            let name = action.split('(').next().unwrap_or(action);
+            let text = rest
+                .first()
+                .ok_or_else(|| format!("'{name}' expects a value"))?;
             no_more(1)?;
             let value = match text.parse::<i64>() {
                 Ok(v) => GptValue::Int(v),
@@ -307,7 +388,11 @@ pub(crate) fn parse_action(
                     GptValue::Expr(expr)
                 }
             };
-            Ok(StickAction::SetGpt0 { counter, value })
+            Ok(StickAction::SetGpt {
+                tag,
+                counter,
+                value,
+            })
         })());
     }
     None
@@ -408,7 +493,12 @@ pub(crate) fn parse_line(
         diags.push(d.alert("only one stick-table per section"));
         return;
     }
-    match parse_stick_table(name, &words[1..]) {
+    let mut warnings = Vec::new();
+    let parsed = parse_stick_table(name, &words[1..], &mut warnings);
+    for warning in warnings {
+        diags.push(d.warning(warning));
+    }
+    match parsed {
         Ok(conf) => *slot = Some(conf),
         Err(message) if message.ends_with("is not supported by Sluice") => {
             diags.push(Diagnostic::not_supported(
@@ -438,6 +528,7 @@ mod tests {
         let t = parse_stick_table(
             "fe",
             &words("type ip size 100k expire 30s store http_req_rate(10s),conn_cur store gpc0"),
+            &mut Vec::new(),
         )
         .expect("table");
         assert_eq!(t.key, KeyType::Ip);
@@ -451,8 +542,12 @@ mod tests {
                 (DataType::HttpReqRate, 10_000)
             ]
         );
-        let s =
-            parse_stick_table("b", &words("type string len 12 size 10 nopurge")).expect("table");
+        let s = parse_stick_table(
+            "b",
+            &words("type string len 12 size 10 nopurge"),
+            &mut Vec::new(),
+        )
+        .expect("table");
         assert_eq!(s.key, KeyType::String(12));
         assert!(s.nopurge);
     }
@@ -465,17 +560,60 @@ mod tests {
             ("type ip size 1 store conn_rate", "expects a period"),
             ("type ip size 1 store conn_cnt(1s)", "takes no period"),
             ("type ip size 1 store foo", "unknown data type 'foo'"),
-            ("type ip size 1 store gpc0,gpc0", "stored twice"),
             ("type ip len 4 size 1", "takes no length"),
             ("type ip size 1 peers p", "not supported by Sluice"),
             (
-                "type ip size 1 store http_fail_cnt",
+                "type ip size 1 store server_name",
                 "not supported by Sluice",
             ),
+            (
+                "type ip size 1 store gpc0,gpc(2)",
+                "may not be stored in the same table",
+            ),
+            (
+                "type ip size 1 store gpt(1),gpt0",
+                "may not be stored in the same table",
+            ),
+            (
+                "type ip size 1 store gpc_rate(2,1s),gpc1_rate(1s)",
+                "may not be stored in the same table",
+            ),
+            ("type ip size 1 store gpc(0)", "between 1 and 100 elements"),
+            (
+                "type ip size 1 store gpc(101)",
+                "between 1 and 100 elements",
+            ),
+            ("type ip size 1 store gpc", "expects 'gpc(<count>)'"),
+            (
+                "type ip size 1 store gpc_rate(2)",
+                "'gpc_rate(<count>,<period>)'",
+            ),
         ] {
-            let err = parse_stick_table("x", &words(text)).expect_err(text);
+            let err = parse_stick_table("x", &words(text), &mut Vec::new()).expect_err(text);
             assert!(err.contains(message), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn parses_arrays_and_ignores_a_type_stored_twice() {
+        let mut warnings = Vec::new();
+        let t = parse_stick_table(
+            "fe",
+            &words("type ip size 1 store gpc_rate(2,10s),gpt(1),http_fail_cnt,gpc0 store gpc0"),
+            &mut warnings,
+        )
+        .expect("table");
+        assert_eq!(
+            t.layout.stored(),
+            &[
+                (DataType::Gpc0, 0),
+                (DataType::HttpFailCnt, 0),
+                (DataType::Gpt(0), 0),
+                (DataType::GpcRate(0), 10_000),
+                (DataType::GpcRate(1), 10_000),
+            ]
+        );
+        assert_eq!(warnings, ["store option 'gpc0' already enabled, ignored"]);
     }
 
     #[test]
@@ -492,15 +630,41 @@ mod tests {
         assert!(matches!(
             parse("sc-inc-gpc1(2)", ""),
             Ok(StickAction::IncGpc {
-                which: 1,
+                which: Gpc::Legacy(1),
                 counter: 2
             })
         ));
         assert!(matches!(
+            parse("sc-inc-gpc(7,1)", ""),
+            Ok(StickAction::IncGpc {
+                which: Gpc::Element(7),
+                counter: 1
+            })
+        ));
+        // Past the largest array: names nothing, as in HAProxy.
+        assert!(matches!(
+            parse("sc-inc-gpc(100,0)", ""),
+            Ok(StickAction::IncGpc {
+                which: Gpc::Element(100),
+                ..
+            })
+        ));
+        assert!(parse("sc-inc-gpc(0)", "").is_err());
+        assert!(parse("sc-inc-gpc(0,3)", "").is_err());
+        assert!(matches!(
             parse("sc-set-gpt0(0)", "42"),
-            Ok(StickAction::SetGpt0 {
+            Ok(StickAction::SetGpt {
+                tag: DataType::Gpt0,
                 value: GptValue::Int(42),
                 ..
+            })
+        ));
+        assert!(matches!(
+            parse("sc-set-gpt(2,1)", "req.hdr_cnt(x)"),
+            Ok(StickAction::SetGpt {
+                tag: DataType::Gpt(2),
+                counter: 1,
+                value: GptValue::Expr(_),
             })
         ));
         assert!(parse("track-sc3", "src").is_err());

@@ -113,9 +113,9 @@ fn run_op(d: &mut Data<'_>, refs: u32, op: StickOp) -> Option<Sample<'static>> {
     match op {
         StickOp::Get(data) => d.get(data).map(int),
         StickOp::Kilobytes(data) => d.get(data).map(|v| int(v >> 10)),
-        StickOp::IncGpc(which) => track::inc_gpc(d, which).map(int),
+        StickOp::IncGpc(which) => Some(int(track::inc_gpc(d, which))),
         StickOp::ClrGpc(which) => {
-            let (counter, _) = track::gpc_types(which);
+            let (counter, _) = which.types();
             let old = d.get(counter);
             d.set(counter, 0);
             old.map(int)
@@ -134,10 +134,9 @@ fn run_op(d: &mut Data<'_>, refs: u32, op: StickOp) -> Option<Sample<'static>> {
 fn absent(table: &Table, op: StickOp) -> Option<Sample<'static>> {
     let stored = match op {
         StickOp::Get(data) | StickOp::Kilobytes(data) => table.conf().layout.has(data),
-        StickOp::IncGpc(w) | StickOp::ClrGpc(w) => {
-            let (counter, rate) = track::gpc_types(w);
-            table.conf().layout.has(counter) || table.conf().layout.has(rate)
-        }
+        // Increments answer 0 whatever the table stores, as in HAProxy.
+        StickOp::IncGpc(_) => true,
+        StickOp::ClrGpc(w) => table.conf().layout.has(w.types().0),
         StickOp::UpdateConnCnt => table.conf().layout.has(DataType::ConnCnt),
         StickOp::Trackers => true,
         StickOp::Tracked | StickOp::Present => return Some(Sample::Bool(false)),

@@ -15,7 +15,7 @@ use crate::stream_context::StreamView;
 use sluice_config::stick::{GptValue, STICK_COUNTERS, StickAction};
 use sluice_runtime::tables::Clock;
 use sluice_sample::Sample;
-use sluice_stick::{Data, DataType, EntryId, KeyType, Table};
+use sluice_stick::{Data, DataType, EntryId, Gpc, KeyType, Table};
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -171,6 +171,11 @@ impl Trackers {
         self.count_all(|d| d.count(DataType::HttpErrCnt, DataType::HttpErrRate, 1));
     }
 
+    /// The server failed the request: a 5xx but 501 and 505, an invalid response, none.
+    pub fn http_failure(&self) {
+        self.count_all(|d| d.count(DataType::HttpFailCnt, DataType::HttpFailRate, 1));
+    }
+
     /// Bytes received from (`up`) and sent to (`down`) the client.
     pub fn bytes(&self, up: u64, down: u64) {
         if up == 0 && down == 0 {
@@ -212,22 +217,13 @@ pub fn sample_key(key: KeyType, sample: &Sample<'_>) -> Option<Vec<u8>> {
     }
 }
 
-/// Increments `gpc0` or `gpc1` and its rate; the new counter (or the rate when only the rate
-/// is stored).
-pub fn inc_gpc(d: &mut Data<'_>, which: u8) -> Option<u64> {
-    let (counter, rate) = gpc_types(which);
+/// Increments a general-purpose counter and its rate; the new counter (or the rate when only
+/// the rate is stored), 0 when the table stores neither, as HAProxy answers.
+pub fn inc_gpc(d: &mut Data<'_>, which: Gpc) -> u64 {
+    let (counter, rate) = which.types();
     d.add(counter, 1);
     d.add(rate, 1);
-    d.get(counter).or_else(|| d.get(rate))
-}
-
-/// The counter and rate types of `gpc0` or `gpc1`.
-pub fn gpc_types(which: u8) -> (DataType, DataType) {
-    if which == 0 {
-        (DataType::Gpc0, DataType::Gpc0Rate)
-    } else {
-        (DataType::Gpc1, DataType::Gpc1Rate)
-    }
+    d.get(counter).or_else(|| d.get(rate)).unwrap_or(0)
 }
 
 /// Runs a tracking action of a rule at `stage`.
@@ -260,7 +256,11 @@ pub fn apply(action: &StickAction, view: &StreamView<'_>, stage: Stage) {
                 table.update(entry, clock.now_ms(), |d, _| inc_gpc(d, *which))
             });
         }
-        StickAction::SetGpt0 { counter, value } => {
+        StickAction::SetGpt {
+            tag,
+            counter,
+            value,
+        } => {
             let value = match value {
                 GptValue::Int(n) => Some(*n),
                 GptValue::Expr(expr) => {
@@ -271,11 +271,11 @@ pub fn apply(action: &StickAction, view: &StreamView<'_>, stage: Stage) {
                         })
                 }
             };
-            // gpt0 is an unsigned 32-bit tag in HAProxy: other values wrap as they do there.
+            // A tag is an unsigned 32-bit value in HAProxy: other values wrap as they do there.
             if let Some(value) = value {
                 trackers.with(*counter, |table, entry, _, clock| {
                     table.update(entry, clock.now_ms(), |d, _| {
-                        d.set(DataType::Gpt0, u64::from(value as u32))
+                        d.set(*tag, u64::from(value as u32))
                     })
                 });
             }

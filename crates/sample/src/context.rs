@@ -59,10 +59,10 @@ pub enum StickOp {
     Get(sluice_stick::DataType),
     /// Reads a byte counter in kilobytes (`kbytes_in`, `kbytes_out`).
     Kilobytes(sluice_stick::DataType),
-    /// Increments `gpc0` or `gpc1` (and its rate) and returns the new value.
-    IncGpc(u8),
-    /// Sets `gpc0` or `gpc1` to zero and returns the value it had.
-    ClrGpc(u8),
+    /// Increments a general-purpose counter (and its rate) and returns the new value.
+    IncGpc(sluice_stick::Gpc),
+    /// Sets a general-purpose counter to zero and returns the value it had.
+    ClrGpc(sluice_stick::Gpc),
     /// The number of streams tracking the entry.
     Trackers,
     /// Whether the stream tracks counter N (boolean; `sc_tracked`).

@@ -15,6 +15,6 @@ pub mod freq;
 pub mod key;
 mod table;
 
-pub use data::{Data, DataType, Layout};
+pub use data::{ArrayType, Data, DataType, Gpc, Layout, MAX_ARRAY_LEN, array_index};
 pub use key::{DEFAULT_KEY_LEN, KeyType};
 pub use table::{EntryId, EntryView, Table, TableConf};

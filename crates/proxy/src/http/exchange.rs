@@ -442,6 +442,15 @@ pub async fn run<'a>(
         let chosen = facts.chosen;
         count_bytes(ctx, chosen, &mut facts, (up, ending.answer_bytes));
     }
+    // `http_fail_cnt`: a server's 5xx but 501 and 505, or a server that failed to answer (a
+    // response that is invalid, a 502, or late, a 504), as HAProxy counts them.
+    let server_failed = match facts.server_status {
+        Some(status) => (500..600).contains(&status) && status != 501 && status != 505,
+        None => facts.chosen.is_some() && matches!(ending.status, Some(502 | 504)),
+    };
+    if server_failed {
+        ctx.scope.vars.trackers.http_failure();
+    }
     if let Some(status) = ending.status {
         if (400..500).contains(&status) {
             ctx.scope.vars.trackers.http_error();

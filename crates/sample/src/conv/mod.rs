@@ -98,6 +98,7 @@ pub(crate) fn lookup(name: &str) -> Option<ConvDef> {
         .map(|(_, def)| *def)
         .or_else(|| map::lookup(name))
         .or_else(|| table::op_of(name).map(|_| def(1, 1, None, table::build)))
+        .or_else(|| table::array_op_of(name, 0).map(|_| def(2, 2, None, table::build_array)))
 }
 
 /// Converters with a module of their own.

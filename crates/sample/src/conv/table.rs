@@ -59,8 +59,40 @@ pub(super) fn op_of(name: &str) -> Option<StickOp> {
         "kbytes_out" => StickOp::Kilobytes(DataType::BytesOutCnt),
         "trackers" => StickOp::Trackers,
         "bytes_in_cnt" | "bytes_out_cnt" => return None,
-        other => StickOp::Get(DataType::from_name(other)?),
+        other => match DataType::from_name(other)? {
+            // An array's element needs an index (`array_op_of`).
+            DataType::Gpt(_) | DataType::Gpc(_) | DataType::GpcRate(_) => return None,
+            data => StickOp::Get(data),
+        },
     })
+}
+
+/// The operation of the array converter `name` (`table_gpc(<idx>,<table>)`, `table_gpc_rate`,
+/// `table_gpt`) on element `index`.
+pub(super) fn array_op_of(name: &str, index: u8) -> Option<StickOp> {
+    Some(StickOp::Get(match name.strip_prefix("table_")? {
+        "gpc" => DataType::Gpc(index),
+        "gpc_rate" => DataType::GpcRate(index),
+        "gpt" => DataType::Gpt(index),
+        _ => return None,
+    }))
+}
+
+/// `table_gpc(<idx>,<table>)` and the other array converters.
+pub(super) fn build_array(b: &ConvBuild<'_>) -> Result<Built, String> {
+    let [index, table] = b.args else {
+        return Err(format!("'{}' expects an index and a table name", b.name));
+    };
+    let index = sluice_stick::array_index(index)?;
+    let op = array_op_of(b.name, index).ok_or_else(|| format!("unknown converter '{}'", b.name))?;
+    b.maps.check_table(table)?;
+    Built::new(
+        TableLookup {
+            table: table.clone(),
+            op,
+        },
+        SampleType::Int,
+    )
 }
 
 pub(super) fn build(b: &ConvBuild<'_>) -> Result<Built, String> {

@@ -1,6 +1,7 @@
 //! Stick-counter fetches (configuration.txt §7.3.3): `sc_<data>(<ctr>[,<table>])`,
-//! `sc0_<data>([<table>])` to `sc2_<data>`, `src_<data>([<table>])`, and `table_avl`,
-//! `table_cnt`.
+//! `sc0_<data>([<table>])` to `sc2_<data>`, `src_<data>([<table>])`, the arrays' elements
+//! `sc_get_gpc(<idx>,<ctr>[,<table>])` and `src_get_gpc(<idx>[,<table>])` (and `gpc_rate`,
+//! `inc_gpc`, `clr_gpc`, `get_gpt`), and `table_avl`, `table_cnt`.
 //!
 //! The keyword names whose entry is read (a tracked counter, or the client's address) and
 //! what is done with it ([`StickOp`]: read a counter or rate, increment or clear a
@@ -11,7 +12,7 @@ use super::{Fetch, FetchDef, Sink, emit};
 use crate::context::{Context, StickOp, StickSource};
 use crate::stages::Source;
 use crate::value::SampleType;
-use sluice_stick::DataType;
+use sluice_stick::{DataType, Gpc};
 
 /// A compiled stick-counter fetch.
 #[derive(Clone, Debug)]
@@ -67,10 +68,10 @@ pub(crate) fn op_of(suffix: &str) -> Option<StickOp> {
     Some(match suffix {
         "kbytes_in" => StickOp::Kilobytes(BytesInCnt),
         "kbytes_out" => StickOp::Kilobytes(BytesOutCnt),
-        "inc_gpc0" => StickOp::IncGpc(0),
-        "inc_gpc1" => StickOp::IncGpc(1),
-        "clr_gpc0" => StickOp::ClrGpc(0),
-        "clr_gpc1" => StickOp::ClrGpc(1),
+        "inc_gpc0" => StickOp::IncGpc(sluice_stick::Gpc::Legacy(0)),
+        "inc_gpc1" => StickOp::IncGpc(sluice_stick::Gpc::Legacy(1)),
+        "clr_gpc0" => StickOp::ClrGpc(sluice_stick::Gpc::Legacy(0)),
+        "clr_gpc1" => StickOp::ClrGpc(sluice_stick::Gpc::Legacy(1)),
         "get_gpc0" => StickOp::Get(Gpc0),
         "get_gpc1" => StickOp::Get(Gpc1),
         "get_gpt0" => StickOp::Get(Gpt0),
@@ -79,15 +80,36 @@ pub(crate) fn op_of(suffix: &str) -> Option<StickOp> {
         "updt_conn_cnt" => StickOp::UpdateConnCnt,
         other => {
             let data = DataType::from_name(other)?;
-            // Only counters and rates are fetched by their own name (`server_id` is not).
+            // Only counters and rates are fetched by their own name (`server_id` is not, nor
+            // an array, which takes an index: see `array_op_of`).
             if matches!(
                 data,
-                ServerId | Gpt0 | Gpc0 | Gpc1 | BytesInCnt | BytesOutCnt
+                ServerId
+                    | Gpt0
+                    | Gpc0
+                    | Gpc1
+                    | BytesInCnt
+                    | BytesOutCnt
+                    | Gpt(_)
+                    | Gpc(_)
+                    | GpcRate(_)
             ) {
                 return None;
             }
             StickOp::Get(data)
         }
+    })
+}
+
+/// The operation an array keyword's suffix names on element `index` (`sc_get_gpc(<idx>,...)`).
+pub(crate) fn array_op_of(suffix: &str, index: u8) -> Option<StickOp> {
+    Some(match suffix {
+        "get_gpc" => StickOp::Get(DataType::Gpc(index)),
+        "gpc_rate" => StickOp::Get(DataType::GpcRate(index)),
+        "inc_gpc" => StickOp::IncGpc(Gpc::Element(index)),
+        "clr_gpc" => StickOp::ClrGpc(Gpc::Element(index)),
+        "get_gpt" => StickOp::Get(DataType::Gpt(index)),
+        _ => return None,
     })
 }
 
@@ -98,7 +120,15 @@ fn table_arg(args: &[String], index: usize) -> Option<String> {
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     let name = def.name;
     let (prefix, suffix) = name.split_once('_').unwrap_or((name, ""));
-    let op = op_of(suffix).ok_or_else(|| format!("unknown stick-counter data '{suffix}'"))?;
+    // An array's element comes first: `sc_get_gpc(<idx>,<ctr>[,<table>])`.
+    let (op, args) = match args.split_first() {
+        Some((index, rest)) if array_op_of(suffix, 0).is_some() => {
+            let index = sluice_stick::array_index(index)?;
+            (array_op_of(suffix, index), rest)
+        }
+        _ => (op_of(suffix), args),
+    };
+    let op = op.ok_or_else(|| format!("unknown stick-counter data '{suffix}'"))?;
     let (source, table) = match prefix {
         "sc" => {
             let text = args.first().map(String::as_str).unwrap_or_default();
@@ -170,6 +200,8 @@ pub(super) static FETCHES: &[FetchDef] = family![
     "gpc1_rate",
     "http_err_cnt",
     "http_err_rate",
+    "http_fail_cnt",
+    "http_fail_rate",
     "http_req_cnt",
     "http_req_rate",
     "inc_gpc0",
@@ -182,6 +214,17 @@ pub(super) static FETCHES: &[FetchDef] = family![
 
 /// The keywords of one source only.
 pub(super) static OTHER_FETCHES: &[FetchDef] = &[
+    // The arrays' elements: `sc_` (index, counter, table) and `src_` (index, table) only.
+    entry("sc_get_gpc", 2, 3, SampleType::Int),
+    entry("sc_gpc_rate", 2, 3, SampleType::Int),
+    entry("sc_inc_gpc", 2, 3, SampleType::Int),
+    entry("sc_clr_gpc", 2, 3, SampleType::Int),
+    entry("sc_get_gpt", 2, 3, SampleType::Int),
+    entry("src_get_gpc", 1, 2, SampleType::Int),
+    entry("src_gpc_rate", 1, 2, SampleType::Int),
+    entry("src_inc_gpc", 1, 2, SampleType::Int),
+    entry("src_clr_gpc", 1, 2, SampleType::Int),
+    entry("src_get_gpt", 1, 2, SampleType::Int),
     entry("sc_trackers", 1, 2, SampleType::Int),
     entry("sc0_trackers", 0, 1, SampleType::Int),
     entry("sc1_trackers", 0, 1, SampleType::Int),
@@ -232,7 +275,7 @@ mod tests {
             asked("sc1_conn_cur(other)").1,
             ["Counter(1) Some(\"other\") Get(ConnCur)"]
         );
-        assert_eq!(asked("src_inc_gpc0").1, ["Src None IncGpc(0)"]);
+        assert_eq!(asked("src_inc_gpc0").1, ["Src None IncGpc(Legacy(0))"]);
         assert_eq!(
             asked("sc_get_gpt0(2,t)").1,
             ["Counter(2) Some(\"t\") Get(Gpt0)"]
@@ -248,6 +291,42 @@ mod tests {
         assert_eq!(found, Some(Sample::Bool(true)));
         assert_eq!(question, ["t Ip(192.168.1.10) Present"]);
         assert_eq!(asked("src,in_table").1, ["- Ip(192.168.1.10) Present"]);
+    }
+
+    #[test]
+    fn array_fetches_take_the_element_first() {
+        assert_eq!(asked("sc_get_gpc(2,1)").1, ["Counter(1) None Get(Gpc(2))"]);
+        assert_eq!(
+            asked("sc_gpc_rate(0,2,t)").1,
+            ["Counter(2) Some(\"t\") Get(GpcRate(0))"]
+        );
+        assert_eq!(
+            asked("sc_inc_gpc(7,0)").1,
+            ["Counter(0) None IncGpc(Element(7))"]
+        );
+        assert_eq!(
+            asked("src_clr_gpc(1,t)").1,
+            ["Src Some(\"t\") ClrGpc(Element(1))"]
+        );
+        assert_eq!(asked("src_get_gpt(3)").1, ["Src None Get(Gpt(3))"]);
+        assert_eq!(
+            asked("sc0_http_fail_rate").1,
+            ["Counter(0) None Get(HttpFailRate)"]
+        );
+        assert_eq!(
+            asked("src,table_gpc_rate(1,t)").1,
+            ["t Ip(192.168.1.10) Get(GpcRate(1))"]
+        );
+        // Past the largest array: an element no table has.
+        assert_eq!(
+            asked("sc_get_gpc(100,0)").1,
+            ["Counter(0) None Get(Gpc(100))"]
+        );
+        let maps = MapStore::new();
+        assert!(Expr::parse("sc_get_gpc(1)", &maps).is_err());
+        assert!(Expr::parse("sc0_get_gpc(1)", &maps).is_err());
+        assert!(Expr::parse("src,table_gpc(t)", &maps).is_err());
+        assert!(Expr::parse("src,table_gpc(x,t)", &maps).is_err());
     }
 
     #[test]
