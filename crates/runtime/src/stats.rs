@@ -187,6 +187,9 @@ pub struct StatsCounters {
     /// HTTP requests read whole, whatever their answer (a frontend's share of `show info`'s
     /// `CumReq`, which HAProxy counts in streams: not the invalid requests).
     pub requests_read: LoopCounter,
+    /// HTTP requests received, invalid ones included (a frontend's `req_tot`): counted on
+    /// arrival, as HAProxy counts them, so a request waiting for its answer is already in.
+    pub requests: LoopCounter,
     /// Recent streams' times in the queue, to connect, to the response head, in all
     /// (`qtime`, `ctime`, `rtime`, `ttime` and their `_max`, backends and servers).
     pub times: [crate::freq::SlidingAverage; 4],
@@ -231,6 +234,7 @@ impl StatsCounters {
         StatsCounters {
             request_rate: crate::freq::Rate::default(),
             requests_read: LoopCounter::default(),
+            requests: LoopCounter::default(),
             times: Default::default(),
             hrsp: Default::default(),
             lbtot: LoopCounter::default(),
@@ -627,8 +631,7 @@ fn frontend_row(f: &Frontend) -> Row {
     // A TCP frontend that may switch to HTTP serves requests too.
     if f.plan.mode == Mode::Http || f.plan.rules.switches_to_http() {
         set_hrsp(&mut row, &f.stats);
-        let total: u64 = f.stats.hrsp.iter().map(LoopCounter::get).sum();
-        row.set(Field::req_tot, total);
+        row.set(Field::req_tot, f.stats.requests.get());
         row.set(Field::intercepted, f.intercepted.get());
     } else {
         // A TCP frontend counts no request, and says so, as HAProxy's does.

@@ -356,6 +356,7 @@ impl<'s> Session<'_, 's> {
         let (request_start, request_start_at) = started;
         frontend.stats.request_rate.incr();
         frontend.stats.requests_read.incr();
+        frontend.stats.requests.incr();
         scope.vars.end_transaction();
         scope.vars.trackers.http_request();
         // `option http-buffer-request`: the rules see the whole body, or as much of it as the
@@ -993,6 +994,7 @@ async fn refuse(
         return;
     }
     sluice_runtime::proxy::count_request_error(scope.front());
+    frontend.stats.requests.incr();
     // An invalid or late request is an error of the client's (`http_err_cnt`).
     scope.vars.trackers.http_request();
     scope.vars.trackers.http_error();
