@@ -158,7 +158,8 @@ pub enum TcpAction {
     /// `switch-mode http` (`tcp-request content` of a frontend): the connection is parsed as
     /// HTTP from here on, with the frontend's HTTP rules, and goes to an HTTP backend.
     SwitchModeHttp,
-    /// `track-scN`, `sc-inc-gpc0|1`, `sc-inc-gpc(I,N)`, `sc-set-gpt0`, `sc-set-gpt(I,N)`.
+    /// `track-scN`, `sc-inc-gpc0|1`, `sc-inc-gpc(I,N)`, `sc-add-gpc(I,N)`, `sc-set-gpt0`,
+    /// `sc-set-gpt(I,N)`.
     Stick(StickAction),
     /// `set-log-level` (content rules only).
     SetLogLevel(LogLevelChange),
@@ -535,7 +536,8 @@ pub enum HttpAction {
         /// `scope.name`.
         name: String,
     },
-    /// `track-scN`, `sc-inc-gpc0|1`, `sc-inc-gpc(I,N)`, `sc-set-gpt0`, `sc-set-gpt(I,N)`.
+    /// `track-scN`, `sc-inc-gpc0|1`, `sc-inc-gpc(I,N)`, `sc-add-gpc(I,N)`, `sc-set-gpt0`,
+    /// `sc-set-gpt(I,N)`.
     Stick(StickAction),
 }
 
@@ -933,7 +935,6 @@ const KNOWN_ACTIONS: &[&str] = &[
     "expect-netscaler-cip",
     "expect-proxy",
     "reject",
-    "sc-add-gpc",
     "send-proxy-v2",
     "send-spoe-group",
     "set-bandwidth-limit",

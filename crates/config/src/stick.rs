@@ -38,6 +38,16 @@ pub enum StickAction {
         /// The stick counter.
         counter: usize,
     },
+    /// `sc-add-gpc(I,N) <int|expr>` (HAProxy 2.7): adds the value to element `I` of the
+    /// counters and of their rates.
+    AddGpc {
+        /// The element of `gpc(N)` and `gpc_rate(N,period)`.
+        index: u8,
+        /// The stick counter.
+        counter: usize,
+        /// The value added.
+        value: GptValue,
+    },
     /// `sc-set-gpt0(N) <int|expr>`, `sc-set-gpt(I,N) <int|expr>`: sets one of the entry's
     /// tags.
     SetGpt {
@@ -117,7 +127,7 @@ pub(crate) fn parse_stick_rule(args: &[String], maps: &MapStore) -> Result<Stick
     Ok(StickRule { kind, key, table })
 }
 
-/// The value `sc-set-gpt0` or `sc-set-gpt` stores.
+/// The value `sc-set-gpt0` or `sc-set-gpt` stores, or `sc-add-gpc` adds.
 #[derive(Clone, Debug)]
 pub enum GptValue {
     /// A constant.
@@ -367,33 +377,44 @@ pub(crate) fn parse_action(
                 .map(|(which, counter)| StickAction::IncGpc { which, counter }),
         );
     }
+    // The actions that take a value: `sc-set-gpt0`, `sc-set-gpt`, `sc-add-gpc`.
+    let value = || -> Result<GptValue, String> {
+        let name = action.split('(').next().unwrap_or(action);
+        let text = rest
+            .first()
+            .ok_or_else(|| format!("'{name}' expects a value"))?;
+        no_more(1)?;
+        Ok(match text.parse::<i64>() {
+            Ok(v) => GptValue::Int(v),
+            Err(_) => {
+                let expr = Expr::parse(text, maps)?;
+                expr.check_stages(stages)?;
+                GptValue::Expr(expr)
+            }
+        })
+    };
+    if let Some(args) = paren("sc-add-gpc") {
+        return Some(indexed(args).and_then(|(index, counter)| {
+            Ok(StickAction::AddGpc {
+                index,
+                counter,
+                value: value()?,
+            })
+        }));
+    }
     let set = if let Some(n) = paren("sc-set-gpt0") {
         Some(counter_of(n).map(|counter| (DataType::Gpt0, counter)))
     } else {
         paren("sc-set-gpt").map(|args| indexed(args).map(|(i, c)| (DataType::Gpt(i), c)))
     };
     if let Some(parsed) = set {
-        return Some((|| {
-            let (tag, counter) = parsed?;
-            let name = action.split('(').next().unwrap_or(action);
-            let text = rest
-                .first()
-                .ok_or_else(|| format!("'{name}' expects a value"))?;
-            no_more(1)?;
-            let value = match text.parse::<i64>() {
-                Ok(v) => GptValue::Int(v),
-                Err(_) => {
-                    let expr = Expr::parse(text, maps)?;
-                    expr.check_stages(stages)?;
-                    GptValue::Expr(expr)
-                }
-            };
+        return Some(parsed.and_then(|(tag, counter)| {
             Ok(StickAction::SetGpt {
                 tag,
                 counter,
-                value,
+                value: value()?,
             })
-        })());
+        }));
     }
     None
 }
@@ -650,6 +671,15 @@ mod tests {
             })
         ));
         assert!(parse("sc-inc-gpc(0)", "").is_err());
+        assert!(matches!(
+            parse("sc-add-gpc(1,2)", "req.hdr_cnt(x)"),
+            Ok(StickAction::AddGpc {
+                index: 1,
+                counter: 2,
+                value: GptValue::Expr(_),
+            })
+        ));
+        assert!(parse("sc-add-gpc(1,2)", "").is_err());
         assert!(parse("sc-inc-gpc(0,3)", "").is_err());
         assert!(matches!(
             parse("sc-set-gpt0(0)", "42"),

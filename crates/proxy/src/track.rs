@@ -226,6 +226,20 @@ pub fn inc_gpc(d: &mut Data<'_>, which: Gpc) -> u64 {
     d.get(counter).or_else(|| d.get(rate)).unwrap_or(0)
 }
 
+/// The integer an `sc-set-gpt*` or `sc-add-gpc` rule gives, if its expression gives one.
+fn value_of(value: &GptValue, view: &StreamView<'_>) -> Option<i64> {
+    match value {
+        GptValue::Int(n) => Some(*n),
+        GptValue::Expr(expr) => {
+            expr.eval(view)
+                .and_then(|s| match s.cast(sluice_sample::SampleType::Int) {
+                    Some(Sample::Int(n)) => Some(n),
+                    _ => None,
+                })
+        }
+    }
+}
+
 /// Runs a tracking action of a rule at `stage`.
 pub fn apply(action: &StickAction, view: &StreamView<'_>, stage: Stage) {
     let trackers = &view.vars.trackers;
@@ -256,23 +270,29 @@ pub fn apply(action: &StickAction, view: &StreamView<'_>, stage: Stage) {
                 table.update(entry, clock.now_ms(), |d, _| inc_gpc(d, *which))
             });
         }
+        StickAction::AddGpc {
+            index,
+            counter,
+            value,
+        } => {
+            // An unsigned 32-bit value in HAProxy: other values wrap as they do there.
+            if let Some(value) = value_of(value, view) {
+                let amount = u64::from(value as u32);
+                trackers.with(*counter, |table, entry, _, clock| {
+                    table.update(entry, clock.now_ms(), |d, _| {
+                        d.add(DataType::Gpc(*index), amount);
+                        d.add(DataType::GpcRate(*index), amount);
+                    })
+                });
+            }
+        }
         StickAction::SetGpt {
             tag,
             counter,
             value,
         } => {
-            let value = match value {
-                GptValue::Int(n) => Some(*n),
-                GptValue::Expr(expr) => {
-                    expr.eval(view)
-                        .and_then(|s| match s.cast(sluice_sample::SampleType::Int) {
-                            Some(Sample::Int(n)) => Some(n),
-                            _ => None,
-                        })
-                }
-            };
             // A tag is an unsigned 32-bit value in HAProxy: other values wrap as they do there.
-            if let Some(value) = value {
+            if let Some(value) = value_of(value, view) {
                 trackers.with(*counter, |table, entry, _, clock| {
                     table.update(entry, clock.now_ms(), |d, _| {
                         d.set(*tag, u64::from(value as u32))

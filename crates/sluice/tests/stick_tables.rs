@@ -487,3 +487,30 @@ fn user_level_sockets_see_tables_but_not_their_entries() {
     assert_eq!(user("clear table nope"), "No such table\n\n");
     assert!(proxy.cli("show table px").contains("key=1.1.1.1 "));
 }
+
+/// `sc-add-gpc` (HAProxy 2.7; Debian's 2.6 lacks it): the value, written or computed, is
+/// added to the element and to its rate; an element the table does not store takes nothing.
+#[test]
+fn sc_add_gpc_adds_its_value_to_the_element_and_its_rate() {
+    let (backend, _log) = ok_backend();
+    let (proxy, addr) = http_proxy(
+        backend.addr(),
+        "    stick-table type ip size 10 store gpc(2),gpc_rate(1,10s)\n    http-request track-sc0 src\n    http-request sc-add-gpc(1,0) 5\n    http-request sc-add-gpc(0,0) req.hdr(x-add)\n    http-request sc-add-gpc(7,0) 3\n    http-request return status 200 content-type text/plain lf-string \"%[sc_get_gpc(0,0)]/%[sc_get_gpc(1,0)]/%[sc_gpc_rate(0,0)]\"",
+    );
+    let ask = |add: &str| {
+        let raw = format!("GET / HTTP/1.1\r\nHost: t\r\nX-Add: {add}\r\nConnection: close\r\n\r\n");
+        let closed = one_shot(addr, raw.as_bytes());
+        let text = String::from_utf8_lossy(closed.data()).into_owned();
+        text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned()
+    };
+    assert_eq!(ask("2"), "2/5/2");
+    assert_eq!(ask("40"), "42/10/42");
+    // Not an integer: nothing added.
+    assert_eq!(ask("many"), "42/15/42");
+    cli_until(&proxy, "show table px", "use=0");
+    let lines = entries(&proxy, "show table px");
+    assert_eq!(
+        without_exp(&lines[0]),
+        "0x#: key=127.0.0.1 use=0 gpc0=42 gpc1=15 gpc0_rate(10000)=42"
+    );
+}
