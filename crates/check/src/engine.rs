@@ -17,7 +17,7 @@ use crate::report::{self, Event};
 use crate::status::{Outcome, Status};
 use sluice_config::addr::{ServerAddr, ServerPort};
 use sluice_config::checks::OnError;
-use sluice_config::proxy::Mode;
+use sluice_config::proxy::{Mode, ProxyV2Options, SendProxy};
 use sluice_config::sections::SectionKind;
 use sluice_runtime::dynamic;
 use sluice_runtime::health::{Admin, HealthState, LastCheck, server_state};
@@ -511,9 +511,17 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
     );
     let node = engine.process.global.node.as_deref().unwrap_or_default();
     // configuration.txt §5.2 `check-send-proxy`: a server that receives the PROXY protocol
-    // with its traffic gets it with its checks too, unless they go to another `port`/`addr`.
-    let send_proxy = c.send_proxy
-        || (server.conf.send_proxy().is_some() && c.port.is_none() && c.addr.is_none());
+    // with its traffic gets it with its checks too, unless they go to another `port`/`addr`;
+    // in its version, whatever asks for it.
+    let options = server.conf.proxy_v2;
+    let proxy = probe::CheckProxy {
+        always: c.send_proxy
+            || (server.conf.send_proxy().is_some() && c.port.is_none() && c.addr.is_none()),
+        version: server.conf.send_proxy().unwrap_or(SendProxy::V1),
+        crc32c: options.contains(ProxyV2Options::CRC32C),
+        ssl: options.contains(ProxyV2Options::SSL),
+        local: !engine.process.global.pp2_never_send_local,
+    };
     sleep(first).await;
     loop {
         // `del server`: its checks end with it.
@@ -540,7 +548,7 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
                 let invocation = invocation(&engine.process, backend, server, &here);
                 external::run(external, &invocation, c.inter()).await
             }
-            None => probe::run(&program, &here, limits, state.as_deref(), send_proxy).await,
+            None => probe::run(&program, &here, limits, state.as_deref(), proxy).await,
         };
         server.stats.set_check_running(false);
         outcome.duration = started.elapsed();

@@ -14,6 +14,8 @@ use crate::status::{Outcome, Status};
 use sluice_config::checks::{
     CheckMode, CheckRule, ConnectRule, HttpRequestLine, ProxyChecks, Reply,
 };
+use sluice_config::proxy::SendProxy;
+use sluice_net::proxy_protocol::{self, SentTlvs};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -240,23 +242,62 @@ impl Conn {
     }
 }
 
-/// A PROXY protocol v1 line for a check connection: its own addresses, as HAProxy sends them.
-fn proxy_line(c: &Conn) -> String {
-    let addrs = match c {
-        Conn::Tcp(s) => s.local_addr().ok().zip(s.peer_addr().ok()),
-        Conn::Unix(_) => None,
+/// The PROXY protocol header of a server's check connections (configuration.txt §5.2
+/// `check-send-proxy`, `send-proxy-v2`, `proxy-v2-options`; §3.1 `pp2-never-send-local`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckProxy {
+    /// Every connection starts with it (`check-send-proxy`, or the server's `send-proxy*`
+    /// when the checks go to its own address); otherwise only a `tcp-check connect
+    /// send-proxy` does.
+    pub always: bool,
+    /// The server's version (v1 for a server that sends none).
+    pub version: SendProxy,
+    /// `proxy-v2-options crc32c` and `ssl`: the TLVs a check's v2 header carries. A check
+    /// has no client: no authority, no unique id.
+    pub crc32c: bool,
+    /// See `crc32c`.
+    pub ssl: bool,
+    /// A v2 header is a LOCAL command without addresses, as HAProxy sends it since 2.2,
+    /// unless `pp2-never-send-local` asks for a PROXY command with the connection's own.
+    pub local: bool,
+}
+
+impl CheckProxy {
+    /// No header but where a `tcp-check connect send-proxy` asks for a v1 line.
+    pub const NONE: CheckProxy = CheckProxy {
+        always: false,
+        version: SendProxy::V1,
+        crc32c: false,
+        ssl: false,
+        local: true,
     };
-    match addrs {
-        Some((local, peer)) if local.is_ipv4() == peer.is_ipv4() => format!(
-            "PROXY {} {} {} {} {}\r\n",
-            if local.is_ipv4() { "TCP4" } else { "TCP6" },
-            local.ip(),
-            peer.ip(),
-            local.port(),
-            peer.port()
-        ),
-        _ => "PROXY UNKNOWN\r\n".to_owned(),
+}
+
+/// The PROXY protocol header a check connection starts with: a v1 line with its own
+/// addresses, or a v2 header, as HAProxy sends them.
+fn proxy_header(c: &Conn, proxy: &CheckProxy) -> Vec<u8> {
+    let (local, peer) = match c {
+        Conn::Tcp(s) => (s.local_addr().ok(), s.peer_addr().ok()),
+        Conn::Unix(_) => (None, None),
+    };
+    let mut header = Vec::with_capacity(64);
+    match proxy.version {
+        SendProxy::V1 => proxy_protocol::encode_v1(local, peer, &mut header),
+        SendProxy::V2 => {
+            let tlvs = SentTlvs {
+                crc32c: proxy.crc32c,
+                ssl: proxy.ssl,
+                ..SentTlvs::NONE
+            };
+            let (source, destination) = if proxy.local {
+                (None, None)
+            } else {
+                (local, peer)
+            };
+            proxy_protocol::encode_v2(source, destination, &tlvs, &mut header);
+        }
     }
+    header
 }
 
 /// The text of an I/O error without Rust's " (os error N)" suffix, as HAProxy shows strerror.
@@ -333,14 +374,14 @@ async fn read_more(conn: &mut Conn, buf: &mut Vec<u8>, deadline: Instant) -> Res
 }
 
 /// Runs `program` against `ep`; `state` is the `X-Haproxy-Server-State` value for
-/// `send-state`; `send_proxy` starts every connection with a PROXY protocol line
-/// (`check-send-proxy`).
+/// `send-state`; `proxy` says which PROXY protocol header the connections start with, and
+/// whether all do.
 pub async fn run(
     program: &Program,
     ep: &Endpoint,
     limits: Limits,
     state: Option<&str>,
-    send_proxy: bool,
+    proxy: CheckProxy,
 ) -> Outcome {
     let mut conn: Option<Conn> = None;
     let mut deadline = Instant::now() + limits.connect + limits.rest;
@@ -366,9 +407,9 @@ pub async fn run(
                     Err(outcome) => return outcome,
                 };
                 deadline = Instant::now() + limits.rest;
-                if send_proxy || rule.send_proxy {
-                    let line = proxy_line(&c);
-                    if let Err(outcome) = send(&mut c, line.as_bytes(), deadline).await {
+                if proxy.always || rule.send_proxy {
+                    let header = proxy_header(&c, &proxy);
+                    if let Err(outcome) = send(&mut c, &header, deadline).await {
                         return outcome;
                     }
                 }

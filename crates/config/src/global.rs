@@ -187,6 +187,9 @@ pub struct GlobalConf {
     /// `h1-accept-payload-with-any-method`: an HTTP/1.0 GET, HEAD or DELETE request may have
     /// a body (HAProxy refuses it with 413 by default: old servers ignore its framing).
     pub h1_any_method_payload: bool,
+    /// `pp2-never-send-local`: health checks to a `send-proxy-v2` server send a PROXY command
+    /// with their own addresses, as HAProxy did before 2.2, instead of a LOCAL command.
+    pub pp2_never_send_local: bool,
     /// `noreuseport` (or `-dR`): listening sockets are bound without `SO_REUSEPORT`, so the
     /// event loops share one socket per address and a process replacing this one (`-sf`)
     /// must have it stop listening first (SIGTTOU) to bind the address.
@@ -674,6 +677,11 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "h1-accept-payload-with-any-method" => {
             if d.no_more_than(1, diags) {
                 conf.h1_any_method_payload = true;
+            }
+        }
+        "pp2-never-send-local" => {
+            if d.no_more_than(1, diags) {
+                conf.pp2_never_send_local = true;
             }
         }
         "strict-limits" => {

@@ -1103,3 +1103,63 @@ fn max_spread_checks_bounds_the_spreading_of_the_first_checks() {
         servers.iter().map(Backend::accepted).collect::<Vec<_>>()
     );
 }
+
+/// The first `n` bytes of the first check connection a `server ... check` line with
+/// `options` makes, under `global` lines.
+fn first_check_bytes(global: &str, options: &str, n: usize) -> (Vec<u8>, u16) {
+    let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let server = Backend::start(move |mut s| {
+        let mut first = vec![0u8; n];
+        if s.read_exact(&mut first).is_ok() {
+            record.lock().unwrap().push(first);
+        }
+    });
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "global\n{global}\n{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} {options} check inter 50\n",
+        fd_bind(&fe),
+        server.addr()
+    );
+    let _proxy = common::sluice(&cfg).inherit(fe).start();
+    assert!(
+        wait_until(GENEROUS, || !seen.lock().unwrap().is_empty()),
+        "no check arrived"
+    );
+    let first = seen.lock().unwrap()[0].clone();
+    (first, server.addr().port())
+}
+
+const V2_SIGNATURE: &[u8] = b"\r\n\r\n\0\r\nQUIT\n";
+
+/// As HAProxy 2.6 sends them (captured): a LOCAL command, no address, only the TLVs a check
+/// can fill (the CRC32C; no authority, no unique id without a client).
+#[test]
+fn checks_of_a_send_proxy_v2_server_send_a_local_header() {
+    let (plain, _) = first_check_bytes("", "send-proxy-v2", 16);
+    assert_eq!(plain, [V2_SIGNATURE, &[0x20, 0x00, 0, 0]].concat());
+    let (with_tlvs, _) = first_check_bytes(
+        "",
+        "send-proxy-v2 proxy-v2-options crc32c,unique-id,authority",
+        23,
+    );
+    assert_eq!(
+        with_tlvs,
+        [
+            V2_SIGNATURE,
+            &[0x20, 0x00, 0, 7, 0x03, 0, 4, 0xa9, 0xb8, 0x7e, 0x8f]
+        ]
+        .concat()
+    );
+}
+
+/// `pp2-never-send-local`: a PROXY command with the check connection's own addresses.
+#[test]
+fn pp2_never_send_local_sends_the_check_connection_addresses() {
+    let (header, port) = first_check_bytes("    pp2-never-send-local", "send-proxy-v2", 28);
+    assert_eq!(header[..12], *V2_SIGNATURE);
+    // PROXY over TCP/IPv4, 12 bytes of addresses: 127.0.0.1 to 127.0.0.1, then the ports.
+    assert_eq!(header[12..20], [0x21, 0x11, 0, 12, 127, 0, 0, 1]);
+    assert_eq!(header[20..24], [127, 0, 0, 1]);
+    assert_eq!(header[26..28], port.to_be_bytes());
+}
