@@ -109,6 +109,9 @@ pub struct GlobalConf {
     pub chroot: Option<String>,
     /// `ulimit-n`: file-descriptor limit to set.
     pub ulimit_n: Option<u64>,
+    /// `fd-hard-limit`: the most file descriptors the process gives itself when neither
+    /// `ulimit-n` nor `maxconn` says how many (HAProxy's 1048576 without it).
+    pub fd_hard_limit: Option<u64>,
     /// `stats socket` lines, in order.
     pub stats_sockets: Vec<StatsSocketConf>,
     /// `stats timeout`: idle time after which a CLI connection is closed.
@@ -585,6 +588,10 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         }
         "ulimit-n" => {
             conf.ulimit_n = d.integer(1, "a file descriptor count", 1, u32::MAX as u64, diags);
+            d.no_more_than(2, diags);
+        }
+        "fd-hard-limit" => {
+            conf.fd_hard_limit = d.integer(1, "a file descriptor count", 1, u32::MAX as u64, diags);
             d.no_more_than(2, diags);
         }
         "hard-stop-after" => {

@@ -130,7 +130,8 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     let (maxconn, ulimit_n) = if opts.check_only {
         (maxconn_wanted.unwrap_or(1), ulimit_wanted.unwrap_or(0))
     } else {
-        let limits = system::apply_limits(maxconn_wanted, ulimit_wanted, listening_sockets)
+        let fd_limits = (ulimit_wanted, plan.global.fd_hard_limit);
+        let limits = system::apply_limits(maxconn_wanted, fd_limits, listening_sockets)
             .map_err(|e| vec![format!("[ALERT] cannot set the file descriptor limit: {e}")])?;
         if let Some(wanted) = limits.short_of {
             let what = format!(

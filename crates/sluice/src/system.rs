@@ -17,7 +17,8 @@ use std::path::Path;
 /// counted apart, see [`apply_limits`]).
 const RESERVED_FDS: u64 = 64;
 
-/// HAProxy caps the automatic descriptor limit (`fd-hard-limit`, configuration.txt §3.2).
+/// HAProxy caps the automatic descriptor limit here unless `fd-hard-limit` says otherwise
+/// (configuration.txt §3.2).
 const FD_HARD_LIMIT: u64 = 1_048_576;
 
 /// The descriptor limit in force after [`apply_limits`], and the connection limit with it.
@@ -36,15 +37,16 @@ pub struct Limits {
 /// Each forwarded connection needs two descriptors (client and server), on top of the
 /// `listening` sockets (one per thread for each TCP address bound, see `listeners`). With
 /// `ulimit-n` set, that limit is applied; otherwise the soft limit is raised to the hard one
-/// (capped). Without an explicit `maxconn`, it is derived from the limit.
+/// (capped at `fd_hard_limit`, if set). Without an explicit `maxconn`, it is derived from the
+/// limit.
 pub fn apply_limits(
     maxconn: Option<u32>,
-    ulimit_n: Option<u64>,
+    (ulimit_n, fd_hard_limit): (Option<u64>, Option<u64>),
     listening: u64,
 ) -> io::Result<Limits> {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
     let reserved = RESERVED_FDS + listening;
-    let wanted = wanted_limit(maxconn, ulimit_n, reserved, (soft, hard));
+    let wanted = wanted_limit(maxconn, (ulimit_n, fd_hard_limit), reserved, (soft, hard));
     let limit = if wanted != soft {
         let new_hard = hard.max(wanted);
         match setrlimit(Resource::RLIMIT_NOFILE, wanted, new_hard) {
@@ -68,18 +70,20 @@ pub fn apply_limits(
 
 /// The descriptor limit to ask for, given the current soft and hard ones: `ulimit-n` if set;
 /// else what `maxconn` connections need beside the `reserved` descriptors (never lowering the
-/// soft limit); else the hard limit, capped as HAProxy caps its automatic one. Only the first
-/// two can be out of reach.
+/// soft limit); else the hard limit, capped as HAProxy caps its automatic one: at
+/// `fd-hard-limit`, below the soft limit too, as HAProxy lowers it, or at 1048576 without.
+/// Only the first two can be out of reach.
 fn wanted_limit(
     maxconn: Option<u32>,
-    ulimit_n: Option<u64>,
+    (ulimit_n, fd_hard_limit): (Option<u64>, Option<u64>),
     reserved: u64,
     (soft, hard): (u64, u64),
 ) -> u64 {
-    match (ulimit_n, maxconn) {
-        (Some(n), _) => n,
-        (None, Some(conns)) => (u64::from(conns) * 2 + reserved).max(soft),
-        (None, None) => hard.min(FD_HARD_LIMIT).max(soft),
+    match (ulimit_n, maxconn, fd_hard_limit) {
+        (Some(n), _, _) => n,
+        (None, Some(conns), _) => (u64::from(conns) * 2 + reserved).max(soft),
+        (None, None, Some(cap)) => hard.min(cap),
+        (None, None, None) => hard.min(FD_HARD_LIMIT).max(soft),
     }
 }
 
@@ -192,18 +196,43 @@ mod tests {
     #[test]
     fn the_limit_asked_for_follows_ulimit_n_then_maxconn_then_the_hard_limit() {
         let limits = (1024, 4096);
-        assert_eq!(wanted_limit(Some(1000), Some(5000), 64, limits), 5000);
+        assert_eq!(
+            wanted_limit(Some(1000), (Some(5000), None), 64, limits),
+            5000
+        );
         // Two per connection, and the listening sockets and others beside.
         assert_eq!(
-            wanted_limit(Some(1000), None, 64 + 8, limits),
+            wanted_limit(Some(1000), (None, None), 64 + 8, limits),
             2 * 1000 + 72
         );
         // Never below the soft limit for a small maxconn.
-        assert_eq!(wanted_limit(Some(10), None, 64, limits), 1024);
-        assert_eq!(wanted_limit(None, None, 64, limits), 4096);
+        assert_eq!(wanted_limit(Some(10), (None, None), 64, limits), 1024);
+        assert_eq!(wanted_limit(None, (None, None), 64, limits), 4096);
         assert_eq!(
-            wanted_limit(None, None, 64, (1024, u64::MAX)),
+            wanted_limit(None, (None, None), 64, (1024, u64::MAX)),
             FD_HARD_LIMIT
+        );
+    }
+
+    #[test]
+    fn fd_hard_limit_caps_the_automatic_limit_only() {
+        let limits = (1024, 1 << 30);
+        assert_eq!(wanted_limit(None, (None, Some(50_000)), 64, limits), 50_000);
+        // Below the soft limit too, as HAProxy lowers it.
+        assert_eq!(wanted_limit(None, (None, Some(500)), 64, limits), 500);
+        // Never above the hard limit.
+        assert_eq!(
+            wanted_limit(None, (None, Some(50_000)), 64, (1024, 4096)),
+            4096
+        );
+        // `ulimit-n` and `maxconn` say how many themselves.
+        assert_eq!(
+            wanted_limit(None, (Some(9_000), Some(500)), 64, limits),
+            9_000
+        );
+        assert_eq!(
+            wanted_limit(Some(1000), (None, Some(500)), 64, limits),
+            2064
         );
     }
 }

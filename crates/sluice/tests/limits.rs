@@ -235,3 +235,22 @@ fn rate_limit_sessions_makes_the_next_client_wait_its_turn() {
         .unwrap();
     assert_eq!(row.split(',').nth(34), Some("1"), "{row}");
 }
+
+/// `fd-hard-limit`: with neither `maxconn` nor `ulimit-n`, the process takes no more
+/// descriptors than it says (nor more than the hard limit), and derives `maxconn` from them.
+#[test]
+fn fd_hard_limit_caps_the_descriptors_taken_and_the_derived_maxconn() {
+    let (_, hard) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    let (fe, _addr) = frontend();
+    let cfg = format!(
+        "global\n    fd-hard-limit 3000\n{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 127.0.0.1:9\n",
+        fd_bind(&fe)
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let info = proxy.cli("show info");
+    let field = |name| -> u64 { common::info_field(&info, name).unwrap().parse().unwrap() };
+    assert_eq!(field("Ulimit-n"), hard.min(3000), "{info}");
+    let maxconn = field("Maxconn");
+    assert!(maxconn > 0 && maxconn * 2 < field("Ulimit-n"), "{info}");
+}
