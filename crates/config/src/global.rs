@@ -190,6 +190,9 @@ pub struct GlobalConf {
     /// `h1-accept-payload-with-any-method`: an HTTP/1.0 GET, HEAD or DELETE request may have
     /// a body (HAProxy refuses it with 413 by default: old servers ignore its framing).
     pub h1_any_method_payload: bool,
+    /// `no-memory-trimming`: the event loops never ask the C allocator to return its free
+    /// pages (`malloc_trim`), whose scan of a fragmented heap may hold a loop for long.
+    pub no_memory_trimming: bool,
     /// `pp2-never-send-local`: health checks to a `send-proxy-v2` server send a PROXY command
     /// with their own addresses, as HAProxy did before 2.2, instead of a LOCAL command.
     pub pp2_never_send_local: bool,
@@ -684,6 +687,11 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         "h1-accept-payload-with-any-method" => {
             if d.no_more_than(1, diags) {
                 conf.h1_any_method_payload = true;
+            }
+        }
+        "no-memory-trimming" => {
+            if d.no_more_than(1, diags) {
+                conf.no_memory_trimming = true;
             }
         }
         "pp2-never-send-local" => {

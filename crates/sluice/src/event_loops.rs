@@ -164,7 +164,9 @@ fn run_event_loop<T: 'static>(
         // connections its traffic stopped needing, on a period timer that also keeps a
         // timer always standing (see `upkeep`). It is a task of its own: the future given to
         // `block_on` is polled on every wake-up of the loop, a task only when its timer fires.
-        tokio::task::spawn_local(sluice_proxy::http::upkeep());
+        tokio::task::spawn_local(sluice_proxy::http::upkeep(
+            !process.global.no_memory_trimming,
+        ));
         // The same holds for `until` (the control tasks, on the first loop).
         match output_of(until).await {
             Some(output) => output,

@@ -30,18 +30,25 @@ pub mod stats_page;
 /// still in use.
 const PARKS_BEFORE_TRIM: usize = 64;
 
+/// Whether the allocator is asked to return its free pages after an upkeep round that let
+/// buffers go (`buffers_freed`) and saw `parked` connections parked: never under
+/// `no-memory-trimming` (`trim` false), whose scan of a fragmented heap may hold the loop.
+fn trim_now(trim: bool, buffers_freed: bool, parked: usize) -> bool {
+    trim && (buffers_freed || parked >= PARKS_BEFORE_TRIM)
+}
+
 /// Runs for the life of an event-loop thread, never returning: every
 /// [`buffer::TRIM_PERIOD`], lets go of the input buffers, the spare head buffers and span
 /// lists, and the idle server connections the thread's traffic no longer needs
 /// ([`buffer::trim_idle_buffers`], [`scratch::trim_spares`], [`pool::purge_due`]), has
-/// the allocator return the memory that this and parked connections' tasks left free, and
-/// samples how busy the loop was (`show info`'s `Idle_pct`, `sluice_runtime::load`).
+/// the allocator return the memory that this and parked connections' tasks left free (unless
+/// `no-memory-trimming`: `trim` false), and samples how busy the loop was (`show info`'s `Idle_pct`, `sluice_runtime::load`).
 /// The period timer also keeps a timer always standing within the next quarter second:
 /// tokio wakes its own poller (an eventfd write, then one more event to read) whenever a
 /// timer is set earlier than every other, which, between connections that leave no wait
 /// behind, the thread's timer task (`sluice_runtime::timers`) would do for the first
 /// timeout of every new connection.
-pub async fn upkeep() -> ! {
+pub async fn upkeep(trim: bool) -> ! {
     let mut period = tokio::time::interval(buffer::TRIM_PERIOD);
     period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -54,8 +61,22 @@ pub async fn upkeep() -> ! {
         sluice_http::head::trim_spare_span_lists();
         pool::purge_due();
         sluice_runtime::load::sample_this_loop();
-        if buffers_freed || crate::park::parked_since_last_look() >= PARKS_BEFORE_TRIM {
+        let parked = crate::park::parked_since_last_look();
+        if trim_now(trim, buffers_freed, parked) {
             sluice_heap::release_free_memory();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_memory_trimming_never_trims() {
+        assert!(trim_now(true, true, 0));
+        assert!(trim_now(true, false, PARKS_BEFORE_TRIM));
+        assert!(!trim_now(true, false, PARKS_BEFORE_TRIM - 1));
+        assert!(!trim_now(false, true, PARKS_BEFORE_TRIM));
     }
 }
