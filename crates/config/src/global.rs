@@ -689,6 +689,8 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 conf.h1_any_method_payload = true;
             }
         }
+        // Read before the sections, where it takes effect (`crate::default_path`).
+        "default-path" => {}
         "no-memory-trimming" => {
             if d.no_more_than(1, diags) {
                 conf.no_memory_trimming = true;

@@ -1,7 +1,8 @@
 //! The haproxy.cfg reader: text in, diagnostics and an immutable [`plan::Plan`] out.
 //!
 //! This crate is pure (no sockets, no clock, no process environment: the environment comes in
-//! through [`cond::CondContext`]), so `sluice -c` can never bind anything. The stages, in order:
+//! through [`cond::CondContext`]), so `sluice -c` can never bind anything. It reads files, and
+//! moves the working directory while it does where `default-path` asks ([`default_path`]). The stages, in order:
 //! [`reader`] finds the files, [`lexer`] splits each line into words (quotes, escapes,
 //! `"${VAR-default}"`), [`preprocess`] applies `.if/.elif/.else/.endif` blocks, [`sections`]
 //! groups the lines into `global`/`defaults`/`frontend`/... sections, [`global`] and [`proxy`]
@@ -15,6 +16,7 @@ pub mod compression;
 pub mod cond;
 pub mod cookie;
 pub mod cpu_map;
+pub mod default_path;
 pub mod diag;
 pub mod environment;
 pub mod errors;

@@ -245,12 +245,15 @@ fn build(
     let mut named_defaults: HashMap<&str, ProxyConf> = HashMap::new();
     let mut last_defaults = ProxyConf::default();
     let mut proxies: Vec<ParsedProxy<'_>> = Vec::new();
+    // `default-path`: relative file names resolve from where it says while lines are read.
+    let mut relative_files = crate::default_path::RelativeFiles::scan(sections, sources, diags);
     // `errorfiles` may name a section declared later: read them all first.
     let mut http_errors = HttpErrorSections::new();
     for section in sections
         .iter()
         .filter(|s| s.kind == SectionKind::HttpErrors)
     {
+        relative_files.enter(&section.span);
         let pages = errors::parse_http_errors_section(&section.lines, diags);
         if let Some(name) = &section.name
             && http_errors.insert(name.clone(), pages).is_some()
@@ -291,6 +294,7 @@ fn build(
             | SectionKind::Mailers => {}
             SectionKind::Global => {
                 for line in &section.lines {
+                    relative_files.enter(&line.span);
                     global::parse_global_line(&mut global, line, diags);
                 }
             }
@@ -320,6 +324,7 @@ fn build(
                         .filter(|_| kind != SectionKind::Defaults),
                 );
                 for line in &section.lines {
+                    relative_files.enter(&line.span);
                     proxy::parse_proxy_line(&mut conf, kind, line, maps, diags);
                 }
                 maps.set_current_proxy(None);
@@ -352,7 +357,13 @@ fn build(
         }
         diags.extend(rules::check_pattern_edits(&p.conf.rules, maps));
     }
+    if let Some((_, span)) = &global.header_case_file {
+        relative_files.enter(span);
+    }
     read_header_case_file(&mut global, diags);
+    // Back to the starting directory: names used once the configuration is read (sockets,
+    // the server state file) are relative to it, as in HAProxy.
+    drop(relative_files);
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
     let (mut frontends, mut backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
