@@ -547,6 +547,14 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 diags.push(d.warning(NO_H2));
             }
         }
+        // Pollers HAProxy may use and these lines forbid: Sluice never uses them (it polls
+        // with epoll), so what they ask holds. `noepoll` stays "not supported": Sluice has
+        // no other poller to fall back to.
+        "nopoll" | "nokqueue" | "noevports" => {
+            if d.no_more_than(1, diags) {
+                diags.push(d.warning("has no effect: Sluice polls with epoll only"));
+            }
+        }
         // The size of HAProxy's cache of pattern lookups: Sluice keeps none (each lookup is
         // made), so its size changes nothing but memory HAProxy would use.
         "tune.pattern.cache-size" => {
