@@ -11,6 +11,7 @@ use crate::diag::Diagnostics;
 use crate::directive::Directive;
 use ipnet::IpNet;
 use sluice_http::encode::HeaderCase;
+use sluice_sample::{Expr, MapStore, Stages};
 use std::sync::Arc;
 
 /// How HTTP connections are kept between requests (configuration.txt §4 "KAL/SCL/CLO").
@@ -36,6 +37,45 @@ pub struct AddressHeader {
     pub if_none: bool,
 }
 
+/// `option forwarded`: the RFC 7239 `forwarded` field added to requests sent to servers,
+/// with the parameters it names (configuration.txt §4.2).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Forwarded {
+    /// `proto`: `http` (Sluice's clients come in clear).
+    pub proto: bool,
+    /// `host` (the request's Host field) or `host-expr`.
+    pub host: Option<ForwardedValue>,
+    /// `by` (the address the client reached) or `by-expr`.
+    pub by: Option<ForwardedValue>,
+    /// `by_port` or `by_port-expr`: a port after the `by` node.
+    pub by_port: Option<ForwardedValue>,
+    /// `for` (the client's address) or `for-expr`.
+    pub for_node: Option<ForwardedValue>,
+    /// `for_port` or `for_port-expr`: a port after the `for` node.
+    pub for_port: Option<ForwardedValue>,
+}
+
+/// Where a parameter of `option forwarded` takes its value.
+#[derive(Clone, Debug)]
+pub enum ForwardedValue {
+    /// From the connection or the request (`for`, `by`, `host`...).
+    Original,
+    /// From an expression (`for-expr`...).
+    Expr(Expr),
+}
+
+impl PartialEq for ForwardedValue {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ForwardedValue::Original, ForwardedValue::Original) => true,
+            (ForwardedValue::Expr(a), ForwardedValue::Expr(b)) => a.text() == b.text(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ForwardedValue {}
+
 /// How idle server connections may be shared between requests (`http-reuse`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum HttpReuse {
@@ -59,6 +99,8 @@ pub struct HttpConf {
     pub forwardfor: Option<AddressHeader>,
     /// `option originalto`.
     pub originalto: Option<AddressHeader>,
+    /// `option forwarded` (backends).
+    pub forwarded: Option<Forwarded>,
     /// `http-send-name-header`: header carrying the chosen server's name.
     pub send_name_header: Option<String>,
     /// `http-reuse`.
@@ -122,6 +164,7 @@ pub(crate) fn is_http_option(name: &str) -> bool {
             | "httpclose"
             | "forwardfor"
             | "originalto"
+            | "forwarded"
             | "accept-unsafe-violations-in-http-request"
             | "accept-invalid-http-request"
             | "accept-unsafe-violations-in-http-response"
@@ -175,6 +218,14 @@ pub(crate) fn apply_http_option(
                 };
                 *slot =
                     parse_address_header(d, first_arg, default_header, name == "forwardfor", diags);
+            }
+        }
+        "forwarded" => {
+            if enable {
+                conf.forwarded = parse_forwarded(d, first_arg, diags);
+            } else {
+                conf.forwarded = None;
+                d.no_more_than(first_arg, diags);
             }
         }
         "accept-unsafe-violations-in-http-request" | "accept-invalid-http-request" => {
@@ -234,6 +285,65 @@ pub(crate) fn apply_http_option(
             d.no_more_than(first_arg, diags);
         }
     }
+}
+
+/// `option forwarded [proto] [host|host-expr E] [by|by-expr E] [by_port|by_port-expr E]
+/// [for|for-expr E] [for_port|for_port-expr E]`; without arguments, `proto for`.
+fn parse_forwarded(
+    d: &Directive<'_>,
+    first_arg: usize,
+    diags: &mut Diagnostics,
+) -> Option<Forwarded> {
+    let mut option = Forwarded::default();
+    if d.words.len() <= first_arg {
+        option.proto = true;
+        option.for_node = Some(ForwardedValue::Original);
+        return Some(option);
+    }
+    let maps = MapStore::new();
+    let mut i = first_arg;
+    while let Some(word) = d.words.get(i) {
+        let (name, with_expr) = match word.strip_suffix("-expr") {
+            Some(name) => (name, true),
+            None => (word.as_str(), false),
+        };
+        let slot = match name {
+            "proto" if !with_expr => {
+                option.proto = true;
+                i += 1;
+                continue;
+            }
+            "host" => &mut option.host,
+            "by" => &mut option.by,
+            "by_port" => &mut option.by_port,
+            "for" => &mut option.for_node,
+            "for_port" => &mut option.for_port,
+            _ => {
+                diags.push(d.alert(format!(
+                    "unexpected argument '{word}' (expects 'proto', 'host', 'by', 'by_port', 'for', 'for_port' or their '-expr' forms)"
+                )));
+                return None;
+            }
+        };
+        if with_expr {
+            let text = d.word(i + 1, "a sample expression", diags)?;
+            // Evaluated on the request a backend sends.
+            let parsed = Expr::parse(text, &maps)
+                .and_then(|expr| expr.check_stages(Stages::BE_HTTP_REQ).map(|()| expr));
+            match parsed {
+                Ok(expr) => *slot = Some(ForwardedValue::Expr(expr)),
+                Err(message) => {
+                    diags.push(d.alert(format!("'{word}': {message}")));
+                    return None;
+                }
+            }
+            i += 2;
+        } else {
+            *slot = Some(ForwardedValue::Original);
+            i += 1;
+        }
+    }
+    Some(option)
 }
 
 fn parse_address_header(

@@ -951,6 +951,7 @@ fn parse_option(
             "accept-unsafe-violations-in-http-response"
             | "accept-invalid-http-response"
             | "http-pretend-keepalive"
+            | "forwarded"
             | "abortonclose"
             | "prefer-last-server"
             | "checkcache"

@@ -1193,7 +1193,7 @@ fn encode_request(
 ) -> Scratch {
     let s = &ctx.settings;
     // Framing is ours: the received framing fields go, exactly one of ours is added.
-    let mut removed = ["content-length", "transfer-encoding", "", ""];
+    let mut removed = ["content-length", "transfer-encoding", "", "", ""];
     let mut count = 2;
     for name in [s.send_name_header, offload.then_some("accept-encoding")]
         .into_iter()
@@ -1202,7 +1202,6 @@ fn encode_request(
         removed[count] = name;
         count += 1;
     }
-    let remove = &removed[..count];
     // Codings before `chunked` (gzip...) stay announced: we re-chunk, we do not decode them.
     // Only a value still ending in `chunked` is kept: a rule may have rewritten the field,
     // and the body is chunked whatever it says now.
@@ -1227,6 +1226,26 @@ fn encode_request(
         // the server keeps the connection for the next requests, as with HAProxy.
         add.push("Connection", b"keep-alive");
     }
+    // `option forwarded` (a backend's), before the address fields as HAProxy adds it: its
+    // element follows those the request carries when they are all valid, in one field (the
+    // received ones are merged into it); otherwise it is a field of its own.
+    let mut forwarded = Vec::new();
+    if let Some(option) = &ctx.backend.plan.http.forwarded {
+        let mut own = Vec::with_capacity(64);
+        let host = head.header_values(buf, "host").next();
+        super::forwarded::element(option, &view_of(ctx, buf, head), host, &mut own);
+        let existing = || head.header_values(buf, "forwarded");
+        if super::forwarded::existing_fields_valid(existing()) == Some(true) {
+            for value in existing() {
+                forwarded.extend_from_slice(value);
+                forwarded.extend_from_slice(b", ");
+            }
+            removed[count] = "forwarded";
+            count += 1;
+        }
+        forwarded.extend_from_slice(&own);
+        add.push("forwarded", &forwarded);
+    }
     let mut forwarded_for = IpText::default();
     if let (Some(option), Some(ip)) = (s.forwardfor, client_ip)
         && wants_address_header(option, ip, buf, head)
@@ -1246,6 +1265,7 @@ fn encode_request(
     if let (Some(name), Some(id)) = (&ctx.frontend.plan.log.unique_id_header, &unique_id) {
         add.push(name.as_str(), id);
     }
+    let remove = &removed[..count];
     let mut out = Scratch::take();
     encode::encode_request(
         buf,
@@ -1263,10 +1283,11 @@ fn encode_request(
 }
 
 /// The fields the proxy adds to a head it forwards, on the stack: at most one framing
-/// field, `Connection`, the two address fields, the server name and the unique id.
+/// field, `Connection`, the two address fields, the server name, `forwarded` and the unique
+/// id.
 #[derive(Default)]
 struct AddedFields<'a> {
-    fields: [(&'a str, &'a [u8]); 6],
+    fields: [(&'a str, &'a [u8]); 7],
     len: usize,
 }
 

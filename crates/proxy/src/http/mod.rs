@@ -13,6 +13,7 @@ pub mod buffer;
 mod cacheability;
 mod compress;
 pub mod exchange;
+mod forwarded;
 mod invalid;
 pub mod normalize;
 pub mod persist;
