@@ -25,6 +25,7 @@ pub mod error;
 mod field;
 pub mod framing;
 pub mod head;
+pub mod rfc7239;
 pub mod spares;
 pub mod status;
 mod target;

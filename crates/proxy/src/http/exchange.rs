@@ -1235,7 +1235,7 @@ fn encode_request(
         let host = head.header_values(buf, "host").next();
         super::forwarded::element(option, &view_of(ctx, buf, head), host, &mut own);
         let existing = || head.header_values(buf, "forwarded");
-        if super::forwarded::existing_fields_valid(existing()) == Some(true) {
+        if sluice_http::rfc7239::fields_valid(existing()) == Some(true) {
             for value in existing() {
                 forwarded.extend_from_slice(value);
                 forwarded.extend_from_slice(b", ");

@@ -17,6 +17,7 @@ mod encode;
 mod hash;
 mod json;
 mod map;
+mod rfc7239;
 mod table;
 mod text;
 mod var;
@@ -104,6 +105,22 @@ pub(crate) fn lookup(name: &str) -> Option<ConvDef> {
 /// Converters with a module of their own.
 static OTHERS: Table = &[
     ("json_query", def(1, 2, Some(SampleType::Str), json::build)),
+    (
+        "rfc7239_is_valid",
+        def(0, 0, Some(SampleType::Str), rfc7239::build),
+    ),
+    (
+        "rfc7239_field",
+        def(1, 1, Some(SampleType::Str), rfc7239::build),
+    ),
+    (
+        "rfc7239_n2nn",
+        def(0, 0, Some(SampleType::Str), rfc7239::build),
+    ),
+    (
+        "rfc7239_n2np",
+        def(0, 0, Some(SampleType::Str), rfc7239::build),
+    ),
     ("in_table", def(0, 1, None, table::build_in_table)),
     // At most four conditions, as HAProxy allows.
     ("set-var", def(1, 5, None, var::build)),

@@ -715,3 +715,51 @@ fn set_var_converter() {
         "converter 'set-var' : unknown condition 'ifbig' at position 2"
     );
 }
+
+/// The manual's examples of the RFC 7239 converters (HAProxy 2.8's; Debian's 2.6 lacks them).
+#[test]
+fn rfc7239_converters_read_forwarded_elements() {
+    let ctx = TestCtx::request(
+        "GET / HTTP/1.1\r\nHost: h\r\nForwarded: proto=https;host=\"haproxy.org:80\";for=\"127.0.0.1:9999\"\r\nX-Bad: proto=custom\r\n\r\n",
+    );
+    let text = |e: &str| crate::testing::text(e, &ctx);
+    assert_eq!(
+        text("req.hdr(forwarded),rfc7239_field(host)").as_deref(),
+        Some("haproxy.org:80")
+    );
+    assert_eq!(
+        text("req.hdr(forwarded),rfc7239_field(for)").as_deref(),
+        Some("127.0.0.1:9999")
+    );
+    assert_eq!(
+        text("req.hdr(forwarded),rfc7239_field(proto)").as_deref(),
+        Some("https")
+    );
+    assert_eq!(text("req.hdr(forwarded),rfc7239_field(by)"), None);
+    assert_eq!(
+        eval("req.hdr(forwarded),rfc7239_is_valid", &ctx),
+        Some(Sample::Bool(true))
+    );
+    assert_eq!(
+        eval("req.hdr(x-bad),rfc7239_is_valid", &ctx),
+        Some(Sample::Bool(false))
+    );
+    assert_eq!(
+        eval("req.hdr(forwarded),rfc7239_field(for),rfc7239_n2nn", &ctx),
+        Some(Sample::Ip("127.0.0.1".parse().unwrap()))
+    );
+    assert_eq!(
+        eval("req.hdr(forwarded),rfc7239_field(for),rfc7239_n2np", &ctx),
+        Some(Sample::Int(9999))
+    );
+    assert_eq!(
+        e("str([ab:cd:ff:ff:ff:ff:ff:ff]:9998),rfc7239_n2nn"),
+        Some(Sample::Ip("ab:cd:ff:ff:ff:ff:ff:ff".parse().unwrap()))
+    );
+    assert_eq!(t("str(_name:_port),rfc7239_n2nn").as_deref(), Some("_name"));
+    assert_eq!(t("str(_name:_port),rfc7239_n2np").as_deref(), Some("_port"));
+    assert_eq!(t("str(unknown),rfc7239_n2nn").as_deref(), Some("unknown"));
+    // No port: no sample.
+    assert_eq!(e("str(10.0.0.1),rfc7239_n2np"), None);
+    assert!(parse_err("str(x),rfc7239_field(path)").contains("unknown field 'path'"));
+}
