@@ -557,6 +557,9 @@ fn plan_proxies(
         .map(|p| errors::resolve(&p.conf.error_directives, http_errors, diags))
         .collect();
     let mut rules: Vec<ProxyRules> = proxies.iter().map(|p| mode_rules(p, diags)).collect();
+    proxies
+        .iter()
+        .for_each(|p| warn_http_only_options(p, diags));
     let table_names: Vec<&str> = proxies
         .iter()
         .filter(|p| p.conf.stick_table.is_some())
@@ -803,6 +806,32 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     // A page inherited from `defaults` by a `mode tcp` proxy is not an error: dropped quietly.
     rules.stats_page = None;
     rules
+}
+
+/// The options that add fields to HTTP requests (`forwardfor`, `originalto`, `forwarded`)
+/// do nothing in a `mode tcp` proxy that never switches to HTTP: a warning, as HAProxy's.
+fn warn_http_only_options(p: &ParsedProxy<'_>, diags: &mut Diagnostics) {
+    if p.conf.mode.unwrap_or(Mode::Tcp) == Mode::Http || p.conf.rules.switches_to_http() {
+        return;
+    }
+    let http = &p.conf.http;
+    let options = [
+        ("forwardfor", http.forwardfor.is_some()),
+        ("originalto", http.originalto.is_some()),
+        ("forwarded", http.forwarded.is_some()),
+    ];
+    for (name, set) in options {
+        if set {
+            diags.push(Diagnostic::warning(
+                &p.section.span,
+                "option",
+                format!(
+                    "'option {name}' ignored for proxy '{}' as it requires HTTP mode",
+                    p.name
+                ),
+            ));
+        }
+    }
 }
 
 /// `use-server` names a server of the same backend (configuration.txt §4.2).
