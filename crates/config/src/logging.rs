@@ -109,6 +109,9 @@ pub struct ProxyLogConf {
     pub targets: Vec<LogTarget>,
     /// The line format.
     pub format: LineFormat,
+    /// Where `option httplog` or `option httpslog` set the format, for the warning a TCP
+    /// proxy gets (it logs the `tcplog` line instead).
+    pub http_format_line: Option<crate::diag::Span>,
     /// `option dontlognull`: streams that carried no data are not logged.
     pub dont_log_null: bool,
     /// `option dontlog-normal`: only streams that ended in error (a timeout, an abort, a
@@ -440,6 +443,7 @@ pub(crate) fn apply_log_option(
                     (true, false) => LineFormat::Http,
                     (true, true) => LineFormat::HttpClf,
                 };
+                conf.http_format_line = enable.then(|| d.span.clone());
             }
         }
         "httpslog" => {
@@ -450,6 +454,7 @@ pub(crate) fn apply_log_option(
                 } else {
                     LineFormat::Minimal
                 };
+                conf.http_format_line = enable.then(|| d.span.clone());
             }
         }
         "tcplog" => {

@@ -14,7 +14,7 @@ use crate::environment::EnvChanges;
 use crate::errors::{self, ErrorPages, HttpErrorSections};
 use crate::global::{self, GlobalConf};
 use crate::http_options::HttpConf;
-use crate::logging::ProxyLogConf;
+use crate::logging::{LineFormat, ProxyLogConf};
 use crate::preprocess;
 use crate::proxy::{
     self, BindConf, KeepaliveProbes, Mode, ProxyConf, ServerConf, SpliceOptions, Timeouts,
@@ -813,6 +813,27 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
 fn warn_http_only_options(p: &ParsedProxy<'_>, diags: &mut Diagnostics) {
     if p.conf.mode.unwrap_or(Mode::Tcp) == Mode::Http || p.conf.rules.switches_to_http() {
         return;
+    }
+    // A frontend logs the `tcplog` line instead of the HTTP one, as HAProxy says.
+    let log = &p.conf.log;
+    let http_log = match log.format {
+        LineFormat::Http | LineFormat::HttpClf => Some("httplog"),
+        LineFormat::Https(_) => Some("httpslog"),
+        _ => None,
+    };
+    if let (Some(name), Some(span), true) = (
+        http_log,
+        &log.http_format_line,
+        p.section.kind.has_frontend(),
+    ) {
+        diags.push(Diagnostic::warning(
+            span,
+            "option",
+            format!(
+                "'option {name}' not usable with proxy '{}' (needs 'mode http'). Falling back to 'option tcplog'",
+                p.name
+            ),
+        ));
     }
     let http = &p.conf.http;
     let options = [
