@@ -262,17 +262,6 @@ pub struct CheckProxy {
     pub local: bool,
 }
 
-impl CheckProxy {
-    /// No header but where a `tcp-check connect send-proxy` asks for a v1 line.
-    pub const NONE: CheckProxy = CheckProxy {
-        always: false,
-        version: SendProxy::V1,
-        crc32c: false,
-        ssl: false,
-        local: true,
-    };
-}
-
 /// The PROXY protocol header a check connection starts with: a v1 line with its own
 /// addresses, or a v2 header, as HAProxy sends them.
 fn proxy_header(c: &Conn, proxy: &CheckProxy) -> Vec<u8> {
