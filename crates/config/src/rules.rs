@@ -804,7 +804,7 @@ pub(crate) fn parse_rule_line(
                 place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ)
             };
             let parsed = split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
-                let action = if args.first().is_some_and(|a| a == "capture") {
+                let mut action = if args.first().is_some_and(|a| a == "capture") {
                     parse_capture_action(args, rules, kind, maps, stages, response)?
                 } else {
                     // The timeouts it sets are the server side's: a backend's only.
@@ -813,7 +813,6 @@ pub(crate) fn parse_rule_line(
                     }
                     parse_http_action(args, maps, stages, response)?
                 };
-                let mut action = action;
                 warnings.extend(drop_idle_content_type(&mut action));
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
