@@ -367,6 +367,9 @@ fn build(
     check_inherited_fds(&global, &proxies, diags);
     let uids = proxy_uids(&proxies, diags);
     let (mut frontends, mut backends) = plan_proxies(&proxies, &uids, &http_errors, diags);
+    for p in &proxies {
+        warn_log_format_without_target(p, &global, diags);
+    }
     check_external_checks(&global, &proxies, diags);
     // `email-alert`: checked for every proxy, kept where servers change state.
     for p in &proxies {
@@ -853,6 +856,33 @@ fn warn_http_only_options(p: &ParsedProxy<'_>, diags: &mut Diagnostics) {
             ));
         }
     }
+}
+
+/// A frontend with a line format (`option httplog|tcplog`, `log-format`...) but nowhere to
+/// send its lines: a warning, as HAProxy gives.
+fn warn_log_format_without_target(
+    p: &ParsedProxy<'_>,
+    global: &GlobalConf,
+    diags: &mut Diagnostics,
+) {
+    let log = &p.conf.log;
+    let has_target = !log.targets.is_empty() || (log.use_global && !global.logs.is_empty());
+    if !p.section.kind.has_frontend() || matches!(log.format, LineFormat::Minimal) || has_target {
+        return;
+    }
+    let kind = if p.section.kind == SectionKind::Frontend {
+        "frontend"
+    } else {
+        "proxy"
+    };
+    diags.push(Diagnostic::warning(
+        &p.section.span,
+        p.section.kind.keyword(),
+        format!(
+            "log format ignored for {kind} '{}' since it has no log address",
+            p.name
+        ),
+    ));
 }
 
 /// `use-server` names a server of the same backend (configuration.txt §4.2).
