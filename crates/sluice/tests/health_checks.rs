@@ -859,26 +859,8 @@ fn on_marked_down_shutdown_sessions_ends_http_exchanges_too() {
 
 #[test]
 fn checks_of_a_send_proxy_server_start_with_the_proxy_line() {
-    let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
-    let record = Arc::clone(&seen);
-    let server = Backend::start(move |mut s| {
-        let mut first = [0u8; 6];
-        if s.read_exact(&mut first).is_ok() {
-            record.lock().unwrap().push(first.to_vec());
-        }
-    });
-    let (fe, _addr) = frontend();
-    let cfg = format!(
-        "{TCP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} send-proxy check inter 50\n",
-        fd_bind(&fe),
-        server.addr()
-    );
-    let _proxy = common::sluice(&cfg).inherit(fe).start();
-    assert!(
-        wait_until(GENEROUS, || !seen.lock().unwrap().is_empty()),
-        "no check arrived"
-    );
-    assert_eq!(seen.lock().unwrap()[0], b"PROXY ");
+    let (first, _) = first_check_bytes("", "send-proxy", 6);
+    assert_eq!(first, b"PROXY ");
 }
 
 #[test]

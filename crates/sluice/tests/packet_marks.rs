@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::http::{HTTP_DEFAULTS, http_backend};
+use common::http::{HTTP_DEFAULTS, ok_backend};
 use common::{Backend, TCP_DEFAULTS, connect, fd_bind, frontend, read_n, sluice};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -79,8 +79,7 @@ fn exchange(conn: &mut BufReader<TcpStream>, path: &str, fields: &str) {
 
 #[test]
 fn http_rules_set_the_tos_and_mark_of_the_packets_to_the_client() {
-    let (backend, _log) =
-        http_backend(|_| "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned());
+    let (backend, _log) = ok_backend();
     let (_proxy, addr) = start(&format!(
         "{HTTP_DEFAULTS}
 listen px
@@ -137,8 +136,7 @@ listen px
 /// HAProxy 3.x: the value may be computed (HAProxy 2.6 takes a number only).
 #[test]
 fn a_computed_tos_comes_from_the_expression() {
-    let (backend, _log) =
-        http_backend(|_| "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned());
+    let (backend, _log) = ok_backend();
     let (_proxy, addr) = start(&format!(
         "{HTTP_DEFAULTS}
 listen px

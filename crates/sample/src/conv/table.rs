@@ -85,14 +85,7 @@ pub(super) fn build_array(b: &ConvBuild<'_>) -> Result<Built, String> {
     };
     let index = sluice_stick::array_index(index)?;
     let op = array_op_of(b.name, index).ok_or_else(|| format!("unknown converter '{}'", b.name))?;
-    b.maps.check_table(table)?;
-    Built::new(
-        TableLookup {
-            table: table.clone(),
-            op,
-        },
-        SampleType::Int,
-    )
+    lookup(b, table, op)
 }
 
 pub(super) fn build(b: &ConvBuild<'_>) -> Result<Built, String> {
@@ -102,10 +95,16 @@ pub(super) fn build(b: &ConvBuild<'_>) -> Result<Built, String> {
         .first()
         .filter(|t| !t.is_empty())
         .ok_or("missing table name")?;
+    lookup(b, table, op)
+}
+
+/// A `table_*` converter running `op` on `table`'s entry for the input, once the table is
+/// known to exist.
+fn lookup(b: &ConvBuild<'_>, table: &str, op: StickOp) -> Result<Built, String> {
     b.maps.check_table(table)?;
     Built::new(
         TableLookup {
-            table: table.clone(),
+            table: table.to_owned(),
             op,
         },
         SampleType::Int,
