@@ -628,23 +628,11 @@ pub(crate) fn parse_external_check(c: &mut ProxyChecks, line: &Line, diags: &mut
     }
 }
 
-/// `option httpchk|tcp-check` or a ready-made check (or `no option ...`); `skip` is 1 for the
-/// `no` form.
-pub(crate) fn parse_check_option(
-    c: &mut ProxyChecks,
-    line: &Line,
-    skip: usize,
-    enable: bool,
-    diags: &mut Diagnostics,
-) {
-    let d = Directive::new(line, skip + 2);
-    let name = line.words[skip + 1].as_str();
-    let args = &line.words[skip + 2..];
-    if !enable {
-        d.no_more_than(skip + 2, diags);
-        c.mode = CheckMode::Connect;
-        return;
-    }
+/// `option httpchk|tcp-check` or a ready-made check (none of them takes `no`).
+pub(crate) fn parse_check_option(c: &mut ProxyChecks, line: &Line, diags: &mut Diagnostics) {
+    let d = Directive::new(line, 2);
+    let name = line.words[1].as_str();
+    let args = &line.words[2..];
     match name {
         "httpchk" => {
             let mut request = HttpRequestLine::default();
@@ -661,24 +649,24 @@ pub(crate) fn parse_check_option(
                     request.version = version.clone();
                 }
                 _ => {
-                    d.no_more_than(skip + 5, diags);
+                    d.no_more_than(5, diags);
                     return;
                 }
             }
             c.mode = CheckMode::Http(request);
         }
         "tcp-check" => {
-            if d.no_more_than(skip + 2, diags) {
+            if d.no_more_than(2, diags) {
                 c.mode = CheckMode::TcpCheck;
             }
         }
         "external-check" => {
-            if d.no_more_than(skip + 2, diags) {
+            if d.no_more_than(2, diags) {
                 c.mode = CheckMode::External;
             }
         }
         _ => {
-            if let Some(rules) = canned_rules(&d, name, args, skip, diags) {
+            if let Some(rules) = canned_rules(&d, name, args, diags) {
                 c.mode = CheckMode::TcpCheck;
                 c.tcp_rules = rules;
                 // Like inherited rules: `tcp-check` lines of the proxy replace them.
@@ -693,7 +681,6 @@ fn canned_rules(
     d: &Directive<'_>,
     name: &str,
     args: &[String],
-    skip: usize,
     diags: &mut Diagnostics,
 ) -> Option<Vec<CheckRule>> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -731,7 +718,7 @@ fn canned_rules(
         }
         ("mysql-check", _) => bad(diags, "nothing, or 'user <username> [post-41]'"),
         _ => {
-            d.no_more_than(skip + 2, diags);
+            d.no_more_than(2, diags);
             None
         }
     }
@@ -1219,7 +1206,7 @@ mod tests {
         for l in lines {
             let l = line(l);
             if l.words[0] == "option" {
-                parse_check_option(&mut c, &l, 0, true, &mut diags);
+                parse_check_option(&mut c, &l, &mut diags);
             } else {
                 parse_rule_line(&mut c, SectionKind::Backend, &l, &mut diags);
             }

@@ -207,18 +207,12 @@ pub(crate) fn apply_http_option(
             } else {
                 &mut conf.originalto
             };
-            if !enable {
-                *slot = None;
-                d.no_more_than(first_arg, diags);
+            let default_header = if name == "forwardfor" {
+                "X-Forwarded-For"
             } else {
-                let default_header = if name == "forwardfor" {
-                    "X-Forwarded-For"
-                } else {
-                    "X-Original-To"
-                };
-                *slot =
-                    parse_address_header(d, first_arg, default_header, name == "forwardfor", diags);
-            }
+                "X-Original-To"
+            };
+            *slot = parse_address_header(d, first_arg, default_header, name == "forwardfor", diags);
         }
         "forwarded" => {
             if enable {
@@ -273,9 +267,7 @@ pub(crate) fn apply_http_option(
                 }
                 None => None,
             };
-            if !enable {
-                diags.push(d.alert("cannot be disabled with 'no'"));
-            } else if policy.is_some() {
+            if policy.is_some() {
                 conf.restrict_header_names = policy;
             }
             d.no_more_than(first_arg + 1, diags);

@@ -424,8 +424,8 @@ pub const HTTPS_LOG_FORMAT: &str = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta 
     %[ssl_fc_sni]/%sslv/%sslc";
 
 /// Applies `option httplog [clf]`, `httpslog`, `tcplog`, `dontlognull`, `http-ignore-probes`,
-/// `log-separate-errors`, `logasap` (`enable` false for the `no option` form); false if
-/// `name` is not a logging option.
+/// `log-separate-errors`, `logasap` (`enable` false for the `no option` form, which the
+/// format options do not take); false if `name` is not a logging option.
 pub(crate) fn apply_log_option(
     conf: &mut ProxyLogConf,
     d: &Directive<'_>,
@@ -438,32 +438,24 @@ pub(crate) fn apply_log_option(
         "httplog" => {
             let clf = d.words.get(args_at).map(String::as_str) == Some("clf");
             if d.no_more_than(args_at + usize::from(clf), diags) {
-                conf.format = match (enable, clf) {
-                    (false, _) => LineFormat::Minimal,
-                    (true, false) => LineFormat::Http,
-                    (true, true) => LineFormat::HttpClf,
+                conf.format = if clf {
+                    LineFormat::HttpClf
+                } else {
+                    LineFormat::Http
                 };
-                conf.http_format_line = enable.then(|| d.span.clone());
+                conf.http_format_line = Some(d.span.clone());
             }
         }
         "httpslog" => {
             if d.no_more_than(args_at, diags) {
-                conf.format = if enable {
-                    let fmt = LogFormat::parse_log(HTTPS_LOG_FORMAT, &MapStore::new());
-                    LineFormat::Https(fmt.expect("the HTTPS log format compiles"))
-                } else {
-                    LineFormat::Minimal
-                };
-                conf.http_format_line = enable.then(|| d.span.clone());
+                let fmt = LogFormat::parse_log(HTTPS_LOG_FORMAT, &MapStore::new());
+                conf.format = LineFormat::Https(fmt.expect("the HTTPS log format compiles"));
+                conf.http_format_line = Some(d.span.clone());
             }
         }
         "tcplog" => {
             if d.no_more_than(args_at, diags) {
-                conf.format = if enable {
-                    LineFormat::Tcp
-                } else {
-                    LineFormat::Minimal
-                };
+                conf.format = LineFormat::Tcp;
             }
         }
         "dontlognull" => {

@@ -933,6 +933,12 @@ fn parse_option(
         diags.push(d.alert("expects an option name"));
         return;
     };
+    // Only the options marked "(*)" in configuration.txt §4.1 take `no`: those that choose a
+    // format, a check or a header (and `tcpka`) are refused negated, as HAProxy refuses them.
+    if !enable && !negatable(name) {
+        diags.push(d.alert("cannot be disabled with 'no'"));
+        return;
+    }
     // `option logasap` and `http-ignore-probes` concern a frontend's clients and logs.
     if matches!(name.as_str(), "logasap" | "http-ignore-probes") && !applies(&d, kind, FRONT, diags)
     {
@@ -970,7 +976,7 @@ fn parse_option(
     }
     if checks::is_check_option(name) {
         if applies(&d, kind, BACK, diags) {
-            checks::parse_check_option(&mut conf.checks, line, skip, enable, diags);
+            checks::parse_check_option(&mut conf.checks, line, diags);
         }
         return;
     }
@@ -1058,6 +1064,31 @@ fn parse_option(
         }
     }
     d.no_more_than(skip + 2, diags);
+}
+
+/// Whether `no option NAME` exists (configuration.txt §4.1, the options marked "(*)"). The
+/// options answering false pick a log format, a health check or an added header, or are
+/// `tcpka`; a name Sluice does not know answers true, so it is reported as not supported.
+fn negatable(name: &str) -> bool {
+    !matches!(
+        name,
+        "external-check"
+            | "forwardfor"
+            | "http-restrict-req-hdr-names"
+            | "httpchk"
+            | "httplog"
+            | "httpslog"
+            | "ldap-check"
+            | "mysql-check"
+            | "originalto"
+            | "pgsql-check"
+            | "redis-check"
+            | "smtpchk"
+            | "ssl-hello-chk"
+            | "tcp-check"
+            | "tcpka"
+            | "tcplog"
+    )
 }
 
 /// `load-server-state-from-file`.
