@@ -13,6 +13,7 @@
 #      it installs from Debian's packages if missing)
 #   8. tests/operator/socat.sh target/release/sluice (the runtime API driven through socat, as
 #      operators' scripts do; socat is installed if missing)
+#   9. fuzz/run-seeds.sh (every fuzz target replays its committed seeds once)
 #
 # Optional: VTC_REFERENCE=/usr/sbin/haproxy also runs the varnishtest scenarios against that
 # HAProxy first, proving they describe HAProxy's behaviour.
@@ -85,5 +86,8 @@ if ! command -v socat >/dev/null 2>&1; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends socat </dev/null
 fi
 bash tests/operator/socat.sh target/release/sluice
+
+step "fuzz targets on their seeds (fuzz/run-seeds.sh)"
+bash fuzz/run-seeds.sh
 
 step "all checks passed"

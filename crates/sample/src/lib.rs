@@ -48,8 +48,10 @@ mod stages;
 mod time;
 mod value;
 
-#[cfg(test)]
-mod testing;
+/// The unit tests' stream context, also built for the fuzz targets (feature `fuzzing`).
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod testing;
 
 pub use acl::{Acl, AclSet};
 pub use auth::{Password, User, Userlist, auth_scheme, basic_credentials};

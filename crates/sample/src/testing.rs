@@ -2,10 +2,10 @@
 //! shorthands to compile and evaluate expressions and conditions, and a seeded random
 //! generator of words and networks for the property tests of the pattern indexes.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
 use sluice_http::{Limits, Parse, RequestHead, ResponseHead, parse_request, parse_response};
@@ -15,7 +15,7 @@ use crate::{
 };
 
 /// A stream frozen at one point, answering every [`Context`] method from fields.
-pub(crate) struct TestCtx {
+pub struct TestCtx {
     pub req_buf: Vec<u8>,
     pub req: Option<RequestHead>,
     pub res_buf: Vec<u8>,
@@ -46,6 +46,12 @@ pub(crate) struct TestCtx {
     pub stick_asked: std::cell::RefCell<Vec<String>>,
     /// What [`Context::proxy_credentials`] answers.
     pub proxy_credentials: bool,
+}
+
+impl Default for TestCtx {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl TestCtx {
@@ -276,8 +282,10 @@ pub fn temp_file(name: &str, contents: &str) -> String {
 }
 
 /// A small deterministic PRNG (xorshift64*): the same maps on every run.
+#[cfg(test)]
 pub(crate) struct Rng(pub u64);
 
+#[cfg(test)]
 impl Rng {
     pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
@@ -338,7 +346,8 @@ impl Rng {
     }
 
     /// An address to look up: IPv4, IPv4-mapped, IPv4-compatible, 6to4 or plain IPv6.
-    pub(crate) fn address(&mut self) -> IpAddr {
+    pub(crate) fn address(&mut self) -> std::net::IpAddr {
+        use std::net::IpAddr;
         let [a, b, c, d] = self.v4();
         let v4 = std::net::Ipv4Addr::new(a, b, c, d);
         match self.below(5) {
