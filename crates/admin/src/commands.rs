@@ -94,6 +94,13 @@ pub const COMMANDS: &[Command] = &[
         run: show_events,
     },
     Command {
+        words: &["show", "cache"],
+        usage: "show cache",
+        summary: "show cache status",
+        level: CliLevel::Admin,
+        run: show_cache,
+    },
+    Command {
         words: &["show", "servers", "state"],
         usage: "show servers state [<backend>]",
         summary: "dump volatile server information (all or for a single backend)",
@@ -562,6 +569,18 @@ fn prompt(_: &Process, args: &[String], state: &mut CliState, out: &mut String) 
             mode
         }
     };
+    Flow::Continue
+}
+
+/// `show cache`: each `cache` section's line, then one per fresh response it holds, in
+/// HAProxy's layout (`sluice_runtime::cache::Cache::show`).
+fn show_cache(process: &Process, _: &[String], _: &mut CliState, out: &mut String) -> Flow {
+    let now = sluice_runtime::clock::wall_now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for cache in &process.caches {
+        cache.show(now, out);
+    }
     Flow::Continue
 }
 

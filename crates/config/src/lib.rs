@@ -10,6 +10,7 @@
 //! defaults into the `*Plan` the runtime is built from. Start reading at [`plan::Plan`].
 
 pub mod addr;
+pub mod cache;
 pub mod canned;
 pub mod checks;
 pub mod compression;

@@ -47,6 +47,8 @@ pub struct Plan {
     pub files: Vec<Arc<str>>,
     /// `ring` sections, in declaration order.
     pub rings: Vec<RingConf>,
+    /// `cache` sections, in declaration order.
+    pub caches: Vec<crate::cache::CacheConf>,
     /// The stick tables (`stick-table`), each named after its section, in declaration order.
     pub tables: Vec<sluice_stick::TableConf>,
     /// The pattern and map files and ACL values the rules use, editable at run time.
@@ -272,6 +274,9 @@ fn build(
     let rings = ring::parse_rings(sections, diags);
     ring::check_ring_targets(sections, &rings, diags);
     let mailers = crate::mailers::parse_mailers(sections, diags);
+    // `cache-use` and `cache-store` may name a cache declared later.
+    let caches = crate::cache::parse_caches(sections, diags);
+    crate::cache::check_cache_references(sections, &caches, diags);
     // Likewise a stick-counter fetch or a `table_*` converter may name a table declared
     // further down.
     maps.declare_tables(
@@ -291,7 +296,8 @@ fn build(
             SectionKind::HttpErrors
             | SectionKind::Userlist
             | SectionKind::Ring
-            | SectionKind::Mailers => {}
+            | SectionKind::Mailers
+            | SectionKind::Cache => {}
             SectionKind::Global => {
                 for line in &section.lines {
                     relative_files.enter(&line.span);
@@ -444,6 +450,7 @@ fn build(
         backends,
         files: sources.iter().map(|s| Arc::clone(&s.name)).collect(),
         rings,
+        caches,
         tables,
         maps: maps.clone(),
         env: EnvChanges::default(),

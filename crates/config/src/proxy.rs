@@ -525,7 +525,8 @@ pub(crate) fn applies(
         | SectionKind::HttpErrors
         | SectionKind::Userlist
         | SectionKind::Ring
-        | SectionKind::Mailers => false,
+        | SectionKind::Mailers
+        | SectionKind::Cache => false,
     };
     if !ok {
         let side = if allowed.frontend {

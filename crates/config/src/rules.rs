@@ -435,6 +435,12 @@ pub enum HttpAction {
         /// Field value.
         value: LogFormat,
     },
+    /// `cache-use NAME` (requests): answer from the cache when it holds a fresh copy of the
+    /// response, and remember the request's key so that `cache-store` may fill it.
+    CacheUse(String),
+    /// `cache-store NAME` (responses): keep this response, as the rules before left it, in
+    /// the cache when it may be kept.
+    CacheStore(String),
     /// `strict-mode on|off`: whether a failed rewrite of the following rules of the set is
     /// an internal error (500) or is ignored (only counted).
     StrictMode(bool),
@@ -926,8 +932,6 @@ const UNSUPPORTED: &str = "\u{0}unsupported:";
 /// while a word in no list is an unknown action (a typo).
 const KNOWN_ACTIONS: &[&str] = &[
     "add-acl",
-    "cache-store",
-    "cache-use",
     "del-acl",
     "del-map",
     "do-resolve",
@@ -1695,6 +1699,18 @@ fn parse_http_action(
             request_only(HttpAction::EarlyHint { name, value })
         }
         "wait-for-body" => parse_wait_for_body(rest),
+        "cache-use" | "cache-store" => {
+            exactly(1, "a cache name")?;
+            let name = rest[0].clone();
+            match (action.as_str(), response) {
+                ("cache-use", false) => Ok(HttpAction::CacheUse(name)),
+                ("cache-store", true) => Ok(HttpAction::CacheStore(name)),
+                (_, true) => Err("'cache-use' is not allowed in 'http-response' rules".to_owned()),
+                (_, false) => {
+                    Err("'cache-store' is not allowed in 'http-request' rules".to_owned())
+                }
+            }
+        }
         "strict-mode" => match rest {
             [on] if on == "on" => Ok(HttpAction::StrictMode(true)),
             [off] if off == "off" => Ok(HttpAction::StrictMode(false)),

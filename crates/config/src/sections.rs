@@ -29,6 +29,8 @@ pub enum SectionKind {
     Ring,
     /// `mailers NAME`: SMTP servers for email alerts.
     Mailers,
+    /// `cache NAME`: a store of small responses (`cache-use`, `cache-store`).
+    Cache,
 }
 
 impl SectionKind {
@@ -44,6 +46,7 @@ impl SectionKind {
             SectionKind::Userlist => "userlist",
             SectionKind::Ring => "ring",
             SectionKind::Mailers => "mailers",
+            SectionKind::Cache => "cache",
         }
     }
 
@@ -63,7 +66,6 @@ const UNSUPPORTED_SECTIONS: &[&str] = &[
     "peers",
     "resolvers",
     "program",
-    "cache",
     "log-forward",
     "crt-store",
     "traces",
@@ -102,6 +104,7 @@ fn section_kind(word: &str) -> Option<SectionKind> {
         "userlist" => SectionKind::Userlist,
         "ring" => SectionKind::Ring,
         "mailers" => SectionKind::Mailers,
+        "cache" => SectionKind::Cache,
         _ => return None,
     })
 }

@@ -19,6 +19,7 @@
 //! read two ways gets past [`framing`].
 
 pub mod chunked;
+pub mod date;
 mod diagnose;
 pub mod encode;
 pub mod error;

@@ -271,6 +271,11 @@ impl Context for StreamView<'_> {
         self.vars.received_proxy()
     }
 
+    fn cache_used(&self) -> Option<&str> {
+        let index = self.vars.cache_served()?;
+        Some(self.process.caches.get(index)?.conf.name.as_str())
+    }
+
     fn received_proxy_tlv(&self, tlv: ProxyTlv) -> Option<&[u8]> {
         let tlvs = self.vars.received_tlvs()?;
         match tlv {

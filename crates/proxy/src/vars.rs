@@ -55,6 +55,9 @@ struct Transaction {
     /// `set-fc-tos`, `set-fc-mark`: what the client connection's packets are to carry, until
     /// the session applies it to the socket ([`Vars::apply_client_marks`]).
     client_marks: ClientMarks,
+    /// `cache-use` and `cache-store`: the request's key, the response found, the one to
+    /// store.
+    cache: Option<Box<crate::http::cache::CacheTxn>>,
 }
 
 /// The TOS byte and the firewall mark rules asked for the packets sent to the client.
@@ -290,6 +293,32 @@ impl Vars {
         let t = transaction.as_mut()?;
         (!t.early_hints.is_empty() && !t.early_hint_open)
             .then(|| std::mem::take(&mut t.early_hints))
+    }
+
+    /// The transaction's cache state (`cache-use`, `cache-store`), made on first use.
+    pub(crate) fn cache(&self) -> std::cell::RefMut<'_, crate::http::cache::CacheTxn> {
+        std::cell::RefMut::map(self.transaction(), |t| {
+            &mut **t.cache.get_or_insert_with(Box::default)
+        })
+    }
+
+    /// The transaction's cache state, if a cache rule made one.
+    pub(crate) fn cache_if_any(
+        &self,
+    ) -> Option<std::cell::RefMut<'_, crate::http::cache::CacheTxn>> {
+        let transaction = self.transaction.borrow_mut();
+        std::cell::RefMut::filter_map(transaction, |t| {
+            t.as_mut().and_then(|t| t.cache.as_deref_mut())
+        })
+        .ok()
+    }
+
+    /// The index of the cache the transaction's response comes from (`res.cache_hit`): read
+    /// without taking the transaction mutably, since fetches run while the log holds its
+    /// captures.
+    pub(crate) fn cache_served(&self) -> Option<usize> {
+        let transaction = self.transaction.try_borrow().ok()?;
+        transaction.as_ref()?.cache.as_ref()?.served()
     }
 
     /// Records what a `set-fc-tos` or `set-fc-mark` rule computed (`value`, cut to the field's

@@ -7,6 +7,7 @@
 //! never blocks the data path; the plan itself is never changed after start-up.
 
 pub mod bell;
+pub mod cache;
 pub mod capture;
 pub mod clock;
 pub mod compression;

@@ -100,6 +100,8 @@ pub struct Process {
     pub stream_log: Option<Box<dyn StreamLog>>,
     /// The `ring` sections' buffers (`show events`).
     pub rings: Vec<Arc<Ring>>,
+    /// The `cache` sections' stores (`cache-use`, `cache-store`, `show cache`).
+    pub caches: Vec<crate::cache::Cache>,
     /// The log writer, when some proxy logs (`DroppedLogs` in `show info`).
     pub log_hub: Option<Arc<LogHub>>,
     /// The stick tables.
@@ -266,6 +268,11 @@ impl Process {
             pipes: PipeBudget::new(Some(maxpipes)),
             stream_log,
             rings,
+            caches: plan
+                .caches
+                .iter()
+                .map(|c| crate::cache::Cache::new(c.clone()))
+                .collect(),
             log_hub: hub,
             tables: crate::tables::Tables::new(plan.tables),
             maps: plan.maps,

@@ -198,6 +198,9 @@ pub struct StatsCounters {
     /// `compression`, frontends and backends: bytes into the compressor (`comp_in`),
     /// compressed bytes out (`comp_out`), responses compressed (`comp_rsp`).
     pub compressed: [LoopCounter; 3],
+    /// HTTP frontends and backends: requests their `cache-use` rules looked up
+    /// (`cache_lookups`) and answered from the cache (`cache_hits`).
+    pub cache: [LoopCounter; 2],
     /// Responses refused by `http-response deny`, `tcp-response content reject` or `option
     /// checkcache` (`dresp`), counted by the frontend, the backend and the server alike.
     pub denied_responses: LoopCounter,
@@ -250,6 +253,7 @@ impl StatsCounters {
             agent_enabled: AtomicBool::new(true),
             weight: AtomicU32::new(weight),
             compressed: Default::default(),
+            cache: Default::default(),
             denied_responses: LoopCounter::default(),
             connects: LoopCounter::default(),
             reuses: LoopCounter::default(),
@@ -604,6 +608,13 @@ fn set_hrsp(row: &mut Row, stats: &StatsCounters) {
     }
 }
 
+/// `cache_lookups` and `cache_hits`, which HTTP frontends and backends show.
+fn set_cache(row: &mut Row, stats: &StatsCounters) {
+    let [lookups, hits] = &stats.cache;
+    row.set(Field::cache_lookups, lookups.get());
+    row.set(Field::cache_hits, hits.get());
+}
+
 fn frontend_row(f: &Frontend) -> Row {
     let mut row = Row::new(
         RowKind::Frontend,
@@ -633,6 +644,7 @@ fn frontend_row(f: &Frontend) -> Row {
         set_hrsp(&mut row, &f.stats);
         row.set(Field::req_tot, f.stats.requests.get());
         row.set(Field::intercepted, f.intercepted.get());
+        set_cache(&mut row, &f.stats);
     } else {
         // A TCP frontend counts no request, and says so, as HAProxy's does.
         row.set(Field::req_tot, 0u64);
@@ -948,6 +960,7 @@ fn backend_row(b: &Backend) -> Row {
         set_hrsp(&mut row, &b.stats);
         let total: u64 = b.stats.hrsp.iter().map(LoopCounter::get).sum();
         row.set(Field::req_tot, total);
+        set_cache(&mut row, &b.stats);
     }
     row.set(Field::mode, mode_name(b.plan.mode));
     row.set(Field::algo, b.plan.balance.keyword());

@@ -150,6 +150,12 @@ pub trait Context {
         (0, 0)
     }
 
+    /// The name of the cache whose stored response this is (`res.cache_hit`,
+    /// `res.cache_name`); `None` for a server's response. The default is `None`.
+    fn cache_used(&self) -> Option<&str> {
+        None
+    }
+
     /// Whether the client connection started with a PROXY protocol header
     /// (`fc_rcvd_proxy`). The default is false.
     fn received_proxy(&self) -> bool {

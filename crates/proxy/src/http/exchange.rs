@@ -1649,7 +1649,7 @@ where
                 let verdict = rules::process_response(
                     ctx.scope,
                     ctx.backend,
-                    chosen,
+                    Some(chosen),
                     kept,
                     &mut input,
                     &mut head,
@@ -1722,7 +1722,7 @@ where
             // `strict-mode` replaces the response too.
             let reply = reply.or_else(|| {
                 let limits = (&s.response_limits, s.bufsize);
-                let response = (ctx.backend, chosen);
+                let response = (ctx.backend, Some(chosen));
                 rules::after_response(ctx.scope, response, kept, &mut input, &mut head, limits)
                     .err()
                     .map(|answer| (answer.bytes, answer.status, Cause::Proxy))
@@ -1779,6 +1779,10 @@ where
                 && compress::compressible(buf, &head, framing, Compression::of(ctx).types)
                 && compress::admits(&ctx.process.compression, algo)
         });
+        // `cache-store`: the body is copied as it goes to the client, then stored with the
+        // head the rule kept; a compressed body is not (as in HAProxy), nor a tunnel.
+        let storing =
+            super::cache::take_pending(ctx.scope).filter(|_| compressing.is_none() && !tunnel);
         // A body delimited by the server's close cannot be passed on as such to a client we
         // keep: HTTP/1.1 clients get it re-chunked, HTTP/1.0 clients get the close.
         let chunk_to_client = compressing.is_some()
@@ -1862,6 +1866,13 @@ where
             input.consume(length);
             inline_body = Some(length as u64);
         }
+        let mut storing = storing;
+        if let Some(length) = inline_body
+            && let Some(pending) = storing.take()
+        {
+            let body = out[out.len() - length as usize..].to_vec();
+            super::cache::finish_store(ctx.scope, pending, body);
+        }
         started.set(Some((arrived, head.status, head.version)));
         // The head leaves with the round's other sends, after the round's reads.
         crate::batch::after_reads().await;
@@ -1912,6 +1923,16 @@ where
                     ResponseFailure::Broken(cause, _) => ResponseFailure::Broken(cause, sent_heads),
                     other => other,
                 })?
+        } else if let Some(pending) = storing {
+            let mut tee = super::cache::Tee::new(client, pending.body_limit);
+            let spec = response_body_spec((framing, out_framing), s, live);
+            let sent = body::forward_body(&mut input, server, &mut tee, spec)
+                .await
+                .map_err(|e| ResponseFailure::Broken(body_failure_cause(&e), sent_heads))?;
+            if let Some(body) = tee.into_copy() {
+                super::cache::finish_store(ctx.scope, pending, body);
+            }
+            sent
         } else {
             let pipe = body_pipe(ctx, Side::Response, framing, out_framing);
             let spec = (framing, out_framing, pipe);
@@ -1994,25 +2015,33 @@ where
             body::splice_length(input, (&*server, client), len, &mut pipe, timeouts, meter).await
         }
         _ => {
-            body::forward_body(
-                input,
-                server,
-                client,
-                BodySpec {
-                    framing,
-                    out: out_framing,
-                    timeouts,
-                    limits: &s.response_limits,
-                    side: Side::Response,
-                    case: s.client_case,
-                    live,
-                    trailers: None,
-                },
-            )
-            .await
+            let spec = response_body_spec((framing, out_framing), s, live);
+            body::forward_body(input, server, client, spec).await
         }
     };
     moved.map_err(|e| ResponseFailure::Broken(body_failure_cause(&e), 0))
+}
+
+/// How a response body is relayed by copy: read by `framing`, written by `out_framing`,
+/// within the server's and client's timeouts.
+fn response_body_spec<'a>(
+    (framing, out_framing): (BodyFraming, OutFraming),
+    s: &'a HttpSettings<'_>,
+    live: Option<&'a LiveBytes<'a>>,
+) -> BodySpec<'a> {
+    BodySpec {
+        framing,
+        out: out_framing,
+        timeouts: BodyTimeouts {
+            read: s.server,
+            write: s.client,
+        },
+        limits: &s.response_limits,
+        side: Side::Response,
+        case: s.client_case,
+        live,
+        trailers: None,
+    }
 }
 
 /// Relays a response body compressed with `algo`, as chunks, and counts it in the

@@ -10,6 +10,7 @@
 
 pub mod body;
 pub mod buffer;
+pub(crate) mod cache;
 mod cacheability;
 mod compress;
 pub mod exchange;

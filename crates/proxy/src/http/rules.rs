@@ -779,6 +779,10 @@ fn http_request_rules<'a>(
                     continue;
                 }
                 HttpAction::EarlyHint { .. } => continue,
+                HttpAction::CacheUse(ref name) => {
+                    super::cache::use_cache(scope, backend, name, input.filled(), head);
+                    continue;
+                }
                 _ => {}
             }
             let buf = input.filled();
@@ -963,7 +967,9 @@ fn common_action<'a, 'e>(
         HttpAction::WaitForBody { .. }
         | HttpAction::Reject
         | HttpAction::SilentDrop
-        | HttpAction::StrictMode(_) => Step::Next,
+        | HttpAction::StrictMode(_)
+        | HttpAction::CacheUse(_)
+        | HttpAction::CacheStore(_) => Step::Next,
         HttpAction::SetLogLevel(level) => {
             vars.set_log_level(*level);
             Step::Next
@@ -1440,7 +1446,7 @@ pub type KeptRequest<'r> = Option<(&'r [u8], &'r RequestHead)>;
 pub fn process_response<'a>(
     scope: &Scope<'a>,
     backend: &'a Backend,
-    server: &Server,
+    server: Option<&Server>,
     request: KeptRequest<'_>,
     input: &mut InBuf,
     head: &mut ResponseHead,
@@ -1469,7 +1475,7 @@ pub fn process_response<'a>(
         for (index, rule) in rules.iter().enumerate().skip(from.next) {
             let step = {
                 let view = StreamView {
-                    server: Some(server),
+                    server,
                     response: Some((input.filled(), head)),
                     ..scope.view(Some(backend), request)
                 };
@@ -1498,6 +1504,10 @@ pub fn process_response<'a>(
                     }
                     HttpAction::StrictMode(on) => {
                         strict = on;
+                        continue;
+                    }
+                    HttpAction::CacheStore(ref name) => {
+                        super::cache::mark_store(scope, name, input.filled(), head);
                         continue;
                     }
                     _ => {}
@@ -1531,7 +1541,6 @@ pub fn process_response<'a>(
                 Err(answer) => answer,
             };
             if answer.internal {
-                let server = Some(server);
                 sluice_runtime::proxy::count_failed_rewrite(
                     scope.front(),
                     Some(backend),
@@ -1558,7 +1567,7 @@ pub fn process_response<'a>(
 /// under `strict-mode off` the response goes on without it.
 pub fn after_response<'a>(
     scope: &Scope<'a>,
-    (backend, server): (&'a Backend, &Server),
+    (backend, server): (&'a Backend, Option<&Server>),
     request: KeptRequest<'_>,
     input: &mut InBuf,
     head: &mut ResponseHead,
@@ -1577,7 +1586,7 @@ pub fn after_response<'a>(
         for rule in rules {
             let step = {
                 let view = StreamView {
-                    server: Some(server),
+                    server,
                     response: Some((input.filled(), head)),
                     ..scope.view(Some(backend), request)
                 };
@@ -1614,7 +1623,7 @@ pub fn after_response<'a>(
                 continue;
             }
             let front = scope.front();
-            sluice_runtime::proxy::count_failed_rewrite(front, Some(backend), Some(server), strict);
+            sluice_runtime::proxy::count_failed_rewrite(front, Some(backend), server, strict);
             if strict {
                 let pages = [&backend.plan.error_pages, &scope.frontend.plan.error_pages];
                 let answer = Answer::failed_rewrite(&pages);

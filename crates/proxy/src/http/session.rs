@@ -335,6 +335,90 @@ struct Session<'x, 's> {
 }
 
 impl<'s> Session<'_, 's> {
+    /// Sends an answer of the proxy's own (or the cache's, naming `cached` the backend it
+    /// answered for), logs and counts it, and says whether the connection goes on.
+    async fn send_answer(
+        &self,
+        client: &mut Stream,
+        input: &mut InBuf,
+        (head, framing): (&RequestHead, BodyFraming),
+        reply: super::rules::Answer<'_>,
+        started: (std::time::Instant, SystemTime),
+        cached: Option<&str>,
+    ) -> Next {
+        let (settings, scope) = (self.settings, self.scope);
+        let request_start = started.0;
+        if let Some(delay) = reply.tarpit {
+            // `http-request tarpit`: the request is held, then answered as if
+            // nothing special had happened (configuration.txt "tarpit").
+            tokio::time::sleep(delay).await;
+        }
+        // A stopping process ends kept-alive connections after their answer.
+        let keep_alive = !reply.close
+            && !self.scope.process.ends_kept_alive()
+            && can_answer_and_keep_alive(
+                framing,
+                connection_tokens(input.filled(), head).persistent(head.version),
+                settings,
+            );
+        let mut reply = reply;
+        if !keep_alive {
+            reply.bytes = with_connection(reply.bytes, "close");
+        } else if head.version == Version::Http10 {
+            reply.bytes = with_connection(reply.bytes, "keep-alive");
+        }
+        // configuration.txt §8.5: a denied request is "PR", one the proxy answered
+        // itself (return, redirect, monitor) "LR".
+        let cause = if reply.denied || reply.close {
+            Cause::Proxy
+        } else {
+            Cause::Local
+        };
+        let head_took = clock::since(request_start);
+        let line = request_line_of(input.filled());
+        let answered = Answered {
+            status: Some(reply.status),
+            bytes: reply.bytes.len(),
+            received: head.head_len,
+            cause,
+            // configuration.txt §8.5: "PT" for a tarpitted request.
+            phase: if reply.tarpit.is_some() {
+                Phase::Tarpit
+            } else {
+                Phase::Request
+            },
+            request: Some((line, head_took)),
+            head: Some((input.filled(), head)),
+            cached,
+        };
+        // The log (which may read the stick counters) and the end of the transaction
+        // for the counters come before the client hears the answer, so what the
+        // client does next, or asks the CLI, sees the entry released.
+        log_answer(scope, started, answered);
+        if let Some(backend) = reply.backend {
+            let bytes = (head.head_len as u64, reply.bytes.len() as u64);
+            sluice_runtime::proxy::count_backend_answer(backend, reply.status, bytes);
+        }
+        scope.vars.trackers.end_transaction();
+        let sent = clock::timeout(
+            settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
+            client.write_all(&reply.bytes),
+        )
+        .await;
+        if !matches!(sent, Ok(Ok(()))) {
+            return Next::Close;
+        }
+        if keep_alive {
+            input.consume(head.head_len);
+            return Next::KeepAlive;
+        }
+        // A request read whole with nothing after it leaves nothing to drain: the
+        // connection (and the session's stick counters) ends at once, as HAProxy's.
+        let pending = framing != BodyFraming::None || input.len() > head.head_len;
+        close_after_exchange(client, settings.client, pending).await;
+        Next::Close
+    }
+
     /// Handles one request whose head was read: rules, then the proxy's own answer or the
     /// exchange with a server. Says whether the client connection carries another request
     /// (it was already closed gracefully otherwise), or was upgraded: then the tunnel to
@@ -436,77 +520,22 @@ impl<'s> Session<'_, 's> {
                     return Next::Close;
                 }
                 RequestVerdict::Answer(reply) => {
-                    if let Some(delay) = reply.tarpit {
-                        // `http-request tarpit`: the request is held, then answered as if
-                        // nothing special had happened (configuration.txt "tarpit").
-                        tokio::time::sleep(delay).await;
-                    }
-                    // A stopping process ends kept-alive connections after their answer.
-                    let keep_alive = !reply.close
-                        && !self.scope.process.ends_kept_alive()
-                        && can_answer_and_keep_alive(
-                            framing,
-                            connection_tokens(input.filled(), &head).persistent(head.version),
-                            settings,
-                        );
-                    let mut reply = reply;
-                    if !keep_alive {
-                        reply.bytes = with_connection(reply.bytes, "close");
-                    } else if head.version == Version::Http10 {
-                        reply.bytes = with_connection(reply.bytes, "keep-alive");
-                    }
-                    // configuration.txt §8.5: a denied request is "PR", one the proxy answered
-                    // itself (return, redirect, monitor) "LR".
-                    let cause = if reply.denied || reply.close {
-                        Cause::Proxy
-                    } else {
-                        Cause::Local
-                    };
-                    let head_took = clock::since(request_start);
-                    let line = request_line_of(input.filled());
-                    let answered = Answered {
-                        status: Some(reply.status),
-                        bytes: reply.bytes.len(),
-                        received: head.head_len,
-                        cause,
-                        // configuration.txt §8.5: "PT" for a tarpitted request.
-                        phase: if reply.tarpit.is_some() {
-                            Phase::Tarpit
-                        } else {
-                            Phase::Request
-                        },
-                        request: Some((line, head_took)),
-                        head: Some((input.filled(), &head)),
-                    };
-                    // The log (which may read the stick counters) and the end of the transaction
-                    // for the counters come before the client hears the answer, so what the
-                    // client does next, or asks the CLI, sees the entry released.
-                    log_answer(scope, started, answered);
-                    if let Some(backend) = reply.backend {
-                        let bytes = (head.head_len as u64, reply.bytes.len() as u64);
-                        sluice_runtime::proxy::count_backend_answer(backend, reply.status, bytes);
-                    }
-                    scope.vars.trackers.end_transaction();
-                    let sent = clock::timeout(
-                        settings.client.unwrap_or(ANSWER_WRITE_LIMIT),
-                        client.write_all(&reply.bytes),
-                    )
-                    .await;
-                    if !matches!(sent, Ok(Ok(()))) {
-                        return Next::Close;
-                    }
-                    if keep_alive {
-                        input.consume(head.head_len);
-                        return Next::KeepAlive;
-                    }
-                    // A request read whole with nothing after it leaves nothing to drain: the
-                    // connection (and the session's stick counters) ends at once, as HAProxy's.
-                    let pending = framing != BodyFraming::None || input.len() > head.head_len;
-                    close_after_exchange(client, settings.client, pending).await;
-                    return Next::Close;
+                    return self
+                        .send_answer(client, input, (&head, framing), reply, started, None)
+                        .await;
                 }
             };
         };
+        // `cache-use` found a fresh copy: it answers, through the backend's response rules.
+        if let Some(found) = super::cache::take_hit(scope)
+            && let Some(reply) =
+                super::cache::answer(scope, settings, backend, (input.filled(), &head), &found)
+        {
+            let cached = Some(backend.name());
+            return self
+                .send_answer(client, input, (&head, framing), reply, started, cached)
+                .await;
+        }
         // A backend's statistics page, after the backend's own rules (a frontend's was served
         // before choosing a backend).
         if let Some(page) = &backend.plan.rules.stats_page
@@ -587,6 +616,7 @@ impl<'s> Session<'_, 's> {
             phase: Phase::Request,
             request: Some((request_line_of(input.filled()), head_took)),
             head: Some((input.filled(), head)),
+            cached: None,
         };
         log_answer(self.scope, started, answered);
         if sent {
@@ -701,6 +731,7 @@ async fn body_timed_out(
         phase: Phase::Request,
         request: Some((request_line_of(input.filled()), clock::since(started.0))),
         head: Some((input.filled(), head)),
+        cached: None,
     };
     log_answer(scope, started, answered);
     if sent {
@@ -766,6 +797,8 @@ struct Answered<'r> {
     request: Option<(&'r [u8], std::time::Duration)>,
     /// The request head, for log formats that read it.
     head: Option<(&'r [u8], &'r RequestHead)>,
+    /// Answered from a cache for this backend: the log names the server `<CACHE>`.
+    cached: Option<&'r str>,
 }
 
 impl Answered<'static> {
@@ -781,6 +814,7 @@ impl Answered<'static> {
             phase: Phase::Request,
             request: None,
             head: None,
+            cached: None,
         }
     }
 }
@@ -799,6 +833,7 @@ fn log_answer(
         phase,
         request,
         head,
+        cached,
     } = answered;
     if let Some(status) = status {
         scope.frontend.stats.count_response(status);
@@ -816,13 +851,17 @@ fn log_answer(
         start: start_at,
         client: scope.addresses().client,
         frontend: scope.frontend.name(),
-        backend: None,
-        server: None,
+        backend: cached,
+        server: cached.map(|_| "<CACHE>"),
         timers: Timers {
             // An unanswered request shows no head time in HAProxy's log (-1).
             request: status.and(request.map(|(_, took)| took)),
+            // The cache answers at once, as a server would that took no time: HAProxy
+            // logs `0` for its queue, connect and response times.
+            queue: cached.map(|_| Duration::ZERO),
+            connect: cached.map(|_| Duration::ZERO),
+            response: cached.map(|_| Duration::ZERO),
             total: clock::since(start),
-            ..Timers::default()
         },
         status,
         bytes_to_client: bytes as u64,
@@ -866,6 +905,7 @@ fn log_unanswered(
         phase: Phase::Request,
         request: Some((request_line_of(buf), Duration::ZERO)),
         head: Some((buf, head)),
+        cached: None,
     };
     log_answer(scope, started, unanswered);
 }

@@ -1,6 +1,8 @@
 //! HTTP fetches reading the start lines (configuration.txt §7.3.6): method, URL parts, URL
 //! parameters, the URL's hashes (`base32`, `url32`) and address (`url_ip`, `url_port`),
-//! versions, status, the `capture.req.*` parts and `capture.res.ver` as text, and the request buffer's state.
+//! versions, status, the `capture.req.*` parts and `capture.res.ver` as text, the request
+//! buffer's state, and whether a cache built the response (`res.cache_hit`,
+//! `res.cache_name`).
 //!
 //! Everything is sliced out of the buffer the [`Context`] lends, so these fetches return
 //! borrowed strings; only `base` and `baseq`, which glue the Host field to the path, build a
@@ -60,6 +62,10 @@ pub(crate) enum Line {
     ResVersion,
     /// `status`.
     Status,
+    /// `res.cache_hit`.
+    CacheHit,
+    /// `res.cache_name`.
+    CacheName,
     /// `req.proto_http`.
     ProtoHttp,
     /// `req.len`.
@@ -191,6 +197,9 @@ impl Line {
                     facts.number(LogNumber::Status)
                 })
                 .map(Sample::Int),
+            Line::CacheHit => Some(Sample::Bool(ctx.cache_used().is_some())),
+            // The empty string when no cache built the response.
+            Line::CacheName => Some(Sample::str(ctx.cache_used().unwrap_or("").as_bytes())),
             // During content inspection, a request not complete yet may still become one:
             // no answer until the inspection is over (HAProxy's "may change").
             Line::ProtoHttp => match ctx.request() {
@@ -362,6 +371,8 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "capture.res.ver" => Line::Captured(Captured::ResponseVersion),
         "res.ver" | "resp_ver" => Line::ResVersion,
         "status" => Line::Status,
+        "res.cache_hit" => Line::CacheHit,
+        "res.cache_name" => Line::CacheName,
         "req.proto_http" => Line::ProtoHttp,
         _ => Line::ReqLen,
     };
@@ -395,6 +406,8 @@ pub(super) static FETCHES: &[FetchDef] = &[
     fetch_def!("capture.res.ver", 0, 0, Str, Response),
     fetch_def!("resp_ver", 0, 0, Str, Response),
     fetch_def!("status", 0, 0, Int, Response),
+    fetch_def!("res.cache_hit", 0, 0, Bool, Response),
+    fetch_def!("res.cache_name", 0, 0, Str, Response),
     fetch_def!("req.proto_http", 0, 0, Bool, RequestBuffer),
     fetch_def!("req.len", 0, 0, Int, RequestBuffer),
 ];

@@ -361,6 +361,9 @@ fn response_fields() {
     );
     assert_eq!(eval("status", &get()), None);
     assert_eq!(eval("res.hdr(vary)", &get()), None);
+    // A server's response: no cache built it.
+    assert_eq!(eval("res.cache_hit", &ctx), Some(Sample::Bool(false)));
+    assert_eq!(text("res.cache_name", &ctx).as_deref(), Some(""));
 }
 
 #[test]

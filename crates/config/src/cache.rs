@@ -1,0 +1,243 @@
+//! `cache` sections (configuration.txt §6): a named in-memory store of small responses that
+//! proxies fill with `http-response cache-store NAME` and answer from with `http-request
+//! cache-use NAME`.
+//!
+//! A cache has a size in megabytes (`total-max-size`, required, at most 4095), a largest
+//! object (`max-object-size`, a 256th of the size by default, at most half of it) and a
+//! longest freshness (`max-age`, 60 seconds by default). HAProxy 2.6's secondary keys
+//! (`process-vary on`) and 3.x's `early-hints` are not supported: with `process-vary off`,
+//! the default, a response carrying `Vary` is never stored. Caches are read before the
+//! proxies, and [`check_cache_references`] reports a rule naming no cache. Read
+//! [`parse_caches`] first.
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::directive::Directive;
+use crate::sections::{Section, SectionKind};
+
+/// The size of the blocks a cache is counted in (and `show cache` reports), as in HAProxy.
+pub const CACHE_BLOCK_SIZE: u64 = 1024;
+
+/// The largest `total-max-size`, in megabytes (HAProxy's limit: the block count fits 32 bits).
+const MAX_TOTAL_MB: u64 = 4095;
+
+/// One `cache` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheConf {
+    /// The name rules and `show cache` use.
+    pub name: String,
+    /// `total-max-size`, in bytes.
+    pub total_size: u64,
+    /// `max-object-size`: the largest response stored (head and body), in bytes.
+    pub max_object_size: u64,
+    /// `max-age`: the longest a response stays fresh, in seconds, whatever it says.
+    pub max_age: u32,
+}
+
+/// Reads every `cache` section; two caches of one name are an error.
+pub fn parse_caches(sections: &[Section], diags: &mut Diagnostics) -> Vec<CacheConf> {
+    let mut caches: Vec<CacheConf> = Vec::new();
+    for section in sections.iter().filter(|s| s.kind == SectionKind::Cache) {
+        let Some(name) = section.name.clone() else {
+            continue;
+        };
+        if caches.iter().any(|c| c.name == name) {
+            diags.push(Diagnostic::alert(
+                &section.span,
+                "cache",
+                format!("duplicate cache name '{name}'"),
+            ));
+            continue;
+        }
+        let mut total_size = None;
+        let mut max_object_size = None;
+        let mut max_age = 60;
+        for line in &section.lines {
+            let d = Directive::new(line, 1);
+            match line.words.first().map_or("", String::as_str) {
+                "total-max-size" => {
+                    if let Some(mb) = d.integer(1, "a size in megabytes", 1, MAX_TOTAL_MB, diags)
+                        && d.no_more_than(2, diags)
+                    {
+                        total_size = Some(mb * 1024 * 1024);
+                    }
+                }
+                "max-object-size" => {
+                    if let Some(n) = d.integer(1, "a size in bytes", 1, u64::from(u32::MAX), diags)
+                        && d.no_more_than(2, diags)
+                    {
+                        max_object_size = Some(n);
+                    }
+                }
+                "max-age" => {
+                    if let Some(n) = d.integer(1, "a time in seconds", 0, i32::MAX as u64, diags)
+                        && d.no_more_than(2, diags)
+                    {
+                        max_age = n as u32;
+                    }
+                }
+                "process-vary" => match line.words.get(1).map(String::as_str) {
+                    Some("off") => {
+                        d.no_more_than(2, diags);
+                    }
+                    Some("on") => {
+                        diags.push(Diagnostic::not_supported(&line.span, "process-vary on"))
+                    }
+                    _ => diags.push(d.alert("expects 'on' or 'off'")),
+                },
+                // Only meaningful with `process-vary on`; checked as HAProxy checks it.
+                "max-secondary-entries" => {
+                    if d.integer(
+                        1,
+                        "a strictly positive number",
+                        1,
+                        u64::from(u32::MAX),
+                        diags,
+                    )
+                    .is_some()
+                    {
+                        d.no_more_than(2, diags);
+                    }
+                }
+                other => diags.push(Diagnostic::not_supported(
+                    &line.span,
+                    format!("cache {other}"),
+                )),
+            }
+        }
+        let Some(total_size) = total_size else {
+            diags.push(Diagnostic::alert(
+                &section.span,
+                "cache",
+                format!("size not specified for cache '{name}' (total-max-size)"),
+            ));
+            continue;
+        };
+        let max_object_size = match max_object_size {
+            None => total_size >> 8,
+            Some(n) if n > total_size / 2 => {
+                diags.push(Diagnostic::alert(
+                    &section.span,
+                    "cache",
+                    format!(
+                        "cache '{name}': max-object-size is limited to half of total-max-size ({})",
+                        total_size / 2
+                    ),
+                ));
+                continue;
+            }
+            Some(n) => n,
+        };
+        caches.push(CacheConf {
+            name,
+            total_size,
+            max_object_size,
+            max_age,
+        });
+    }
+    caches
+}
+
+/// Reports every `http-request cache-use NAME` and `http-response cache-store NAME` rule
+/// naming no cache.
+pub fn check_cache_references(sections: &[Section], caches: &[CacheConf], diags: &mut Diagnostics) {
+    let proxies = sections.iter().filter(|s| {
+        s.kind.has_frontend() || s.kind.has_backend() || s.kind == SectionKind::Defaults
+    });
+    for line in proxies.flat_map(|s| &s.lines) {
+        let words = &line.words;
+        let uses_cache = matches!(
+            (
+                words.first().map(String::as_str),
+                words.get(1).map(String::as_str)
+            ),
+            (Some("http-request"), Some("cache-use"))
+                | (Some("http-response"), Some("cache-store"))
+        );
+        let Some(name) = words.get(2).filter(|_| uses_cache) else {
+            continue;
+        };
+        if !caches.iter().any(|c| &c.name == name) {
+            diags.push(Diagnostic::alert(
+                &line.span,
+                format!("{} {}", words[0], words[1]),
+                format!("no cache named '{name}' (declare it in a 'cache' section)"),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::preprocess::Line;
+    use crate::sections::group_sections;
+
+    fn parse(text: &str) -> (Vec<CacheConf>, Vec<String>) {
+        let file: std::sync::Arc<str> = "t.cfg".into();
+        let lines = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| Line {
+                span: crate::diag::Span::new(&file, i as u32 + 1),
+                words: l.split_whitespace().map(str::to_owned).collect(),
+            })
+            .collect();
+        let mut diags = Diagnostics::new();
+        let sections = group_sections(lines, &mut diags);
+        let caches = parse_caches(&sections, &mut diags);
+        check_cache_references(&sections, &caches, &mut diags);
+        (caches, diags.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn sizes_default_from_the_total() {
+        let (caches, diags) = parse("cache c\n total-max-size 4\n max-age 240\n");
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(
+            caches,
+            [CacheConf {
+                name: "c".into(),
+                total_size: 4 << 20,
+                max_object_size: (4 << 20) / 256,
+                max_age: 240,
+            }]
+        );
+    }
+
+    #[test]
+    fn refuses_what_haproxy_refuses() {
+        let (caches, diags) = parse(
+            "cache a\n max-age 10\ncache b\n total-max-size 1\n max-object-size 600000\n\
+             cache c\n total-max-size 1\n process-vary on\n early-hints on\n\
+             cache c\n total-max-size 2\n",
+        );
+        assert_eq!(caches.len(), 1, "only c is whole: {caches:?}");
+        assert_eq!(
+            diags,
+            [
+                "[ALERT] t.cfg:1: cache: size not specified for cache 'a' (total-max-size)",
+                "[ALERT] t.cfg:3: cache: cache 'b': max-object-size is limited to half of \
+                 total-max-size (524288)",
+                "[ALERT] t.cfg:8: process-vary on: not supported by Sluice",
+                "[ALERT] t.cfg:9: cache early-hints: not supported by Sluice",
+                "[ALERT] t.cfg:10: cache: duplicate cache name 'c'",
+            ]
+        );
+    }
+
+    #[test]
+    fn rules_must_name_a_cache() {
+        let (_, diags) = parse(
+            "backend b\n http-request cache-use c\n http-response cache-store nope\n\
+             cache c\n total-max-size 1\n",
+        );
+        assert_eq!(
+            diags,
+            [
+                "[ALERT] t.cfg:3: http-response cache-store: no cache named 'nope' (declare it in \
+              a 'cache' section)"
+            ]
+        );
+    }
+}
