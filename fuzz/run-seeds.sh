@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 cargo fmt -- --check
-cargo build --quiet --bins
+# Its own target directory, whatever CARGO_TARGET_DIR says: the binaries are run from there.
+cargo build --quiet --bins --target-dir target
 for dir in seeds/*/; do
     target=$(basename "$dir")
     inputs=("$dir"*)
