@@ -5,7 +5,7 @@
 //!   `https://` and its Host field when it was not). A GET or HEAD of HTTP/1.1 without
 //!   `Authorization` and without `no-cache` is looked up (`cache_lookups`); a fresh copy
 //!   found (`cache_hits`) answers it once the request rules are done ([`take_hit`],
-//!   [`answer_from_cache`]): the stored head gets its `Age`, goes through the backend's and
+//!   [`answer`]): the stored head gets its `Age`, goes through the backend's and
 //!   frontend's `http-response` rules and the `http-after-response` ones, and leaves with the
 //!   stored body (none for HEAD, nor for a `304` to a matching `If-None-Match` or
 //!   `If-Modified-Since`). The log names the server `<CACHE>`.
@@ -14,10 +14,13 @@
 //!   cache may keep with its cookies, with a `Content-Length` or chunked, and whose head and
 //!   body fit `max-object-size`. Its head is kept then (without `Age`, which it remembers);
 //!   the exchange tees the body as it sends it to the client ([`Tee`]) and stores the
-//!   response once the body is whole ([`finish_store`]). A compressed or spliced body is not
-//!   stored. Freshness is the response's `s-maxage`, else `max-age`, else `Expires` less
-//!   now, capped by the cache's `max-age` (which is also the default).
+//!   response once the body is whole ([`finish_store`]); such a body is copied, never
+//!   spliced, and a compressed one is not stored. Freshness is the response's `s-maxage`,
+//!   else `max-age`, else `Expires` less now, capped by the cache's `max-age` (which is also
+//!   the default). A `silent-drop` among the response rules does not apply to a cached
+//!   answer: there is no server connection to drop.
 
+use std::borrow::Cow;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,14 +29,10 @@ use std::task::{Context as TaskContext, Poll, ready};
 use sluice_http::date::parse_http_date;
 use sluice_http::encode::{self, HeadEdits};
 use sluice_http::head::{MessageHead, RequestHead, ResponseHead, Version};
-use sluice_http::{BodyFraming, TargetForm};
+use sluice_http::{BodyFraming, Parse, TargetForm, parse_response};
 use sluice_runtime::cache::{CacheKey, CachedResponse, key_of};
 use sluice_runtime::proxy::Backend;
 use tokio::io::AsyncWrite;
-
-use std::borrow::Cow;
-
-use sluice_http::{Parse, parse_response};
 
 use super::buffer::InBuf;
 use super::cacheability::Cacheability;
