@@ -35,7 +35,7 @@ use sluice_runtime::proxy::Backend;
 use tokio::io::AsyncWrite;
 
 use super::buffer::InBuf;
-use super::cacheability::Cacheability;
+use super::cacheability::{Cacheability, list_items};
 use super::rules::{self, Answer, ResponseVerdict, Scope};
 use super::settings::HttpSettings;
 
@@ -100,7 +100,7 @@ fn bypasses_cache(buf: &[u8], head: &RequestHead) -> bool {
     let mut has_cache_control = false;
     for value in head.header_values(buf, "cache-control") {
         has_cache_control = true;
-        let no_cache = value.split(|&b| b == b',').any(|d| {
+        let no_cache = list_items(value).any(|d| {
             let d = d.trim_ascii();
             d.eq_ignore_ascii_case(b"no-cache") || d.eq_ignore_ascii_case(b"no-store")
         });
@@ -248,7 +248,7 @@ pub(crate) fn mark_store(scope: &Scope<'_>, name: &str, buf: &[u8], head: &Respo
 fn freshness(buf: &[u8], head: &ResponseHead, now: u64, cap: u64) -> Option<u64> {
     let (mut s_maxage, mut max_age) = (None, None);
     for value in head.header_values(buf, "cache-control") {
-        for directive in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+        for directive in list_items(value).map(<[u8]>::trim_ascii) {
             let Some(eq) = directive.iter().position(|&b| b == b'=') else {
                 continue;
             };
@@ -300,6 +300,11 @@ pub(crate) fn finish_store(scope: &Scope<'_>, pending: PendingStore, body: Vec<u
     cache.insert(pending.key, response);
 }
 
+/// An entity tag without its weakness mark, for the weak comparison.
+fn opaque_tag(tag: &[u8]) -> &[u8] {
+    tag.strip_prefix(b"W/").unwrap_or(tag)
+}
+
 /// Whether the request's validators match the stored response, so that a 304 answers it
 /// (RFC 9110 §13.1.1 and §13.1.3: `If-None-Match` first, weak comparison; otherwise
 /// `If-Modified-Since`).
@@ -307,12 +312,16 @@ fn not_modified(buf: &[u8], head: &RequestHead, stored: &CachedResponse) -> bool
     let mut asked = false;
     for value in head.header_values(buf, "if-none-match") {
         asked = true;
-        for tag in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+        // Entity tags are quoted strings, which may hold commas.
+        for tag in list_items(value).map(<[u8]>::trim_ascii) {
             if tag == b"*" {
                 return true;
             }
-            let weak = |t: &[u8]| t.strip_prefix(b"W/").unwrap_or(t).to_vec();
-            if stored.etag.as_deref().is_some_and(|e| weak(e) == weak(tag)) {
+            if stored
+                .etag
+                .as_deref()
+                .is_some_and(|e| opaque_tag(e) == opaque_tag(tag))
+            {
                 return true;
             }
         }
@@ -622,6 +631,11 @@ mod tests {
         }
         let (buf, head) = request("HEAD / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(!cached_response(&buf, &head, &s).1, "no body for HEAD");
+        // A comma inside an entity tag does not split it.
+        let comma = stored("HTTP/1.1 200 OK\r\n\r\n", Some("\"a,b\""), 1000);
+        let (buf, head) =
+            request("GET / HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"x\", \"a,b\"\r\n\r\n");
+        assert!(!cached_response(&buf, &head, &comma).1);
     }
 
     #[tokio::test]

@@ -116,7 +116,7 @@ pub fn is_safe_method(buf: &[u8], head: &sluice_http::head::RequestHead) -> bool
 
 /// The comma-separated items of a field value; a comma inside a quoted string (with its
 /// backslash escapes) separates nothing, as HAProxy reads lists.
-fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(super) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     let (mut quoted, mut escaped) = (false, false);
     value.split(move |&b| {
         match b {

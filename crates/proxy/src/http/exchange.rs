@@ -1781,7 +1781,7 @@ where
         });
         // `cache-store`: the body is copied as it goes to the client, then stored with the
         // head the rule kept; a compressed body is not (as in HAProxy), nor a tunnel.
-        let storing =
+        let mut storing =
             super::cache::take_pending(ctx.scope).filter(|_| compressing.is_none() && !tunnel);
         // A body delimited by the server's close cannot be passed on as such to a client we
         // keep: HTTP/1.1 clients get it re-chunked, HTTP/1.0 clients get the close.
@@ -1866,7 +1866,6 @@ where
             input.consume(length);
             inline_body = Some(length as u64);
         }
-        let mut storing = storing;
         if let Some(length) = inline_body
             && let Some(pending) = storing.take()
         {
