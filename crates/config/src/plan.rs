@@ -511,14 +511,58 @@ fn check_external_checks(
     }
 }
 
-/// Proxy names must be unique whatever their kind (configuration.txt §4).
+/// Two proxies that share a side may not share a name: a frontend's name must differ from
+/// every other frontend's and `listen`'s, a backend's from every other backend's and
+/// `listen`'s, since rules and the CLI name them by side (`use_backend`, `disable frontend`).
+/// A frontend and a backend may share one (configuration.txt §2.1: "two sections of
+/// different types may use the same name"), as HAProxy accepts and many configurations do.
 fn check_unique_names(proxies: &[ParsedProxy<'_>], diags: &mut Diagnostics) {
-    let mut seen: HashMap<&str, &Span> = HashMap::new();
+    let mut frontends: HashMap<&str, &Span> = HashMap::new();
+    let mut backends: HashMap<&str, &Span> = HashMap::new();
+    // A table is named after its section: a frontend and a backend of one name cannot both
+    // declare one.
+    let mut tables: HashMap<&str, &ParsedProxy<'_>> = HashMap::new();
     for p in proxies {
-        if let Some(first) = seen.insert(&p.name, &p.section.span) {
+        let kind = p.section.kind;
+        if p.conf.stick_table.is_some()
+            && let Some(first) = tables.insert(&p.name, p)
+        {
+            fn line_of<'a>(p: &'a ParsedProxy<'_>) -> &'a Span {
+                p.section
+                    .lines
+                    .iter()
+                    .find(|l| l.words.first().is_some_and(|w| w == "stick-table"))
+                    .map_or(&p.section.span, |l| &l.span)
+            }
+            diags.push(Diagnostic::alert(
+                line_of(p),
+                "stick-table",
+                format!(
+                    "stick-table name '{}' conflicts with the table declared in {} '{}' at {}",
+                    p.name,
+                    first.section.kind.keyword(),
+                    first.name,
+                    line_of(first)
+                ),
+            ));
+        }
+        // The first proxy of the name on either side is the one reported.
+        let mut first = None;
+        for (side, seen) in [
+            (kind.has_frontend(), &mut frontends),
+            (kind.has_backend(), &mut backends),
+        ] {
+            if side {
+                let declared = *seen.entry(&p.name).or_insert(&p.section.span);
+                if !std::ptr::eq(declared, &p.section.span) {
+                    first = first.or(Some(declared));
+                }
+            }
+        }
+        if let Some(first) = first {
             diags.push(Diagnostic::alert(
                 &p.section.span,
-                p.section.kind.keyword(),
+                kind.keyword(),
                 format!(
                     "proxy name '{}' is already used by the proxy declared at {first}",
                     p.name

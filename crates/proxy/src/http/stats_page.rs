@@ -548,10 +548,12 @@ fn render(
         .collect();
     let mut start = 0;
     while start < rows.len() {
+        // One table per proxy: a frontend and a backend may share a name, not an id.
         let proxy = rows[start].pxname().to_owned();
+        let iid = rows[start].get(Field::iid).to_owned();
         let end = rows[start..]
             .iter()
-            .position(|r| r.pxname() != proxy)
+            .position(|r| r.pxname() != proxy || r.get(Field::iid) != iid)
             .map_or(rows.len(), |n| start + n);
         // The proxy's `description`, from whichever side of it has one.
         let description = process
@@ -559,7 +561,11 @@ fn render(
             .iter()
             .map(|f| &f.plan.id)
             .chain(process.backends.iter().map(|b| &b.plan.id))
-            .find(|id| id.name == proxy && id.description.is_some())
+            .find(|id| {
+                id.name == proxy
+                    && stats::proxy_iid(id.uid).to_string() == iid
+                    && id.description.is_some()
+            })
             .and_then(|id| id.description.as_deref());
         proxy_table(&mut html, &rows[start..end], admin, description);
         start = end;
