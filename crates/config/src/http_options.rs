@@ -321,7 +321,7 @@ fn parse_forwarded(
             let text = d.word(i + 1, "a sample expression", diags)?;
             // Evaluated on the request a backend sends.
             let parsed = Expr::parse(text, &maps)
-                .and_then(|expr| expr.check_stages(Stages::BE_HTTP_REQ).map(|()| expr));
+                .and_then(|mut expr| expr.check_stages(Stages::BE_HTTP_REQ).map(|()| expr));
             match parsed {
                 Ok(expr) => *slot = Some(ForwardedValue::Expr(expr)),
                 Err(message) => {

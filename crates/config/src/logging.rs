@@ -402,7 +402,7 @@ fn log_format_line(
         return None;
     }
     match LogFormat::parse_log(text, maps) {
-        Ok(fmt) => {
+        Ok(mut fmt) => {
             if stream_fetches && let Err(message) = fmt.check_stages(Stages::LOG) {
                 diags.push(d.warning(message));
             }

@@ -671,7 +671,7 @@ pub fn parse_proxy_line(
                     // server is chosen.
                     Ok(Algorithm::Hash(text)) => {
                         let expr = Expr::parse(&text, maps)
-                            .and_then(|e| e.check_stages(Stages::USE_SERVER).map(|()| e));
+                            .and_then(|mut e| e.check_stages(Stages::USE_SERVER).map(|()| e));
                         match expr {
                             Ok(expr) => {
                                 conf.hash_expr = Some(expr);

@@ -741,7 +741,7 @@ pub(crate) fn parse_rule_line(
             let (args, cond) = split_condition(&line.words[1..], acls)?;
             let target = match args {
                 [name] if name.contains("%[") => {
-                    let fmt = LogFormat::parse(name, maps)?;
+                    let mut fmt = LogFormat::parse(name, maps)?;
                     fmt.check_stages(Stages::USE_BACKEND)?;
                     BackendTarget::Dynamic(fmt)
                 }
@@ -1084,7 +1084,7 @@ fn parse_capture_action(
             "'capture' expects a sample expression, then 'len <length>' or 'id <slot>'".to_owned(),
         );
     };
-    let expr = Expr::parse(sample, maps)?;
+    let mut expr = Expr::parse(sample, maps)?;
     expr.check_stages(stages)?;
     let slot = match how.as_str() {
         "len" if response => {
@@ -1287,7 +1287,7 @@ fn check_cond(cond: &Condition, stages: Stages, place: Place, warnings: &mut Vec
 }
 
 fn fmt_arg(text: &str, maps: &MapStore, stages: Stages) -> Result<LogFormat, String> {
-    let fmt = LogFormat::parse(text, maps)?;
+    let mut fmt = LogFormat::parse(text, maps)?;
     fmt.check_stages(stages)?;
     Ok(fmt)
 }
@@ -1334,7 +1334,7 @@ fn parse_tcp_action(args: &[String], maps: &MapStore, stages: Stages) -> Result<
         let [expr] = rest else {
             return Err("expects exactly one sample expression".to_owned());
         };
-        let expr = Expr::parse(expr, maps)?;
+        let mut expr = Expr::parse(expr, maps)?;
         expr.check_stages(stages)?;
         return Ok(TcpAction::SetVar { name, expr });
     }
@@ -1412,7 +1412,7 @@ fn parse_packet_field(
             )),
         };
     }
-    let expr = Expr::parse(arg, maps)?;
+    let mut expr = Expr::parse(arg, maps)?;
     expr.check_stages(stages)?;
     Ok((field, IntValue::Expr(expr)))
 }
@@ -1427,7 +1427,7 @@ fn parse_priority(
     let [expr] = rest else {
         return Err(format!("'{action}' expects exactly one sample expression"));
     };
-    let expr = Expr::parse(expr, maps)?;
+    let mut expr = Expr::parse(expr, maps)?;
     expr.check_stages(stages)?;
     let part = if action == "set-priority-class" {
         PriorityPart::Class
@@ -1458,7 +1458,7 @@ fn parse_http_action(
     if let Some(name) = paren_arg(action, "set-var") {
         let name = var_name(name)?;
         exactly(1, "exactly one sample expression")?;
-        let expr = Expr::parse(&rest[0], maps)?;
+        let mut expr = Expr::parse(&rest[0], maps)?;
         expr.check_stages(stages)?;
         return Ok(HttpAction::SetVar {
             name,
@@ -1666,7 +1666,7 @@ fn parse_http_action(
         }
         "set-src" | "set-src-port" | "set-dst" | "set-dst-port" => {
             exactly(1, "a sample expression")?;
-            let expr = Expr::parse(&rest[0], maps)?;
+            let mut expr = Expr::parse(&rest[0], maps)?;
             expr.check_stages(stages)?;
             let part = match action.as_str() {
                 "set-src" => AddressPart::SourceIp,
@@ -1732,7 +1732,7 @@ fn parse_http_action(
             let value = match crate::units::parse_time(value, crate::units::TimeUnit::Ms) {
                 Ok(time) => TimeoutValue::Fixed(time),
                 Err(_) => {
-                    let expr = Expr::parse(value, maps)?;
+                    let mut expr = Expr::parse(value, maps)?;
                     expr.check_stages(stages)?;
                     TimeoutValue::Expr(expr)
                 }

@@ -117,7 +117,7 @@ pub(crate) fn parse_stick_rule(args: &[String], maps: &MapStore) -> Result<Stick
             ));
         }
     };
-    let key = Expr::parse(key, maps)?;
+    let mut key = Expr::parse(key, maps)?;
     let stages = if kind == StickKind::StoreResponse {
         Stages::HTTP_RES | Stages::TCP_RES_CONTENT
     } else {
@@ -387,7 +387,7 @@ pub(crate) fn parse_action(
         Ok(match text.parse::<i64>() {
             Ok(v) => GptValue::Int(v),
             Err(_) => {
-                let expr = Expr::parse(text, maps)?;
+                let mut expr = Expr::parse(text, maps)?;
                 expr.check_stages(stages)?;
                 GptValue::Expr(expr)
             }
@@ -436,7 +436,7 @@ fn parse_track(
             ));
         }
     };
-    let key = Expr::parse(key, maps)?;
+    let mut key = Expr::parse(key, maps)?;
     key.check_stages(stages)?;
     Ok(StickAction::Track {
         counter,

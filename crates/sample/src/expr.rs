@@ -166,7 +166,19 @@ impl Expr {
     /// rule of a `listen` section runs at its frontend's and its backend's stages; one is
     /// enough). The error is HAProxy's: "fetch method 'res.hdr' extracts information from
     /// 'HTTP response headers', none of which is available here".
-    pub fn check_stages(&self, where_: Stages) -> Result<(), String> {
+    ///
+    /// The bare `hdr` fetch reads the message being handled (configuration.txt §7.3.6
+    /// "hdr": `req.hdr` on requests, `res.hdr` on responses): where no request header is
+    /// available but response headers are (`http-response`, `http-after-response`,
+    /// `stick store-response`), it is settled here to read the response's.
+    pub fn check_stages(&mut self, where_: Stages) -> Result<(), String> {
+        if self.fetch_name == "hdr"
+            && !self.stages().intersects(where_)
+            && Source::ResponseHeaders.stages().intersects(where_)
+        {
+            self.fetch.read_response_side();
+            self.source = Source::ResponseHeaders;
+        }
         if self.stages().intersects(where_) {
             Ok(())
         } else {

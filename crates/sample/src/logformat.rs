@@ -558,8 +558,11 @@ impl LogFormat {
 
     /// Checks every sample expression with [`Expr::check_stages`]; the first error is
     /// returned.
-    pub fn check_stages(&self, where_: Stages) -> Result<(), String> {
-        self.exprs().try_for_each(|expr| expr.check_stages(where_))
+    pub fn check_stages(&mut self, where_: Stages) -> Result<(), String> {
+        self.items.iter_mut().try_for_each(|item| match item {
+            Item::Expr(expr, _) => expr.check_stages(where_),
+            _ => Ok(()),
+        })
     }
 
     fn exprs(&self) -> impl Iterator<Item = &Expr> {

@@ -28,8 +28,31 @@ fn output_types() {
 }
 
 #[test]
+fn bare_hdr_reads_the_message_its_rule_handles() {
+    let ctx = TestCtx::request("GET / HTTP/1.1\r\nHost: a\r\nX-Who: request\r\n\r\n")
+        .response("HTTP/1.1 200 OK\r\nX-Who: response\r\n\r\n");
+    let value = |stages: Stages| {
+        let mut expr = parse("hdr(x-who)");
+        expr.check_stages(stages).unwrap();
+        match expr.eval(&ctx) {
+            Some(Sample::Str(v)) => String::from_utf8_lossy(&v).into_owned(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(value(Stages::HTTP_REQ), "request");
+    assert_eq!(value(Stages::HTTP_RES), "response");
+    assert_eq!(value(Stages::FE_HTTP_RES | Stages::BE_HTTP_RES), "response");
+    // The other `hdr_*` fetches stay the request's, as in HAProxy 2.6.
+    assert!(
+        parse("hdr_cnt(x-who)")
+            .check_stages(Stages::HTTP_RES)
+            .is_err()
+    );
+}
+
+#[test]
 fn stages() {
-    let res = parse("res.hdr(x)");
+    let mut res = parse("res.hdr(x)");
     assert_eq!(
         res.check_stages(Stages::HTTP_REQ).unwrap_err(),
         "fetch method 'res.hdr' extracts information from 'HTTP response headers', none of which is available here"
@@ -37,7 +60,7 @@ fn stages() {
     assert!(res.check_stages(Stages::HTTP_RES).is_ok());
     assert!(res.check_stages(Stages::FE_HTTP_RES).is_ok());
     assert!(res.check_stages(Stages::LOG).is_err());
-    let req = parse("req.hdr(host),lower");
+    let mut req = parse("req.hdr(host),lower");
     assert!(req.check_stages(Stages::FE_HTTP_REQ).is_ok());
     assert_eq!(
         req.check_stages(Stages::HTTP_RES).unwrap_err(),

@@ -62,6 +62,18 @@ pub(crate) enum Hdr {
     Block { binary: bool },
 }
 
+impl Hdr {
+    /// Reads the response's fields from now on.
+    pub(crate) fn read_response_side(&mut self) {
+        match self {
+            Hdr::Value { side, .. } | Hdr::Count { side, .. } | Hdr::Names { side, .. } => {
+                *side = Side::Response;
+            }
+            Hdr::Block { .. } => {}
+        }
+    }
+}
+
 /// The buffer and field lines of one side.
 pub(crate) fn fields(ctx: &dyn Context, side: Side) -> Option<(&[u8], &[HeaderSpan])> {
     match side {

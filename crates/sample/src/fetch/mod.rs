@@ -93,6 +93,14 @@ pub(crate) enum Fetch {
 }
 
 impl Fetch {
+    /// Makes a header fetch read the response's fields (the bare `hdr` in a response
+    /// context, see `Expr::check_stages`).
+    pub fn read_response_side(&mut self) {
+        if let Fetch::Hdr(hdr) = self {
+            hdr.read_response_side();
+        }
+    }
+
     /// Sends the fetch's values to `out`: at most one unless `all`, every value otherwise,
     /// until `out` returns true. Returns true if `out` stopped it.
     pub fn run<'a>(&'a self, ctx: &'a dyn Context, all: bool, out: Sink<'_, 'a>) -> bool {

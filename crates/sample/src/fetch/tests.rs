@@ -538,7 +538,7 @@ fn body_fetches() {
 fn payload_fetches_are_request_content_fetches() {
     use crate::{Expr, MapStore, Stages};
     for fetch in ["req.ssl_sni", "req.payload(0,1)", "req.body"] {
-        let expr = Expr::parse(fetch, &MapStore::new()).unwrap();
+        let mut expr = Expr::parse(fetch, &MapStore::new()).unwrap();
         assert!(
             expr.check_stages(Stages::TCP_REQ_CONTENT).is_ok(),
             "{fetch}"
@@ -567,7 +567,7 @@ fn response_body_fetches() {
     // `http-response` rules only.
     use crate::{Expr, MapStore, Stages};
     for fetch in ["res.body", "res.body_len", "res.body_size"] {
-        let expr = Expr::parse(fetch, &MapStore::new()).unwrap();
+        let mut expr = Expr::parse(fetch, &MapStore::new()).unwrap();
         assert!(expr.check_stages(Stages::HTTP_RES).is_ok(), "{fetch}");
         assert!(
             expr.check_stages(Stages::TCP_RES_CONTENT).is_err(),
@@ -689,9 +689,9 @@ fn capture_fetches_read_the_context_slots() {
         "fetch method 'capture.res.hdr' : missing arguments (got 0/1)"
     );
     // Request captures outlive the request head; response ones are response-only.
-    let req = crate::Expr::parse("capture.req.hdr(0)", &crate::MapStore::new()).unwrap();
+    let mut req = crate::Expr::parse("capture.req.hdr(0)", &crate::MapStore::new()).unwrap();
     assert!(req.check_stages(crate::Stages::HTTP_RES).is_ok());
-    let res = crate::Expr::parse("capture.res.hdr(0)", &crate::MapStore::new()).unwrap();
+    let mut res = crate::Expr::parse("capture.res.hdr(0)", &crate::MapStore::new()).unwrap();
     assert!(res.check_stages(crate::Stages::HTTP_REQ).is_err());
 }
 
@@ -704,7 +704,7 @@ fn response_buffer_fetches() {
     assert_eq!(text("res.payload(1,3)", &ctx).as_deref(), Some("ELL"));
     assert_eq!(text("res.payload(2,0)", &ctx).as_deref(), Some("LLO"));
     assert_eq!(eval("res.payload(3,5)", &ctx), None, "not all there yet");
-    let expr = crate::Expr::parse("res.len", &crate::MapStore::new()).unwrap();
+    let mut expr = crate::Expr::parse("res.len", &crate::MapStore::new()).unwrap();
     assert!(expr.check_stages(crate::Stages::TCP_RES_CONTENT).is_ok());
     assert!(expr.check_stages(crate::Stages::HTTP_RES).is_err());
 }

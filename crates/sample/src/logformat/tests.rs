@@ -431,16 +431,16 @@ fn log_formats_merge_spaces() {
 #[test]
 fn stages_of_expressions() {
     let maps = MapStore::new();
-    let lf = LogFormat::parse("%[req.hdr(host)] %[res.hdr(x)]", &maps).unwrap();
+    let mut lf = LogFormat::parse("%[req.hdr(host)] %[res.hdr(x)]", &maps).unwrap();
     assert!(lf.stages().is_empty());
     assert_eq!(
         lf.check_stages(Stages::HTTP_REQ).unwrap_err(),
         "fetch method 'res.hdr' extracts information from 'HTTP response headers', none of which is available here"
     );
-    let req = LogFormat::parse("%ci %[path] %ST", &maps).unwrap();
+    let mut req = LogFormat::parse("%ci %[path] %ST", &maps).unwrap();
     assert!(req.check_stages(Stages::HTTP_REQ).is_ok());
     assert!(req.check_stages(Stages::LOG).is_err());
-    let any = LogFormat::parse("%Tt %[src]", &maps).unwrap();
+    let mut any = LogFormat::parse("%Tt %[src]", &maps).unwrap();
     assert_eq!(any.stages(), Stages::ALL);
     assert!(any.check_stages(Stages::LOG).is_ok());
 }
