@@ -177,6 +177,53 @@ impl fmt::Display for AddrError {
 
 impl std::error::Error for AddrError {}
 
+/// Which word of a configuration line holds an address that names environment variables
+/// with a bare `$` ([`expand_env`]), if any: `bind ADDR`, `server NAME ADDR`,
+/// `server-template PREFIX NUM ADDR`, `source ADDR`, `log ADDR`, `stats socket ADDR`,
+/// `mailer NAME ADDR`, `peer NAME ADDR`, `nameserver NAME ADDR`, `dgram-bind ADDR`.
+pub fn address_word(words: &[String]) -> Option<usize> {
+    let index = match words.first()?.as_str() {
+        "bind" | "source" | "log" | "dgram-bind" => 1,
+        "server" | "mailer" | "peer" | "nameserver" => 2,
+        "server-template" => 3,
+        "stats" if words.get(1).is_some_and(|w| w == "socket") => 2,
+        _ => return None,
+    };
+    (index < words.len()).then_some(index)
+}
+
+/// Replaces every `$NAME` and `${NAME}` of an address with the variable's value (nothing if
+/// it is not set), `NAME` being letters, digits and underscores. HAProxy's address parser
+/// expands them wherever the address came from, quoted or not, so configurations write
+/// `bind *:$PORT`; elsewhere only double-quoted text is expanded (configuration.txt §2.2).
+/// Unlike the quoted form, no `${NAME-default}`: the text after the name stays as it is.
+pub fn expand_env(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(dollar) = rest.find('$') {
+        out.push_str(&rest[..dollar]);
+        let after = &rest[dollar + 1..];
+        let (braced, name_start) = match after.strip_prefix('{') {
+            Some(inner) => (true, inner),
+            None => (false, after),
+        };
+        let name_len = name_start
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(name_start.len());
+        let name = &name_start[..name_len];
+        let mut tail = &name_start[name_len..];
+        if braced && let Some(closed) = tail.strip_prefix('}') {
+            tail = closed;
+        }
+        if let Some(value) = lookup(name) {
+            out.push_str(&value);
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Parses the address list of `bind` or `stats socket`: addresses separated by commas, each
 /// being a unix path (`/...` or `unix@...`), an inherited descriptor (`fd@<n>`), or an IP
 /// address or host name with a mandatory port or port range (`*:80`, `:80`, `[::1]:443`,
@@ -461,6 +508,39 @@ mod tests {
 
     fn server_err(s: &str) -> AddrError {
         parse_server_addr(s).unwrap_err()
+    }
+
+    #[test]
+    fn addresses_expand_bare_variables() {
+        let env = |name: &str| match name {
+            "PORT" => Some("8080".to_string()),
+            "HOST" => Some("10.0.0.1".to_string()),
+            _ => None,
+        };
+        assert_eq!(expand_env("*:$PORT", &env), "*:8080");
+        assert_eq!(expand_env("${HOST}:${PORT}", &env), "10.0.0.1:8080");
+        assert_eq!(expand_env("[$HOST]:80", &env), "[10.0.0.1]:80");
+        assert_eq!(
+            expand_env("$HOST.internal:$UNSET", &env),
+            "10.0.0.1.internal:"
+        );
+        // No default value here: the rest of the braces stays.
+        assert_eq!(expand_env("${HOST-x}", &env), "10.0.0.1-x}");
+        assert_eq!(expand_env("/run/a.sock", &env), "/run/a.sock");
+        let words = |line: &str| line.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(address_word(&words("bind *:$PORT ssl")), Some(1));
+        assert_eq!(address_word(&words("server s1 $HOST:80 check")), Some(2));
+        assert_eq!(
+            address_word(&words("server-template s 10 $HOST:80")),
+            Some(3)
+        );
+        assert_eq!(address_word(&words("stats socket $DIR/s.sock")), Some(2));
+        assert_eq!(address_word(&words("stats enable")), None);
+        assert_eq!(
+            address_word(&words("http-request set-header X $PORT")),
+            None
+        );
+        assert_eq!(address_word(&words("server")), None);
     }
 
     #[test]

@@ -154,6 +154,14 @@ impl State<'_, '_> {
             // The next line sees the change at once (the parser checks the arguments).
             self.env.apply(&words, self.ctx.lookup);
         }
+        // Addresses expand bare `$NAME`s too, with the environment as this line sees it.
+        let mut words = words;
+        if let Some(index) = crate::addr::address_word(&words)
+            && words[index].contains('$')
+        {
+            let (base, env) = (self.ctx.lookup, &*self.env);
+            words[index] = crate::addr::expand_env(&words[index], &|name| env.lookup(name, base));
+        }
         self.lines.push(Line {
             span: span.clone(),
             words,
