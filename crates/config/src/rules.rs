@@ -1937,14 +1937,31 @@ fn set_body(reply: &mut Reply, body_set: &mut bool, body: ReplyBody) -> Result<(
     Ok(())
 }
 
-/// Parses `location|prefix|scheme VALUE [code N] [options]`.
+/// Parses `location|prefix|scheme VALUE [code N] [options]`, the options in any order
+/// around the kind and its value, as HAProxy reads them (the last kind given wins).
 fn parse_redirect(
     args: &[String],
     maps: &MapStore,
     stages: Stages,
     in_rule: bool,
 ) -> Result<Redirect, String> {
-    let (Some(kind), Some(value)) = (args.first(), args.get(1)) else {
+    let mut kind_at = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "location" | "prefix" | "scheme" => {
+                kind_at = Some(i);
+                i += 2;
+            }
+            // Options with a value: skip the value, which may spell a kind.
+            "code" | "set-cookie" | "clear-cookie" => i += 2,
+            _ => i += 1,
+        }
+    }
+    let (Some(kind), Some(value)) = (
+        kind_at.map(|k| &args[k]),
+        kind_at.and_then(|k| args.get(k + 1)),
+    ) else {
         return Err("expects 'location', 'prefix' or 'scheme' followed by a value".to_owned());
     };
     // The `redirect` keyword takes its value literally; rules take a log-format string.
@@ -1957,12 +1974,7 @@ fn parse_redirect(
     let kind = match kind.as_str() {
         "location" => RedirectKind::Location(value_fmt),
         "prefix" => RedirectKind::Prefix(value_fmt),
-        "scheme" => RedirectKind::Scheme(value_fmt),
-        other => {
-            return Err(format!(
-                "expects 'location', 'prefix' or 'scheme', not '{other}'"
-            ));
-        }
+        _ => RedirectKind::Scheme(value_fmt),
     };
     let mut redirect = Redirect {
         kind,
@@ -1972,9 +1984,11 @@ fn parse_redirect(
         ignore_empty: false,
         cookie: None,
     };
-    let mut i = 2;
+    let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
+            // Read above.
+            "location" | "prefix" | "scheme" => i += 2,
             "code" => {
                 redirect.code = args
                     .get(i + 1)
