@@ -293,8 +293,15 @@ fn classify<'a>(
     None
 }
 
-/// Where a server's checks connect: `addr`/`port` override the server's own address and port.
-fn endpoint(server: &Server, addr: Option<IpAddr>, port: Option<u16>) -> Option<Endpoint> {
+/// Where `server` is checked: `addr` and `port` (the server's `addr` and `port` options) over
+/// its own address and port, then `rules_port` (the first `connect` rule's) for a server
+/// without a port.
+fn endpoint(
+    server: &Server,
+    addr: Option<IpAddr>,
+    port: Option<u16>,
+    rules_port: Option<u16>,
+) -> Option<Endpoint> {
     match &server.conf.addr {
         ServerAddr::Unix(path) => match (addr, port) {
             (Some(ip), Some(port)) => Some(Endpoint::Inet(SocketAddr::new(ip, port))),
@@ -304,10 +311,12 @@ fn endpoint(server: &Server, addr: Option<IpAddr>, port: Option<u16>) -> Option<
             // The server's current location: `set server addr` moves its checks too.
             let here = server.location();
             let ip = addr.or(here.ip)?;
-            let port = port.or(match here.port {
-                Some(ServerPort::Fixed(p)) => Some(p),
-                _ => None,
-            })?;
+            let port = port
+                .or(match here.port {
+                    Some(ServerPort::Fixed(p)) => Some(p),
+                    _ => None,
+                })
+                .or(rules_port)?;
             Some(Endpoint::Inet(SocketAddr::new(ip, port)))
         }
     }
@@ -465,7 +474,7 @@ fn state_header(
     };
     // The weights in effect (slowstart, agent, drain), as HAProxy reports them.
     let total = backend.total_weight();
-    let (address, port) = match endpoint(server, None, None) {
+    let (address, port) = match endpoint(server, None, None, None) {
         Some(Endpoint::Inet(sa)) => (sa.ip().to_string(), sa.port()),
         _ => (String::new(), 0),
     };
@@ -485,7 +494,9 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
     };
     let c = &server.conf.checks;
     let probes = server.probes();
-    let Some(ep) = endpoint(server, probes.check_addr, probes.check_port) else {
+    // A server without a port is checked on the port of the rules' first `connect`.
+    let rules_port = program.first_connect_port();
+    let Some(ep) = endpoint(server, probes.check_addr, probes.check_port, rules_port) else {
         engine.print(
             "[ALERT]",
             &format!(
@@ -539,8 +550,8 @@ async fn health_task(engine: Rc<Engine>, key: Key, program: Rc<Program>, first: 
             .then(|| state_header(node, backend, server, &machine, rise, fall));
         // Read again each time: `set server addr` moves the checks with the traffic.
         let probes = server.probes();
-        let here =
-            endpoint(server, probes.check_addr, probes.check_port).unwrap_or_else(|| ep.clone());
+        let here = endpoint(server, probes.check_addr, probes.check_port, rules_port)
+            .unwrap_or_else(|| ep.clone());
         server.stats.set_check_running(true);
         let mut outcome = match &program.external {
             // The program runs no longer than the interval, as in HAProxy.
@@ -653,6 +664,7 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
         server,
         probes.agent_addr.or(probes.check_addr),
         probes.agent_port,
+        None,
     ) else {
         engine.print(
             "[ALERT]",
@@ -685,6 +697,7 @@ async fn agent_task(engine: Rc<Engine>, key: Key, first: Duration) {
             server,
             probes.agent_addr.or(probes.check_addr),
             probes.agent_port,
+            None,
         )
         .unwrap_or_else(|| ep.clone());
         let sent = probes.agent_send.as_deref();

@@ -103,6 +103,15 @@ pub struct Program {
 }
 
 impl Program {
+    /// The port of the first step when it is a `connect ... port N`: where a server without
+    /// a port of its own is checked (the configuration refuses such a server otherwise).
+    pub fn first_connect_port(&self) -> Option<u16> {
+        match self.steps.first() {
+            Some((_, Step::Connect(rule))) => rule.port,
+            _ => None,
+        }
+    }
+
     /// Compiles a backend's check configuration.
     pub fn compile(c: &ProxyChecks) -> Program {
         let mut steps = Vec::new();

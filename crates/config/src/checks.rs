@@ -553,13 +553,6 @@ pub(crate) fn validate_server(
     diags: &mut Diagnostics,
 ) -> bool {
     let mut ok = true;
-    let has_fixed_port = matches!(
-        addr,
-        ServerAddr::Inet {
-            port: ServerPort::Fixed(_),
-            ..
-        }
-    );
     if let ServerAddr::Unix(_) = addr {
         // A port means nothing on a unix socket: the check would silently go to the socket.
         if c.port.is_some() && c.addr.is_none() {
@@ -585,13 +578,43 @@ pub(crate) fn validate_server(
         diags.push(d.alert("unable to enable checks and tracking at the same time"));
         ok = false;
     }
-    if c.check && c.port.is_none() && !has_fixed_port {
-        diags.push(
-            d.alert("health checks need a port: the server has none (or an offset), set 'port'"),
-        );
-        ok = false;
-    }
     ok
+}
+
+/// The servers of a backend that check an IP address need a port to check: the server's own,
+/// its `port`, or, under `option tcp-check` or `option httpchk`, the one of the rules' first
+/// step, a `connect ... port N`, every later `connect` giving one too (HAProxy 2.6's rule).
+/// A unix socket server is checked on its socket.
+pub(crate) fn check_ports(
+    checks: &ProxyChecks,
+    servers: &[crate::proxy::ServerConf],
+    diags: &mut Diagnostics,
+) {
+    let rules = match checks.mode {
+        CheckMode::TcpCheck => checks.tcp_rules.as_slice(),
+        CheckMode::Http(_) => checks.http_rules.as_slice(),
+        CheckMode::Connect | CheckMode::External => &[],
+    };
+    let mut steps = rules.iter().filter(|r| !matches!(r, CheckRule::Comment(_)));
+    let rules_give_port = matches!(steps.next(), Some(CheckRule::Connect(c)) if c.port.is_some())
+        && steps.all(|r| !matches!(r, CheckRule::Connect(c) if c.port.is_none()));
+    for server in servers {
+        let has_port = match &server.addr {
+            ServerAddr::Unix(_) => true,
+            ServerAddr::Inet { port, .. } => matches!(port, ServerPort::Fixed(_)),
+        };
+        if server.checks.check && server.checks.port.is_none() && !has_port && !rules_give_port {
+            diags.push(Diagnostic::alert(
+                &server.span,
+                "server",
+                format!(
+                    "server '{}': health checks need a port: the server has none (or an \
+                     offset), set 'port' or start the check rules with a 'connect port'",
+                    server.name
+                ),
+            ));
+        }
+    }
 }
 
 /// True for the `option` names this module handles.

@@ -352,6 +352,7 @@ fn build(
 
     check_unique_names(&proxies, diags);
     for p in &proxies {
+        crate::checks::check_ports(&p.conf.checks, &p.conf.servers, diags);
         rules::check_rule_order(&p.section.lines, diags);
         diags.extend(rules::check_capture_ids(
             &p.conf.rules,
