@@ -310,7 +310,8 @@ fn endpoint(
         ServerAddr::Inet { .. } => {
             // The server's current location: `set server addr` moves its checks too.
             let here = server.location();
-            let ip = addr.or(here.ip)?;
+            // A server at `0.0.0.0` goes where each client went: nothing to check but `addr`.
+            let ip = addr.or(here.ip.filter(|ip| !ip.is_unspecified()))?;
             let port = port
                 .or(match here.port {
                     Some(ServerPort::Fixed(p)) => Some(p),

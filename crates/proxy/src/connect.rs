@@ -57,8 +57,7 @@ async fn connect_attempts(
     (attempts, start): (std::ops::RangeInclusive<u32>, Start),
 ) -> Connection {
     let last = *attempts.end();
-    let dst_port = endpoints.local.map(|a| a.port());
-    let Some(target) = server.target(dst_port) else {
+    let Some(target) = server.target(endpoints.local) else {
         return Connection {
             stream: None,
             retries: 0,

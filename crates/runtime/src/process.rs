@@ -11,7 +11,7 @@ use crate::logging::{LogHub, ProxyLogger};
 use crate::proxy::{Backend, Frontend, FrontendLog};
 use crate::record::StreamLog;
 use crate::ring::Ring;
-use sluice_config::addr::{Host, ServerAddr};
+use sluice_config::addr::{Family, Host, ServerAddr};
 use sluice_config::checks::InitAddr;
 use sluice_config::global::CloseSpread;
 use sluice_config::global::GlobalConf;
@@ -506,10 +506,9 @@ fn resolve_server(addr: &ServerAddr) -> std::io::Result<Option<IpAddr>> {
         ServerAddr::Inet { family, host, .. } => match host {
             Host::Ip(ip) => Ok(Some(*ip)),
             Host::Name(name) => sluice_net::listen::resolve_name(name, *family).map(Some),
-            Host::Any(_) => Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "a server needs an address to connect to, not a wildcard",
-            )),
+            // `0.0.0.0` or `::`: the connection goes where the client's went (`Server::target`).
+            Host::Any(Family::V6) => Ok(Some(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED))),
+            Host::Any(_) => Ok(Some(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))),
         },
     }
 }

@@ -1078,14 +1078,21 @@ impl Server {
         &self.conf.name
     }
 
-    /// Where to connect for a client that connected to port `client_dst_port`.
-    pub fn target(&self, client_dst_port: Option<u16>) -> Option<Target> {
+    /// Where to connect for a client whose connection went to `client_dst` (as rules left
+    /// it: `set-dst`). A server at `0.0.0.0` or `::` connects to that address
+    /// (configuration.txt §5.2 "server": the client's destination, which `set-dst` may
+    /// have changed), on the port its own port says.
+    pub fn target(&self, client_dst: Option<SocketAddr>) -> Option<Target> {
         match &self.conf.addr {
             ServerAddr::Unix(path) => Some(Target::Unix(path.clone())),
             ServerAddr::Inet { .. } => {
                 let here = self.location();
-                let port = stream::server_port(&here.port?, client_dst_port)?;
-                Some(Target::Inet(SocketAddr::new(here.ip?, port)))
+                let port = stream::server_port(&here.port?, client_dst.map(|a| a.port()))?;
+                let ip = match here.ip? {
+                    ip if ip.is_unspecified() => client_dst?.ip(),
+                    ip => ip,
+                };
+                Some(Target::Inet(SocketAddr::new(ip, port)))
             }
         }
     }
