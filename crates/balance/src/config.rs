@@ -180,10 +180,11 @@ const KNOWN: &str = "roundrobin, static-rr, leastconn, first, source, uri, url_p
 ///
 /// Refuses an unknown algorithm, the log-backend
 /// algorithms `log-hash` and `sticky`, and malformed arguments; the error says which word is
-/// wrong. Extra words after an algorithm that takes none are ignored, as HAProxy does.
+/// wrong. Extra words after an algorithm that takes none are ignored, and `balance` alone
+/// means `roundrobin`, as HAProxy does.
 pub fn parse_balance(words: &[&str]) -> Result<Algorithm, String> {
     let Some((&name, args)) = words.split_first() else {
-        return Err(format!("'balance' expects an algorithm ({KNOWN})"));
+        return Ok(Algorithm::RoundRobin);
     };
     match name {
         "roundrobin" => Ok(Algorithm::RoundRobin),
@@ -537,7 +538,8 @@ mod tests {
         assert!(err(&["Roundrobin"]).starts_with("unknown balance algorithm"));
         assert!(err(&["rdp-cookie()"]).contains("expects a cookie name"));
         assert!(err(&["log-hash", "x"]).contains("not supported by Sluice"));
-        assert!(err(&[]).contains("expects an algorithm"));
+        // Not refused: `balance` alone is round robin.
+        assert!(matches!(ok(&[]), Algorithm::RoundRobin));
     }
 
     #[test]
