@@ -745,7 +745,13 @@ fn plan_proxies(
                 span: r.span.clone(),
             });
         }
-        if p.conf.binds.is_empty() && p.section.kind == SectionKind::Frontend {
+        // A `bind` line that was refused has its own alert: no warning on top of it.
+        let has_bind_line = p
+            .section
+            .lines
+            .iter()
+            .any(|l| l.words.first().is_some_and(|w| w == "bind"));
+        if p.conf.binds.is_empty() && p.section.kind == SectionKind::Frontend && !has_bind_line {
             diags.push(Diagnostic::warning(
                 &p.section.span,
                 "frontend",
