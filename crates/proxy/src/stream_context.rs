@@ -16,7 +16,8 @@ use sluice_runtime::listener::ListenerStats;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_sample::{
-    BackendStat, Context, LogFacts, ProxyTlv, Sample, ServerStat, StickOp, StickSource,
+    BackendStat, Context, FrontendStat, LogFacts, ProxyTlv, Sample, ServerStat, StickOp,
+    StickSource,
 };
 use sluice_stick::{Data, DataType, Table};
 use std::borrow::Cow;
@@ -380,6 +381,18 @@ impl Context for StreamView<'_> {
         i64::try_from(n).ok()
     }
 
+    fn frontend_stat(&self, frontend: Option<&str>, stat: FrontendStat) -> Option<i64> {
+        let frontend = match frontend {
+            None => self.frontend,
+            Some(name) => self.process.frontends.iter().find(|f| f.name() == name)?,
+        };
+        Some(match stat {
+            FrontendStat::Connections => frontend.traffic.sessions.get() as i64,
+            FrontendStat::SessionRate => i64::from(frontend.traffic.session_rate.get()),
+            FrontendStat::RequestRate => i64::from(frontend.stats.request_rate.get()),
+        })
+    }
+
     fn backend_stat(&self, backend: Option<&str>, stat: BackendStat) -> Option<i64> {
         let backend = self.backend_named(backend)?;
         Some(match stat {
@@ -387,6 +400,14 @@ impl Context for StreamView<'_> {
             BackendStat::Connections => backend.traffic.sessions.get() as i64,
             BackendStat::Queued => backend.queued() as i64,
             BackendStat::FreeSlots => backend.free_slots(),
+            BackendStat::SessionRate => backend.traffic.session_rate.get() as i64,
+            BackendStat::QueuePerServer => {
+                let queued = backend.queued() as i64;
+                match backend.usable_servers() as i64 {
+                    0 => 2 * queued,
+                    servers => (queued + servers - 1) / servers,
+                }
+            }
         })
     }
 
@@ -397,6 +418,7 @@ impl Context for StreamView<'_> {
             ServerStat::Connections => server.traffic.sessions.get() as i64,
             ServerStat::Queued => backend.server_queued(index) as i64,
             ServerStat::Up => i64::from(backend.is_server_usable(index)),
+            ServerStat::SessionRate => server.traffic.session_rate.get() as i64,
         })
     }
 }

@@ -30,6 +30,22 @@ pub enum BackendStat {
     Queued,
     /// `connslots`: free connection and queue slots (-1 when a limit is unset).
     FreeSlots,
+    /// `be_sess_rate`: new sessions over the last second.
+    SessionRate,
+    /// `avg_queue`: queued streams per usable server, rounded up (twice the queue when no
+    /// server is usable).
+    QueuePerServer,
+}
+
+/// A counter of a frontend, for `fe_conn`, `fe_sess_rate` and `fe_req_rate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrontendStat {
+    /// `fe_conn`: connections currently established on the frontend.
+    Connections,
+    /// `fe_sess_rate`: new sessions over the last second.
+    SessionRate,
+    /// `fe_req_rate`: HTTP requests over the last second.
+    RequestRate,
 }
 
 /// A counter or state of a server, for `srv_conn`, `srv_queue` and `srv_is_up`.
@@ -41,6 +57,8 @@ pub enum ServerStat {
     Queued,
     /// `srv_is_up`: 1 if the server is up, 0 otherwise.
     Up,
+    /// `srv_sess_rate`: new sessions over the last second.
+    SessionRate,
 }
 
 /// Whose stick-table entry a stick-counter fetch reads (configuration.txt §7.3.3).
@@ -165,6 +183,11 @@ pub trait Context {
     /// A TLV of the client's PROXY protocol header (`fc_pp_authority`, `fc_pp_unique_id`),
     /// when it had one.
     fn received_proxy_tlv(&self, _tlv: ProxyTlv) -> Option<&[u8]> {
+        None
+    }
+
+    /// A counter of frontend `frontend`, or of the stream's frontend when `None`.
+    fn frontend_stat(&self, _frontend: Option<&str>, _stat: FrontendStat) -> Option<i64> {
         None
     }
 

@@ -11,7 +11,7 @@ use std::time::UNIX_EPOCH;
 
 use super::{Fetch, FetchDef, Sink, emit};
 use crate::args::{bad_arg, int_arg, str_arg, var_arg};
-use crate::context::{BackendStat, Context, ServerStat};
+use crate::context::{BackendStat, Context, FrontendStat, ServerStat};
 use crate::stages::Source;
 use crate::value::{Sample, SampleType};
 
@@ -37,7 +37,12 @@ pub(crate) enum Internal {
     Date { offset: i64, unit: TimeUnit },
     /// `rand([range])`.
     Rand { range: u64 },
-    /// `nbsrv`, `be_conn`, `queue`, `connslots`.
+    /// `fe_conn`, `fe_sess_rate`, `fe_req_rate`.
+    Frontend {
+        frontend: Option<String>,
+        stat: FrontendStat,
+    },
+    /// `nbsrv`, `be_conn`, `queue`, `connslots`, `be_sess_rate`, `avg_queue`.
     Backend {
         backend: Option<String>,
         stat: BackendStat,
@@ -88,6 +93,9 @@ impl Internal {
                 let value = (r * u128::from(*range)) >> 32;
                 Some(Sample::Int(i64::try_from(value).unwrap_or(i64::MAX)))
             }
+            Internal::Frontend { frontend, stat } => ctx
+                .frontend_stat(frontend.as_deref(), *stat)
+                .map(Sample::Int),
             Internal::Backend { backend, stat } => {
                 ctx.backend_stat(backend.as_deref(), *stat).map(Sample::Int)
             }
@@ -137,7 +145,8 @@ fn build_const(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     let value = match def.name {
         "always_true" => Sample::Bool(true),
         "always_false" => Sample::Bool(false),
-        "proc" => Sample::Int(1),
+        // One process, as HAProxy since 2.5.
+        "proc" | "nbproc" => Sample::Int(1),
         "str" => Sample::Str(Cow::Owned(text.as_bytes().to_vec())),
         "int" => Sample::Int(int_arg(args, 0)?.ok_or_else(|| bad_arg(text, "integer", 0))?),
         "bool" => match text {
@@ -217,6 +226,8 @@ fn build_backend(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "nbsrv" => BackendStat::UsableServers,
         "be_conn" => BackendStat::Connections,
         "queue" => BackendStat::Queued,
+        "be_sess_rate" => BackendStat::SessionRate,
+        "avg_queue" => BackendStat::QueuePerServer,
         _ => BackendStat::FreeSlots,
     };
     let backend = str_arg(args, 0)
@@ -225,10 +236,23 @@ fn build_backend(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     ok(Internal::Backend { backend, stat })
 }
 
+fn build_frontend(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
+    let stat = match def.name {
+        "fe_conn" => FrontendStat::Connections,
+        "fe_sess_rate" => FrontendStat::SessionRate,
+        _ => FrontendStat::RequestRate,
+    };
+    let frontend = str_arg(args, 0)
+        .filter(|f| !f.is_empty())
+        .map(str::to_string);
+    ok(Internal::Frontend { frontend, stat })
+}
+
 fn build_server(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     let stat = match def.name {
         "srv_conn" => ServerStat::Connections,
         "srv_queue" => ServerStat::Queued,
+        "srv_sess_rate" => ServerStat::SessionRate,
         _ => ServerStat::Up,
     };
     let text = first(args);
@@ -293,6 +317,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("ipv6", 1, 1, Ip, build_const),
     def!("meth", 1, 1, Meth, build_const),
     def!("proc", 0, 0, Int, build_const),
+    def!("nbproc", 0, 0, Int, build_const),
     def!("str", 1, 1, Str, build_const),
     def!("env", 1, 1, Str, build_env),
     def!("date", 0, 2, Int, build_date),
@@ -301,6 +326,12 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("be_conn", 0, 1, Int, build_backend),
     def!("queue", 0, 1, Int, build_backend),
     def!("connslots", 0, 1, Int, build_backend),
+    def!("be_sess_rate", 0, 1, Int, build_backend),
+    def!("avg_queue", 0, 1, Int, build_backend),
+    def!("fe_conn", 0, 1, Int, build_frontend),
+    def!("fe_sess_rate", 0, 1, Int, build_frontend),
+    def!("fe_req_rate", 0, 1, Int, build_frontend),
+    def!("srv_sess_rate", 1, 1, Int, build_server),
     def!("srv_conn", 1, 1, Int, build_server),
     def!("srv_queue", 1, 1, Int, build_server),
     def!("srv_is_up", 1, 1, Bool, build_server),
