@@ -25,6 +25,8 @@ use crate::value::{Sample, SampleType, parse_int_prefix};
 /// A compiled start-line fetch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Line {
+    /// `fc_http_major`: the client connection's HTTP encoding, 1 (HTTP/1.x).
+    HttpMajor,
     /// `method`.
     Method,
     /// `path`.
@@ -207,6 +209,8 @@ impl Line {
                 None if ctx.inspection_ended() => Some(Sample::Bool(false)),
                 None => None,
             },
+            // Sluice speaks HTTP/1 to clients: the major version of its encoding is 1.
+            Line::HttpMajor => ctx.request().map(|_| Sample::Int(1)),
             Line::ReqLen => ctx
                 .request_buffered()
                 .or_else(|| ctx.request_payload().map(<[u8]>::len))
@@ -373,7 +377,8 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "status" => Line::Status,
         "res.cache_hit" => Line::CacheHit,
         "res.cache_name" => Line::CacheName,
-        "req.proto_http" => Line::ProtoHttp,
+        "req.proto_http" | "req_proto_http" => Line::ProtoHttp,
+        "fc_http_major" => Line::HttpMajor,
         _ => Line::ReqLen,
     };
     Ok(Fetch::Line(line))
@@ -409,5 +414,8 @@ pub(super) static FETCHES: &[FetchDef] = &[
     fetch_def!("res.cache_hit", 0, 0, Bool, Response),
     fetch_def!("res.cache_name", 0, 0, Str, Response),
     fetch_def!("req.proto_http", 0, 0, Bool, RequestBuffer),
+    fetch_def!("req_proto_http", 0, 0, Bool, RequestBuffer),
     fetch_def!("req.len", 0, 0, Int, RequestBuffer),
+    fetch_def!("req_len", 0, 0, Int, RequestBuffer),
+    fetch_def!("fc_http_major", 0, 0, Int, Request),
 ];

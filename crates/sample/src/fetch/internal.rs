@@ -35,6 +35,8 @@ pub(crate) enum Internal {
     Env(String),
     /// `date([offset[,unit]])`.
     Date { offset: i64, unit: TimeUnit },
+    /// `date_us`: the microseconds of the date's second.
+    DateMicros,
     /// `rand([range])`.
     Rand { range: u64 },
     /// `fe_conn`, `fe_sess_rate`, `fe_req_rate`.
@@ -86,6 +88,10 @@ impl Internal {
                 };
                 let value = now.saturating_add(i128::from(*offset));
                 Some(Sample::Int(i64::try_from(value).unwrap_or(i64::MAX)))
+            }
+            Internal::DateMicros => {
+                let since = ctx.now().duration_since(UNIX_EPOCH).unwrap_or_default();
+                Some(Sample::Int(i64::from(since.subsec_micros())))
             }
             Internal::Rand { range } => {
                 // Scales 32 random bits onto the range, as HAProxy does.
@@ -176,7 +182,10 @@ fn build_env(_: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     ok(Internal::Env(first(args).to_string()))
 }
 
-fn build_date(_: &FetchDef, args: &[String]) -> Result<Fetch, String> {
+fn build_date(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
+    if def.name == "date_us" {
+        return ok(Internal::DateMicros);
+    }
     let offset = int_arg(args, 0)?.unwrap_or(0);
     let unit = match str_arg(args, 1) {
         None | Some("" | "s") => TimeUnit::Seconds,
@@ -321,6 +330,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("str", 1, 1, Str, build_const),
     def!("env", 1, 1, Str, build_env),
     def!("date", 0, 2, Int, build_date),
+    def!("date_us", 0, 0, Int, build_date),
     def!("rand", 0, 1, Int, build_rand),
     def!("nbsrv", 0, 1, Int, build_backend),
     def!("be_conn", 0, 1, Int, build_backend),

@@ -91,6 +91,8 @@ fn environment_time_and_randomness() {
         eval("date(1,us)", &ctx),
         Some(Sample::Int(1_704_164_645_678_902))
     );
+    // The microseconds of the same second.
+    assert_eq!(eval("date_us", &ctx), Some(Sample::Int(678_901)));
     // Half of 2^32 scaled onto the range.
     assert_eq!(eval("rand", &ctx), Some(Sample::Int(0x8000_0000)));
     assert_eq!(eval("rand(10)", &ctx), Some(Sample::Int(5)));
@@ -152,6 +154,11 @@ fn wait_end_and_buffer() {
     assert_eq!(eval("wait_end", &ctx), Some(Sample::Bool(true)));
     assert_eq!(eval("req.len", &ctx), Some(Sample::Int(GET.len() as i64)));
     assert_eq!(eval("req.proto_http", &ctx), Some(Sample::Bool(true)));
+    // The names HAProxy keeps from before the `req.` prefix.
+    assert_eq!(eval("req_len", &ctx), eval("req.len", &ctx));
+    assert_eq!(eval("req_proto_http", &ctx), Some(Sample::Bool(true)));
+    assert_eq!(eval("fc_http_major", &ctx), Some(Sample::Int(1)));
+    assert_eq!(eval("fc_http_major", &TestCtx::new()), None);
     ctx.inspection_ended = false;
     assert_eq!(eval("wait_end", &ctx), None);
     assert_eq!(
