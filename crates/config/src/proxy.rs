@@ -13,6 +13,7 @@ use crate::cookie::{self, PersistConf};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::errors::{self, ErrorDirective};
+use crate::global::Owner;
 use crate::http_options::{self, HttpConf};
 use crate::logging::{self, ProxyLogConf};
 use crate::preprocess::Line;
@@ -59,6 +60,10 @@ pub struct BindConf {
     pub tfo: bool,
     /// `mode`: permissions of a unix socket file.
     pub unix_mode: Option<u32>,
+    /// `uid` or `user`: the owner of a unix socket file.
+    pub unix_owner: Option<Owner>,
+    /// `gid` or `group`: the group of a unix socket file.
+    pub unix_group: Option<Owner>,
     /// `accept-proxy`: every connection starts with a PROXY protocol header (v1 or v2).
     pub accept_proxy: bool,
     /// `tcp-ut`: TCP_USER_TIMEOUT of the accepted connections.
@@ -1124,6 +1129,8 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
         defer_accept: false,
         tfo: false,
         unix_mode: None,
+        unix_owner: None,
+        unix_group: None,
         accept_proxy: false,
         user_timeout: None,
         mss: None,
@@ -1162,6 +1169,23 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
                 Some(m) if m <= 0o7777 => bind.unix_mode = Some(m),
                 _ => {
                     bad_value("an octal mode");
+                    ok = false;
+                }
+            },
+            "uid" | "gid" => match value.and_then(|v| v.parse::<u32>().ok()) {
+                Some(id) if option == "uid" => bind.unix_owner = Some(Owner::Id(id)),
+                Some(id) => bind.unix_group = Some(Owner::Id(id)),
+                None => {
+                    bad_value("a number");
+                    ok = false;
+                }
+            },
+            // Names are looked up when the socket is bound, as for `stats socket`.
+            "user" | "group" => match value {
+                Some(name) if option == "user" => bind.unix_owner = Some(Owner::Name(name.into())),
+                Some(name) => bind.unix_group = Some(Owner::Name(name.into())),
+                None => {
+                    bad_value("a name");
                     ok = false;
                 }
             },

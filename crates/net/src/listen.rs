@@ -37,6 +37,8 @@ pub struct BindOptions {
     pub tfo: bool,
     /// Permissions of a unix socket file (`mode`).
     pub unix_mode: Option<u32>,
+    /// Owner and group of a unix socket file (`uid`/`user`, `gid`/`group`), when set.
+    pub unix_owner: (Option<u32>, Option<u32>),
     /// Bound without `SO_REUSEPORT` (`noreuseport`): no other socket may listen on the
     /// address meanwhile, another process's included.
     pub no_reuseport: bool,
@@ -429,6 +431,9 @@ fn bind_unix(path: &str, opts: &BindOptions) -> io::Result<StdUnixListener> {
     socket.bind(&socket2::SockAddr::unix(path)?)?;
     if let Some(mode) = opts.unix_mode {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    if opts.unix_owner != (None, None) {
+        std::os::unix::fs::chown(path, opts.unix_owner.0, opts.unix_owner.1)?;
     }
     socket.listen(backlog(opts))?;
     Ok(StdUnixListener::from(OwnedFd::from(socket)))

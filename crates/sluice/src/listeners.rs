@@ -130,7 +130,16 @@ pub fn bind_all(
             } else {
                 accepting.saturating_sub(1)
             };
-            let opts = bind_options(bind, frontend.slots.limit(), process.global.noreuseport);
+            let opts = match bind_options(bind, frontend.slots.limit(), process.global.noreuseport)
+            {
+                Ok(opts) => opts,
+                Err(err) => {
+                    for addr in &bind.addrs {
+                        errors.push(bind_error(&bind.span, frontend.name(), addr, &err));
+                    }
+                    continue;
+                }
+            };
             let slots = bind.maxconn.filter(|&n| n > 0).map(ConnSlots::new);
             for addr in &bind.addrs {
                 match bind_or_inherit(addr, &opts, handoff.as_deref_mut(), shards) {
@@ -298,9 +307,16 @@ fn bind_or_inherit(
         .collect()
 }
 
-/// The socket options of a `bind` line (`noreuseport`: without `SO_REUSEPORT`).
-pub fn bind_options(bind: &BindConf, frontend_maxconn: u32, noreuseport: bool) -> BindOptions {
-    BindOptions {
+/// The socket options of a `bind` line (`noreuseport`: without `SO_REUSEPORT`); fails when
+/// a user or group it names does not exist.
+pub fn bind_options(
+    bind: &BindConf,
+    frontend_maxconn: u32,
+    noreuseport: bool,
+) -> std::io::Result<BindOptions> {
+    let owner = bind.unix_owner.as_ref().map(owner_uid).transpose()?;
+    let group = bind.unix_group.as_ref().map(owner_gid).transpose()?;
+    Ok(BindOptions {
         // HAProxy sizes the queue from the frontend's maxconn when no backlog is given.
         backlog: bind
             .backlog
@@ -310,11 +326,12 @@ pub fn bind_options(bind: &BindConf, frontend_maxconn: u32, noreuseport: bool) -
         defer_accept: bind.defer_accept,
         tfo: bind.tfo,
         unix_mode: bind.unix_mode,
+        unix_owner: (owner, group),
         no_reuseport: noreuseport,
         user_timeout: bind.user_timeout,
         mss: bind.mss,
         interface: bind.interface.clone(),
-    }
+    })
 }
 
 /// Binds a `stats socket` (or the master CLI socket), setting its owner.

@@ -229,7 +229,21 @@ impl Sockets {
                 .or(plan.global.maxconn)
                 .unwrap_or(u32::MAX);
             for bind in &frontend.binds {
-                let bind_opts = listeners::bind_options(bind, maxconn, plan.global.noreuseport);
+                let bind_opts =
+                    match listeners::bind_options(bind, maxconn, plan.global.noreuseport) {
+                        Ok(opts) => opts,
+                        Err(err) => {
+                            for addr in &bind.addrs {
+                                errors.push(listeners::bind_error(
+                                    &bind.span,
+                                    &frontend.id.name,
+                                    addr,
+                                    &err,
+                                ));
+                            }
+                            continue;
+                        }
+                    };
                 for addr in &bind.addrs {
                     let failed = |err: &io::Error| {
                         listeners::bind_error(&bind.span, &frontend.id.name, addr, err)

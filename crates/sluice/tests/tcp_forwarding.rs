@@ -218,6 +218,48 @@ fn unix_bind_prefixes_the_paths_and_sets_the_modes_of_bind_sockets() {
     assert_eq!(got, b"prefixed");
 }
 
+/// `bind ... uid|gid` and `user|group`: the unix socket file gets that owner and group (as
+/// root, another user's; otherwise the only ones the system lets a user give: its own).
+#[test]
+fn bind_lines_set_the_owner_of_their_unix_sockets() {
+    use std::os::unix::fs::MetadataExt;
+    let backend = Backend::named("owned");
+    let dir = common::TempDir::new();
+    let (uid, gid) = if nix::unistd::geteuid().is_root() {
+        (65534, 65534)
+    } else {
+        (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        )
+    };
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .unwrap()
+        .unwrap()
+        .name;
+    let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+        .unwrap()
+        .unwrap()
+        .name;
+    let cfg = format!(
+        "{TCP_DEFAULTS}\nlisten app\n    bind unix@{dir}/ids.sock uid {uid} gid {gid} mode 660\n    \
+         bind unix@{dir}/names.sock user {user} group {group}\n    server s1 {}\n",
+        backend.addr(),
+        dir = dir.path().display(),
+    );
+    let _proxy = common::sluice(&cfg).start();
+    let (ids, names) = (dir.join("ids.sock"), dir.join("names.sock"));
+    assert!(common::wait_until(GENEROUS, || {
+        UnixStream::connect(&ids).is_ok() && UnixStream::connect(&names).is_ok()
+    }));
+    let owner = |p: &std::path::Path| {
+        let meta = std::fs::metadata(p).unwrap();
+        (meta.uid(), meta.gid())
+    };
+    assert_eq!(owner(&ids), (uid, gid));
+    assert_eq!(owner(&names), (uid, gid));
+}
+
 #[test]
 fn unix_socket_server_address_is_reached() {
     let dir = common::TempDir::new();
