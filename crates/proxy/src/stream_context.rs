@@ -419,6 +419,12 @@ impl Context for StreamView<'_> {
             ServerStat::Queued => backend.server_queued(index) as i64,
             ServerStat::Up => i64::from(backend.is_server_usable(index)),
             ServerStat::SessionRate => server.traffic.session_rate.get() as i64,
+            ServerStat::Weight => i64::from(sluice_runtime::stats::server_weight(
+                server,
+                &server.health.get(),
+            )),
+            ServerStat::InitialWeight => i64::from(server.conf.weight),
+            ServerStat::UserWeight => i64::from(server.stats.weight()),
         })
     }
 }

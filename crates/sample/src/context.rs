@@ -59,6 +59,12 @@ pub enum ServerStat {
     Up,
     /// `srv_sess_rate`: new sessions over the last second.
     SessionRate,
+    /// `srv_weight`: the weight in effect (after agent percentages, as `show stat` shows it).
+    Weight,
+    /// `srv_iweight`: the weight of the configuration.
+    InitialWeight,
+    /// `srv_uweight`: the weight an operator set (`set weight`), the configuration's before.
+    UserWeight,
 }
 
 /// Whose stick-table entry a stick-counter fetch reads (configuration.txt §7.3.3).

@@ -262,6 +262,9 @@ fn build_server(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "srv_conn" => ServerStat::Connections,
         "srv_queue" => ServerStat::Queued,
         "srv_sess_rate" => ServerStat::SessionRate,
+        "srv_weight" => ServerStat::Weight,
+        "srv_iweight" => ServerStat::InitialWeight,
+        "srv_uweight" => ServerStat::UserWeight,
         _ => ServerStat::Up,
     };
     let text = first(args);
@@ -342,6 +345,9 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("fe_sess_rate", 0, 1, Int, build_frontend),
     def!("fe_req_rate", 0, 1, Int, build_frontend),
     def!("srv_sess_rate", 1, 1, Int, build_server),
+    def!("srv_weight", 1, 1, Int, build_server),
+    def!("srv_iweight", 1, 1, Int, build_server),
+    def!("srv_uweight", 1, 1, Int, build_server),
     def!("srv_conn", 1, 1, Int, build_server),
     def!("srv_queue", 1, 1, Int, build_server),
     def!("srv_is_up", 1, 1, Bool, build_server),
