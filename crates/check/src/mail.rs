@@ -28,7 +28,7 @@ pub fn send(alert: &EmailAlert, level: u8, message: &str) {
     let hostname = alert
         .myhostname
         .clone()
-        .unwrap_or_else(sluice_runtime::logging::hostname);
+        .unwrap_or_else(|| sluice_runtime::logging::hostname().to_owned());
     let steps = transaction(alert, &hostname, message, SystemTime::now());
     for &(_, addr) in &alert.mailers.mailers {
         let steps = steps.clone();

@@ -381,6 +381,10 @@ impl Context for StreamView<'_> {
         i64::try_from(n).ok()
     }
 
+    fn hostname(&self) -> Option<&str> {
+        Some(sluice_runtime::logging::hostname())
+    }
+
     fn frontend_stat(&self, frontend: Option<&str>, stat: FrontendStat) -> Option<i64> {
         let frontend = match frontend {
             None => self.frontend,

@@ -97,8 +97,10 @@ impl LogHub {
             pid: std::process::id(),
             hosts: Hosts {
                 // An empty name is the system's, as HAProxy takes it.
-                sent: send_hostname
-                    .map(|name| name.filter(|n| !n.is_empty()).unwrap_or_else(hostname)),
+                sent: send_hostname.map(|name| {
+                    name.filter(|n| !n.is_empty())
+                        .unwrap_or_else(|| hostname().to_owned())
+                }),
             },
         }))
     }
@@ -347,11 +349,15 @@ fn write_iso_date(now: SystemTime, out: &mut String) {
     );
 }
 
-/// The machine's host name, for RFC 3164 headers.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".to_owned())
+/// The machine's host name (RFC 3164 headers, the default `node`, the `hostname` fetch), read
+/// once: HAProxy too keeps the name it found at start-up.
+pub fn hostname() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "localhost".to_owned())
+    })
 }
 
 #[cfg(test)]

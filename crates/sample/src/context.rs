@@ -192,6 +192,11 @@ pub trait Context {
         None
     }
 
+    /// The system's host name (`hostname`).
+    fn hostname(&self) -> Option<&str> {
+        None
+    }
+
     /// A counter of frontend `frontend`, or of the stream's frontend when `None`.
     fn frontend_stat(&self, _frontend: Option<&str>, _stat: FrontendStat) -> Option<i64> {
         None

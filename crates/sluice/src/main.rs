@@ -43,7 +43,10 @@ fn main() -> ExitCode {
         print!("{}", capabilities::build_report());
         return ExitCode::SUCCESS;
     }
-    let local_peer = opts.local_peer.clone().unwrap_or_else(hostname);
+    let local_peer = opts
+        .local_peer
+        .clone()
+        .unwrap_or_else(|| sluice_runtime::logging::hostname().to_owned());
     let env = capabilities::ConfigEnv::new(local_peer);
     let lookup = |name: &str| env.lookup(name);
     let ctx = capabilities::cond_context(&lookup);
@@ -109,7 +112,7 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
     }
     let mut plan = plan;
     if plan.global.node.is_none() {
-        plan.global.node = Some(hostname());
+        plan.global.node = Some(sluice_runtime::logging::hostname().to_owned());
     }
     let nbthread = listeners::thread_count(&plan);
     // What the listening sockets take of the descriptors, at most: a socket per thread for
@@ -434,11 +437,4 @@ fn process_variables(
         .collect();
     vars.push(("HAPROXY_CLI".to_owned(), sockets.join(";")));
     vars
-}
-
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_default()
 }

@@ -965,3 +965,26 @@ frontend www
     // PATH went with `resetenv`.
     assert!(answer.ends_with("\r\n\r\nhello world [] []"), "{answer}");
 }
+
+/// `hostname`: the system's host name, as the kernel has it.
+#[test]
+fn the_hostname_fetch_is_the_systems_name() {
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request return status 200 content-type text/plain lf-string \"[%[hostname]]\"
+"
+    );
+    let (_p, addr) = start(&config);
+    let answer = get(
+        addr,
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    );
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert!(!name.trim().is_empty());
+    assert!(
+        answer.ends_with(&format!("\r\n\r\n[{}]", name.trim())),
+        "{answer}"
+    );
+}

@@ -37,6 +37,8 @@ pub(crate) enum Internal {
     Date { offset: i64, unit: TimeUnit },
     /// `date_us`: the microseconds of the date's second.
     DateMicros,
+    /// `hostname`.
+    Hostname,
     /// `rand([range])`.
     Rand { range: u64 },
     /// `fe_conn`, `fe_sess_rate`, `fe_req_rate`.
@@ -89,6 +91,7 @@ impl Internal {
                 let value = now.saturating_add(i128::from(*offset));
                 Some(Sample::Int(i64::try_from(value).unwrap_or(i64::MAX)))
             }
+            Internal::Hostname => ctx.hostname().map(|h| Sample::str(h.as_bytes())),
             Internal::DateMicros => {
                 let since = ctx.now().duration_since(UNIX_EPOCH).unwrap_or_default();
                 Some(Sample::Int(i64::from(since.subsec_micros())))
@@ -299,6 +302,7 @@ fn build_unique_id(_: &FetchDef, _: &[String]) -> Result<Fetch, String> {
 fn build_process_state(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
     ok(match def.name {
         "stopping" => Internal::Stopping,
+        "hostname" => Internal::Hostname,
         "prio_class" => Internal::Priority { offset: false },
         "prio_offset" => Internal::Priority { offset: true },
         _ => Internal::Thread,
@@ -357,6 +361,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("wait_end", 0, 0, Bool, build_wait_end),
     def!("unique-id", 0, 0, Str, build_unique_id),
     def!("stopping", 0, 0, Bool, build_process_state),
+    def!("hostname", 0, 0, Str, build_process_state),
     def!("thread", 0, 0, Int, build_process_state),
     def!("prio_class", 0, 0, Int, build_process_state),
     def!("prio_offset", 0, 0, Int, build_process_state),
