@@ -791,9 +791,11 @@ fn plan_proxies(
     (frontends, backends)
 }
 
-/// A frontend and the backend it uses must speak the same protocol: an HTTP frontend cannot
-/// hand its parsed requests to a TCP backend, and HAProxy's TCP-to-HTTP upgrade is not
-/// implemented.
+/// A frontend and the backend it uses must speak compatible protocols: an HTTP frontend
+/// cannot hand its parsed requests to a TCP backend. A TCP frontend may use an HTTP backend:
+/// the connection is upgraded to HTTP when that backend is chosen (configuration.txt §4
+/// "HTTP upgrade": the historical, implicit way, where only the backend's HTTP settings
+/// apply), as with `tcp-request content switch-mode http`.
 fn check_modes(
     frontend: &ParsedProxy<'_>,
     backend: &BackendPlan,
@@ -802,22 +804,13 @@ fn check_modes(
     diags: &mut Diagnostics,
 ) {
     let front_mode = frontend.conf.mode.unwrap_or(Mode::Tcp);
-    // A TCP frontend that upgrades with `switch-mode http` hands HTTP requests over.
-    let upgrades = front_mode == Mode::Tcp && frontend.conf.rules.switches_to_http();
-    if front_mode == backend.mode || (upgrades && backend.mode == Mode::Http) {
-        return;
-    }
-    let message = match front_mode {
-        Mode::Http => format!(
+    if front_mode == Mode::Http && backend.mode == Mode::Tcp {
+        let message = format!(
             "frontend '{}' in mode http cannot use backend '{}' in mode tcp",
             frontend.name, backend.id.name
-        ),
-        Mode::Tcp => format!(
-            "frontend '{}' in mode tcp cannot use backend '{}' in mode http without 'tcp-request content switch-mode http'",
-            frontend.name, backend.id.name
-        ),
-    };
-    diags.push(Diagnostic::alert(span, keyword, message));
+        );
+        diags.push(Diagnostic::alert(span, keyword, message));
+    }
 }
 
 /// The rules of a proxy as its mode allows them: HTTP rules in a `mode tcp` proxy are

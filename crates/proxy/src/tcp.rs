@@ -10,7 +10,7 @@ use crate::inspect::{Inspection, ResponseInspection, inspect, inspect_response};
 use crate::live_bytes::LiveBytes;
 use crate::report::report;
 use crate::stream_context::StreamView;
-use sluice_config::proxy::SpliceMode;
+use sluice_config::proxy::{Mode, SpliceMode};
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
 use sluice_net::stream::Target;
@@ -60,6 +60,11 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     // Client bytes read by content inspection; they go to the server first.
     let mut inspected = InBuf::new(process.global.bufsize() as usize);
     let backend = match inspect(scope, client, &mut inspected).await {
+        // An HTTP backend upgrades the connection, as `switch-mode http` does (the implicit
+        // upgrade of configuration.txt §4 "HTTP upgrade"): the HTTP session takes it over.
+        Inspection::Forward(backend) if backend.plan.mode == Mode::Http => {
+            return Some(inspected);
+        }
         Inspection::Forward(backend) => backend,
         // The HTTP session takes the connection over, inspected bytes first.
         Inspection::SwitchHttp => return Some(inspected),

@@ -207,7 +207,19 @@ impl Line {
             Line::ProtoHttp => match ctx.request() {
                 Some(_) => Some(Sample::Bool(true)),
                 None if ctx.inspection_ended() => Some(Sample::Bool(false)),
-                None => None,
+                // Bytes no request can start with (binary data, a TLS hello) settle it at
+                // once, as in HAProxy: only a valid beginning is worth waiting for.
+                None => ctx
+                    .request_payload()
+                    .filter(|bytes| {
+                        !bytes.is_empty()
+                            && sluice_http::head::parse_request(
+                                bytes,
+                                &sluice_http::head::Limits::default(),
+                            )
+                            .is_err()
+                    })
+                    .map(|_| Sample::Bool(false)),
             },
             // Sluice speaks HTTP/1 to clients: the major version of its encoding is 1.
             Line::HttpMajor => ctx.request().map(|_| Sample::Int(1)),

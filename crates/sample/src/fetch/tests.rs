@@ -166,6 +166,13 @@ fn wait_end_and_buffer() {
         Some(Sample::Bool(false))
     );
     assert_eq!(eval("req.len", &TestCtx::new()), None);
+    // Before the end of the inspection: a valid beginning waits, other bytes are not HTTP.
+    let mut waiting = TestCtx::new();
+    waiting.inspection_ended = false;
+    waiting.payload = Some(b"GET / HT".to_vec());
+    assert_eq!(eval("req.proto_http", &waiting), None);
+    waiting.payload = Some(vec![0x16, 0x03, 0x01, 0x00]);
+    assert_eq!(eval("req.proto_http", &waiting), Some(Sample::Bool(false)));
 }
 
 #[test]
