@@ -211,14 +211,7 @@ impl Line {
                 // once, as in HAProxy: only a valid beginning is worth waiting for.
                 None => ctx
                     .request_payload()
-                    .filter(|bytes| {
-                        !bytes.is_empty()
-                            && sluice_http::head::parse_request(
-                                bytes,
-                                &sluice_http::head::Limits::default(),
-                            )
-                            .is_err()
-                    })
+                    .filter(|bytes| !starts_like_a_request(bytes))
                     .map(|_| Sample::Bool(false)),
             },
             // Sluice speaks HTTP/1 to clients: the major version of its encoding is 1.
@@ -394,6 +387,18 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         _ => Line::ReqLen,
     };
     Ok(Fetch::Line(line))
+}
+
+/// True when `bytes` may be the beginning of an HTTP/1 request: nothing yet, or a method (a
+/// token, RFC 9110 §5.6.2) or its first characters, then a space. Binary data and TLS hellos
+/// are not; what comes after the method is left to the request parser. (Deliberately not the
+/// parser itself: a second caller of it here changed how the build inlines it on the data
+/// path, 3% more instructions per request.)
+fn starts_like_a_request(bytes: &[u8]) -> bool {
+    let method_end = bytes.iter().position(|&b| b == b' ').unwrap_or(bytes.len());
+    let method = &bytes[..method_end];
+    let is_token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    bytes.is_empty() || (!method.is_empty() && method.iter().all(is_token))
 }
 
 /// The start-line fetches.

@@ -171,7 +171,11 @@ fn wait_end_and_buffer() {
     waiting.inspection_ended = false;
     waiting.payload = Some(b"GET / HT".to_vec());
     assert_eq!(eval("req.proto_http", &waiting), None);
+    waiting.payload = Some(b"PO".to_vec());
+    assert_eq!(eval("req.proto_http", &waiting), None);
     waiting.payload = Some(vec![0x16, 0x03, 0x01, 0x00]);
+    assert_eq!(eval("req.proto_http", &waiting), Some(Sample::Bool(false)));
+    waiting.payload = Some(b" GET / HTTP/1.1".to_vec());
     assert_eq!(eval("req.proto_http", &waiting), Some(Sample::Bool(false)));
 }
 
