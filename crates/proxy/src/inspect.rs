@@ -308,7 +308,6 @@ fn payload_view<'v>(
     }
 }
 
-/// The buffered bytes as a complete HTTP request head, when `wanted`.
 /// True when the frontend (in TCP mode) may choose an HTTP backend, which upgrades the
 /// connection: its rules may then test the bytes as an HTTP request (`HTTP`, `req.proto_http`).
 fn reaches_http_backend(scope: &Scope<'_>) -> bool {
@@ -322,6 +321,7 @@ fn reaches_http_backend(scope: &Scope<'_>) -> bool {
         })
 }
 
+/// The buffered bytes as a complete HTTP request head, when `wanted`.
 fn parsed_request(input: &InBuf, wanted: bool) -> Option<RequestHead> {
     if !wanted || input.is_empty() {
         return None;
