@@ -1,6 +1,8 @@
 //! A `mode tcp` session: choose a server, connect (with retries, [`crate::connect`]), relay
 //! until done. When no server is usable or every attempt failed, the client connection is
-//! closed at once and the failure counted on the backend (`econ`).
+//! closed at once and the failure counted on the backend (`econ`). A `switch-mode http` rule,
+//! or a `mode http` backend chosen by the rules, hands the connection to the HTTP session
+//! instead ([`serve`] returns the bytes inspected so far).
 
 use crate::connect::connect_redispatching;
 use crate::forward::{self, Direction, End, Finish, IdleTimeouts};
