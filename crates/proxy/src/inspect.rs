@@ -68,7 +68,7 @@ pub async fn inspect<'a>(
         });
     // Only a frontend that may upgrade to HTTP needs the buffered bytes parsed as a request
     // (`req.proto_http`, the `HTTP` ACL, header fetches before `switch-mode http`).
-    let upgrades = rules.switches_to_http() || reaches_http_backend(scope);
+    let upgrades = rules.switches_to_http() || frontend.may_reach_http_backend;
     let proxy = (&**rules, None);
     if let Some(ended) = content_rules(scope, client, input, proxy, (reads_data, upgrades)).await {
         return ended;
@@ -306,19 +306,6 @@ fn payload_view<'v>(
         inspection_ended: ended,
         ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
     }
-}
-
-/// True when the frontend (in TCP mode) may choose an HTTP backend, which upgrades the
-/// connection: its rules may then test the bytes as an HTTP request (`HTTP`, `req.proto_http`).
-fn reaches_http_backend(scope: &Scope<'_>) -> bool {
-    let frontend = scope.frontend;
-    let backends = &scope.process.backends;
-    let http = |b: &Backend| b.plan.mode == Mode::Http;
-    frontend.backend.as_deref().is_some_and(http)
-        || frontend.plan.use_backend.iter().any(|r| match &r.action {
-            BackendChoice::Index(i) => backends.get(*i).is_some_and(|b| http(b)),
-            BackendChoice::Dynamic(_) => true,
-        })
 }
 
 /// The buffered bytes as a complete HTTP request head, when `wanted`.

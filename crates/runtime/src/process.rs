@@ -16,8 +16,9 @@ use sluice_config::checks::InitAddr;
 use sluice_config::global::CloseSpread;
 use sluice_config::global::GlobalConf;
 use sluice_config::logging::{LogAddr, LogTarget};
-use sluice_config::plan::FrontendPlan;
 use sluice_config::plan::Plan;
+use sluice_config::plan::{BackendChoice, FrontendPlan};
+use sluice_config::proxy::Mode;
 use sluice_config::proxy::ServerConf;
 use sluice_config::ring::RingConf;
 use sluice_net::splice::PipeBudget;
@@ -126,6 +127,17 @@ pub struct Process {
     stopped_at: Arc<std::sync::OnceLock<Instant>>,
 }
 
+/// Whether a frontend's default backend or one of its `use_backend` rules may lead to an HTTP
+/// backend (a rule naming its backend by a log-format may lead anywhere).
+fn may_reach_http_backend(frontend: &FrontendPlan, backends: &[Arc<Backend>]) -> bool {
+    let http = |i: usize| backends.get(i).is_some_and(|b| b.plan.mode == Mode::Http);
+    frontend.default_backend.is_some_and(http)
+        || frontend.use_backend.iter().any(|r| match &r.action {
+            BackendChoice::Index(i) => http(*i),
+            BackendChoice::Dynamic(_) => true,
+        })
+}
+
 /// Whether a proxy's `option splice-*` may splice either way.
 fn splices(options: sluice_config::proxy::SpliceOptions) -> bool {
     [options.auto, options.request, options.response].contains(&Some(true))
@@ -228,8 +240,10 @@ impl Process {
                 let logger = hub
                     .as_ref()
                     .and_then(|hub| logging.logger_for(hub, &plan.global, &plan.rings, &fp));
+                let may_reach_http_backend = may_reach_http_backend(&fp, &backends);
                 let mut frontend = Frontend::new(fp, backend, limit);
                 frontend.logger = logger;
+                frontend.may_reach_http_backend = may_reach_http_backend;
                 Arc::new(frontend)
             })
             .collect();

@@ -31,6 +31,11 @@ pub struct Frontend {
     pub plan: FrontendPlan,
     /// The backend taking this frontend's connections, if any.
     pub backend: Option<Arc<Backend>>,
+    /// In a TCP frontend: its default backend or a `use_backend` rule may lead to an HTTP
+    /// backend, which upgrades the connection to HTTP, so inspection must read the bytes as
+    /// a request. It depends on the configuration only, so it is worked out once here and
+    /// not per accepted connection.
+    pub may_reach_http_backend: bool,
     /// Concurrent connection limit (`maxconn`, which `set maxconn frontend` changes): every
     /// open session holds a slot.
     pub slots: Arc<crate::slots::ConnSlots>,
@@ -358,6 +363,7 @@ impl Frontend {
             first_address: std::sync::OnceLock::new(),
             plan,
             backend,
+            may_reach_http_backend: false,
             slots: crate::slots::ConnSlots::new(maxconn),
             traffic: Traffic::default(),
             failed: Counter::default(),
