@@ -238,11 +238,23 @@ impl Listener {
     /// Makes a socket listen again with a queue of `backlog`, after
     /// [`Listener::stop_listening`]; a socket that listens already only gets its queue
     /// length set.
-    pub fn listen_again(&self, backlog: u32) -> io::Result<()> {
+    ///
+    /// A socket taken out of the listening state reported a hang-up to the event loop, and
+    /// tokio keeps a hang-up for good (it never clears the closed states of a registration),
+    /// so the old registration would report the socket readable forever and the accept loop
+    /// would spin. Such a socket is registered afresh, through a duplicate of its descriptor
+    /// (epoll tells registrations apart by descriptor); dropping the old one deregisters and
+    /// closes only the old descriptor.
+    pub fn listen_again(&mut self, backlog: u32) -> io::Result<()> {
         match self {
             Listener::Tcp(l, _) => {
-                let backlog = i32::try_from(backlog.max(1)).unwrap_or(i32::MAX);
-                socket2::SockRef::from(l.get_ref()).listen(backlog)
+                let socket = socket2::SockRef::from(l.get_ref());
+                let was_listening = socket.is_listener()?;
+                socket.listen(i32::try_from(backlog.max(1)).unwrap_or(i32::MAX))?;
+                if !was_listening {
+                    *l = fd::register_listener(l.get_ref().try_clone()?)?;
+                }
+                Ok(())
             }
             Listener::Unix(_) => Ok(()),
         }

@@ -62,7 +62,7 @@ struct Slots {
 pub async fn run_listener(
     process: Arc<Process>,
     frontend: Arc<Frontend>,
-    (listener, release_backlog): (Listener, Option<u32>),
+    (mut listener, release_backlog): (Listener, Option<u32>),
     bind_slots: Option<Arc<ConnSlots>>,
     (accept_proxy, bind_name): (bool, Arc<str>),
     listener_stats: Option<Arc<ListenerStats>>,

@@ -546,6 +546,13 @@ fn a_paused_port_refuses_new_clients_until_resumed() {
             )),
             "new connections are not served after {resume:?}"
         );
+        // Resumed and idle, the process sleeps: a listener whose event-loop registration
+        // kept the hang-up of the pause would be reported ready forever, its accept loop
+        // spinning on a core (a full second of CPU over this second).
+        let before = proxy.cpu_ticks();
+        std::thread::sleep(Duration::from_secs(1));
+        let used = proxy.cpu_ticks() - before;
+        assert!(used < 30, "{used} ticks of CPU in an idle second after {resume:?}");
     }
     proxy.assert_alive();
 }

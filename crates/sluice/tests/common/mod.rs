@@ -365,6 +365,17 @@ impl Sluice {
         self.child.as_ref().map(Child::id).unwrap_or(0)
     }
 
+    /// The CPU time the process used so far, user and system, in clock ticks (1/100 s on
+    /// Linux): fields 14 and 15 of `/proc/PID/stat`, counted after the command name, which
+    /// is in parentheses and may hold spaces.
+    pub fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after_name.split(' ').collect();
+        // Field 3 (the state) is the first after the name.
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
+
     /// Its temporary directory.
     pub fn dir(&self) -> &TempDir {
         &self.dir
