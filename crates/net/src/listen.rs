@@ -588,7 +588,7 @@ mod tests {
         let bound = bind_endpoint(&port_of, &exclusive).unwrap();
         // Without SO_REUSEPORT, nobody else may bind the address while it listens.
         assert!(bind_endpoint(&port_of, &opts()).is_err());
-        let listener = bound.into_async().unwrap();
+        let mut listener = bound.into_async().unwrap();
         listener.stop_listening().unwrap();
         let refused = std::net::TcpStream::connect(addr).unwrap_err();
         assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
