@@ -136,6 +136,7 @@ pub(crate) fn server_addr_port(s: &Server) -> (String, i64) {
     let here = s.location();
     match (&s.conf.addr, here.port) {
         (ServerAddr::Unix(path), _) => (path.clone(), 0),
+        (ServerAddr::Abstract(name), _) => (name.to_string(), 0),
         (ServerAddr::Inet { .. }, None) => ("-".to_owned(), 0),
         (ServerAddr::Inet { .. }, Some(port)) => (
             here.ip.map_or("-".to_owned(), |ip| ip.to_string()),

@@ -307,6 +307,10 @@ fn endpoint(
             (Some(ip), Some(port)) => Some(Endpoint::Inet(SocketAddr::new(ip, port))),
             _ => Some(Endpoint::Unix(PathBuf::from(path))),
         },
+        ServerAddr::Abstract(name) => match (addr, port) {
+            (Some(ip), Some(port)) => Some(Endpoint::Inet(SocketAddr::new(ip, port))),
+            _ => Some(Endpoint::Abstract(name.clone())),
+        },
         ServerAddr::Inet { .. } => {
             // The server's current location: `set server addr` moves its checks too.
             let here = server.location();
@@ -347,6 +351,7 @@ fn invocation(
     let (server_addr, server_port) = match here {
         Endpoint::Inet(sa) => (sa.ip().to_string(), sa.port().to_string()),
         Endpoint::Unix(path) => (path.display().to_string(), String::new()),
+        Endpoint::Abstract(name) => (name.to_string(), String::new()),
     };
     let or_not_used = |text: &str| {
         if text.is_empty() {

@@ -11,6 +11,7 @@
 use crate::expect::{self, HttpResponse, Pattern, Rule};
 use crate::reply::{self, Verdict};
 use crate::status::{Outcome, Status};
+use sluice_config::addr::AbstractName;
 use sluice_config::checks::{
     CheckMode, CheckRule, ConnectRule, HttpRequestLine, ProxyChecks, Reply,
 };
@@ -34,6 +35,8 @@ pub enum Endpoint {
     Inet(SocketAddr),
     /// A unix socket.
     Unix(PathBuf),
+    /// A unix socket in the abstract namespace.
+    Abstract(AbstractName),
 }
 
 impl Endpoint {
@@ -44,9 +47,9 @@ impl Endpoint {
                 let ip: IpAddr = rule.addr.unwrap_or(sa.ip());
                 Endpoint::Inet(SocketAddr::new(ip, rule.port.unwrap_or(sa.port())))
             }
-            Endpoint::Unix(path) => match (rule.addr, rule.port) {
+            Endpoint::Unix(_) | Endpoint::Abstract(_) => match (rule.addr, rule.port) {
                 (Some(ip), Some(port)) => Endpoint::Inet(SocketAddr::new(ip, port)),
-                _ => Endpoint::Unix(path.clone()),
+                _ => self.clone(),
             },
         }
     }
@@ -334,6 +337,7 @@ async fn connect(ep: &Endpoint, limits: Limits) -> Result<Conn, Outcome> {
                 Ok(Conn::Tcp(s))
             }
             Endpoint::Unix(path) => UnixStream::connect(path).await.map(Conn::Unix),
+            Endpoint::Abstract(name) => sluice_net::stream::connect_abstract(name).map(Conn::Unix),
         }
     };
     match timeout(limits.connect, attempt).await {

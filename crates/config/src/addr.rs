@@ -4,8 +4,9 @@
 //! addresses to listen on) or to [`parse_server_addr`] (exactly one address to connect to). The
 //! result says what to bind or connect to without touching the network: host names are kept as
 //! [`Host::Name`] and resolved later by the runtime. Sluice only speaks stream sockets over TCP
-//! and unix sockets, so the datagram, QUIC, abstract-namespace and socket-pair forms HAProxy
-//! knows are refused with a clear "not supported by Sluice" rather than as unknown syntax.
+//! and unix sockets (named by a path or, on Linux, in the abstract namespace), so the
+//! datagram, QUIC and socket-pair forms HAProxy knows are refused with a clear "not supported
+//! by Sluice" rather than as unknown syntax.
 //!
 //! Read [`parse_listen_addrs`] first.
 
@@ -37,6 +38,29 @@ pub enum Host {
     Name(String),
 }
 
+/// The longest abstract socket name: `sun_path` holds 108 bytes, the first being the NUL
+/// that marks the abstract namespace.
+pub const ABSTRACT_NAME_MAX: usize = 107;
+
+/// A unix socket in Linux's abstract namespace (`abns@name`, `abnsz@name`): a name that
+/// exists only while a socket is bound to it, with no file and so no permissions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AbstractName {
+    /// The name, without the NUL byte that starts the socket address.
+    pub name: String,
+    /// `abns@`: the socket address is the whole of `sun_path`, the name padded with NUL
+    /// bytes, as HAProxy forms it; `abnsz@`: it ends with the name, as most other programs
+    /// (socat, systemd) form it. The two forms of one name are different sockets.
+    pub padded: bool,
+}
+
+impl fmt::Display for AbstractName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let prefix = if self.padded { "abns" } else { "abnsz" };
+        write!(f, "{prefix}@{}", self.name)
+    }
+}
+
 /// One address to listen on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ListenAddr {
@@ -52,6 +76,8 @@ pub enum ListenAddr {
     },
     /// A unix socket path (absolute, or relative after `unix@`).
     Unix(String),
+    /// A unix socket in the abstract namespace.
+    Abstract(AbstractName),
     /// An inherited, already bound file descriptor (`fd@<n>`).
     Fd(i32),
 }
@@ -81,6 +107,8 @@ pub enum ServerAddr {
     },
     /// A unix socket path.
     Unix(String),
+    /// A unix socket in the abstract namespace.
+    Abstract(AbstractName),
 }
 
 /// Why an address was rejected.
@@ -88,7 +116,7 @@ pub enum ServerAddr {
 pub enum AddrError {
     /// The address (or one element of a list) is empty.
     Empty,
-    /// A prefix HAProxy knows but Sluice does not implement (`abns@`, `udp@`, `quic4@`...).
+    /// A prefix HAProxy knows but Sluice does not implement (`udp@`, `quic4@`...).
     UnsupportedPrefix(String),
     /// A `xxx@` prefix nobody knows.
     UnknownPrefix(String),
@@ -117,6 +145,10 @@ pub enum AddrError {
     FdNotAllowed,
     /// `unix@` with nothing after it.
     EmptyPath,
+    /// `abns@` or `abnsz@` with nothing after it.
+    EmptyAbstractName,
+    /// An abstract socket name longer than [`ABSTRACT_NAME_MAX`] bytes.
+    AbstractNameTooLong(String),
     /// A comma-separated list where exactly one address is expected.
     MultipleAddresses,
 }
@@ -168,6 +200,11 @@ impl fmt::Display for AddrError {
             }
             AddrError::FdNotAllowed => f.write_str("'fd@' can only be used to listen"),
             AddrError::EmptyPath => f.write_str("empty unix socket path"),
+            AddrError::EmptyAbstractName => f.write_str("empty abstract socket name"),
+            AddrError::AbstractNameTooLong(name) => write!(
+                f,
+                "abstract socket name '{name}' is longer than {ABSTRACT_NAME_MAX} bytes"
+            ),
             AddrError::MultipleAddresses => {
                 f.write_str("exactly one address is expected, not a comma-separated list")
             }
@@ -238,6 +275,7 @@ pub fn parse_listen_addrs(s: &str) -> Result<Vec<ListenAddr>, AddrError> {
 pub fn parse_server_addr(s: &str) -> Result<ServerAddr, AddrError> {
     match classify(s)? {
         Kind::Unix(path) => Ok(ServerAddr::Unix(path.to_string())),
+        Kind::Abstract(name) => Ok(ServerAddr::Abstract(name)),
         Kind::Fd(_) => Err(AddrError::FdNotAllowed),
         Kind::Inet {
             prefix,
@@ -263,6 +301,7 @@ pub fn parse_server_addr(s: &str) -> Result<ServerAddr, AddrError> {
 fn parse_listen_addr(s: &str) -> Result<ListenAddr, AddrError> {
     match classify(s)? {
         Kind::Unix(path) => Ok(ListenAddr::Unix(path.to_string())),
+        Kind::Abstract(name) => Ok(ListenAddr::Abstract(name)),
         Kind::Fd(fd) => Ok(ListenAddr::Fd(fd)),
         Kind::Inet {
             prefix,
@@ -287,6 +326,7 @@ fn parse_listen_addr(s: &str) -> Result<ListenAddr, AddrError> {
 /// What an address is, once its prefix is known.
 enum Kind<'a> {
     Unix(&'a str),
+    Abstract(AbstractName),
     Fd(i32),
     Inet {
         /// The prefix as written, with its `@` (empty if none), for error messages.
@@ -328,10 +368,9 @@ fn classify(s: &str) -> Result<Kind<'_>, AddrError> {
         "unix" if rest.is_empty() => Err(AddrError::EmptyPath),
         "unix" => Ok(Kind::Unix(rest)),
         "fd" => parse_fd(rest).map(Kind::Fd),
-        "abns" | "abnsz" | "sockpair" | "udp" | "udp4" | "udp6" | "quic4" | "quic6" | "uxst"
-        | "uxdg" | "rhttp" | "mptcp" | "mptcp4" | "mptcp6" => {
-            Err(AddrError::UnsupportedPrefix(prefix.to_string()))
-        }
+        "abns" | "abnsz" => parse_abstract(rest, name == "abns").map(Kind::Abstract),
+        "sockpair" | "udp" | "udp4" | "udp6" | "quic4" | "quic6" | "uxst" | "uxdg" | "rhttp"
+        | "mptcp" | "mptcp4" | "mptcp6" => Err(AddrError::UnsupportedPrefix(prefix.to_string())),
         // The socket-type prefixes of §2.9.2 ("stream+ipv4@", "dgram+unix@", ...).
         _ if ["stream+", "dgram+", "quic+"]
             .iter()
@@ -341,6 +380,21 @@ fn classify(s: &str) -> Result<Kind<'_>, AddrError> {
         }
         _ => Err(AddrError::UnknownPrefix(prefix.to_string())),
     }
+}
+
+/// The name after `abns@` or `abnsz@`: any bytes but NUL (which the lexer cannot produce)
+/// and the comma that separates listening addresses, up to the room `sun_path` leaves.
+fn parse_abstract(name: &str, padded: bool) -> Result<AbstractName, AddrError> {
+    if name.is_empty() {
+        return Err(AddrError::EmptyAbstractName);
+    }
+    if name.len() > ABSTRACT_NAME_MAX {
+        return Err(AddrError::AbstractNameTooLong(name.to_string()));
+    }
+    Ok(AbstractName {
+        name: name.to_string(),
+        padded,
+    })
 }
 
 /// `fd@<n>`: a non-negative descriptor number (any `${VAR}` was expanded by the lexer).
@@ -677,10 +731,36 @@ mod tests {
     }
 
     #[test]
+    fn abstract_names() {
+        let abns = |name: &str, padded| AbstractName {
+            name: name.into(),
+            padded,
+        };
+        assert_eq!(
+            parse_listen_addrs("abns@fe2,abnsz@other"),
+            Ok(vec![
+                ListenAddr::Abstract(abns("fe2", true)),
+                ListenAddr::Abstract(abns("other", false)),
+            ])
+        );
+        assert_eq!(
+            parse_server_addr("abns@a/b:c"),
+            Ok(ServerAddr::Abstract(abns("a/b:c", true)))
+        );
+        assert_eq!(abns("fe2", true).to_string(), "abns@fe2");
+        assert_eq!(abns("fe2", false).to_string(), "abnsz@fe2");
+        assert_eq!(listen_err("abns@"), AddrError::EmptyAbstractName);
+        assert_eq!(server_err("abnsz@"), AddrError::EmptyAbstractName);
+        let longest = "n".repeat(ABSTRACT_NAME_MAX);
+        assert!(parse_server_addr(&format!("abns@{longest}")).is_ok());
+        let err = server_err(&format!("abns@{longest}x"));
+        assert_eq!(err, AddrError::AbstractNameTooLong(format!("{longest}x")));
+        assert!(err.to_string().ends_with("is longer than 107 bytes"));
+    }
+
+    #[test]
     fn unsupported_and_unknown_prefixes() {
         for prefix in [
-            "abns@",
-            "abnsz@",
             "sockpair@",
             "udp@",
             "udp4@",
@@ -702,8 +782,8 @@ mod tests {
             assert_eq!(listen_err(&addr), want, "{prefix}");
             assert_eq!(server_err(&addr), want, "{prefix}");
         }
-        let msg = "address prefix 'abns@' is not supported by Sluice";
-        assert_eq!(listen_err("abns@foo").to_string(), msg);
+        let msg = "address prefix 'udp@' is not supported by Sluice";
+        assert_eq!(listen_err("udp@foo:514").to_string(), msg);
         for prefix in ["foo@", "IPV4@", "@", "unix:@"] {
             let err = listen_err(&format!("{prefix}:80"));
             assert_eq!(err, AddrError::UnknownPrefix(prefix.into()), "{prefix}");

@@ -553,7 +553,7 @@ pub(crate) fn validate_server(
     diags: &mut Diagnostics,
 ) -> bool {
     let mut ok = true;
-    if let ServerAddr::Unix(_) = addr {
+    if let ServerAddr::Unix(_) | ServerAddr::Abstract(_) = addr {
         // A port means nothing on a unix socket: the check would silently go to the socket.
         if c.port.is_some() && c.addr.is_none() {
             diags.push(d.alert("'port' on a unix socket server needs 'addr'"));
@@ -600,7 +600,7 @@ pub(crate) fn check_ports(
         && steps.all(|r| !matches!(r, CheckRule::Connect(c) if c.port.is_none()));
     for server in servers {
         let has_port = match &server.addr {
-            ServerAddr::Unix(_) => true,
+            ServerAddr::Unix(_) | ServerAddr::Abstract(_) => true,
             ServerAddr::Inet { port, .. } => matches!(port, ServerPort::Fixed(_)),
         };
         if server.checks.check && server.checks.port.is_none() && !has_port && !rules_give_port {

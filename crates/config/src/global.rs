@@ -34,12 +34,13 @@ pub enum CliLevel {
 
 impl StatsSocketConf {
     /// Its address as HAProxy names a CLI socket (`show cli sockets`, `HAPROXY_CLI`):
-    /// `unix@PATH`, `ipv4@IP:PORT`, `ipv6@[IP]:PORT`, `fd@N`.
+    /// `unix@PATH`, `abns@NAME`, `ipv4@IP:PORT`, `ipv6@[IP]:PORT`, `fd@N`.
     pub fn address_text(&self) -> String {
         use crate::addr::{Family, Host};
         use std::net::IpAddr;
         match &self.addr {
             ListenAddr::Unix(path) => format!("unix@{path}"),
+            ListenAddr::Abstract(name) => name.to_string(),
             ListenAddr::Fd(fd) => format!("fd@{fd}"),
             ListenAddr::Inet { host, ports, .. } => {
                 let port = ports.start();

@@ -11,7 +11,7 @@
 
 use crate::fd;
 use crate::stream::{LazyTcp, Stream};
-use sluice_config::addr::{Family, Host, ListenAddr};
+use sluice_config::addr::{AbstractName, Family, Host, ListenAddr};
 use sluice_config::global::SocketBuffers;
 use socket2::{Domain, Socket, Type};
 use std::io;
@@ -73,8 +73,7 @@ impl BoundListener {
             ),
             BoundListener::Unix(l) => (
                 l.local_addr()
-                    .ok()
-                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .map(|a| unix_address_text(&a))
                     .unwrap_or_default(),
                 None,
             ),
@@ -315,6 +314,8 @@ pub enum Endpoint {
     Tcp(SocketAddr),
     /// A unix socket path.
     Unix(String),
+    /// A unix socket in the abstract namespace.
+    Abstract(AbstractName),
     /// An inherited descriptor.
     Fd(i32),
 }
@@ -324,6 +325,7 @@ impl std::fmt::Display for Endpoint {
         match self {
             Endpoint::Tcp(addr) => write!(f, "{addr}"),
             Endpoint::Unix(path) => write!(f, "unix@{path}"),
+            Endpoint::Abstract(name) => write!(f, "{name}"),
             Endpoint::Fd(n) => write!(f, "fd@{n}"),
         }
     }
@@ -344,6 +346,7 @@ pub fn endpoints(addr: &ListenAddr) -> io::Result<Vec<Endpoint>> {
                 .collect()
         }
         ListenAddr::Unix(path) => vec![Endpoint::Unix(path.clone())],
+        ListenAddr::Abstract(name) => vec![Endpoint::Abstract(name.clone())],
         ListenAddr::Fd(n) => vec![Endpoint::Fd(*n)],
     })
 }
@@ -353,6 +356,7 @@ pub fn bind_endpoint(endpoint: &Endpoint, opts: &BindOptions) -> io::Result<Boun
     match endpoint {
         Endpoint::Tcp(addr) => bind_tcp(*addr, opts).map(BoundListener::Tcp),
         Endpoint::Unix(path) => bind_unix(path, opts).map(BoundListener::Unix),
+        Endpoint::Abstract(name) => bind_abstract(name, opts).map(BoundListener::Unix),
         Endpoint::Fd(n) => adopt(*n),
     }
 }
@@ -451,6 +455,48 @@ fn bind_unix(path: &str, opts: &BindOptions) -> io::Result<StdUnixListener> {
     Ok(StdUnixListener::from(OwnedFd::from(socket)))
 }
 
+/// A unix socket's address as text: its path, or `abns@NAME` for an abstract one (the
+/// padding of HAProxy's form left out).
+fn unix_address_text(addr: &std::os::unix::net::SocketAddr) -> String {
+    use std::os::linux::net::SocketAddrExt;
+    if let Some(path) = addr.as_pathname() {
+        return path.display().to_string();
+    }
+    match addr.as_abstract_name() {
+        Some(name) => {
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            format!("abns@{}", String::from_utf8_lossy(&name[..end]))
+        }
+        None => String::new(),
+    }
+}
+
+/// Binds a socket in the abstract namespace. There is no file to replace, chmod or chown:
+/// the name is free once no socket holds it, and anyone may connect.
+fn bind_abstract(name: &AbstractName, opts: &BindOptions) -> io::Result<StdUnixListener> {
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    socket.bind(&abstract_address(name)?)?;
+    socket.listen(backlog(opts))?;
+    Ok(StdUnixListener::from(OwnedFd::from(socket)))
+}
+
+/// The socket address of an abstract name: a NUL byte, the name, and for HAProxy's padded
+/// form (`abns@`) NUL bytes up to the end of `sun_path`, all of which belong to the address.
+pub fn abstract_address(name: &AbstractName) -> io::Result<socket2::SockAddr> {
+    use std::os::unix::ffi::OsStrExt;
+    /// The size of `sun_path` on Linux.
+    const SUN_PATH_LEN: usize = 108;
+    let mut bytes = Vec::with_capacity(SUN_PATH_LEN);
+    bytes.push(0);
+    bytes.extend_from_slice(name.name.as_bytes());
+    if name.padded {
+        bytes.resize(SUN_PATH_LEN.max(bytes.len()), 0);
+    }
+    // socket2 takes a leading NUL byte as the abstract namespace's mark and sizes the
+    // address by the bytes given, trailing NULs included.
+    socket2::SockAddr::unix(std::ffi::OsStr::from_bytes(&bytes))
+}
+
 fn adopt(fd_number: i32) -> io::Result<BoundListener> {
     adopt_owned(fd::adopt_listening_socket(fd_number)?)
 }
@@ -489,6 +535,46 @@ mod tests {
         BindOptions {
             backlog: 16,
             ..BindOptions::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn abstract_sockets_in_haproxy_s_padded_form_and_the_short_one() {
+        use sluice_config::addr::AbstractName;
+        let unique = format!("sluice-test-{}", std::process::id());
+        let name = |padded| AbstractName {
+            name: unique.clone(),
+            padded,
+        };
+        let padded = bind_endpoint(&Endpoint::Abstract(name(true)), &opts()).unwrap();
+        assert_eq!(padded.address_parts().0, format!("abns@{unique}"));
+        // The padding is part of the address: 108 bytes of `sun_path`, the name's NUL first.
+        let BoundListener::Unix(l) = &padded else {
+            unreachable!()
+        };
+        let local = socket2::SockRef::from(l).local_addr().unwrap();
+        let bytes = local.as_abstract_namespace().unwrap();
+        assert_eq!(bytes.len(), 107);
+        assert!(bytes.starts_with(unique.as_bytes()));
+        assert!(bytes[unique.len()..].iter().all(|&b| b == 0));
+        // The same name twice is refused, as a path or a port is.
+        let again = bind_endpoint(&Endpoint::Abstract(name(true)), &opts());
+        assert_eq!(again.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+        // The short form is another address: nobody listens there yet.
+        let refused = crate::stream::connect_abstract(&name(false)).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
+        let short = bind_endpoint(&Endpoint::Abstract(name(false)), &opts()).unwrap();
+        assert_eq!(short.address_parts().0, format!("abns@{unique}"));
+        for (listener, padded) in [(padded, true), (short, false)] {
+            let listener = listener.into_async().unwrap();
+            let mut client = crate::stream::connect_abstract(&name(padded)).unwrap();
+            let (mut accepted, endpoints) = listener.accept().await.unwrap();
+            assert_eq!(endpoints.client, None);
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            client.write_all(b"ping").await.unwrap();
+            let mut got = [0; 4];
+            accepted.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"ping");
         }
     }
 

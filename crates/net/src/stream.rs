@@ -158,13 +158,15 @@ fn poll_registered_io<T: AsRawFd>(
     }
 }
 
-/// Where to connect a server: an inet address or a unix socket path.
+/// Where to connect a server: an inet address or a unix socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
     /// A resolved inet address.
     Inet(SocketAddr),
     /// A unix socket path.
     Unix(String),
+    /// A unix socket in the abstract namespace.
+    Abstract(sluice_config::addr::AbstractName),
 }
 
 impl std::fmt::Display for Target {
@@ -172,6 +174,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Inet(addr) => write!(f, "{addr}"),
             Target::Unix(path) => write!(f, "unix@{path}"),
+            Target::Abstract(name) => write!(f, "{name}"),
         }
     }
 }
@@ -225,6 +228,7 @@ impl Stream {
                 }
                 Target::Inet(addr) => Stream::Tcp(connect_socket(*addr, opts).await?),
                 Target::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
+                Target::Abstract(name) => Stream::Unix(connect_abstract(name)?),
             })
         };
         let stream = match timeout {
@@ -372,6 +376,18 @@ async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpSt
     }
     size_buffers(socket2::SockRef::from(&socket), opts.buffers)?;
     socket.connect(to).await
+}
+
+/// Connects to a socket in the abstract namespace. A unix connection is made or refused at
+/// once: a full queue is `EAGAIN` on a socket that does not block, which counts as a failed
+/// attempt, as a refused TCP connection does.
+pub fn connect_abstract(name: &sluice_config::addr::AbstractName) -> io::Result<UnixStream> {
+    let socket = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+    socket.set_nonblocking(true)?;
+    socket.connect(&crate::listen::abstract_address(name)?)?;
+    UnixStream::from_std(std::os::unix::net::UnixStream::from(
+        std::os::fd::OwnedFd::from(socket),
+    ))
 }
 
 /// Forces the kernel's receive and send buffer sizes where `buffers` sets them (which Linux

@@ -52,7 +52,7 @@ pub fn listeners_of(plan: &FrontendPlan) -> Vec<Arc<ListenerStats>> {
         for addr in &bind.addrs {
             let sockets = match addr {
                 ListenAddr::Inet { ports, .. } => ports.clone().count(),
-                ListenAddr::Unix(_) | ListenAddr::Fd(_) => 1,
+                ListenAddr::Unix(_) | ListenAddr::Abstract(_) | ListenAddr::Fd(_) => 1,
             };
             for _ in 0..sockets {
                 let id = listeners.len() as u32 + 1;

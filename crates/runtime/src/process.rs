@@ -516,7 +516,7 @@ fn resolve_with_init_addr(s: &ServerConf) -> std::io::Result<Option<Option<IpAdd
 
 fn resolve_server(addr: &ServerAddr) -> std::io::Result<Option<IpAddr>> {
     match addr {
-        ServerAddr::Unix(_) => Ok(None),
+        ServerAddr::Unix(_) | ServerAddr::Abstract(_) => Ok(None),
         ServerAddr::Inet { family, host, .. } => match host {
             Host::Ip(ip) => Ok(Some(*ip)),
             Host::Name(name) => sluice_net::listen::resolve_name(name, *family).map(Some),

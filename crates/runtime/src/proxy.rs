@@ -1052,7 +1052,7 @@ impl Server {
     pub(crate) fn new(conf: ServerConf, index: usize, ip: Option<IpAddr>) -> Self {
         let port = match &conf.addr {
             ServerAddr::Inet { port, .. } => Some(*port),
-            ServerAddr::Unix(_) => None,
+            ServerAddr::Unix(_) | ServerAddr::Abstract(_) => None,
         };
         let pool_id = next_pool_id();
         Server {
@@ -1091,6 +1091,7 @@ impl Server {
     pub fn target(&self, client_dst: Option<SocketAddr>) -> Option<Target> {
         match &self.conf.addr {
             ServerAddr::Unix(path) => Some(Target::Unix(path.clone())),
+            ServerAddr::Abstract(name) => Some(Target::Abstract(name.clone())),
             ServerAddr::Inet { .. } => {
                 let here = self.location();
                 let port = stream::server_port(&here.port?, client_dst.map(|a| a.port()))?;

@@ -95,7 +95,7 @@ impl Backend {
                         .to_owned(),
                 ));
             }
-            ServerAddr::Unix(_) => None,
+            ServerAddr::Unix(_) | ServerAddr::Abstract(_) => None,
         };
         let mut shared = self.lock();
         if !shared.balancer.is_dynamic() {

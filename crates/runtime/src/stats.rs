@@ -756,8 +756,10 @@ pub fn server_weight(server: &Server, health: &HealthState) -> u32 {
 }
 
 fn server_addr(server: &Server) -> String {
-    if let ServerAddr::Unix(path) = &server.conf.addr {
-        return format!("unix@{path}");
+    match &server.conf.addr {
+        ServerAddr::Unix(path) => return format!("unix@{path}"),
+        ServerAddr::Abstract(name) => return name.to_string(),
+        ServerAddr::Inet { .. } => {}
     }
     let here = server.location();
     let (Some(ip), Some(port)) = (here.ip, here.port) else {

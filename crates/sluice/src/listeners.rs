@@ -410,6 +410,7 @@ fn describe(addr: &ListenAddr) -> String {
             }
         }
         ListenAddr::Unix(path) => format!("[unix@{path}]"),
+        ListenAddr::Abstract(name) => format!("[{name}]"),
         ListenAddr::Fd(n) => format!("[fd@{n}]"),
     }
 }

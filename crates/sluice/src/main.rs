@@ -124,7 +124,7 @@ fn start(opts: &args::Options, ctx: &cond::CondContext<'_>) -> Result<u8, Vec<St
         .flat_map(|b| &b.addrs)
         .map(|addr| match addr {
             ListenAddr::Inet { ports, .. } => ports.len() as u64 * nbthread as u64,
-            ListenAddr::Unix(_) | ListenAddr::Fd(_) => 1,
+            ListenAddr::Unix(_) | ListenAddr::Abstract(_) | ListenAddr::Fd(_) => 1,
         })
         .sum::<u64>()
         + plan.global.stats_sockets.len() as u64;

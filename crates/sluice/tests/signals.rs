@@ -552,7 +552,10 @@ fn a_paused_port_refuses_new_clients_until_resumed() {
         let before = proxy.cpu_ticks();
         std::thread::sleep(Duration::from_secs(1));
         let used = proxy.cpu_ticks() - before;
-        assert!(used < 30, "{used} ticks of CPU in an idle second after {resume:?}");
+        assert!(
+            used < 30,
+            "{used} ticks of CPU in an idle second after {resume:?}"
+        );
     }
     proxy.assert_alive();
 }

@@ -356,3 +356,59 @@ fn a_session_can_lower_its_level_but_not_raise_it() {
         "\nPermission denied\n\n"
     );
 }
+
+#[test]
+fn a_stats_socket_and_a_checked_server_in_the_abstract_namespace() {
+    // Names unique to this run: the abstract namespace is shared by the whole machine.
+    let name = |what: &str| format!("sluice-test-{}-{what}", std::process::id());
+    let (fe, addr) = frontend();
+    let cfg = format!(
+        "global\n    stats socket abns@{} level admin\n{}\nlisten app\n    bind {}\n    option httpchk\n    server inner abns@{} check inter 100ms\nlisten inner\n    bind abns@{}\n    http-request return status 200 content-type text/plain string inner\n",
+        name("cli"),
+        common::http::HTTP_DEFAULTS,
+        fd_bind(&fe),
+        name("inner"),
+        name("inner"),
+    );
+    let mut proxy = common::sluice(&cfg).inherit(fe).start();
+    // HAProxy's `abns@` form: the name padded with NUL bytes to the end of `sun_path`, all
+    // of which are the address, so a client must pad it too.
+    let cli = |command: &str| {
+        use std::os::linux::net::SocketAddrExt;
+        let mut padded = name("cli").into_bytes();
+        padded.resize(107, 0);
+        let at = std::os::unix::net::SocketAddr::from_abstract_name(&padded).unwrap();
+        let mut s = UnixStream::connect_addr(&at).unwrap();
+        s.set_read_timeout(Some(GENEROUS)).unwrap();
+        s.write_all(format!("{command}\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let row = || {
+        cli("show stat")
+            .lines()
+            .find(|l| l.starts_with("app,inner,"))
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    assert!(
+        common::wait_until(GENEROUS, || row().contains(",L7OK,")),
+        "the check through the abstract socket did not pass: {}",
+        row()
+    );
+    assert!(
+        row().contains(&format!(",abns@{},", name("inner"))),
+        "{}",
+        row()
+    );
+    let mut client = connect(addr);
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\ninner"), "{answer}");
+    proxy.assert_alive();
+}
