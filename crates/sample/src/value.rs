@@ -186,7 +186,10 @@ impl<'a> Sample<'a> {
             (Sample::Str(s), T::Ip) => parse_ip(&s).map(Sample::Ip),
             (Sample::Str(s), T::Bin) => Some(Sample::Bin(s)),
             (Sample::Str(s) | Sample::Bin(s), T::Meth) if !s.is_empty() => Some(Sample::Meth(s)),
-            (Sample::Bin(s) | Sample::Meth(s), T::Str) => Some(Sample::Str(s)),
+            // As HAProxy: a string made of binary data ends at its first NUL byte (the
+            // manual warns that string matches of binary fetches stop there).
+            (Sample::Bin(s), T::Str) => Some(Sample::Str(until_nul(s))),
+            (Sample::Meth(s), T::Str) => Some(Sample::Str(s)),
             (Sample::Meth(s), T::Bin) => Some(Sample::Bin(s)),
             _ => None,
         }
@@ -199,6 +202,20 @@ impl<'a> Sample<'a> {
         match self.reborrow().cast(SampleType::Str) {
             Some(Sample::Str(s)) => s,
             _ => Cow::Borrowed(&[]),
+        }
+    }
+}
+
+/// `bytes` up to its first NUL byte, without copying.
+fn until_nul(bytes: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    let Some(end) = bytes.iter().position(|&b| b == 0) else {
+        return bytes;
+    };
+    match bytes {
+        Cow::Borrowed(b) => Cow::Borrowed(&b[..end]),
+        Cow::Owned(mut v) => {
+            v.truncate(end);
+            Cow::Owned(v)
         }
     }
 }
@@ -371,6 +388,22 @@ mod tests {
             Some(Sample::Meth(Cow::Borrowed(b"GET")))
         );
         assert_eq!(s("").cast(Meth), None);
+    }
+
+    #[test]
+    fn binary_data_as_a_string_ends_at_its_first_nul() {
+        let bin = |b: &'static [u8]| Sample::Bin(Cow::Borrowed(b));
+        let text = |sample: Sample<'static>| sample.cast(SampleType::Str);
+        assert_eq!(text(bin(b"ab\0cd")), Some(Sample::str(b"ab")));
+        assert_eq!(text(bin(b"\0ab")), Some(Sample::str(b"")));
+        assert_eq!(text(bin(b"abc")), Some(Sample::str(b"abc")));
+        let owned = Sample::Bin(Cow::Owned(b"xy\0z".to_vec()));
+        assert_eq!(text(owned), Some(Sample::str(b"xy")));
+        // Strings keep their NUL bytes, as the methods of a request do.
+        assert_eq!(
+            Sample::str(b"a\0b").cast(SampleType::Bin),
+            Some(bin(b"a\0b"))
+        );
     }
 
     #[test]

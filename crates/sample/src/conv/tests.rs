@@ -496,7 +496,13 @@ fn hashes() {
         Some("23097D223405D8228642A477BDA255B32AADBCE4BDA0B3F7E36C9DA7")
     );
     assert_eq!(e("str(abc),sha2(512),length"), Some(Sample::Int(64)));
-    assert_eq!(e("str(abc),digest(sha384),length"), Some(Sample::Int(48)));
+    assert_eq!(
+        e("str(abc),digest(sha384),hex,length"),
+        Some(Sample::Int(96))
+    );
+    // `length` reads a string, and a string made of binary data ends at its first NUL
+    // byte, as in HAProxy 2.6: this digest's second byte is one.
+    assert_eq!(e("str(abc),digest(sha384),length"), Some(Sample::Int(1)));
     // RFC 4231 test case 2: key "Jefe", data "what do ya want for nothing?".
     assert_eq!(
         t("str(what do ya want for nothing?),hmac(sha256,SmVmZQ==),hex").as_deref(),
