@@ -170,6 +170,16 @@ impl Context for StreamView<'_> {
         self.endpoints.local
     }
 
+    fn connection_src(&self) -> Option<SocketAddr> {
+        let original = self.vars.connection_addresses();
+        original.map_or(self.endpoints.client, |e| e.client)
+    }
+
+    fn connection_dst(&self) -> Option<SocketAddr> {
+        let original = self.vars.connection_addresses();
+        original.map_or(self.endpoints.local, |e| e.local)
+    }
+
     fn frontend_name(&self) -> &str {
         self.frontend.name()
     }
@@ -184,6 +194,14 @@ impl Context for StreamView<'_> {
 
     fn frontend_id(&self) -> Option<i64> {
         Some(i64::from(self.frontend.plan.id.uid))
+    }
+
+    fn first_request(&self) -> Option<bool> {
+        self.request.map(|_| self.vars.first_request())
+    }
+
+    fn frontend_default_backend(&self) -> Option<&str> {
+        self.frontend.backend.as_deref().map(Backend::name)
     }
 
     fn backend_id(&self) -> Option<i64> {
@@ -404,6 +422,7 @@ impl Context for StreamView<'_> {
             BackendStat::Connections => backend.traffic.sessions.get() as i64,
             BackendStat::Queued => backend.queued() as i64,
             BackendStat::FreeSlots => backend.free_slots(),
+            BackendStat::FreeConnections => backend.free_connections(),
             BackendStat::SessionRate => backend.traffic.session_rate.get() as i64,
             BackendStat::QueuePerServer => {
                 let queued = backend.queued() as i64;
@@ -420,6 +439,7 @@ impl Context for StreamView<'_> {
         let (index, server) = backend.server_named(server)?;
         Some(match stat {
             ServerStat::Connections => server.traffic.sessions.get() as i64,
+            ServerStat::FreeConnections => backend.server_free_connections(index),
             ServerStat::Queued => backend.server_queued(index) as i64,
             ServerStat::Up => i64::from(backend.is_server_usable(index)),
             ServerStat::SessionRate => server.traffic.session_rate.get() as i64,

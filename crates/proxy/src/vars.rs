@@ -42,6 +42,9 @@ struct Transaction {
     /// (as in HAProxy 2.6, the next request of the connection has the connection's again).
     /// Here, boxed with the rest, rather than in every session's state.
     addresses: Option<Endpoints>,
+    /// The connection's addresses, kept when a rule first changed the transaction's: what
+    /// `fc_src`, `fc_dst` and their ports read.
+    connection_addresses: Option<Endpoints>,
     /// `set-timeout server` and `set-timeout tunnel`, with the proxy whose rules set them.
     timeouts: [Option<(u32, Duration)>; 2],
     /// `disable-l7-retry`: no `retry-on` retry but after a failed connection.
@@ -83,6 +86,8 @@ pub struct Vars {
     received_tlvs: std::cell::OnceCell<Box<ReceivedTlvs>>,
     /// The transaction's `set-log-level`, if a rule set it.
     log_level: std::cell::Cell<Option<LogLevelChange>>,
+    /// The connection served a request before the one being handled (`http_first_req`).
+    later_request: std::cell::Cell<bool>,
 
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
@@ -207,9 +212,21 @@ impl Vars {
         self.log_level.set(Some(level));
     }
 
-    /// `set-src`, `set-dst`...: the transaction's addresses from now on.
-    pub fn set_addresses(&self, addresses: Endpoints) {
-        self.transaction().addresses = Some(addresses);
+    /// `set-src`, `set-dst`...: the transaction's addresses from now on, `before` being
+    /// what they were (the connection's, at the first change).
+    pub fn set_addresses(&self, addresses: Endpoints, before: Endpoints) {
+        let mut transaction = self.transaction();
+        transaction.connection_addresses.get_or_insert(before);
+        transaction.addresses = Some(addresses);
+    }
+
+    /// The connection's addresses, if a rule changed the transaction's (else they are the
+    /// transaction's).
+    pub fn connection_addresses(&self) -> Option<Endpoints> {
+        self.transaction
+            .borrow()
+            .as_ref()
+            .and_then(|t| t.connection_addresses)
     }
 
     /// The transaction's addresses as rules set them, if they did.
@@ -410,6 +427,17 @@ impl Vars {
         if !(first_only && captures.is_set(response, index)) {
             captures.store(response, index, value, len);
         }
+    }
+
+    /// Whether the request being handled is the connection's first (`http_first_req`),
+    /// set as each request's handling starts.
+    pub fn set_first_request(&self, first: bool) {
+        self.later_request.set(!first);
+    }
+
+    /// See [`Vars::set_first_request`].
+    pub fn first_request(&self) -> bool {
+        !self.later_request.get()
     }
 
     /// Forgets the variables of the transaction that ended (`txn.`, `req.`, `res.`), its

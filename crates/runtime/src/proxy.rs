@@ -636,6 +636,39 @@ impl Backend {
         free
     }
 
+    /// Free connection slots of the usable servers, queue slots left out, or -1 when one of
+    /// them has no limit (`be_conn_free`). Backup servers count only when no active one is
+    /// usable.
+    pub fn free_connections(&self) -> i64 {
+        let shared = self.lock();
+        let usable = |s: &Server| shared.balancer.state(s.index).is_some_and(|st| st.usable);
+        let active_up = self.servers.iter().any(|s| !s.conf.backup && usable(s));
+        let mut free = 0i64;
+        for server in &self.servers {
+            let i = server.index;
+            if !usable(server) || (active_up && server.conf.backup) {
+                continue;
+            }
+            let Some(maxconn) = shared.balancer.state(i).and_then(|s| s.maxconn) else {
+                return -1;
+            };
+            free += (i64::from(maxconn) - i64::from(shared.balancer.connections(i))).max(0);
+        }
+        free
+    }
+
+    /// The free connection slots of the server at `index`, or -1 when it has no limit
+    /// (`srv_conn_free`).
+    pub fn server_free_connections(&self, index: usize) -> i64 {
+        let shared = self.lock();
+        match shared.balancer.state(index).and_then(|s| s.maxconn) {
+            Some(maxconn) => {
+                (i64::from(maxconn) - i64::from(shared.balancer.connections(index))).max(0)
+            }
+            None => -1,
+        }
+    }
+
     /// The server named `name` and its index.
     pub fn server_named(&self, name: &str) -> Option<(usize, &Server)> {
         self.servers

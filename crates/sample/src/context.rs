@@ -30,6 +30,9 @@ pub enum BackendStat {
     Queued,
     /// `connslots`: free connection and queue slots (-1 when a limit is unset).
     FreeSlots,
+    /// `be_conn_free`: free connection slots of the usable servers, queues left out (-1
+    /// when a server has no `maxconn`).
+    FreeConnections,
     /// `be_sess_rate`: new sessions over the last second.
     SessionRate,
     /// `avg_queue`: queued streams per usable server, rounded up (twice the queue when no
@@ -53,6 +56,8 @@ pub enum FrontendStat {
 pub enum ServerStat {
     /// `srv_conn`: connections currently established on the server.
     Connections,
+    /// `srv_conn_free`: the server's free connection slots (-1 without `maxconn`).
+    FreeConnections,
     /// `srv_queue`: streams waiting in the server's queue.
     Queued,
     /// `srv_is_up`: 1 if the server is up, 0 otherwise.
@@ -116,12 +121,30 @@ pub trait Context {
     fn src(&self) -> Option<SocketAddr>;
     /// The address the client connected to.
     fn dst(&self) -> Option<SocketAddr>;
+    /// The client connection's own addresses, whatever `set-src` made of the stream's
+    /// (`fc_src`, `fc_src_port`).
+    fn connection_src(&self) -> Option<SocketAddr> {
+        self.src()
+    }
+    /// See [`Context::connection_src`] (`fc_dst`, `fc_dst_port`).
+    fn connection_dst(&self) -> Option<SocketAddr> {
+        self.dst()
+    }
     /// The frontend's name.
     fn frontend_name(&self) -> &str;
     /// The backend's name once one is chosen.
     fn backend_name(&self) -> Option<&str>;
     /// The server's name once one is chosen.
     fn server_name(&self) -> Option<&str>;
+    /// Whether the HTTP request being handled is its connection's first (`http_first_req`);
+    /// `None` outside HTTP.
+    fn first_request(&self) -> Option<bool> {
+        None
+    }
+    /// The frontend's default backend, if it has one (`fe_defbe`).
+    fn frontend_default_backend(&self) -> Option<&str> {
+        None
+    }
     /// The frontend's number (`fe_id`), when known.
     fn frontend_id(&self) -> Option<i64> {
         None

@@ -168,11 +168,12 @@ impl Expr {
     /// 'HTTP response headers', none of which is available here".
     ///
     /// The bare `hdr` fetch reads the message being handled (configuration.txt §7.3.6
-    /// "hdr": `req.hdr` on requests, `res.hdr` on responses): where no request header is
-    /// available but response headers are (`http-response`, `http-after-response`,
-    /// `stick store-response`), it is settled here to read the response's.
+    /// "hdr": `req.hdr` on requests, `res.hdr` on responses), as does the deprecated
+    /// `cookie` (`req.cook`, `res.cook`): where no request header is available but response
+    /// headers are (`http-response`, `http-after-response`, `stick store-response`), it is
+    /// settled here to read the response's.
     pub fn check_stages(&mut self, where_: Stages) -> Result<(), String> {
-        if self.fetch_name == "hdr"
+        if matches!(self.fetch_name.as_str(), "hdr" | "cookie")
             && !self.stages().intersects(where_)
             && Source::ResponseHeaders.stages().intersects(where_)
         {

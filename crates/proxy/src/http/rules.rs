@@ -1025,7 +1025,7 @@ fn common_action<'a, 'e>(
                 .eval(view)
                 .and_then(|value| changed_addresses(view.endpoints, *part, value))
             {
-                vars.set_addresses(addresses);
+                vars.set_addresses(addresses, view.endpoints);
             }
             Step::Next
         }

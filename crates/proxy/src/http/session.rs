@@ -442,6 +442,7 @@ impl<'s> Session<'_, 's> {
         frontend.stats.requests_read.incr();
         frontend.stats.requests.incr();
         scope.vars.end_transaction();
+        scope.vars.set_first_request(first);
         scope.vars.trackers.http_request();
         // `option http-buffer-request`: the rules see the whole body, or as much of it as the
         // buffer takes before the rewrite reserve; `timeout http-request` covers it too.

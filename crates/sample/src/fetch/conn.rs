@@ -1,5 +1,6 @@
-//! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports,
-//! the names and numbers (`id`) of the frontend, backend and server handling the stream, and
+//! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports
+//! (the stream's, which `set-src`/`set-dst` change, and the connection's own, `fc_*`), whether
+//! they belong to this machine (`src_is_local`...), the names and numbers (`id`) of the frontend, backend and server handling the stream, and
 //! the error that ended the connection (`fc_err`, `fc_err_str`, for `error-log-format`), and
 //! what the client's PROXY protocol header said (`fc_rcvd_proxy`, `fc_pp_authority`,
 //! `fc_pp_unique_id`).
@@ -25,8 +26,22 @@ pub(crate) enum Conn {
     Dst,
     /// `dst_port`.
     DstPort,
+    /// `fc_src`.
+    ConnectionSrc,
+    /// `fc_src_port`.
+    ConnectionSrcPort,
+    /// `fc_dst`.
+    ConnectionDst,
+    /// `fc_dst_port`.
+    ConnectionDstPort,
+    /// `src_is_local`, `fc_src_is_local`: for the stream's or the connection's address.
+    SrcIsLocal { connection: bool },
+    /// `dst_is_local`, `fc_dst_is_local`.
+    DstIsLocal { connection: bool },
     /// `fe_name`.
     FrontendName,
+    /// `fe_defbe`.
+    FrontendDefaultBackend,
     /// `be_name`.
     BackendName,
     /// `srv_name`.
@@ -57,7 +72,28 @@ impl Conn {
             Conn::SrcPort => port(ctx.src()),
             Conn::Dst => ip(ctx.dst()),
             Conn::DstPort => port(ctx.dst()),
+            Conn::ConnectionSrc => ip(ctx.connection_src()),
+            Conn::ConnectionSrcPort => port(ctx.connection_src()),
+            Conn::ConnectionDst => ip(ctx.connection_dst()),
+            Conn::ConnectionDstPort => port(ctx.connection_dst()),
+            Conn::SrcIsLocal { connection } => {
+                let addr = if connection {
+                    ctx.connection_src()
+                } else {
+                    ctx.src()
+                };
+                Some(Sample::Bool(is_local(addr)))
+            }
+            Conn::DstIsLocal { connection } => {
+                let addr = if connection {
+                    ctx.connection_dst()
+                } else {
+                    ctx.dst()
+                };
+                Some(Sample::Bool(is_local(addr)))
+            }
             Conn::FrontendName => Some(name(ctx.frontend_name())),
+            Conn::FrontendDefaultBackend => ctx.frontend_default_backend().map(name),
             // Until a backend is chosen, the stream's backend is its frontend (§7.3.3
             // "be_name").
             Conn::BackendName => Some(name(ctx.backend_name().unwrap_or(ctx.frontend_name()))),
@@ -79,6 +115,13 @@ impl Conn {
     }
 }
 
+/// Whether `addr` is one of this machine's addresses: a socket can be bound to it (two
+/// system calls, as HAProxy makes; its manual advises one test per connection). A unix
+/// socket's peer (no address) is local.
+fn is_local(addr: Option<SocketAddr>) -> bool {
+    addr.is_none_or(|a| std::net::UdpSocket::bind((a.ip(), 0)).is_ok())
+}
+
 fn error(ctx: &dyn Context) -> Option<(u8, &'static str)> {
     ctx.log_facts().and_then(|f| f.connection_error())
 }
@@ -89,7 +132,16 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "src_port" => Conn::SrcPort,
         "dst" => Conn::Dst,
         "dst_port" => Conn::DstPort,
+        "fc_src" => Conn::ConnectionSrc,
+        "fc_src_port" => Conn::ConnectionSrcPort,
+        "fc_dst" => Conn::ConnectionDst,
+        "fc_dst_port" => Conn::ConnectionDstPort,
+        "src_is_local" => Conn::SrcIsLocal { connection: false },
+        "fc_src_is_local" => Conn::SrcIsLocal { connection: true },
+        "dst_is_local" => Conn::DstIsLocal { connection: false },
+        "fc_dst_is_local" => Conn::DstIsLocal { connection: true },
         "fe_name" => Conn::FrontendName,
+        "fe_defbe" => Conn::FrontendDefaultBackend,
         "be_name" => Conn::BackendName,
         "fe_id" => Conn::FrontendId,
         "be_id" => Conn::BackendId,
@@ -123,7 +175,16 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("src_port", Int, ClientAddress),
     def!("dst", Ip, ClientAddress),
     def!("dst_port", Int, ClientAddress),
+    def!("fc_src", Ip, ClientAddress),
+    def!("fc_src_port", Int, ClientAddress),
+    def!("fc_dst", Ip, ClientAddress),
+    def!("fc_dst_port", Int, ClientAddress),
+    def!("src_is_local", Bool, ClientAddress),
+    def!("fc_src_is_local", Bool, ClientAddress),
+    def!("dst_is_local", Bool, ClientAddress),
+    def!("fc_dst_is_local", Bool, ClientAddress),
     def!("fe_name", Str, ClientAddress),
+    def!("fe_defbe", Str, ClientAddress),
     def!("be_name", Str, Backend),
     def!("srv_name", Str, Server),
     def!("fe_id", Int, ClientAddress),

@@ -27,6 +27,15 @@ pub(crate) enum CookieKind {
     Count,
 }
 
+impl Cookie {
+    /// Reads the response's `Set-Cookie` fields from now on.
+    pub(crate) fn read_response_side(&mut self) {
+        match self {
+            Cookie::Named { side, .. } | Cookie::Names { side, .. } => *side = Side::Response,
+        }
+    }
+}
+
 /// A compiled cookie fetch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Cookie {
@@ -172,6 +181,9 @@ macro_rules! def {
 pub(super) static FETCHES: &[FetchDef] = &[
     def!("req.cook", Str, RequestHeaders),
     def!("cook", Str, RequestHeaders),
+    // Deprecated: the request's cookies, or the response's where only a response is there
+    // (`Expr::check_stages` switches it, as it does the bare `hdr`).
+    def!("cookie", Str, RequestHeaders),
     def!("req.cook_cnt", Int, RequestHeaders),
     def!("cook_cnt", Int, RequestHeaders),
     def!("req.cook_val", Int, RequestHeaders),

@@ -1,6 +1,7 @@
 //! HTTP header field fetches of requests and responses (configuration.txt §7.3.6 `req.hdr`,
 //! `req.fhdr`, `req.hdr_cnt`, `req.hdr_val`, `req.hdr_ip`, `req.hdr_names` and their `res.`
-//! twins), and the whole request head's fields (`req.hdrs`, `req.hdrs_bin`).
+//! twins), and the whole head's fields (`req.hdrs`, `req.hdrs_bin`, `res.hdrs`,
+//! `res.hdrs_bin`).
 //!
 //! The `hdr` family treats every comma outside double quotes as a separator between values
 //! (each value trimmed of spaces and tabs), as HAProxy does for list-valued fields; the
@@ -58,8 +59,9 @@ pub(crate) enum Hdr {
     },
     /// `hdr_names`.
     Names { side: Side, delim: u8 },
-    /// `req.hdrs` (text lines), `req.hdrs_bin` (length-prefixed names and values).
-    Block { binary: bool },
+    /// `req.hdrs`, `res.hdrs` (text lines), `req.hdrs_bin`, `res.hdrs_bin` (length-prefixed
+    /// names and values).
+    Block { side: Side, binary: bool },
 }
 
 impl Hdr {
@@ -69,6 +71,7 @@ impl Hdr {
             Hdr::Value { side, .. } | Hdr::Count { side, .. } | Hdr::Names { side, .. } => {
                 *side = Side::Response;
             }
+            // Named for their side: never switched.
             Hdr::Block { .. } => {}
         }
     }
@@ -130,8 +133,8 @@ impl Hdr {
                 });
                 emit(names, out)
             }
-            Hdr::Block { binary } => {
-                let block = fields(ctx, Side::Request).map(|(buf, headers)| {
+            Hdr::Block { side, binary } => {
+                let block = fields(ctx, *side).map(|(buf, headers)| {
                     if *binary {
                         Sample::Bin(std::borrow::Cow::Owned(binary_block(buf, headers)))
                     } else {
@@ -257,7 +260,7 @@ fn parse_field_ip(value: &[u8]) -> Option<IpAddr> {
     addr.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
-/// `req.hdrs`: every field as a `name: value` line ending in CRLF, names in lower case as
+/// `req.hdrs`, `res.hdrs`: every field as a `name: value` line ending in CRLF, names in lower case as
 /// HAProxy keeps them, then the empty line that ends a head.
 fn text_block(buf: &[u8], headers: &[HeaderSpan]) -> Vec<u8> {
     let mut block = Vec::new();
@@ -271,7 +274,7 @@ fn text_block(buf: &[u8], headers: &[HeaderSpan]) -> Vec<u8> {
     block
 }
 
-/// `req.hdrs_bin`: each name then value as a length (the SPOE variable-length integer) and
+/// `req.hdrs_bin`, `res.hdrs_bin`: each name then value as a length (the SPOE variable-length integer) and
 /// its bytes, names in lower case, ended by an empty name and an empty value.
 fn binary_block(buf: &[u8], headers: &[HeaderSpan]) -> Vec<u8> {
     let mut block = Vec::new();
@@ -306,10 +309,13 @@ fn push_varint(out: &mut Vec<u8>, n: usize) {
 }
 
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
-    if let Some(kind) = def.name.strip_prefix("req.hdrs") {
-        return Ok(Fetch::Hdr(Hdr::Block {
-            binary: kind == "_bin",
-        }));
+    for (prefix, side) in [("req.hdrs", Side::Request), ("res.hdrs", Side::Response)] {
+        if let Some(kind) = def.name.strip_prefix(prefix) {
+            return Ok(Fetch::Hdr(Hdr::Block {
+                side,
+                binary: kind == "_bin",
+            }));
+        }
     }
     let side = if def.name.starts_with("res.") || def.name.starts_with("shdr") {
         Side::Response
@@ -370,6 +376,8 @@ pub(super) static FETCHES: &[FetchDef] = &[
     fetch_def!("req.hdr_names", 0, 1, Str, RequestHeaders),
     fetch_def!("req.hdrs", 0, 0, Str, RequestHeaders),
     fetch_def!("req.hdrs_bin", 0, 0, Bin, RequestHeaders),
+    fetch_def!("res.hdrs", 0, 0, Str, ResponseHeaders),
+    fetch_def!("res.hdrs_bin", 0, 0, Bin, ResponseHeaders),
     fetch_def!("res.hdr", 0, 2, Str, ResponseHeaders),
     fetch_def!("shdr", 0, 2, Str, ResponseHeaders),
     fetch_def!("res.fhdr", 0, 2, Str, ResponseHeaders),

@@ -27,6 +27,8 @@ use crate::value::{Sample, SampleType, parse_int_prefix};
 pub(crate) enum Line {
     /// `fc_http_major`: the client connection's HTTP encoding, 1 (HTTP/1.x).
     HttpMajor,
+    /// `http_first_req`: the request is the connection's first.
+    FirstRequest,
     /// `method`.
     Method,
     /// `path`.
@@ -216,6 +218,7 @@ impl Line {
             },
             // Sluice speaks HTTP/1 to clients: the major version of its encoding is 1.
             Line::HttpMajor => ctx.request().map(|_| Sample::Int(1)),
+            Line::FirstRequest => ctx.first_request().map(Sample::Bool),
             Line::ReqLen => ctx
                 .request_buffered()
                 .or_else(|| ctx.request_payload().map(<[u8]>::len))
@@ -384,6 +387,7 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "res.cache_name" => Line::CacheName,
         "req.proto_http" | "req_proto_http" => Line::ProtoHttp,
         "fc_http_major" => Line::HttpMajor,
+        "http_first_req" => Line::FirstRequest,
         _ => Line::ReqLen,
     };
     Ok(Fetch::Line(line))
@@ -435,4 +439,5 @@ pub(super) static FETCHES: &[FetchDef] = &[
     fetch_def!("req.len", 0, 0, Int, RequestBuffer),
     fetch_def!("req_len", 0, 0, Int, RequestBuffer),
     fetch_def!("fc_http_major", 0, 0, Int, Request),
+    fetch_def!("http_first_req", 0, 0, Bool, Request),
 ];

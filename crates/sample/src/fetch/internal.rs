@@ -240,6 +240,7 @@ fn build_backend(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "queue" => BackendStat::Queued,
         "be_sess_rate" => BackendStat::SessionRate,
         "avg_queue" => BackendStat::QueuePerServer,
+        "be_conn_free" => BackendStat::FreeConnections,
         _ => BackendStat::FreeSlots,
     };
     let backend = str_arg(args, 0)
@@ -263,6 +264,7 @@ fn build_frontend(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
 fn build_server(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     let stat = match def.name {
         "srv_conn" => ServerStat::Connections,
+        "srv_conn_free" => ServerStat::FreeConnections,
         "srv_queue" => ServerStat::Queued,
         "srv_sess_rate" => ServerStat::SessionRate,
         "srv_weight" => ServerStat::Weight,
@@ -345,6 +347,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("connslots", 0, 1, Int, build_backend),
     def!("be_sess_rate", 0, 1, Int, build_backend),
     def!("avg_queue", 0, 1, Int, build_backend),
+    def!("be_conn_free", 0, 1, Int, build_backend),
     def!("fe_conn", 0, 1, Int, build_frontend),
     def!("fe_sess_rate", 0, 1, Int, build_frontend),
     def!("fe_req_rate", 0, 1, Int, build_frontend),
@@ -353,6 +356,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("srv_iweight", 1, 1, Int, build_server),
     def!("srv_uweight", 1, 1, Int, build_server),
     def!("srv_conn", 1, 1, Int, build_server),
+    def!("srv_conn_free", 1, 1, Int, build_server),
     def!("srv_queue", 1, 1, Int, build_server),
     def!("srv_is_up", 1, 1, Bool, build_server),
     // A variable has the type it was stored with; declared as a string, the type every

@@ -93,11 +93,13 @@ pub(crate) enum Fetch {
 }
 
 impl Fetch {
-    /// Makes a header fetch read the response's fields (the bare `hdr` in a response
-    /// context, see `Expr::check_stages`).
+    /// Makes a header or cookie fetch read the response's fields (the bare `hdr` and
+    /// `cookie` in a response context, see `Expr::check_stages`).
     pub fn read_response_side(&mut self) {
-        if let Fetch::Hdr(hdr) = self {
-            hdr.read_response_side();
+        match self {
+            Fetch::Hdr(hdr) => hdr.read_response_side(),
+            Fetch::Cookie(cookie) => cookie.read_response_side(),
+            _ => {}
         }
     }
 
