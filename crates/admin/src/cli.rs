@@ -21,6 +21,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 /// HAProxy's default `stats timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The queue length of a stats socket's pending connections.
+pub const STATS_SOCKET_BACKLOG: u32 = 10;
+
 /// The longest command line accepted (HAProxy bounds it by `tune.bufsize`).
 pub const MAX_LINE: usize = 16384;
 
@@ -77,7 +80,7 @@ pub struct CliOptions {
 }
 
 /// Accepts CLI connections on `listener` until the process stops.
-pub async fn serve(process: Arc<Process>, listener: Listener, options: CliOptions) {
+pub async fn serve(process: Arc<Process>, mut listener: Listener, options: CliOptions) {
     let CliOptions {
         level,
         idle_timeout,
@@ -86,8 +89,20 @@ pub async fn serve(process: Arc<Process>, listener: Listener, options: CliOption
     } = options;
     let mut state = process.watch_listen_state();
     loop {
-        if *state.borrow_and_update() == ListenState::Stopped && !stays_while_stopping {
+        let now = *state.borrow_and_update();
+        if now == ListenState::Stopped && !stays_while_stopping {
             return;
+        }
+        // An abstract socket is closed while the process is paused, so that a process
+        // replacing this one may bind its name, and bound again when it resumes.
+        if listener.closes_on_pause() {
+            let changed = match now {
+                ListenState::Paused => listener.stop_listening(),
+                _ => listener.listen_again(STATS_SOCKET_BACKLOG),
+            };
+            if let Err(err) = changed {
+                eprintln!("[WARNING] cannot bind the stats socket again: {err}");
+            }
         }
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,

@@ -187,6 +187,14 @@ pub enum Listener {
     Tcp(AsyncFd<std::net::TcpListener>, Option<SocketAddr>),
     /// Unix stream.
     Unix(AsyncFd<StdUnixListener>),
+    /// A unix socket in the abstract namespace that this process bound itself and gives up
+    /// while paused (see [`Listener::releasing_on_pause`]): `None` meanwhile.
+    Abstract {
+        /// The socket, while it is bound.
+        socket: Option<AsyncFd<StdUnixListener>>,
+        /// Its name, to bind it again.
+        name: AbstractName,
+    },
 }
 
 /// Waits until `listener` is readable. Through the socket's single reader slot (one task
@@ -223,14 +231,49 @@ pub struct Endpoints {
 }
 
 impl Listener {
+    /// This listener, made to give its name up while paused if it is a unix socket in the
+    /// abstract namespace, for a process that binds its own sockets (not one a master or an
+    /// older process handed over, which keeps it). A paused TCP socket leaves the listening
+    /// state, which frees its address; an abstract name is freed only when its socket closes,
+    /// as HAProxy closes its own. One thread must own the socket: every descriptor of it
+    /// holds the name.
+    pub fn releasing_on_pause(self) -> Listener {
+        let Listener::Unix(socket) = self else {
+            return self;
+        };
+        match socket
+            .get_ref()
+            .local_addr()
+            .ok()
+            .as_ref()
+            .and_then(abstract_name_of)
+        {
+            Some(name) => Listener::Abstract {
+                socket: Some(socket),
+                name,
+            },
+            None => Listener::Unix(socket),
+        }
+    }
+
+    /// Whether a pause closes this listener ([`Listener::releasing_on_pause`]).
+    pub fn closes_on_pause(&self) -> bool {
+        matches!(self, Listener::Abstract { .. })
+    }
+
     /// Takes a TCP socket out of the listening state while its frontend is paused, as HAProxy
     /// pauses its own: the address refuses new clients (and may be bound by a process
-    /// replacing this one) until [`Listener::listen_again`]. A unix socket keeps listening:
-    /// its clients wait in its queue.
-    pub fn stop_listening(&self) -> io::Result<()> {
+    /// replacing this one) until [`Listener::listen_again`]. An abstract socket this process
+    /// bound is closed, which frees its name. Another unix socket keeps listening: its
+    /// clients wait in its queue.
+    pub fn stop_listening(&mut self) -> io::Result<()> {
         match self {
             Listener::Tcp(l, _) => fd::stop_listening(l.get_ref().as_fd()),
             Listener::Unix(_) => Ok(()),
+            Listener::Abstract { socket, .. } => {
+                *socket = None;
+                Ok(())
+            }
         }
     }
 
@@ -256,6 +299,18 @@ impl Listener {
                 Ok(())
             }
             Listener::Unix(_) => Ok(()),
+            Listener::Abstract { socket, name } => {
+                if socket.is_none() {
+                    let opts = BindOptions {
+                        backlog,
+                        ..BindOptions::default()
+                    };
+                    let bound = bind_abstract(name, &opts)?;
+                    bound.set_nonblocking(true)?;
+                    *socket = Some(fd::register_listener(bound)?);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -267,7 +322,12 @@ impl Listener {
         // finds it, and clears it only if it finds no connection.
         match self {
             Listener::Tcp(l, _) => read_ready(l).await.map(drop),
-            Listener::Unix(l) => read_ready(l).await.map(drop),
+            Listener::Unix(l)
+            | Listener::Abstract {
+                socket: Some(l), ..
+            } => read_ready(l).await.map(drop),
+            // Closed while paused: nothing to wait for until it is bound again.
+            Listener::Abstract { socket: None, .. } => std::future::pending().await,
         }
     }
 
@@ -291,7 +351,10 @@ impl Listener {
                     },
                 ))
             }
-            Listener::Unix(l) => {
+            Listener::Unix(l)
+            | Listener::Abstract {
+                socket: Some(l), ..
+            } => {
                 let (stream, _) = accept_when_ready(l, |l| l.accept()).await?;
                 stream.set_nonblocking(true)?;
                 Ok((
@@ -302,8 +365,26 @@ impl Listener {
                     },
                 ))
             }
+            Listener::Abstract { socket: None, .. } => std::future::pending().await,
         }
     }
+}
+
+/// The abstract name a unix socket is bound to, if it is one: HAProxy's padded form when the
+/// address fills `sun_path` (the name then ends at the first NUL byte), else the short form.
+fn abstract_name_of(addr: &std::os::unix::net::SocketAddr) -> Option<AbstractName> {
+    use std::os::linux::net::SocketAddrExt;
+    let bytes = addr.as_abstract_name()?;
+    let padded = bytes.len() == sluice_config::addr::ABSTRACT_NAME_MAX;
+    let end = if padded {
+        bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())
+    } else {
+        bytes.len()
+    };
+    Some(AbstractName {
+        name: String::from_utf8(bytes[..end].to_vec()).ok()?,
+        padded,
+    })
 }
 
 /// One listening socket an address stands for: what identifies it when a master process
@@ -455,20 +536,13 @@ fn bind_unix(path: &str, opts: &BindOptions) -> io::Result<StdUnixListener> {
     Ok(StdUnixListener::from(OwnedFd::from(socket)))
 }
 
-/// A unix socket's address as text: its path, or `abns@NAME` for an abstract one (the
-/// padding of HAProxy's form left out).
+/// A unix socket's address as text: its path, or `abns@NAME` (`abnsz@NAME`) for an
+/// abstract one.
 fn unix_address_text(addr: &std::os::unix::net::SocketAddr) -> String {
-    use std::os::linux::net::SocketAddrExt;
     if let Some(path) = addr.as_pathname() {
         return path.display().to_string();
     }
-    match addr.as_abstract_name() {
-        Some(name) => {
-            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-            format!("abns@{}", String::from_utf8_lossy(&name[..end]))
-        }
-        None => String::new(),
-    }
+    abstract_name_of(addr).map_or_else(String::new, |name| name.to_string())
 }
 
 /// Binds a socket in the abstract namespace. There is no file to replace, chmod or chown:
@@ -564,7 +638,7 @@ mod tests {
         let refused = crate::stream::connect_abstract(&name(false)).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
         let short = bind_endpoint(&Endpoint::Abstract(name(false)), &opts()).unwrap();
-        assert_eq!(short.address_parts().0, format!("abns@{unique}"));
+        assert_eq!(short.address_parts().0, format!("abnsz@{unique}"));
         for (listener, padded) in [(padded, true), (short, false)] {
             let listener = listener.into_async().unwrap();
             let mut client = crate::stream::connect_abstract(&name(padded)).unwrap();

@@ -144,6 +144,10 @@ fn run_event_loop<T: 'static>(
                 .tune_accepted(spec.frontend.plan.smart_accept, buffers);
             match tuned.and_then(|()| spec.socket.into_async()) {
                 Ok(listener) => {
+                    let listener = match spec.release_backlog {
+                        Some(_) => listener.releasing_on_pause(),
+                        None => listener,
+                    };
                     tokio::task::spawn_local(sluice_proxy::accept::run_listener(
                         Arc::clone(process),
                         spec.frontend,
@@ -280,7 +284,12 @@ async fn control(
     debug: bool,
 ) -> io::Result<i32> {
     for cli in cli_sockets {
-        let listener = cli.socket.into_async()?;
+        let mut listener = cli.socket.into_async()?;
+        // A stats socket this process bound gives its abstract name up while paused (one
+        // task serves it: its descriptor is the only one).
+        if !cli.from_master {
+            listener = listener.releasing_on_pause();
+        }
         tokio::spawn(sluice_admin::cli::serve(
             Arc::clone(&process),
             listener,

@@ -63,8 +63,10 @@ pub struct FrontendSocket {
     /// The event-loop threads (from 0) that accept from it (`bind ... thread`); `None`: all.
     pub threads: Option<Arc<[usize]>>,
     /// The queue length a TCP socket listens again with after a pause, which takes it out
-    /// of the listening state; `None` for an inherited `fd@` socket (whose other holders a
-    /// pause must not disturb, as HAProxy leaves them) and a unix one: they keep their queue.
+    /// of the listening state, or an abstract unix socket this process bound is bound again
+    /// with after a pause, which closes it; `None` for an inherited `fd@` socket (whose
+    /// other holders a pause must not disturb, as HAProxy leaves them) and a unix one named
+    /// by a path: they keep their queue.
     pub release_backlog: Option<u32>,
     /// The bind line's `accept-proxy`: connections start with a PROXY protocol header.
     pub accept_proxy: bool,
@@ -144,7 +146,12 @@ pub fn bind_all(
             for addr in &bind.addrs {
                 match bind_or_inherit(addr, &opts, handoff.as_deref_mut(), shards) {
                     Ok(sockets) => frontend_sockets.extend(sockets.into_iter().map(
-                        |(endpoint, socket, shards)| {
+                        |Obtained {
+                             endpoint,
+                             socket,
+                             shards,
+                             handed_over,
+                         }| {
                             number += 1;
                             if expose {
                                 expose_with_shards(&endpoint, &socket, &shards, &mut exposed)
@@ -158,15 +165,29 @@ pub fn bind_all(
                             if let Some(stats) = &stats {
                                 let _ = stats.addr.set(socket.address_text());
                             }
-                            let release_backlog =
-                                matches!(endpoint, Endpoint::Tcp(_)).then_some(opts.backlog);
+                            // An abstract socket is released by closing it, which frees its
+                            // name only if this process holds its one descriptor: not one
+                            // handed over or exposed (`expose-fd listeners`), and it is
+                            // accepted on a single thread.
+                            let releases_abstract = matches!(endpoint, Endpoint::Abstract(_))
+                                && !handed_over
+                                && !expose;
+                            let release_backlog = (matches!(endpoint, Endpoint::Tcp(_))
+                                || releases_abstract)
+                                .then_some(opts.backlog);
+                            let threads = if releases_abstract {
+                                let first = threads.as_ref().and_then(|t| t.first().copied());
+                                Some(Arc::from([first.unwrap_or(0)]))
+                            } else {
+                                threads.clone()
+                            };
                             FrontendSocket {
                                 frontend: Arc::clone(frontend),
                                 socket,
                                 shards,
                                 bind_slots: slots.clone(),
                                 release_backlog,
-                                threads: threads.clone(),
+                                threads,
                                 accept_proxy: bind.accept_proxy,
                                 name: name.into(),
                                 stats,
@@ -200,7 +221,11 @@ pub fn bind_all(
                 expose: conf.expose_listeners,
                 from_master: false,
             })),
-            Err(err) => errors.push(bind_error(&conf.span, "stats socket", &conf.addr, &err)),
+            Err(err) => {
+                // An abstract name in use is the old process's until it is paused.
+                address_in_use |= err.kind() == std::io::ErrorKind::AddrInUse;
+                errors.push(bind_error(&conf.span, "stats socket", &conf.addr, &err));
+            }
         }
     }
     if let Some(fd) = handoff.as_ref().and_then(|h| h.cli) {
@@ -237,8 +262,9 @@ pub fn bind_all(
 pub struct BindFailure {
     /// The alerts, one per socket that could not be had.
     pub messages: Vec<String>,
-    /// Whether a frontend's address was in use: another process may still listen there
-    /// (a process this one replaces, under `noreuseport`), so a retry may succeed.
+    /// Whether an address was in use: another process may still listen there (a process
+    /// this one replaces, under `noreuseport` or on an abstract unix socket), so a retry
+    /// may succeed once it is paused.
     pub address_in_use: bool,
 }
 
@@ -268,6 +294,15 @@ fn expose_with_shards(
     Ok(())
 }
 
+/// A socket [`bind_or_inherit`] bound or took over, with its shards.
+struct Obtained {
+    endpoint: Endpoint,
+    socket: BoundListener,
+    shards: Vec<BoundListener>,
+    /// Taken over from a master or an older process (`-x`), which may still hold it.
+    handed_over: bool,
+}
+
 /// The sockets of `addr`, each with `shards` more for the other threads: handed over with
 /// every shard the other process had (a master has as many; a process replaced with `-x` may
 /// have had more, all kept, or fewer, completed here), or bound here.
@@ -276,7 +311,7 @@ fn bind_or_inherit(
     opts: &BindOptions,
     mut handoff: Option<&mut Handoff>,
     shards: usize,
-) -> std::io::Result<Vec<(Endpoint, BoundListener, Vec<BoundListener>)>> {
+) -> std::io::Result<Vec<Obtained>> {
     listen::endpoints(addr)?
         .into_iter()
         .map(|endpoint| {
@@ -302,7 +337,12 @@ fn bind_or_inherit(
             if taken.len() < shards && !from_master && !matches!(endpoint, Endpoint::Fd(_)) {
                 taken.extend(socket.shards(shards - taken.len(), opts)?);
             }
-            Ok((endpoint, socket, taken))
+            Ok(Obtained {
+                endpoint,
+                socket,
+                shards: taken,
+                handed_over,
+            })
         })
         .collect()
 }
@@ -337,7 +377,7 @@ pub fn bind_options(
 /// Binds a `stats socket` (or the master CLI socket), setting its owner.
 pub fn bind_stats_socket(conf: &StatsSocketConf) -> std::io::Result<Vec<BoundListener>> {
     let opts = BindOptions {
-        backlog: 10,
+        backlog: cli::STATS_SOCKET_BACKLOG,
         unix_mode: conf.mode,
         ..BindOptions::default()
     };

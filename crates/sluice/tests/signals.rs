@@ -775,3 +775,83 @@ fn reload_with_x_takes_the_old_listening_socket_and_refuses_nothing() {
     );
     new.assert_alive();
 }
+
+/// A process with an echo frontend on the abstract socket `abns@<name>-fe` and its stats
+/// socket on `abns@<name>-cli`.
+fn abstract_sockets_config(name: &str, backend: &Backend) -> String {
+    format!(
+        "global\n    stats socket abns@{name}-cli level admin\n{TCP_DEFAULTS}\nlisten app\n    bind abns@{name}-fe\n    server s1 {}\n",
+        backend.addr()
+    )
+}
+
+/// True if a new connection to `abns@name` is served (an echo comes back).
+fn abstract_connection_served(name: &str) -> bool {
+    let Ok(mut c) = common::connect_abstract(name) else {
+        return false;
+    };
+    let mut b = [0u8; 1];
+    c.write_all(b"?").is_ok() && matches!(c.read(&mut b), Ok(1))
+}
+
+#[test]
+fn a_reload_takes_the_abstract_sockets_over() {
+    // An abstract name is freed only when its socket closes: the new process pauses the old
+    // one, which closes its abstract sockets (the frontend's and the stats socket), binds
+    // them, then has the old one finish, as HAProxy does.
+    let name = format!("sluice-reload-{}", std::process::id());
+    let backend = Backend::echo();
+    let cfg = abstract_sockets_config(&name, &backend);
+    let mut old = common::sluice(&cfg).start();
+    assert!(abstract_connection_served(&format!("{name}-fe")));
+    let mut new = common::sluice(&cfg)
+        .arg("-sf")
+        .arg(&old.pid().to_string())
+        .start();
+    assert_exit_zero(&mut old);
+    assert!(abstract_connection_served(&format!("{name}-fe")));
+    let info = common::cli_abstract(&format!("{name}-cli"), "show info").unwrap();
+    assert_eq!(
+        common::info_field(&info, "Pid"),
+        Some(new.pid().to_string().as_str())
+    );
+    new.assert_alive();
+}
+
+#[test]
+fn a_paused_abstract_socket_frees_its_name_until_resumed() {
+    let name = format!("sluice-pause-{}", std::process::id());
+    let backend = Backend::echo();
+    let mut proxy = common::sluice(&abstract_sockets_config(&name, &backend)).start();
+    let frontend = format!("{name}-fe");
+    for (pause, resume) in [
+        (
+            Pause::Signal(Signal::SIGTTOU),
+            Pause::Signal(Signal::SIGTTIN),
+        ),
+        (
+            Pause::Cli("disable frontend app"),
+            Pause::Cli("enable frontend app"),
+        ),
+    ] {
+        pause.apply(&proxy);
+        assert!(
+            common::wait_until(GENEROUS, || common::connect_abstract(&frontend).is_err()),
+            "the abstract socket still takes clients after {pause:?}"
+        );
+        // Free: another socket may take the name meanwhile.
+        {
+            use std::os::linux::net::SocketAddrExt;
+            let mut padded = frontend.as_bytes().to_vec();
+            padded.resize(107, 0);
+            let at = std::os::unix::net::SocketAddr::from_abstract_name(&padded).unwrap();
+            drop(std::os::unix::net::UnixListener::bind_addr(&at).unwrap());
+        }
+        resume.apply(&proxy);
+        assert!(
+            common::wait_until(GENEROUS, || abstract_connection_served(&frontend)),
+            "the abstract socket is not served after {resume:?}"
+        );
+    }
+    proxy.assert_alive();
+}

@@ -371,20 +371,7 @@ fn a_stats_socket_and_a_checked_server_in_the_abstract_namespace() {
         name("inner"),
     );
     let mut proxy = common::sluice(&cfg).inherit(fe).start();
-    // HAProxy's `abns@` form: the name padded with NUL bytes to the end of `sun_path`, all
-    // of which are the address, so a client must pad it too.
-    let cli = |command: &str| {
-        use std::os::linux::net::SocketAddrExt;
-        let mut padded = name("cli").into_bytes();
-        padded.resize(107, 0);
-        let at = std::os::unix::net::SocketAddr::from_abstract_name(&padded).unwrap();
-        let mut s = UnixStream::connect_addr(&at).unwrap();
-        s.set_read_timeout(Some(GENEROUS)).unwrap();
-        s.write_all(format!("{command}\n").as_bytes()).unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        answer
-    };
+    let cli = |command: &str| common::cli_abstract(&name("cli"), command).unwrap();
     let row = || {
         cli("show stat")
             .lines()

@@ -491,6 +491,29 @@ pub fn cli_at(path: &Path, line: &str) -> io::Result<String> {
     Ok(answer)
 }
 
+/// Connects to the abstract unix socket `abns@name` (HAProxy's form: the name padded with
+/// NUL bytes to the end of `sun_path`, all of which are the address), with the harness's
+/// I/O timeouts set.
+pub fn connect_abstract(name: &str) -> io::Result<UnixStream> {
+    use std::os::linux::net::SocketAddrExt;
+    let mut padded = name.as_bytes().to_vec();
+    padded.resize(107, 0);
+    let at = std::os::unix::net::SocketAddr::from_abstract_name(&padded)?;
+    let s = UnixStream::connect_addr(&at)?;
+    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))?;
+    Ok(s)
+}
+
+/// A command's answer on the abstract stats socket `abns@name`.
+pub fn cli_abstract(name: &str, line: &str) -> io::Result<String> {
+    let mut s = connect_abstract(name)?;
+    s.write_all(format!("{line}\n").as_bytes())?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
 /// The value of `field` in a `show info` answer.
 pub fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
     info.lines().find_map(|l| {
