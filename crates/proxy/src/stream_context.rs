@@ -10,6 +10,7 @@
 
 use crate::track;
 use crate::vars::Vars;
+use sluice_config::rules::StreamTimeout;
 use sluice_http::{RequestHead, ResponseHead};
 use sluice_net::listen::Endpoints;
 use sluice_runtime::listener::ListenerStats;
@@ -17,7 +18,7 @@ use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_sample::{
     BackendStat, Context, FrontendStat, LogFacts, ProxyTlv, Sample, ServerStat, StickOp,
-    StickSource,
+    StickSource, TimeoutFetch,
 };
 use sluice_stick::{Data, DataType, Table};
 use std::borrow::Cow;
@@ -80,9 +81,18 @@ impl<'a> StreamView<'a> {
         }
     }
 
+    /// The stream's backend: the one chosen, else, in a `listen` section, the section
+    /// itself, which is its own backend from its first rule on.
+    fn current_backend(&self) -> Option<&'a Backend> {
+        self.backend.or_else(|| {
+            let own = self.frontend.backend.as_deref()?;
+            (own.plan.id.uid == self.frontend.plan.id.uid).then_some(own)
+        })
+    }
+
     fn backend_named(&self, name: Option<&str>) -> Option<&'a Backend> {
         match name {
-            None => self.backend,
+            None => self.current_backend(),
             Some(name) => self
                 .process
                 .backends
@@ -198,6 +208,24 @@ impl Context for StreamView<'_> {
 
     fn first_request(&self) -> Option<bool> {
         self.request.map(|_| self.vars.first_request())
+    }
+
+    fn timeout_ms(&self, which: TimeoutFetch) -> Option<i64> {
+        let ms = |time: Option<std::time::Duration>| {
+            time.map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
+        };
+        if which == TimeoutFetch::FrontendClient {
+            return Some(ms(self.frontend.plan.timeouts.client));
+        }
+        let backend = self.current_backend()?;
+        let own = &backend.plan.timeouts;
+        let set = |which| self.vars.timeout(which, backend.plan.id.uid);
+        Some(ms(match which {
+            TimeoutFetch::FrontendClient | TimeoutFetch::BackendServer => own.server,
+            TimeoutFetch::BackendTunnel => own.tunnel,
+            TimeoutFetch::CurrentServer => set(StreamTimeout::Server).or(own.server),
+            TimeoutFetch::CurrentTunnel => set(StreamTimeout::Tunnel).or(own.tunnel),
+        }))
     }
 
     fn frontend_default_backend(&self) -> Option<&str> {

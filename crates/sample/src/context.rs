@@ -40,6 +40,24 @@ pub enum BackendStat {
     QueuePerServer,
 }
 
+/// A timeout of the stream's proxies, in milliseconds (0 when unset, as HAProxy reads an
+/// unset one), for `fe_client_timeout`, `be_server_timeout`, `be_tunnel_timeout`,
+/// `cur_server_timeout` and `cur_tunnel_timeout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeoutFetch {
+    /// The frontend's `timeout client`.
+    FrontendClient,
+    /// The backend's `timeout server`.
+    BackendServer,
+    /// The backend's `timeout tunnel`.
+    BackendTunnel,
+    /// The server timeout in force: a `set-timeout server` of the backend's rules, else the
+    /// backend's.
+    CurrentServer,
+    /// The tunnel timeout in force, likewise.
+    CurrentTunnel,
+}
+
 /// A counter of a frontend, for `fe_conn`, `fe_sess_rate` and `fe_req_rate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FrontendStat {
@@ -139,6 +157,11 @@ pub trait Context {
     /// Whether the HTTP request being handled is its connection's first (`http_first_req`);
     /// `None` outside HTTP.
     fn first_request(&self) -> Option<bool> {
+        None
+    }
+    /// A timeout of the stream's proxies in milliseconds; `None` when the proxy it belongs
+    /// to is not known yet (no backend chosen).
+    fn timeout_ms(&self, _which: TimeoutFetch) -> Option<i64> {
         None
     }
     /// The frontend's default backend, if it has one (`fe_defbe`).

@@ -56,7 +56,9 @@ pub mod testing;
 pub use acl::{Acl, AclSet};
 pub use auth::{Password, User, Userlist, auth_scheme, basic_credentials};
 pub use cond::Condition;
-pub use context::{BackendStat, Context, FrontendStat, ProxyTlv, ServerStat, StickOp, StickSource};
+pub use context::{
+    BackendStat, Context, FrontendStat, ProxyTlv, ServerStat, StickOp, StickSource, TimeoutFetch,
+};
 pub use expr::Expr;
 pub use logformat::{LogFacts, LogFormat, LogNumber, LogText};
 #[doc(hidden)]

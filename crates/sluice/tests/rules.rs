@@ -988,3 +988,30 @@ frontend www
         "{answer}"
     );
 }
+
+/// `cur_server_timeout` and `cur_tunnel_timeout` without a `set-timeout`: the backend's own
+/// timeouts, as the manual says ("equal to be_server_timeout unless a set-timeout rule has
+/// been applied"; HAProxy 2.6 read 0 there).
+#[test]
+fn current_timeouts_default_to_the_backend_s() {
+    let config = format!(
+        "{HTTP_DEFAULTS}
+listen www
+    {{bind}}
+    timeout tunnel 3s
+    http-request set-timeout server 4s if {{ path /set }}
+    http-request return status 200 content-type text/plain lf-string \"[%[cur_server_timeout] %[cur_tunnel_timeout]]\"
+"
+    );
+    let (_p, addr) = start(&config);
+    let request = |path: &str| {
+        get(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    let answer = request("/");
+    assert!(answer.ends_with("\r\n\r\n[30000 3000]"), "{answer}");
+    let answer = request("/set");
+    assert!(answer.ends_with("\r\n\r\n[4000 3000]"), "{answer}");
+}

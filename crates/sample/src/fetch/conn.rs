@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 
 use super::{Fetch, FetchDef, Sink, emit};
-use crate::context::{Context, ProxyTlv};
+use crate::context::{Context, ProxyTlv, TimeoutFetch};
 use crate::stages::Source;
 use crate::value::{Sample, SampleType};
 
@@ -60,6 +60,9 @@ pub(crate) enum Conn {
     ReceivedProxy,
     /// `fc_pp_authority`, `fc_pp_unique_id`.
     ProxyTlv(ProxyTlv),
+    /// `fe_client_timeout`, `be_server_timeout`, `be_tunnel_timeout`, `cur_server_timeout`,
+    /// `cur_tunnel_timeout`.
+    Timeout(TimeoutFetch),
 }
 
 impl Conn {
@@ -110,6 +113,7 @@ impl Conn {
             Conn::ErrorText => Some(name(error(ctx).map_or("Success", |(_, text)| text))),
             Conn::ReceivedProxy => Some(Sample::Bool(ctx.received_proxy())),
             Conn::ProxyTlv(tlv) => ctx.received_proxy_tlv(tlv).map(Sample::str),
+            Conn::Timeout(which) => ctx.timeout_ms(which).map(Sample::Int),
         };
         emit(value, out)
     }
@@ -151,6 +155,11 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "fc_rcvd_proxy" => Conn::ReceivedProxy,
         "fc_pp_authority" => Conn::ProxyTlv(ProxyTlv::Authority),
         "fc_pp_unique_id" => Conn::ProxyTlv(ProxyTlv::UniqueId),
+        "fe_client_timeout" => Conn::Timeout(TimeoutFetch::FrontendClient),
+        "be_server_timeout" => Conn::Timeout(TimeoutFetch::BackendServer),
+        "be_tunnel_timeout" => Conn::Timeout(TimeoutFetch::BackendTunnel),
+        "cur_server_timeout" => Conn::Timeout(TimeoutFetch::CurrentServer),
+        "cur_tunnel_timeout" => Conn::Timeout(TimeoutFetch::CurrentTunnel),
         _ => Conn::ServerName,
     };
     Ok(Fetch::Conn(conn))
@@ -195,4 +204,9 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("fc_rcvd_proxy", Bool, ClientAddress),
     def!("fc_pp_authority", Str, ClientAddress),
     def!("fc_pp_unique_id", Str, ClientAddress),
+    def!("fe_client_timeout", Int, ClientAddress),
+    def!("be_server_timeout", Int, Backend),
+    def!("be_tunnel_timeout", Int, Backend),
+    def!("cur_server_timeout", Int, Backend),
+    def!("cur_tunnel_timeout", Int, Backend),
 ];
