@@ -176,7 +176,7 @@ fn params_named<'b>(
 
 /// `req.payload_lv`: a big-endian length of `len_size` bytes at `len_offset`, then that
 /// many bytes where `data` says.
-fn length_value(
+pub(super) fn length_value(
     buf: &[u8],
     len_offset: usize,
     len_size: usize,
@@ -225,6 +225,28 @@ fn offset_arg(args: &[String], index: usize) -> Result<usize, String> {
         .ok_or_else(|| bad_arg(text, "positive integer", index))
 }
 
+/// The arguments of `req.payload_lv` and `res.payload_lv`: where the length field is, its
+/// size (1 to 8 bytes), and where the data starts.
+pub(super) fn length_value_args(args: &[String]) -> Result<(usize, usize, DataOffset), String> {
+    let len_size = offset_arg(args, 1)?;
+    if !(1..=8).contains(&len_size) {
+        return Err(format!(
+            "length size must be between 1 and 8 bytes (got {len_size})"
+        ));
+    }
+    let data = match str_arg(args, 2) {
+        None | Some("") => DataOffset::AfterLength,
+        Some(text) if text.starts_with(['+', '-']) => {
+            let digits = text.strip_prefix('+').unwrap_or(text);
+            DataOffset::Relative(
+                parse_int_exact(digits).ok_or_else(|| bad_arg(text, "integer", 2))?,
+            )
+        }
+        Some(_) => DataOffset::Absolute(offset_arg(args, 2)?),
+    };
+    Ok((offset_arg(args, 0)?, len_size, data))
+}
+
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     let payload = match def.name {
         "req.payload" | "payload" => Payload::Block {
@@ -232,24 +254,9 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
             length: offset_arg(args, 1)?,
         },
         "req.payload_lv" | "payload_lv" => {
-            let len_size = offset_arg(args, 1)?;
-            if !(1..=8).contains(&len_size) {
-                return Err(format!(
-                    "length size must be between 1 and 8 bytes (got {len_size})"
-                ));
-            }
-            let data = match str_arg(args, 2) {
-                None | Some("") => DataOffset::AfterLength,
-                Some(text) if text.starts_with(['+', '-']) => {
-                    let digits = text.strip_prefix('+').unwrap_or(text);
-                    DataOffset::Relative(
-                        parse_int_exact(digits).ok_or_else(|| bad_arg(text, "integer", 2))?,
-                    )
-                }
-                Some(_) => DataOffset::Absolute(offset_arg(args, 2)?),
-            };
+            let (len_offset, len_size, data) = length_value_args(args)?;
             Payload::LengthValue {
-                len_offset: offset_arg(args, 0)?,
+                len_offset,
                 len_size,
                 data,
             }

@@ -1,12 +1,13 @@
 //! Fetches over the server's first bytes in `mode tcp` (configuration.txt §7.3.5 `res.len`,
-//! `res.payload`), for `tcp-response content` rules.
+//! `res.payload`, `res.payload_lv`, `res.ssl_hello_type`), for `tcp-response content` rules.
 //!
 //! They read [`Context::response_payload`]; a block that has not fully arrived yet produces
 //! no sample, so a rule waiting for it (`tcp-response inspect-delay`) keeps waiting.
 
 use std::borrow::Cow;
 
-use super::{Fetch, FetchDef, Sink, emit};
+use super::payload::{DataOffset, length_value, length_value_args};
+use super::{Fetch, FetchDef, Sink, emit, tls_hello};
 use crate::args::{bad_arg, int_arg, str_arg};
 use crate::context::Context;
 use crate::stages::Source;
@@ -19,6 +20,15 @@ pub(crate) enum ResPayload {
     Len,
     /// `res.payload(offset,length)`; length 0 means "to the end".
     Block { offset: usize, length: usize },
+    /// `res.payload_lv(offset1,length[,offset2])`, as `req.payload_lv`.
+    LengthValue {
+        len_offset: usize,
+        len_size: usize,
+        data: DataOffset,
+    },
+    /// `res.ssl_hello_type`: the type of the server's first TLS handshake message (2, a
+    /// ServerHello).
+    HelloType,
 }
 
 impl ResPayload {
@@ -38,6 +48,12 @@ impl ResPayload {
                 };
                 block.map(|b| Sample::Bin(Cow::Borrowed(b)))
             }
+            ResPayload::LengthValue {
+                len_offset,
+                len_size,
+                data,
+            } => length_value(buf, *len_offset, *len_size, *data),
+            ResPayload::HelloType => tls_hello::hello_type(buf).map(Sample::Int),
         };
         emit(value, out)
     }
@@ -54,6 +70,15 @@ fn offset_arg(args: &[String], index: usize) -> Result<usize, String> {
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     Ok(Fetch::ResPayload(match def.name {
         "res.len" => ResPayload::Len,
+        "res.payload_lv" => {
+            let (len_offset, len_size, data) = length_value_args(args)?;
+            ResPayload::LengthValue {
+                len_offset,
+                len_size,
+                data,
+            }
+        }
+        "res.ssl_hello_type" | "rep_ssl_hello_type" => ResPayload::HelloType,
         _ => ResPayload::Block {
             offset: offset_arg(args, 0)?,
             length: offset_arg(args, 1)?,
@@ -61,21 +86,23 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     }))
 }
 
+macro_rules! def {
+    ($name:literal, $min:literal, $max:literal, $out:ident) => {
+        FetchDef {
+            name: $name,
+            min_args: $min,
+            max_args: $max,
+            out: SampleType::$out,
+            source: Source::ResponseBuffer,
+            build,
+        }
+    };
+}
+
 pub(crate) static FETCHES: &[FetchDef] = &[
-    FetchDef {
-        name: "res.len",
-        min_args: 0,
-        max_args: 0,
-        out: SampleType::Int,
-        source: Source::ResponseBuffer,
-        build,
-    },
-    FetchDef {
-        name: "res.payload",
-        min_args: 2,
-        max_args: 2,
-        out: SampleType::Bin,
-        source: Source::ResponseBuffer,
-        build,
-    },
+    def!("res.len", 0, 0, Int),
+    def!("res.payload", 2, 2, Bin),
+    def!("res.payload_lv", 2, 3, Bin),
+    def!("res.ssl_hello_type", 0, 0, Int),
+    def!("rep_ssl_hello_type", 0, 0, Int),
 ];

@@ -722,6 +722,20 @@ fn response_buffer_fetches() {
     assert_eq!(text("res.payload(1,3)", &ctx).as_deref(), Some("ELL"));
     assert_eq!(text("res.payload(2,0)", &ctx).as_deref(), Some("LLO"));
     assert_eq!(eval("res.payload(3,5)", &ctx), None, "not all there yet");
+    ctx.res_payload = Some(b"\x00\x03abcdef".to_vec());
+    assert_eq!(text("res.payload_lv(0,2)", &ctx).as_deref(), Some("abc"));
+    assert_eq!(text("res.payload_lv(0,2,+1)", &ctx).as_deref(), Some("bcd"));
+    assert_eq!(
+        eval("res.payload_lv(0,2,+4)", &ctx),
+        None,
+        "not all there yet"
+    );
+    // A TLS record (22: handshake) holding a ServerHello (handshake type 2).
+    ctx.res_payload = Some(vec![22, 3, 3, 0, 4, 2, 0, 0, 0]);
+    assert_eq!(eval("res.ssl_hello_type", &ctx), Some(Sample::Int(2)));
+    assert_eq!(eval("rep_ssl_hello_type", &ctx), Some(Sample::Int(2)));
+    ctx.res_payload = Some(b"HTTP/1.1 200 OK\r\n".to_vec());
+    assert_eq!(eval("res.ssl_hello_type", &ctx), None);
     let mut expr = crate::Expr::parse("res.len", &crate::MapStore::new()).unwrap();
     assert!(expr.check_stages(crate::Stages::TCP_RES_CONTENT).is_ok());
     assert!(expr.check_stages(crate::Stages::HTTP_RES).is_err());
