@@ -46,6 +46,9 @@ pub(crate) enum Conn {
     BackendName,
     /// `srv_name`.
     ServerName,
+    /// `bc_http_major`: the server connection's HTTP encoding, 1 (HTTP/1.x, which Sluice
+    /// speaks to servers).
+    ServerHttpMajor,
     /// `fe_id`.
     FrontendId,
     /// `be_id`.
@@ -101,6 +104,7 @@ impl Conn {
             // "be_name").
             Conn::BackendName => Some(name(ctx.backend_name().unwrap_or(ctx.frontend_name()))),
             Conn::ServerName => ctx.server_name().map(name),
+            Conn::ServerHttpMajor => ctx.server_name().map(|_| Sample::Int(1)),
             Conn::FrontendId => ctx.frontend_id().map(Sample::Int),
             // Like `be_name`: the frontend's until a backend is chosen.
             Conn::BackendId => ctx.backend_id().or(ctx.frontend_id()).map(Sample::Int),
@@ -150,6 +154,7 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "fe_id" => Conn::FrontendId,
         "be_id" => Conn::BackendId,
         "srv_id" => Conn::ServerId,
+        "bc_http_major" => Conn::ServerHttpMajor,
         "fc_err" => Conn::ErrorCode,
         "fc_err_str" => Conn::ErrorText,
         "fc_rcvd_proxy" => Conn::ReceivedProxy,
@@ -199,6 +204,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("fe_id", Int, ClientAddress),
     def!("be_id", Int, Backend),
     def!("srv_id", Int, Server),
+    def!("bc_http_major", Int, Server),
     def!("fc_err", Int, ClientAddress),
     def!("fc_err_str", Str, ClientAddress),
     def!("fc_rcvd_proxy", Bool, ClientAddress),
