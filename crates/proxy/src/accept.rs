@@ -54,7 +54,8 @@ struct Slots {
 
 /// Accepts connections on `listener` for `frontend` until the process stops listening;
 /// `accept_proxy` is the bind line's option: each connection starts with a PROXY header;
-/// `bind_name` names the socket in error logs. While paused, a socket that has a
+/// `bind_name` names the socket in error logs; `socket_id` is its number in its frontend
+/// (from 1, `so_id`), `listener_stats` its counters under `option socket-stats`. While paused, a socket that has a
 /// `release_backlog` (a TCP one this process bound or was handed, not an inherited `fd@`)
 /// stops listening, as HAProxy's do: new clients are refused rather than queued, and a
 /// process replacing this one may bind the address; it listens again with that queue length
@@ -65,7 +66,7 @@ pub async fn run_listener(
     (mut listener, release_backlog): (Listener, Option<u32>),
     bind_slots: Option<Arc<ConnSlots>>,
     (accept_proxy, bind_name): (bool, Arc<str>),
-    listener_stats: Option<Arc<ListenerStats>>,
+    (listener_stats, socket_id): (Option<Arc<ListenerStats>>, u32),
 ) {
     // Joined once with this task's waker: a wait below is then one load per bell, where a
     // watch channel's `changed()` would join and leave a list under a lock every time.
@@ -142,7 +143,7 @@ pub async fn run_listener(
                     process: Arc::clone(&process),
                     frontend: Arc::clone(&frontend),
                     endpoints,
-                    vars: Vars::through(listener_stats.clone()),
+                    vars: Vars::through(listener_stats.clone(), socket_id),
                     _slots: slots,
                     counted: false,
                 };

@@ -228,6 +228,18 @@ impl Context for StreamView<'_> {
         }))
     }
 
+    fn socket_id(&self) -> Option<i64> {
+        Some(i64::from(self.vars.socket_id())).filter(|&id| id > 0)
+    }
+
+    fn socket_name(&self) -> Option<&str> {
+        let index = usize::try_from(self.vars.socket_id())
+            .ok()?
+            .checked_sub(1)?;
+        let bind = sluice_runtime::listener::sockets_of(&self.frontend.plan).nth(index)?;
+        bind.name.as_deref()
+    }
+
     fn frontend_default_backend(&self) -> Option<&str> {
         self.frontend.backend.as_deref().map(Backend::name)
     }

@@ -88,6 +88,8 @@ pub struct Vars {
     log_level: std::cell::Cell<Option<LogLevelChange>>,
     /// The connection served a request before the one being handled (`http_first_req`).
     later_request: std::cell::Cell<bool>,
+    /// See [`Vars::socket_id`].
+    socket_id: u32,
 
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
@@ -98,12 +100,21 @@ pub struct Vars {
 }
 
 impl Vars {
-    /// The variables of a session that came through `listener` (see [`Vars::listener`]).
-    pub fn through(listener: Option<Arc<ListenerStats>>) -> Vars {
+    /// The variables of a session that came through its frontend's socket number
+    /// `socket_id` (from 1), whose counters are `listener` under `option socket-stats` (see
+    /// [`Vars::listener`]).
+    pub fn through(listener: Option<Arc<ListenerStats>>, socket_id: u32) -> Vars {
         Vars {
             listener,
+            socket_id,
             ..Vars::default()
         }
+    }
+
+    /// The number of the frontend's socket the session came through, from 1 (`so_id`); 0
+    /// when not known.
+    pub fn socket_id(&self) -> u32 {
+        self.socket_id
     }
 
     /// The counters of the listening socket the session came through, under `option

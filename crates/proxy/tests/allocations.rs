@@ -207,7 +207,7 @@ fn proxy(config: &str) -> Proxy {
                 (listener, None),
                 None,
                 (false, name),
-                None,
+                (None, 1),
             )
             .await;
         });

@@ -10,6 +10,7 @@
 use crate::counters::{Counter, Traffic};
 use sluice_config::addr::ListenAddr;
 use sluice_config::plan::FrontendPlan;
+use sluice_config::proxy::BindConf;
 use std::sync::{Arc, OnceLock};
 
 /// The counters of one listening socket.
@@ -41,29 +42,35 @@ pub struct ListenerStats {
     pub internal_errors: Counter,
 }
 
+/// The `bind` line of each of a frontend's listening sockets, in the order they are bound
+/// (one per address of a line, one per port of a range): socket N (from 1) is item N - 1.
+pub fn sockets_of(plan: &FrontendPlan) -> impl Iterator<Item = &BindConf> {
+    plan.binds.iter().flat_map(|bind| {
+        bind.addrs.iter().flat_map(move |addr| {
+            let sockets = match addr {
+                ListenAddr::Inet { ports, .. } => ports.clone().count(),
+                ListenAddr::Unix(_) | ListenAddr::Abstract(_) | ListenAddr::Fd(_) => 1,
+            };
+            std::iter::repeat_n(bind, sockets)
+        })
+    })
+}
+
 /// The listeners of a frontend with `option socket-stats`, in the order its sockets are
 /// bound (none without the option).
 pub fn listeners_of(plan: &FrontendPlan) -> Vec<Arc<ListenerStats>> {
     if !plan.socket_stats {
         return Vec::new();
     }
-    let mut listeners = Vec::new();
-    for bind in &plan.binds {
-        for addr in &bind.addrs {
-            let sockets = match addr {
-                ListenAddr::Inet { ports, .. } => ports.clone().count(),
-                ListenAddr::Unix(_) | ListenAddr::Abstract(_) | ListenAddr::Fd(_) => 1,
-            };
-            for _ in 0..sockets {
-                let id = listeners.len() as u32 + 1;
-                listeners.push(Arc::new(ListenerStats {
-                    name: bind.name.clone().unwrap_or_else(|| format!("sock-{id}")),
-                    id,
-                    maxconn: bind.maxconn.unwrap_or(0),
-                    ..ListenerStats::default()
-                }));
-            }
-        }
-    }
-    listeners
+    sockets_of(plan)
+        .zip(1..)
+        .map(|(bind, id)| {
+            Arc::new(ListenerStats {
+                name: bind.name.clone().unwrap_or_else(|| format!("sock-{id}")),
+                id,
+                maxconn: bind.maxconn.unwrap_or(0),
+                ..ListenerStats::default()
+            })
+        })
+        .collect()
 }

@@ -164,6 +164,15 @@ pub trait Context {
     fn timeout_ms(&self, _which: TimeoutFetch) -> Option<i64> {
         None
     }
+    /// The number of the frontend's listening socket the client came through, from 1
+    /// (`so_id`).
+    fn socket_id(&self) -> Option<i64> {
+        None
+    }
+    /// That socket's `bind ... name`, if its line has one (`so_name`).
+    fn socket_name(&self) -> Option<&str> {
+        None
+    }
     /// The frontend's default backend, if it has one (`fe_defbe`).
     fn frontend_default_backend(&self) -> Option<&str> {
         None

@@ -48,6 +48,7 @@ pub fn start_event_loops(
             threads: only,
             accept_proxy,
             name,
+            number,
             stats,
         } = spec;
         let handle = |socket| FrontendSocket {
@@ -59,6 +60,7 @@ pub fn start_event_loops(
             threads: None,
             accept_proxy,
             name: Arc::clone(&name),
+            number,
             stats: stats.clone(),
         };
         // `bind ... thread`: only those threads accept from it.
@@ -154,7 +156,7 @@ fn run_event_loop<T: 'static>(
                         (listener, spec.release_backlog),
                         spec.bind_slots,
                         (spec.accept_proxy, spec.name),
-                        spec.stats,
+                        (spec.stats, spec.number),
                     ));
                 }
                 Err(err) => {

@@ -73,6 +73,8 @@ pub struct FrontendSocket {
     /// The bind line's `name`, else the socket's number in its frontend (from 1), as
     /// HAProxy names a listener in its error logs.
     pub name: Arc<str>,
+    /// Its number in its frontend, from 1 (`so_id`).
+    pub number: u32,
     /// Its own counters, under `option socket-stats`.
     pub stats: Option<Arc<ListenerStats>>,
 }
@@ -190,6 +192,7 @@ pub fn bind_all(
                                 threads,
                                 accept_proxy: bind.accept_proxy,
                                 name: name.into(),
+                                number: u32::try_from(number).unwrap_or(u32::MAX),
                                 stats,
                             }
                         },

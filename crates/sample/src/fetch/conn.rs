@@ -1,9 +1,10 @@
 //! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports
 //! (the stream's, which `set-src`/`set-dst` change, and the connection's own, `fc_*`), whether
-//! they belong to this machine (`src_is_local`...), the names and numbers (`id`) of the frontend, backend and server handling the stream, and
-//! the error that ended the connection (`fc_err`, `fc_err_str`, for `error-log-format`), and
-//! what the client's PROXY protocol header said (`fc_rcvd_proxy`, `fc_pp_authority`,
-//! `fc_pp_unique_id`).
+//! they belong to this machine (`src_is_local`...), the names and numbers (`id`) of the
+//! frontend, its listening socket (`so_id`, `so_name`), the backend and server handling the
+//! stream and their timeouts, the error that ended the connection (`fc_err`, `fc_err_str`,
+//! for `error-log-format`), and what the client's PROXY protocol header said
+//! (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
 //!
 //! Addresses exist from the first `tcp-request connection` rule on; the backend's name
 //! from the backend's own rules on, the server's once one is chosen ([`Source`]).
@@ -42,6 +43,10 @@ pub(crate) enum Conn {
     FrontendName,
     /// `fe_defbe`.
     FrontendDefaultBackend,
+    /// `so_id`.
+    SocketId,
+    /// `so_name`.
+    SocketName,
     /// `be_name`.
     BackendName,
     /// `srv_name`.
@@ -100,6 +105,8 @@ impl Conn {
             }
             Conn::FrontendName => Some(name(ctx.frontend_name())),
             Conn::FrontendDefaultBackend => ctx.frontend_default_backend().map(name),
+            Conn::SocketId => ctx.socket_id().map(Sample::Int),
+            Conn::SocketName => ctx.socket_name().map(name),
             // Until a backend is chosen, the stream's backend is its frontend (§7.3.3
             // "be_name").
             Conn::BackendName => Some(name(ctx.backend_name().unwrap_or(ctx.frontend_name()))),
@@ -150,6 +157,8 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "fc_dst_is_local" => Conn::DstIsLocal { connection: true },
         "fe_name" => Conn::FrontendName,
         "fe_defbe" => Conn::FrontendDefaultBackend,
+        "so_id" => Conn::SocketId,
+        "so_name" => Conn::SocketName,
         "be_name" => Conn::BackendName,
         "fe_id" => Conn::FrontendId,
         "be_id" => Conn::BackendId,
@@ -199,6 +208,8 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("fc_dst_is_local", Bool, ClientAddress),
     def!("fe_name", Str, ClientAddress),
     def!("fe_defbe", Str, ClientAddress),
+    def!("so_id", Int, ClientAddress),
+    def!("so_name", Str, ClientAddress),
     def!("be_name", Str, Backend),
     def!("srv_name", Str, Server),
     def!("fe_id", Int, ClientAddress),
