@@ -268,6 +268,8 @@ impl Listener {
     /// clients wait in its queue.
     pub fn stop_listening(&mut self) -> io::Result<()> {
         match self {
+            // A socket the threads share may have been stopped by another thread already.
+            Listener::Tcp(l, _) if !socket2::SockRef::from(l.get_ref()).is_listener()? => Ok(()),
             Listener::Tcp(l, _) => fd::stop_listening(l.get_ref().as_fd()),
             Listener::Unix(_) => Ok(()),
             Listener::Abstract { socket, .. } => {
@@ -278,24 +280,24 @@ impl Listener {
     }
 
     /// Makes a socket listen again with a queue of `backlog`, after
-    /// [`Listener::stop_listening`]; a socket that listens already only gets its queue
-    /// length set.
+    /// [`Listener::stop_listening`] (a socket that listens already only gets its queue
+    /// length set); binds an abstract socket a pause closed again (one still bound keeps its
+    /// queue length).
     ///
     /// A socket taken out of the listening state reported a hang-up to the event loop, and
     /// tokio keeps a hang-up for good (it never clears the closed states of a registration),
     /// so the old registration would report the socket readable forever and the accept loop
-    /// would spin. Such a socket is registered afresh, through a duplicate of its descriptor
+    /// would spin. The socket is registered afresh, through a duplicate of its descriptor
     /// (epoll tells registrations apart by descriptor); dropping the old one deregisters and
-    /// closes only the old descriptor.
+    /// closes only the old descriptor. Always, not only when this call made it listen: a
+    /// socket several threads share (`noreuseport`, `fd@`) is made to listen by the first of
+    /// them, and every thread's registration saw the hang-up.
     pub fn listen_again(&mut self, backlog: u32) -> io::Result<()> {
         match self {
             Listener::Tcp(l, _) => {
                 let socket = socket2::SockRef::from(l.get_ref());
-                let was_listening = socket.is_listener()?;
                 socket.listen(i32::try_from(backlog.max(1)).unwrap_or(i32::MAX))?;
-                if !was_listening {
-                    *l = fd::register_listener(l.get_ref().try_clone()?)?;
-                }
+                *l = fd::register_listener(l.get_ref().try_clone()?)?;
                 Ok(())
             }
             Listener::Unix(_) => Ok(()),

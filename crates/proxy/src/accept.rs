@@ -55,11 +55,12 @@ struct Slots {
 /// Accepts connections on `listener` for `frontend` until the process stops listening;
 /// `accept_proxy` is the bind line's option: each connection starts with a PROXY header;
 /// `bind_name` names the socket in error logs; `socket_id` is its number in its frontend
-/// (from 1, `so_id`), `listener_stats` its counters under `option socket-stats`. While paused, a socket that has a
-/// `release_backlog` (a TCP one this process bound or was handed, not an inherited `fd@`)
-/// stops listening, as HAProxy's do: new clients are refused rather than queued, and a
-/// process replacing this one may bind the address; it listens again with that queue length
-/// when resumed.
+/// (from 1, `so_id`), `listener_stats` its counters under `option socket-stats`. While
+/// paused, a socket that has a `release_backlog` (a TCP one this process bound or was
+/// handed, not an inherited `fd@`; an abstract unix one this process bound) stops
+/// listening, as HAProxy's do: new clients are refused rather than queued, and a process
+/// replacing this one may bind the address (an abstract socket is closed for that); it
+/// listens again with that queue length when resumed.
 pub async fn run_listener(
     process: Arc<Process>,
     frontend: Arc<Frontend>,

@@ -241,7 +241,11 @@ impl Context for StreamView<'_> {
     }
 
     fn frontend_default_backend(&self) -> Option<&str> {
-        self.frontend.backend.as_deref().map(Backend::name)
+        // A `listen` section without `default_backend` is its own backend, not a default.
+        let own = self.frontend.plan.id.uid;
+        (self.frontend.backend.as_deref())
+            .filter(|b| b.plan.id.uid != own)
+            .map(Backend::name)
     }
 
     fn backend_id(&self) -> Option<i64> {

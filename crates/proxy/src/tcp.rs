@@ -132,7 +132,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                 .hash_expr
                 .as_ref()
                 .and_then(|e| e.eval(&hash_view));
-            hash_key = hash_sample.as_ref().map(|s| s.to_bytes());
+            hash_key = hash_sample.as_ref().map(|s| s.to_binary());
             hash_key.as_deref()
         }
         // `balance rdp-cookie`: without the cookie, round robin, as in HAProxy.

@@ -636,17 +636,27 @@ impl Backend {
         free
     }
 
-    /// Free connection slots of the usable servers, queue slots left out, or -1 when one of
-    /// them has no limit (`be_conn_free`). Backup servers count only when no active one is
-    /// usable.
+    /// Free connection slots of the servers that take traffic, queue slots left out, or -1
+    /// when one of them has no limit (`be_conn_free`): the usable active servers, else the
+    /// usable backup servers under `option allbackups`, else the first usable backup.
     pub fn free_connections(&self) -> i64 {
         let shared = self.lock();
         let usable = |s: &Server| shared.balancer.state(s.index).is_some_and(|st| st.usable);
         let active_up = self.servers.iter().any(|s| !s.conf.backup && usable(s));
+        let first_backup = self
+            .servers
+            .iter()
+            .find(|s| s.conf.backup && usable(s))
+            .map(|s| s.index);
         let mut free = 0i64;
         for server in &self.servers {
             let i = server.index;
-            if !usable(server) || (active_up && server.conf.backup) {
+            let takes_traffic = match (server.conf.backup, active_up) {
+                (false, _) => true,
+                (true, true) => false,
+                (true, false) => self.plan.allbackups || first_backup == Some(i),
+            };
+            if !usable(server) || !takes_traffic {
                 continue;
             }
             let Some(maxconn) = shared.balancer.state(i).and_then(|s| s.maxconn) else {

@@ -196,11 +196,21 @@ impl<'a> Sample<'a> {
     }
 
     /// The value as text, the way a log line or a header built from it shows it: strings
-    /// and binary blocks as their bytes, numbers in decimal, booleans as `0`/`1`, addresses
-    /// in their usual notation.
+    /// as their bytes, binary blocks up to their first NUL byte (HAProxy's cast), numbers in
+    /// decimal, booleans as `0`/`1`, addresses in their usual notation.
     pub fn to_bytes(&self) -> Cow<'_, [u8]> {
         match self.reborrow().cast(SampleType::Str) {
             Some(Sample::Str(s)) => s,
+            _ => Cow::Borrowed(&[]),
+        }
+    }
+
+    /// The value as binary data, where HAProxy reads a sample as such (`balance hash`,
+    /// `secure_memcmp`'s variable): strings and binary blocks whole, NUL bytes included;
+    /// numbers as 8 big-endian bytes; addresses as their 4 or 16 bytes.
+    pub fn to_binary(&self) -> Cow<'_, [u8]> {
+        match self.reborrow().cast(SampleType::Bin) {
+            Some(Sample::Bin(s)) => s,
             _ => Cow::Borrowed(&[]),
         }
     }
@@ -399,6 +409,12 @@ mod tests {
         assert_eq!(text(bin(b"abc")), Some(Sample::str(b"abc")));
         let owned = Sample::Bin(Cow::Owned(b"xy\0z".to_vec()));
         assert_eq!(text(owned), Some(Sample::str(b"xy")));
+        // As binary data, whole: what `balance hash` hashes.
+        assert_eq!(bin(b"ab\0cd").to_binary(), Cow::Borrowed(b"ab\0cd"));
+        assert_eq!(
+            Sample::Int(1).to_binary(),
+            Cow::Borrowed(&[0, 0, 0, 0, 0, 0, 0, 1])
+        );
         // Strings keep their NUL bytes, as the methods of a request do.
         assert_eq!(
             Sample::str(b"a\0b").cast(SampleType::Bin),

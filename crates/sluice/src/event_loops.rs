@@ -289,7 +289,7 @@ async fn control(
         let mut listener = cli.socket.into_async()?;
         // A stats socket this process bound gives its abstract name up while paused (one
         // task serves it: its descriptor is the only one).
-        if !cli.from_master {
+        if cli.releases_on_pause {
             listener = listener.releasing_on_pause();
         }
         tokio::spawn(sluice_admin::cli::serve(

@@ -91,6 +91,9 @@ pub struct CliSocket {
     pub expose: bool,
     /// The master's socket into this worker (kept open while the worker stops).
     pub from_master: bool,
+    /// An abstract unix socket (`abns@`) this process bound: a pause closes it, which frees
+    /// its name for a process replacing this one, and a resume binds it again.
+    pub releases_on_pause: bool,
 }
 
 /// Every socket of the process, bound.
@@ -223,6 +226,7 @@ pub fn bind_all(
                 timeout,
                 expose: conf.expose_listeners,
                 from_master: false,
+                releases_on_pause: matches!(conf.addr, ListenAddr::Abstract(_)),
             })),
             Err(err) => {
                 // An abstract name in use is the old process's until it is paused.
@@ -240,6 +244,7 @@ pub fn bind_all(
                 timeout,
                 expose: false,
                 from_master: true,
+                releases_on_pause: false,
             }),
             Err(err) => errors.push(format!(
                 "[ALERT] cannot take the master's CLI socket (fd {fd}): {err}"

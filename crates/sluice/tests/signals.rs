@@ -560,6 +560,37 @@ fn a_paused_port_refuses_new_clients_until_resumed() {
     proxy.assert_alive();
 }
 
+#[test]
+fn a_port_its_threads_share_is_resumed_on_every_thread() {
+    // Under `noreuseport` the two threads share one socket: the first to resume makes it
+    // listen, and every thread's registration must still forget the pause's hang-up.
+    let backend = Backend::echo();
+    let (port, addr) = free_address();
+    let cfg = format!(
+        "global\n    noreuseport\n    nbthread 2\n{}",
+        port_proxy_config(port, &backend)
+    );
+    let mut proxy = common::sluice(&cfg).start();
+    assert!(new_connection_served(addr, GENEROUS));
+    proxy.signal(Signal::SIGTTOU);
+    assert!(common::wait_until(GENEROUS, || {
+        TcpStream::connect(addr).is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+    }));
+    proxy.signal(Signal::SIGTTIN);
+    assert!(common::wait_until(GENEROUS, || new_connection_served(
+        addr,
+        Duration::from_millis(500)
+    )));
+    let before = proxy.cpu_ticks();
+    std::thread::sleep(Duration::from_secs(1));
+    let used = proxy.cpu_ticks() - before;
+    assert!(
+        used < 30,
+        "{used} ticks of CPU in an idle second after resuming"
+    );
+    proxy.assert_alive();
+}
+
 /// A way to pause or resume a process's listeners.
 #[derive(Debug)]
 enum Pause {

@@ -686,7 +686,7 @@ async fn exchange<'a>(
                 .hash_expr
                 .as_ref()
                 .and_then(|e| e.eval(&hash_view));
-            hash_key = hash_sample.as_ref().map(|s| s.to_bytes());
+            hash_key = hash_sample.as_ref().map(|s| s.to_binary());
             hash_key.as_deref()
         }
         _ => None,

@@ -373,11 +373,11 @@ fn build(b: &ConvBuild<'_>) -> Result<Built, String> {
 /// The encoding converters.
 pub(super) static CONVERTERS: Table = &[
     ("base64", def(0, 0, BIN, build)),
-    ("ub64enc", def(0, 0, STR, build)),
+    ("ub64enc", def(0, 0, BIN, build)),
     ("b64dec", def(0, 0, STR, build)),
     ("ub64dec", def(0, 0, STR, build)),
     ("hex", def(0, 0, BIN, build)),
-    ("hex2i", def(0, 0, BIN, build)),
+    ("hex2i", def(0, 0, STR, build)),
     ("be2dec", def(2, 3, BIN, build)),
     ("le2dec", def(2, 3, BIN, build)),
     ("be2hex", def(0, 3, BIN, build)),

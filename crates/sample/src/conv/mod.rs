@@ -198,6 +198,11 @@ pub(crate) fn var_bytes<'a>(ctx: &'a dyn Context, name: &str) -> Option<Cow<'a, 
     into_bytes(ctx.var(name)?.cast(SampleType::Str)?)
 }
 
+/// The bytes of variable `name` as binary data, NUL bytes included (`secure_memcmp`).
+pub(crate) fn var_binary<'a>(ctx: &'a dyn Context, name: &str) -> Option<Cow<'a, [u8]>> {
+    into_bytes(ctx.var(name)?.cast(SampleType::Bin)?)
+}
+
 /// Decodes a string of hexadecimal digit pairs (`bin()`, `-m bin` patterns).
 pub(crate) fn parse_hex(text: &str) -> Option<Vec<u8>> {
     let digits = text.as_bytes();

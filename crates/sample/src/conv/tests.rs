@@ -236,8 +236,18 @@ fn iif_concat_add_item() {
 fn comparisons_with_variables() {
     let ctx = TestCtx::new()
         .var("txn.host", s("b.example"))
-        .var("txn.token", s("secret"));
+        .var("txn.token", s("secret"))
+        .var("txn.digest", Sample::Bin(Cow::Owned(b"a\0b".to_vec())));
     let tc = |expr: &str| eval(expr, &ctx);
+    // Binary data is compared whole, NUL bytes included, as HAProxy reads both sides.
+    assert_eq!(
+        tc("bin(610062),secure_memcmp(txn.digest)"),
+        Some(Sample::Bool(true))
+    );
+    assert_eq!(
+        tc("bin(610063),secure_memcmp(txn.digest)"),
+        Some(Sample::Bool(false))
+    );
     assert_eq!(tc("str(b.example),strcmp(txn.host)"), Some(Sample::Int(0)));
     assert_eq!(tc("str(a.example),strcmp(txn.host)"), Some(Sample::Int(-1)));
     assert_eq!(
@@ -272,6 +282,11 @@ fn encodings() {
     // HAProxy values.
     assert_eq!(t("str(hello),base64").as_deref(), Some("aGVsbG8="));
     assert_eq!(t("str(he?>llo),ub64enc").as_deref(), Some("aGU_Pmxsbw"));
+    // Binary input, NUL bytes included (this digest's second byte is one), as `base64`.
+    assert_eq!(
+        e("str(abc),digest(sha384),ub64enc,length"),
+        Some(Sample::Int(64))
+    );
     assert_eq!(t("str(hello),hex").as_deref(), Some("68656C6C6F"));
     assert_eq!(t("str(aGVsbG8=),b64dec").as_deref(), Some("hello"));
     assert_eq!(t("str(aGU_Pmxsbw),ub64dec").as_deref(), Some("he?>llo"));

@@ -11,7 +11,9 @@ use std::borrow::Cow;
 
 use regex::bytes::{Regex, RegexBuilder};
 
-use super::{Built, ConvBuild, Convert, IntOrVar, Table, def, into_bytes, slice_cow, var_bytes};
+use super::{
+    Built, ConvBuild, Convert, IntOrVar, Table, def, into_bytes, slice_cow, var_binary, var_bytes,
+};
 use crate::args::{int_arg, str_arg, var_arg};
 use crate::context::Context;
 use crate::value::{Sample, SampleType};
@@ -168,7 +170,7 @@ impl Convert for Text {
                 }));
             }
             Text::SecureMemcmp(var) => {
-                let other = var_bytes(ctx, var)?;
+                let other = var_binary(ctx, var)?;
                 // Every byte is compared whatever the differences found, so the time taken
                 // does not tell where the first difference is.
                 let same_len = bytes.len() == other.len();

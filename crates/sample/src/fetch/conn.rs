@@ -93,7 +93,7 @@ impl Conn {
                 } else {
                     ctx.src()
                 };
-                Some(Sample::Bool(is_local(addr)))
+                is_local(addr).map(Sample::Bool)
             }
             Conn::DstIsLocal { connection } => {
                 let addr = if connection {
@@ -101,7 +101,7 @@ impl Conn {
                 } else {
                     ctx.dst()
                 };
-                Some(Sample::Bool(is_local(addr)))
+                is_local(addr).map(Sample::Bool)
             }
             Conn::FrontendName => Some(name(ctx.frontend_name())),
             Conn::FrontendDefaultBackend => ctx.frontend_default_backend().map(name),
@@ -130,11 +130,21 @@ impl Conn {
     }
 }
 
-/// Whether `addr` is one of this machine's addresses: a socket can be bound to it (two
-/// system calls, as HAProxy makes; its manual advises one test per connection). A unix
-/// socket's peer (no address) is local.
-fn is_local(addr: Option<SocketAddr>) -> bool {
-    addr.is_none_or(|a| std::net::UdpSocket::bind((a.ip(), 0)).is_ok())
+/// Whether `addr` is one of this machine's addresses: a socket can be bound to it, as
+/// HAProxy tests it (a few system calls: its manual advises one test per connection). A
+/// unix socket's peer (no address) is local. `None` when the test itself fails for another
+/// reason than an address that is not here.
+fn is_local(addr: Option<SocketAddr>) -> Option<bool> {
+    let Some(mut addr) = addr else {
+        return Some(true);
+    };
+    // Port 0, the scope of a link-local IPv6 address kept.
+    addr.set_port(0);
+    match std::net::UdpSocket::bind(addr) {
+        Ok(_) => Some(true),
+        Err(err) if err.kind() == std::io::ErrorKind::AddrNotAvailable => Some(false),
+        Err(_) => None,
+    }
 }
 
 fn error(ctx: &dyn Context) -> Option<(u8, &'static str)> {
