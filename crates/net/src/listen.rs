@@ -7,7 +7,10 @@
 //! kernel hands each new connection to one thread's queue and wakes that thread alone (a
 //! master binds them and hands them to its workers, `-x` takes them all over); an inherited
 //! `fd@` socket, or a unix one, is shared by all threads ([`BoundListener::try_clone`]), which
-//! then accept from the same queue.
+//! then accept from the same queue. An abstract unix socket (`abns@`) this process bound is
+//! accepted by one thread, which closes it while paused and binds it again on resume
+//! ([`Listener::releasing_on_pause`]): only closing frees its name for a process replacing
+//! this one.
 
 use crate::fd;
 use crate::stream::{LazyTcp, Stream};
