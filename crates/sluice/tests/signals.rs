@@ -519,16 +519,7 @@ fn a_paused_port_refuses_new_clients_until_resumed() {
     let refused = || {
         TcpStream::connect(addr).is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
     };
-    for (pause, resume) in [
-        (
-            Pause::Signal(Signal::SIGTTOU),
-            Pause::Signal(Signal::SIGTTIN),
-        ),
-        (
-            Pause::Cli("disable frontend app"),
-            Pause::Cli("enable frontend app"),
-        ),
-    ] {
+    for (pause, resume) in pauses_and_resumes() {
         pause.apply(&proxy);
         assert!(
             common::wait_until(GENEROUS, refused),
@@ -589,6 +580,21 @@ fn a_port_its_threads_share_is_resumed_on_every_thread() {
         "{used} ticks of CPU in an idle second after resuming"
     );
     proxy.assert_alive();
+}
+
+/// The two ways to pause the listeners of frontend `app` and resume them: the signals, and
+/// `disable|enable frontend`.
+fn pauses_and_resumes() -> [(Pause, Pause); 2] {
+    [
+        (
+            Pause::Signal(Signal::SIGTTOU),
+            Pause::Signal(Signal::SIGTTIN),
+        ),
+        (
+            Pause::Cli("disable frontend app"),
+            Pause::Cli("enable frontend app"),
+        ),
+    ]
 }
 
 /// A way to pause or resume a process's listeners.
@@ -855,16 +861,7 @@ fn a_paused_abstract_socket_frees_its_name_until_resumed() {
     let backend = Backend::echo();
     let mut proxy = common::sluice(&abstract_sockets_config(&name, &backend)).start();
     let frontend = format!("{name}-fe");
-    for (pause, resume) in [
-        (
-            Pause::Signal(Signal::SIGTTOU),
-            Pause::Signal(Signal::SIGTTIN),
-        ),
-        (
-            Pause::Cli("disable frontend app"),
-            Pause::Cli("enable frontend app"),
-        ),
-    ] {
+    for (pause, resume) in pauses_and_resumes() {
         pause.apply(&proxy);
         assert!(
             common::wait_until(GENEROUS, || common::connect_abstract(&frontend).is_err()),

@@ -27,11 +27,7 @@ pub(crate) enum Payload {
     /// `req.payload(offset,length)`; length 0 means "to the end".
     Block { offset: usize, length: usize },
     /// `req.payload_lv(offset1,length[,offset2])`.
-    LengthValue {
-        len_offset: usize,
-        len_size: usize,
-        data: DataOffset,
-    },
+    LengthValue(LengthValue),
     /// `req.ssl_hello_type`.
     HelloType,
     /// `req.ssl_ver`.
@@ -92,11 +88,7 @@ impl Payload {
                 };
                 Some(Sample::Bin(Cow::Borrowed(block)))
             }),
-            Payload::LengthValue {
-                len_offset,
-                len_size,
-                data,
-            } => payload().and_then(|buf| length_value(buf, *len_offset, *len_size, *data)),
+            Payload::LengthValue(block) => payload().and_then(|buf| block.read(buf)),
             Payload::RdpCookie { name } => {
                 payload().and_then(|buf| match crate::rdp::rdp_cookie(buf, name.as_deref()) {
                     crate::rdp::RdpCookie::Found(value) => Some(Sample::str(value)),
@@ -174,29 +166,65 @@ fn params_named<'b>(
         .map(|(_, value)| value)
 }
 
-/// `req.payload_lv`: a big-endian length of `len_size` bytes at `len_offset`, then that
-/// many bytes where `data` says.
-pub(super) fn length_value(
-    buf: &[u8],
+/// A length-prefixed block of a buffer (`req.payload_lv`, `res.payload_lv`): a big-endian
+/// length of `len_size` bytes at `len_offset`, then that many bytes where `data` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LengthValue {
     len_offset: usize,
     len_size: usize,
     data: DataOffset,
-) -> Option<Sample<'_>> {
-    let field = buf.get(len_offset..len_offset.checked_add(len_size)?)?;
-    let length = field.iter().try_fold(0usize, |acc, &b| {
-        acc.checked_mul(256)?.checked_add(usize::from(b))
-    })?;
-    let after = len_offset.checked_add(len_size)?;
-    let start = match data {
-        DataOffset::AfterLength => after,
-        DataOffset::Absolute(at) => at,
-        DataOffset::Relative(delta) => {
-            let after = i64::try_from(after).ok()?;
-            usize::try_from(after.checked_add(delta)?).ok()?
+}
+
+impl LengthValue {
+    /// From the fetch's arguments: where the length field is, its size (1 to 8 bytes), and
+    /// where the data starts.
+    pub(super) fn parse(args: &[String]) -> Result<LengthValue, String> {
+        let len_size = offset_arg(args, 1)?;
+        if !(1..=8).contains(&len_size) {
+            return Err(format!(
+                "length size must be between 1 and 8 bytes (got {len_size})"
+            ));
         }
-    };
-    buf.get(start..start.checked_add(length)?)
-        .map(|b| Sample::Bin(Cow::Borrowed(b)))
+        let data = match str_arg(args, 2) {
+            None | Some("") => DataOffset::AfterLength,
+            Some(text) if text.starts_with(['+', '-']) => {
+                let digits = text.strip_prefix('+').unwrap_or(text);
+                DataOffset::Relative(
+                    parse_int_exact(digits).ok_or_else(|| bad_arg(text, "integer", 2))?,
+                )
+            }
+            Some(_) => DataOffset::Absolute(offset_arg(args, 2)?),
+        };
+        Ok(LengthValue {
+            len_offset: offset_arg(args, 0)?,
+            len_size,
+            data,
+        })
+    }
+
+    /// The block, once `buf` holds all of it.
+    pub(super) fn read<'a>(&self, buf: &'a [u8]) -> Option<Sample<'a>> {
+        let LengthValue {
+            len_offset,
+            len_size,
+            data,
+        } = *self;
+        let field = buf.get(len_offset..len_offset.checked_add(len_size)?)?;
+        let length = field.iter().try_fold(0usize, |acc, &b| {
+            acc.checked_mul(256)?.checked_add(usize::from(b))
+        })?;
+        let after = len_offset.checked_add(len_size)?;
+        let start = match data {
+            DataOffset::AfterLength => after,
+            DataOffset::Absolute(at) => at,
+            DataOffset::Relative(delta) => {
+                let after = i64::try_from(after).ok()?;
+                usize::try_from(after.checked_add(delta)?).ok()?
+            }
+        };
+        buf.get(start..start.checked_add(length)?)
+            .map(|b| Sample::Bin(Cow::Borrowed(b)))
+    }
 }
 
 /// The message's announced body length (`*.body_size`), when it has one that is a number.
@@ -218,33 +246,11 @@ fn form_params(body: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
 }
 
 /// A non-negative integer argument that fits in memory.
-fn offset_arg(args: &[String], index: usize) -> Result<usize, String> {
+pub(super) fn offset_arg(args: &[String], index: usize) -> Result<usize, String> {
     let text = str_arg(args, index).unwrap_or("");
     int_arg(args, index)?
         .and_then(|n| usize::try_from(n).ok())
         .ok_or_else(|| bad_arg(text, "positive integer", index))
-}
-
-/// The arguments of `req.payload_lv` and `res.payload_lv`: where the length field is, its
-/// size (1 to 8 bytes), and where the data starts.
-pub(super) fn length_value_args(args: &[String]) -> Result<(usize, usize, DataOffset), String> {
-    let len_size = offset_arg(args, 1)?;
-    if !(1..=8).contains(&len_size) {
-        return Err(format!(
-            "length size must be between 1 and 8 bytes (got {len_size})"
-        ));
-    }
-    let data = match str_arg(args, 2) {
-        None | Some("") => DataOffset::AfterLength,
-        Some(text) if text.starts_with(['+', '-']) => {
-            let digits = text.strip_prefix('+').unwrap_or(text);
-            DataOffset::Relative(
-                parse_int_exact(digits).ok_or_else(|| bad_arg(text, "integer", 2))?,
-            )
-        }
-        Some(_) => DataOffset::Absolute(offset_arg(args, 2)?),
-    };
-    Ok((offset_arg(args, 0)?, len_size, data))
 }
 
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
@@ -253,14 +259,7 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
             offset: offset_arg(args, 0)?,
             length: offset_arg(args, 1)?,
         },
-        "req.payload_lv" | "payload_lv" => {
-            let (len_offset, len_size, data) = length_value_args(args)?;
-            Payload::LengthValue {
-                len_offset,
-                len_size,
-                data,
-            }
-        }
+        "req.payload_lv" | "payload_lv" => Payload::LengthValue(LengthValue::parse(args)?),
         "req.ssl_hello_type" | "req_ssl_hello_type" => Payload::HelloType,
         "req.ssl_ver" | "req_ssl_ver" => Payload::SslVersion,
         "req.ssl_sni" | "req_ssl_sni" => Payload::Sni,

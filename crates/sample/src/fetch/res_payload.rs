@@ -6,9 +6,8 @@
 
 use std::borrow::Cow;
 
-use super::payload::{DataOffset, length_value, length_value_args};
+use super::payload::{LengthValue, offset_arg};
 use super::{Fetch, FetchDef, Sink, emit, tls_hello};
-use crate::args::{bad_arg, int_arg, str_arg};
 use crate::context::Context;
 use crate::stages::Source;
 use crate::value::{Sample, SampleType};
@@ -21,11 +20,7 @@ pub(crate) enum ResPayload {
     /// `res.payload(offset,length)`; length 0 means "to the end".
     Block { offset: usize, length: usize },
     /// `res.payload_lv(offset1,length[,offset2])`, as `req.payload_lv`.
-    LengthValue {
-        len_offset: usize,
-        len_size: usize,
-        data: DataOffset,
-    },
+    LengthValue(LengthValue),
     /// `res.ssl_hello_type`: the type of the server's first TLS handshake message (2, a
     /// ServerHello).
     HelloType,
@@ -48,36 +43,17 @@ impl ResPayload {
                 };
                 block.map(|b| Sample::Bin(Cow::Borrowed(b)))
             }
-            ResPayload::LengthValue {
-                len_offset,
-                len_size,
-                data,
-            } => length_value(buf, *len_offset, *len_size, *data),
+            ResPayload::LengthValue(block) => block.read(buf),
             ResPayload::HelloType => tls_hello::hello_type(buf).map(Sample::Int),
         };
         emit(value, out)
     }
 }
 
-/// A non-negative integer argument.
-fn offset_arg(args: &[String], index: usize) -> Result<usize, String> {
-    let text = str_arg(args, index).unwrap_or("");
-    int_arg(args, index)?
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| bad_arg(text, "positive integer", index))
-}
-
 fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
     Ok(Fetch::ResPayload(match def.name {
         "res.len" => ResPayload::Len,
-        "res.payload_lv" => {
-            let (len_offset, len_size, data) = length_value_args(args)?;
-            ResPayload::LengthValue {
-                len_offset,
-                len_size,
-                data,
-            }
-        }
+        "res.payload_lv" => ResPayload::LengthValue(LengthValue::parse(args)?),
         "res.ssl_hello_type" | "rep_ssl_hello_type" => ResPayload::HelloType,
         _ => ResPayload::Block {
             offset: offset_arg(args, 0)?,
