@@ -306,6 +306,15 @@ impl Stream {
     }
 }
 
+/// The connection `socket`'s own address and its peer's, each `None` for a unix socket or
+/// when the system cannot tell (a connection already reset): two system calls, for a log
+/// line or a rule that prints a server connection's ends (`%bi`, `%si`, `bc_src`...).
+pub fn socket_ends(socket: &impl AsFd) -> (Option<SocketAddr>, Option<SocketAddr>) {
+    let socket = socket2::SockRef::from(socket);
+    let inet = |addr: io::Result<socket2::SockAddr>| addr.ok().and_then(|a| a.as_socket());
+    (inet(socket.local_addr()), inet(socket.peer_addr()))
+}
+
 /// Sets the TOS byte (IPv6: the traffic class) and the firewall mark of the packets the
 /// connection `socket` sends from now on (`set-fc-tos`, `set-fc-mark`); `None` leaves a field
 /// as it is. A UNIX socket has neither. As in HAProxy, a refusal (a mark needs CAP_NET_ADMIN)

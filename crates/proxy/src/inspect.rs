@@ -35,6 +35,7 @@ use sluice_net::stream::Stream;
 use sluice_runtime::clock;
 use sluice_runtime::proxy::{Backend, Server};
 use sluice_sample::Source;
+use std::os::fd::AsFd;
 use tokio::io::AsyncReadExt;
 
 /// What inspection decided.
@@ -235,6 +236,7 @@ pub async fn inspect_response(
             let view = StreamView {
                 backend: Some(backend),
                 server: Some(server),
+                server_socket: Some(upstream.as_fd()),
                 response_payload: Some(input.filled()),
                 inspection_ended: ended,
                 ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)

@@ -12,7 +12,7 @@ use sluice_net::proxy_io::HeaderError;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server, counts};
 use sluice_runtime::record::{
-    Cause, Counts, Phase, RecordFacts, StreamRecord, Termination, Timers,
+    Cause, Counts, Phase, RecordFacts, ServerEnds, StreamRecord, Termination, Timers,
 };
 use std::time::{Instant, SystemTime};
 
@@ -96,6 +96,7 @@ pub fn report_connection_error(
         counts: Counts::default(),
         captures: None,
         early: false,
+        server_ends: ServerEnds::default(),
     };
     let facts = RecordFacts::new(&record).with_connection_error(error);
     let view = StreamView {

@@ -23,6 +23,7 @@ use sluice_sample::{
 use sluice_stick::{Data, DataType, Table};
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -54,6 +55,9 @@ pub struct StreamView<'a> {
     pub inspection_ended: bool,
     /// What the log record says (timers, bytes, termination), when a log line is rendered.
     pub facts: Option<&'a dyn LogFacts>,
+    /// The server connection, while response rules run: `bc_src` and `bc_dst` read its
+    /// addresses only when a rule asks (a log line has them in `facts`).
+    pub server_socket: Option<BorrowedFd<'a>>,
 }
 
 impl<'a> StreamView<'a> {
@@ -78,6 +82,7 @@ impl<'a> StreamView<'a> {
             response_payload: None,
             inspection_ended: true,
             facts: None,
+            server_socket: None,
         }
     }
 
@@ -188,6 +193,20 @@ impl Context for StreamView<'_> {
     fn connection_dst(&self) -> Option<SocketAddr> {
         let original = self.vars.connection_addresses();
         original.map_or(self.endpoints.local, |e| e.local)
+    }
+
+    fn server_connection_src(&self) -> Option<SocketAddr> {
+        match self.server_socket {
+            Some(socket) => sluice_net::stream::socket_ends(&socket).0,
+            None => self.facts.and_then(|f| f.backend_source()),
+        }
+    }
+
+    fn server_connection_dst(&self) -> Option<SocketAddr> {
+        match self.server_socket {
+            Some(socket) => sluice_net::stream::socket_ends(&socket).1,
+            None => self.facts.and_then(|f| f.server_address()),
+        }
     }
 
     fn frontend_name(&self) -> &str {

@@ -20,7 +20,7 @@ use sluice_runtime::clock;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Unserved};
-use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
+use sluice_runtime::record::{Cause, Counts, Phase, ServerEnds, StreamRecord, Termination, Timers};
 use sluice_sample::rdp::{RdpCookie, msts_address, rdp_cookie};
 use std::cell::Cell;
 
@@ -111,6 +111,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         counts: Counts::default(),
         captures: None,
         early: false,
+        server_ends: ServerEnds::default(),
     };
     // `balance source` and `balance hash EXPR` (over the client's address and the inspected
     // bytes) have a key in TCP mode; the HTTP algorithms fall back to round robin.
@@ -266,6 +267,10 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                 Some(mut upstream) => {
                     crate::stick_rules::commit(&stick_stores, &stick_view(), server);
                     record.timers.connect = Some(clock::since(connecting));
+                    if frontend.logger.as_ref().is_some_and(|l| l.logs_server_ends) {
+                        let (local, server) = sluice_net::stream::socket_ends(&upstream);
+                        record.server_ends = ServerEnds { local, server };
+                    }
                     // `option logasap`: logged now that the server connection is established.
                     if frontend.logger.as_ref().is_some_and(|l| l.conf.logasap) {
                         let mut early = StreamRecord {

@@ -15,7 +15,7 @@ use sluice_config::addr::{Family, Host, ServerAddr};
 use sluice_config::checks::InitAddr;
 use sluice_config::global::CloseSpread;
 use sluice_config::global::GlobalConf;
-use sluice_config::logging::{LogAddr, LogTarget};
+use sluice_config::logging::{LineFormat, LogAddr, LogTarget};
 use sluice_config::plan::Plan;
 use sluice_config::plan::{BackendChoice, FrontendPlan};
 use sluice_config::proxy::Mode;
@@ -461,9 +461,18 @@ impl Logging {
             .clone()
             .or_else(|| global.log_tag.clone())
             .unwrap_or_else(program_name);
+        let custom = match &fp.log.format {
+            LineFormat::Https(format) | LineFormat::Custom(format) => Some(format),
+            _ => None,
+        };
+        let logs_server_ends = custom
+            .into_iter()
+            .chain(&fp.log.structured_format)
+            .any(|format| format.uses_server_connection());
         Some(FrontendLog {
             out: ProxyLogger::new(Arc::clone(hub), targets, tag),
             conf: fp.log.clone(),
+            logs_server_ends,
         })
     }
 }

@@ -80,6 +80,9 @@ pub struct FrontendLog {
     pub out: ProxyLogger,
     /// `option httplog|tcplog`, `log-format`, `option dontlognull`...
     pub conf: ProxyLogConf,
+    /// The line prints the server connection's addresses (`%bi`, `%si`, `bc_src`...): each
+    /// stream reads them once connected ([`crate::record::ServerEnds`]).
+    pub logs_server_ends: bool,
 }
 
 impl Frontend {

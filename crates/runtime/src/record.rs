@@ -112,6 +112,17 @@ pub struct Timers {
     pub total: Duration,
 }
 
+/// The two ends of the stream's server connection, as `%bi:%bp` and `%si:%sp` log them:
+/// kept only for a frontend whose log line prints them (`FrontendLog::logs_server_ends`),
+/// since reading them costs two system calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerEnds {
+    /// The connection's own address (`%bi`, `bc_src`).
+    pub local: Option<SocketAddr>,
+    /// The server's address (`%si`, `bc_dst`).
+    pub server: Option<SocketAddr>,
+}
+
 /// What happened to one stream (one HTTP request/response, or one TCP session).
 #[derive(Clone, Copy, Debug)]
 pub struct StreamRecord<'a> {
@@ -148,6 +159,8 @@ pub struct StreamRecord<'a> {
     /// Logged before the stream ended (`option logasap`): the total time and the bytes are
     /// only those so far, printed with a `+` as HAProxy does.
     pub early: bool,
+    /// The server connection's addresses, when the log line needs them.
+    pub server_ends: ServerEnds,
 }
 
 /// The connection and queue counts a log line shows (`%ac/%fc/%bc/%sc` and `%sq/%bq`).
@@ -248,6 +261,14 @@ impl LogFacts for RecordFacts<'_> {
 
     fn connection_error(&self) -> Option<(u8, &'static str)> {
         self.connection_error
+    }
+
+    fn backend_source(&self) -> Option<SocketAddr> {
+        self.record.server_ends.local
+    }
+
+    fn server_address(&self) -> Option<SocketAddr> {
+        self.record.server_ends.server
     }
 
     fn incomplete(&self, which: LogNumber) -> bool {
@@ -544,6 +565,7 @@ mod tests {
             counts: Counts::default(),
             captures: None,
             early: false,
+            server_ends: ServerEnds::default(),
         }
     }
 

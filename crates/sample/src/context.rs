@@ -148,6 +148,16 @@ pub trait Context {
     fn connection_dst(&self) -> Option<SocketAddr> {
         self.dst()
     }
+    /// The server connection's own address (`bc_src`, `%bi`); the default is the log
+    /// record's, so only log lines have it.
+    fn server_connection_src(&self) -> Option<SocketAddr> {
+        self.log_facts().and_then(|f| f.backend_source())
+    }
+    /// The server's address, as the server connection reaches it (`bc_dst`, `%si`); the
+    /// default is the log record's.
+    fn server_connection_dst(&self) -> Option<SocketAddr> {
+        self.log_facts().and_then(|f| f.server_address())
+    }
     /// The frontend's name.
     fn frontend_name(&self) -> &str;
     /// The backend's name once one is chosen.

@@ -24,7 +24,7 @@ use crate::context::{BackendStat, Context, ServerStat};
 use crate::expr::Expr;
 use crate::fetch::path_query;
 use crate::map::MapStore;
-use crate::stages::Stages;
+use crate::stages::{Source, Stages};
 use crate::time::{civil, write_log_date, write_offset};
 use crate::value::{Sample, ip_text};
 
@@ -565,6 +565,18 @@ impl LogFormat {
         })
     }
 
+    /// True if the format prints the server connection's addresses (`%bi`, `%bp`, `%si`,
+    /// `%sp`, `bc_src`...), which a stream then has to keep for its log line.
+    pub fn uses_server_connection(&self) -> bool {
+        self.items.iter().any(|item| match item {
+            Item::Expr(expr, _) => expr.source() == Source::ServerConnection,
+            Item::Alias(Alias::Ip(which) | Alias::Port(which), _) => {
+                matches!(which, AddrOf::BackendSource | AddrOf::Server)
+            }
+            _ => false,
+        })
+    }
+
     fn exprs(&self) -> impl Iterator<Item = &Expr> {
         self.items.iter().filter_map(|item| match item {
             Item::Expr(expr, _) => Some(expr),
@@ -939,8 +951,8 @@ fn render_alias(alias: Alias, flags: Flags, enc: Enc, ctx: &dyn Context, out: &m
     let address = |which: AddrOf| match which {
         AddrOf::Client => ctx.src(),
         AddrOf::Frontend => ctx.dst(),
-        AddrOf::BackendSource => facts.and_then(|f| f.backend_source()),
-        AddrOf::Server => facts.and_then(|f| f.server_address()),
+        AddrOf::BackendSource => ctx.server_connection_src(),
+        AddrOf::Server => ctx.server_connection_dst(),
     };
     match alias {
         Alias::Defaults => {}

@@ -133,6 +133,9 @@ pub enum Source {
     Backend,
     /// The server chosen: response stages and the log.
     Server,
+    /// The server connection's addresses (`bc_src`, `bc_dst`...): response stages and the
+    /// log, as the server's.
+    ServerConnection,
     /// The response head being processed (`res.hdr`...): response stages only.
     ResponseHeaders,
     /// What is kept of the response (`status`): response stages and the log.
@@ -162,7 +165,7 @@ impl Source {
                     | response
                     | Stages::LOG
             }
-            Source::Server | Source::Response => response | Stages::LOG,
+            Source::Server | Source::ServerConnection | Source::Response => response | Stages::LOG,
             Source::ResponseHeaders => response,
             Source::ResponseBuffer => Stages::TCP_RES_CONTENT,
             Source::ResponseBody => Stages::HTTP_RES,
@@ -180,6 +183,7 @@ impl Source {
             Source::Request => "HTTP request",
             Source::Backend => "backend",
             Source::Server => "server",
+            Source::ServerConnection => "server connection",
             Source::ResponseHeaders => "HTTP response headers",
             Source::Response => "HTTP response",
             Source::ResponseBuffer => "response buffer",

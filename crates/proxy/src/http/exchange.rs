@@ -41,10 +41,11 @@ use sluice_runtime::clock;
 use sluice_runtime::counters::SessionMark;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server, ServerLease, Unserved};
-use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
+use sluice_runtime::record::{Cause, Counts, Phase, ServerEnds, StreamRecord, Termination, Timers};
 use std::cell::Cell;
 use std::future::Future;
 use std::net::IpAddr;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime};
 
 /// What the session does after an exchange.
@@ -257,6 +258,9 @@ struct Facts<'a> {
     bytes_down: u64,
     retries: u32,
     queue: Option<Duration>,
+    /// The server connection's addresses, read once connected when the log line prints
+    /// them.
+    server_ends: ServerEnds,
 }
 
 /// What an upgraded connection keeps from its exchange until its relay ends: the server
@@ -544,6 +548,7 @@ fn log_exchange(
         counts: Counts::default(),
         captures: Some(&captures),
         early: outcome.early,
+        server_ends: facts.server_ends,
     };
     let server = facts
         .server
@@ -872,6 +877,15 @@ async fn exchange<'a>(
             clock::now_std()
         };
         facts.connect = Some(connected.saturating_duration_since(connecting));
+        if ctx
+            .frontend
+            .logger
+            .as_ref()
+            .is_some_and(|l| l.logs_server_ends)
+        {
+            let (local, server) = sluice_net::stream::socket_ends(&server_stream);
+            facts.server_ends = ServerEnds { local, server };
+        }
         facts.request_sent = Some(connected);
         let response_head = Cell::new(None);
         let sent_facts: &Facts<'_> = facts;
@@ -1649,7 +1663,7 @@ where
                 let verdict = rules::process_response(
                     ctx.scope,
                     ctx.backend,
-                    Some(chosen),
+                    Some((chosen, server.as_fd())),
                     kept,
                     &mut input,
                     &mut head,

@@ -42,6 +42,7 @@ use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_sample::{Context, LogFormat, Sample, SampleType};
 use std::borrow::Cow;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 /// The parts of a stream that do not change while its rules run.
@@ -1441,12 +1442,13 @@ pub type KeptRequest<'r> = Option<(&'r [u8], &'r RequestHead)>;
 /// Runs the backend's `http-response` rules, then the frontend's (once for a `listen`), from
 /// where a `wait-for-body` left them when `resume` says so; `Err` when a `wait-for-body`
 /// stops them. The `http-after-response` rules come later ([`after_response`]), or over
-/// the proxy's own answer when one replaces the response.
+/// the proxy's own answer when one replaces the response. `server` is the server that
+/// answered and its connection (none for a response from the cache).
 #[allow(clippy::too_many_arguments)]
 pub fn process_response<'a>(
     scope: &Scope<'a>,
     backend: &'a Backend,
-    server: Option<&Server>,
+    server: Option<(&Server, BorrowedFd<'_>)>,
     request: KeptRequest<'_>,
     input: &mut InBuf,
     head: &mut ResponseHead,
@@ -1454,6 +1456,7 @@ pub fn process_response<'a>(
     resume: Option<ResponseResume>,
 ) -> Result<ResponseVerdict<'a>, ResponseWait> {
     let frontend = scope.frontend;
+    let (server, server_socket) = (server.map(|s| s.0), server.map(|s| s.1));
     if resume.is_none() {
         capture_headers(scope, true, input.filled(), head.headers());
     }
@@ -1476,6 +1479,7 @@ pub fn process_response<'a>(
             let step = {
                 let view = StreamView {
                     server,
+                    server_socket,
                     response: Some((input.filled(), head)),
                     ..scope.view(Some(backend), request)
                 };

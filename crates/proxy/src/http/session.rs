@@ -27,7 +27,7 @@ use sluice_http::head::{MessageHead, Parse, RequestHead, Version, header_values,
 use sluice_net::splice::SpliceEnd;
 use sluice_net::stream::Stream;
 use sluice_runtime::clock;
-use sluice_runtime::record::{Cause, Counts, Phase, StreamRecord, Termination, Timers};
+use sluice_runtime::record::{Cause, Counts, Phase, ServerEnds, StreamRecord, Termination, Timers};
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::time::{Duration, SystemTime};
@@ -874,6 +874,7 @@ fn log_answer(
         counts: Counts::default(),
         captures: request.is_some().then_some(&*captures),
         early: false,
+        server_ends: ServerEnds::default(),
     };
     let view = StreamView {
         request: head,

@@ -1,5 +1,6 @@
 //! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports
-//! (the stream's, which `set-src`/`set-dst` change, and the connection's own, `fc_*`), whether
+//! (the stream's, which `set-src`/`set-dst` change, and the connection's own, `fc_*`), the
+//! server connection's (`bc_src`, `bc_dst` and their ports), whether
 //! they belong to this machine (`src_is_local`...), the names and numbers (`id`) of the
 //! frontend, its listening socket (`so_id`, `so_name`), the backend and server handling the
 //! stream and their timeouts, the error that ended the connection (`fc_err`, `fc_err_str`,
@@ -39,6 +40,14 @@ pub(crate) enum Conn {
     SrcIsLocal { connection: bool },
     /// `dst_is_local`, `fc_dst_is_local`.
     DstIsLocal { connection: bool },
+    /// `bc_src`: the server connection's own address.
+    ServerConnectionSrc,
+    /// `bc_src_port`.
+    ServerConnectionSrcPort,
+    /// `bc_dst`: the server's address, as the server connection reaches it.
+    ServerConnectionDst,
+    /// `bc_dst_port`.
+    ServerConnectionDstPort,
     /// `fe_name`.
     FrontendName,
     /// `fe_defbe`.
@@ -87,6 +96,10 @@ impl Conn {
             Conn::ConnectionSrcPort => port(ctx.connection_src()),
             Conn::ConnectionDst => ip(ctx.connection_dst()),
             Conn::ConnectionDstPort => port(ctx.connection_dst()),
+            Conn::ServerConnectionSrc => ip(ctx.server_connection_src()),
+            Conn::ServerConnectionSrcPort => port(ctx.server_connection_src()),
+            Conn::ServerConnectionDst => ip(ctx.server_connection_dst()),
+            Conn::ServerConnectionDstPort => port(ctx.server_connection_dst()),
             Conn::SrcIsLocal { connection } => {
                 let addr = if connection {
                     ctx.connection_src()
@@ -161,6 +174,10 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "fc_src_port" => Conn::ConnectionSrcPort,
         "fc_dst" => Conn::ConnectionDst,
         "fc_dst_port" => Conn::ConnectionDstPort,
+        "bc_src" => Conn::ServerConnectionSrc,
+        "bc_src_port" => Conn::ServerConnectionSrcPort,
+        "bc_dst" => Conn::ServerConnectionDst,
+        "bc_dst_port" => Conn::ServerConnectionDstPort,
         "src_is_local" => Conn::SrcIsLocal { connection: false },
         "fc_src_is_local" => Conn::SrcIsLocal { connection: true },
         "dst_is_local" => Conn::DstIsLocal { connection: false },
@@ -212,6 +229,10 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("fc_src_port", Int, ClientAddress),
     def!("fc_dst", Ip, ClientAddress),
     def!("fc_dst_port", Int, ClientAddress),
+    def!("bc_src", Ip, ServerConnection),
+    def!("bc_src_port", Int, ServerConnection),
+    def!("bc_dst", Ip, ServerConnection),
+    def!("bc_dst_port", Int, ServerConnection),
     def!("src_is_local", Bool, ClientAddress),
     def!("fc_src_is_local", Bool, ClientAddress),
     def!("dst_is_local", Bool, ClientAddress),

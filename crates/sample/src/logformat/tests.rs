@@ -275,6 +275,11 @@ fn connection_aliases() {
         "192.168.1.10:40000 10.0.0.1:8080 10.0.0.2:51000 10.0.1.5:80"
     );
     assert_eq!(render("%{+X}si:%{+X}sp", &ctx), "0A000105:0050");
+    // The fetches read the same addresses as the aliases.
+    assert_eq!(
+        render("%[bc_src]:%[bc_src_port] %[bc_dst]:%[bc_dst_port]", &ctx),
+        "10.0.0.2:51000 10.0.1.5:80"
+    );
     assert_eq!(render("%f %ft %b %s", &ctx), "fe_main fe_main be_app s1");
     let mut tls = ctx_with_facts();
     tls.facts = Some(Box::new(Facts {
@@ -443,6 +448,33 @@ fn stages_of_expressions() {
     let mut any = LogFormat::parse("%Tt %[src]", &maps).unwrap();
     assert_eq!(any.stages(), Stages::ALL);
     assert!(any.check_stages(Stages::LOG).is_ok());
+}
+
+#[test]
+fn formats_printing_the_server_connection_say_so() {
+    let maps = MapStore::new();
+    let uses = |text: &str| {
+        LogFormat::parse_log(text, &maps)
+            .unwrap()
+            .uses_server_connection()
+    };
+    for text in [
+        "%bi",
+        "%{+X}bp",
+        "x %si",
+        "%sp",
+        "%[bc_src]",
+        "%[bc_dst_port,add(1)]",
+    ] {
+        assert!(uses(text), "{text}");
+    }
+    for text in ["%ci:%cp %fi:%fp %s %b", "%[src] %[srv_name]", "bi si"] {
+        assert!(!uses(text), "{text}");
+    }
+    // The server connection exists in response rules and the log only.
+    let mut rule = LogFormat::parse("%[bc_src]", &maps).unwrap();
+    assert!(rule.check_stages(Stages::HTTP_REQ).is_err());
+    assert!(rule.check_stages(Stages::HTTP_RES).is_ok());
 }
 
 #[test]
