@@ -17,7 +17,7 @@ use sluice_runtime::listener::ListenerStats;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_sample::{
-    BackendStat, Context, FrontendStat, LogFacts, ProxyTlv, Sample, ServerStat, StickOp,
+    BackendStat, Context, FrontendStat, LogFacts, LogNumber, ProxyTlv, Sample, ServerStat, StickOp,
     StickSource, TimeoutFetch,
 };
 use sluice_stick::{Data, DataType, Table};
@@ -58,6 +58,9 @@ pub struct StreamView<'a> {
     /// The server connection, while response rules run: `bc_src` and `bc_dst` read its
     /// addresses only when a rule asks (a log line has them in `facts`).
     pub server_socket: Option<BorrowedFd<'a>>,
+    /// When the stream started, for the date aliases of formats rendered before its log
+    /// line (a `unique-id-format`'s `%Ts`).
+    pub started_at: Option<SystemTime>,
 }
 
 impl<'a> StreamView<'a> {
@@ -83,6 +86,7 @@ impl<'a> StreamView<'a> {
             inspection_ended: true,
             facts: None,
             server_socket: None,
+            started_at: None,
         }
     }
 
@@ -207,6 +211,24 @@ impl Context for StreamView<'_> {
             Some(socket) => sluice_net::stream::socket_ends(&socket).1,
             None => self.facts.and_then(|f| f.server_address()),
         }
+    }
+
+    fn log_number(&self, which: LogNumber) -> Option<i64> {
+        match which {
+            LogNumber::Pid => Some(i64::from(std::process::id())),
+            LogNumber::RequestCounter => {
+                let number = self
+                    .vars
+                    .stream_number(|| self.process.next_stream_number());
+                Some(number as i64)
+            }
+            LogNumber::LogCounter => self.frontend.logger.as_ref().map(|l| l.lines.get() as i64),
+            _ => self.facts.and_then(|f| f.number(which)),
+        }
+    }
+
+    fn stream_start(&self) -> Option<SystemTime> {
+        self.facts.and_then(|f| f.accept_date()).or(self.started_at)
     }
 
     fn frontend_name(&self) -> &str {

@@ -53,10 +53,11 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
     // session makes one per request.
     if let Some(fmt) = &frontend.plan.log.unique_id_format {
         let mut id = Vec::with_capacity(64);
-        fmt.render(
-            &StreamView::new(process, frontend, endpoints, vars),
-            &mut id,
-        );
+        let view = StreamView {
+            started_at: Some(started_at),
+            ..StreamView::new(process, frontend, endpoints, vars)
+        };
+        fmt.render(&view, &mut id);
         vars.set_unique_id(id);
     }
     // Client bytes read by content inspection; they go to the server first.

@@ -90,6 +90,10 @@ pub struct Vars {
     later_request: std::cell::Cell<bool>,
     /// See [`Vars::socket_id`].
     socket_id: u32,
+    /// The transaction's number (`%rt`) plus one, once a format asked for it; 0 before.
+    /// A cell of its own, not in the transaction's box: a log line may ask for it first,
+    /// while the box is borrowed for its captures.
+    stream_number: std::cell::Cell<u64>,
 
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
@@ -440,6 +444,19 @@ impl Vars {
         }
     }
 
+    /// The transaction's number in the process (`%rt`), `next` making one on the first
+    /// call of the transaction.
+    pub fn stream_number(&self, next: impl FnOnce() -> u64) -> u64 {
+        match self.stream_number.get() {
+            0 => {
+                let number = next();
+                self.stream_number.set(number.wrapping_add(1));
+                number
+            }
+            stored => stored - 1,
+        }
+    }
+
     /// Whether the request being handled is the connection's first (`http_first_req`),
     /// set as each request's handling starts.
     pub fn set_first_request(&self, first: bool) {
@@ -457,6 +474,7 @@ impl Vars {
         // The box goes too: an idle kept-alive session holds no capture slots.
         self.transaction.borrow_mut().take();
         self.log_level.set(None);
+        self.stream_number.set(0);
         for entry in self.entries.borrow_mut().iter_mut() {
             if !entry.name.starts_with("sess.") {
                 entry.unset();
@@ -574,6 +592,23 @@ mod tests {
         assert_eq!(vars.get("sess.c"), Some(Sample::Int(3)));
         vars.unset("sess.c");
         assert_eq!(vars.get("sess.c"), None);
+    }
+
+    #[test]
+    fn a_transaction_keeps_its_number_until_it_ends() {
+        let vars = Vars::default();
+        let next = std::cell::Cell::new(7u64);
+        let take = || next.replace(next.get() + 1);
+        assert_eq!(vars.stream_number(take), 7);
+        // Asked again (a log line after a unique id): the same number, none taken.
+        assert_eq!(vars.stream_number(take), 7);
+        assert_eq!(next.get(), 8);
+        vars.end_transaction();
+        assert_eq!(vars.stream_number(take), 8);
+        // Number 0 is a number like the others.
+        let first = Vars::default();
+        assert_eq!(first.stream_number(|| 0), 0);
+        assert_eq!(first.stream_number(|| 99), 0);
     }
 
     #[test]

@@ -115,6 +115,8 @@ pub struct Process {
     pub error_events: crate::errors::ErrorEvents,
     /// The accept rate limits (`set rate-limit connections|sessions global`).
     pub accept_limits: crate::rate::AcceptLimits,
+    /// Numbers the streams that print theirs (`%rt`), from 0 ([`Process::next_stream_number`]).
+    stream_numbers: std::sync::atomic::AtomicU64,
     /// What `setenv` and the like did to the environment, over the process's own.
     env: sluice_config::environment::EnvChanges,
     listen_state: watch::Sender<ListenState>,
@@ -164,6 +166,15 @@ fn default_maxpipes(frontends: &[Arc<Frontend>], backends: &[Arc<Backend>], maxc
 }
 
 impl Process {
+    /// A number for a stream (an HTTP request or a TCP session) that shows its own (`%rt`,
+    /// "request_counter"), unique in the process. HAProxy numbers every stream as it starts;
+    /// Sluice numbers a stream when a format first asks, which keeps a shared counter off the
+    /// path of the streams that never print one.
+    pub fn next_stream_number(&self) -> u64 {
+        self.stream_numbers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Builds the live objects of `plan`, reporting finished streams to `stream_log`; the
     /// errors are start-up alerts (unresolvable names).
     pub fn build(
@@ -293,6 +304,7 @@ impl Process {
             streams: crate::streams::Streams::default(),
             error_events: crate::errors::ErrorEvents::default(),
             accept_limits,
+            stream_numbers: std::sync::atomic::AtomicU64::new(0),
             env: plan.env,
             listen_state: watch::channel(ListenState::Active).0,
             listen_bell: crate::bell::Bell::default(),
@@ -473,6 +485,7 @@ impl Logging {
             out: ProxyLogger::new(Arc::clone(hub), targets, tag),
             conf: fp.log.clone(),
             logs_server_ends,
+            lines: crate::counters::LoopCounter::default(),
         })
     }
 }

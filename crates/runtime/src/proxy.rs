@@ -83,6 +83,9 @@ pub struct FrontendLog {
     /// The line prints the server connection's addresses (`%bi`, `%si`, `bc_src`...): each
     /// stream reads them once connected ([`crate::record::ServerEnds`]).
     pub logs_server_ends: bool,
+    /// Stream lines sent so far (`%lc`, "frontend_log_counter": a line shows the count
+    /// before it).
+    pub lines: crate::counters::LoopCounter,
 }
 
 impl Frontend {
@@ -125,10 +128,12 @@ impl Frontend {
             LineFormat::Https(fmt) | LineFormat::Custom(fmt) => {
                 let mut bytes = Vec::with_capacity(256);
                 custom(fmt, &mut bytes);
+                log.lines.incr();
                 log.out.emit_with_data(level, &bytes, structured.as_deref());
                 return;
             }
         }
+        log.lines.incr();
         log.out
             .emit_with_data(level, line.as_bytes(), structured.as_deref());
     }

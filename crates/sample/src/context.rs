@@ -158,6 +158,16 @@ pub trait Context {
     fn server_connection_dst(&self) -> Option<SocketAddr> {
         self.log_facts().and_then(|f| f.server_address())
     }
+    /// A number about the stream for the log-format aliases (`%rt`, `%lc`, `%pid`, the
+    /// timers...); the default is the log record's, so only log lines have them.
+    fn log_number(&self, which: crate::LogNumber) -> Option<i64> {
+        self.log_facts().and_then(|f| f.number(which))
+    }
+    /// When the stream started (`%t`, `%Ts`... outside a log line, as in a
+    /// `unique-id-format`); the default is the log record's accept date.
+    fn stream_start(&self) -> Option<SystemTime> {
+        self.log_facts().and_then(|f| f.accept_date())
+    }
     /// The frontend's name.
     fn frontend_name(&self) -> &str;
     /// The backend's name once one is chosen.

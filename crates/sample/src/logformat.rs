@@ -1003,7 +1003,8 @@ fn render_alias(alias: Alias, flags: Flags, enc: Enc, ctx: &dyn Context, out: &m
                     f.accept_date()
                 }
             });
-            render_date(at, style, flags, ctx, out);
+            // Before the log line, the request's date is the stream's start.
+            render_date(at.or_else(|| ctx.stream_start()), style, flags, ctx, out);
         }
         Alias::Number(which) => {
             let hex_width = match which {
@@ -1013,7 +1014,7 @@ fn render_alias(alias: Alias, flags: Flags, enc: Enc, ctx: &dyn Context, out: &m
             if facts.is_some_and(|f| f.incomplete(which)) {
                 out.push(b'+');
             }
-            put_number(out, facts.and_then(|f| f.number(which)), flags, hex_width);
+            put_number(out, ctx.log_number(which), flags, hex_width);
         }
         Alias::BackendConnections => {
             put_number(
@@ -1053,7 +1054,11 @@ fn render_alias(alias: Alias, flags: Flags, enc: Enc, ctx: &dyn Context, out: &m
                 LogText::RequestCookie | LogText::ResponseCookie if enc == Enc::Log => Enc::Header,
                 _ => enc,
             };
-            put_text(out, facts.and_then(|f| f.text(which)), flags, enc);
+            let text = facts.and_then(|f| f.text(which)).or_else(|| match which {
+                LogText::Hostname => ctx.hostname().map(str::as_bytes),
+                _ => None,
+            });
+            put_text(out, text, flags, enc);
         }
         Alias::Captures { response, list } => render_captures(response, list, flags, facts, out),
         Alias::Http(part) => render_http(part, flags, ctx, out),

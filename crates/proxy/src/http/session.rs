@@ -461,6 +461,7 @@ impl<'s> Session<'_, 's> {
         if let Some(fmt) = &frontend.plan.log.unique_id_format {
             let view = StreamView {
                 request: Some((input.filled(), &head)),
+                started_at: Some(request_start_at),
                 ..StreamView::new(process, frontend, *scope.endpoints, scope.vars)
             };
             let mut id = Vec::with_capacity(64);
