@@ -223,8 +223,17 @@ impl Context for StreamView<'_> {
                 Some(number as i64)
             }
             LogNumber::LogCounter => self.frontend.logger.as_ref().map(|l| l.lines.get() as i64),
+            // Live before the log line (`act_conn` in a rule).
+            LogNumber::ProcessConnections => self
+                .facts
+                .and_then(|f| f.number(which))
+                .or(Some(self.process.traffic.sessions.get() as i64)),
             _ => self.facts.and_then(|f| f.number(which)),
         }
+    }
+
+    fn uptime_seconds(&self) -> Option<i64> {
+        Some(self.process.started.elapsed().as_secs() as i64)
     }
 
     fn stream_start(&self) -> Option<SystemTime> {

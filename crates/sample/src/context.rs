@@ -168,6 +168,10 @@ pub trait Context {
     fn stream_start(&self) -> Option<SystemTime> {
         self.log_facts().and_then(|f| f.accept_date())
     }
+    /// How long the process has run, in seconds (`uptime`); the default is unknown.
+    fn uptime_seconds(&self) -> Option<i64> {
+        None
+    }
     /// The frontend's name.
     fn frontend_name(&self) -> &str;
     /// The backend's name once one is chosen.

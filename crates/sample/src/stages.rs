@@ -146,6 +146,8 @@ pub enum Source {
     /// The HTTP response body received with its head (`res.body`...): `http-response`
     /// rules only.
     ResponseBody,
+    /// The stream's log record (timers, byte counts, termination state): log formats only.
+    Record,
 }
 
 impl Source {
@@ -169,6 +171,7 @@ impl Source {
             Source::ResponseHeaders => response,
             Source::ResponseBuffer => Stages::TCP_RES_CONTENT,
             Source::ResponseBody => Stages::HTTP_RES,
+            Source::Record => Stages::LOG,
         }
     }
 
@@ -188,6 +191,7 @@ impl Source {
             Source::Response => "HTTP response",
             Source::ResponseBuffer => "response buffer",
             Source::ResponseBody => "HTTP response body",
+            Source::Record => "log record",
         }
     }
 }

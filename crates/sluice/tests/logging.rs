@@ -876,3 +876,101 @@ backend b
         assert_eq!((fields[49], fields[50]), ("0", "1"), "{row}");
     }
 }
+
+#[test]
+fn record_fetches_read_what_their_aliases_print() {
+    let (backend, _) = ok_backend();
+    let (syslog, log_addr) = receiver();
+    // Each pair: a fetch of the record and the alias it stands for (configuration.txt
+    // §8.2.6's "sample fetch alternative" column).
+    let pairs = [
+        ("txn.status", "ST"),
+        ("txn.sess_term_state", "ts"),
+        ("req.bytes_in", "U"),
+        ("bytes_in", "U"),
+        ("res.bytes_in", "B"),
+        ("txn.conn_retries", "rc"),
+        ("bc_be_queue", "bq"),
+        ("bc_srv_queue", "sq"),
+        ("txn.id32", "rt"),
+        ("pid", "pid"),
+        ("act_conn", "ac"),
+        ("accept_date", "Ts"),
+        ("res.timer.hdr", "Tr"),
+        ("req.timer.hdr", "TR"),
+        ("req.timer.tq", "Tq"),
+        ("req.timer.idle", "Ti"),
+        ("req.timer.queue", "Tw"),
+        ("bc.timer.connect", "Tc"),
+        ("res.timer.data", "Td"),
+        ("txn.timer.total", "Ta"),
+        ("txn.timer.user", "Tu"),
+        ("fc.timer.total", "Tt"),
+        ("fc.timer.handshake", "Th"),
+    ];
+    let format: Vec<String> = pairs
+        .iter()
+        .map(|(fetch, alias)| format!("%[{fetch}]=%{alias}"))
+        .collect();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    log {log_addr} format raw local0
+    log-format \"{} %[txn.redispatched] %[accept_date(ms),div(1000)]=%Ts\"
+    http-response set-header x-live %[pid]/%[act_conn]/%[uptime]
+    default_backend app
+backend app
+    server s1 {}
+",
+        format.join(" "),
+        backend.addr()
+    );
+    let (p, addr) = start(&config);
+    let mut s = connect(addr);
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let answer = read_to_close(&mut s, GENEROUS);
+    let answer = String::from_utf8_lossy(answer.data()).into_owned();
+    // Rules see the process's facts live: its pid, this one connection, its uptime.
+    let live = format!("x-live: {}/1/", p.pid());
+    assert!(answer.contains(&live), "{answer}");
+    let line = next_line(&syslog);
+    let words: Vec<&str> = line.trim_end().split(' ').collect();
+    assert_eq!(words.len(), pairs.len() + 2, "{line}");
+    for (word, (fetch, alias)) in words.iter().zip(pairs) {
+        let (fetched, printed) = word.split_once('=').unwrap();
+        assert_eq!(fetched, printed, "{fetch} against %{alias} in {line}");
+    }
+    // Read back, the fetches are numbers as the aliases print them.
+    assert!(line.starts_with("200=200 --=-- "), "{line}");
+    assert_eq!(words[pairs.len()], "0", "not redispatched: {line}");
+    let (ms, ts) = words[pairs.len() + 1].split_once('=').unwrap();
+    assert_eq!(ms, ts, "accept_date(ms) is the same second: {line}");
+}
+
+#[test]
+fn record_fetches_are_refused_where_no_record_exists() {
+    let dir = common::TempDir::new();
+    let cfg = dir.write(
+        "c.cfg",
+        &format!(
+            "{HTTP_DEFAULTS}
+frontend www
+    bind 127.0.0.1:0
+    http-request set-var(txn.t) res.timer.hdr
+    default_backend app
+backend app
+    server s1 127.0.0.1:9
+"
+        ),
+    );
+    let out = common::run(&["-c", "-f", cfg.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("c.cfg:")
+            && err.contains("'res.timer.hdr' extracts information from 'log record'"),
+        "{err}"
+    );
+}

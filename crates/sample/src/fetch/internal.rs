@@ -26,6 +26,30 @@ pub(crate) enum TimeUnit {
     Micros,
 }
 
+impl TimeUnit {
+    /// The unit an argument names: `s` (or none), `ms` or `us`.
+    pub(crate) fn parse(arg: Option<&str>) -> Result<TimeUnit, String> {
+        match arg {
+            None | Some("" | "s") => Ok(TimeUnit::Seconds),
+            Some("ms") => Ok(TimeUnit::Millis),
+            Some("us") => Ok(TimeUnit::Micros),
+            Some(other) => Err(format!(
+                "invalid time unit '{other}' (expected 's', 'ms' or 'us')"
+            )),
+        }
+    }
+
+    /// The date `at` since the epoch, in this unit.
+    pub(crate) fn count(self, at: std::time::SystemTime) -> i128 {
+        let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+        match self {
+            TimeUnit::Seconds => i128::from(since.as_secs()),
+            TimeUnit::Millis => since.as_millis() as i128,
+            TimeUnit::Micros => since.as_micros() as i128,
+        }
+    }
+}
+
 /// A compiled internal fetch.
 #[derive(Clone, Debug)]
 pub(crate) enum Internal {
@@ -82,13 +106,7 @@ impl Internal {
             Internal::Const(value) => Some(value.reborrow()),
             Internal::Env(name) => ctx.env(name).map(|v| Sample::owned_str(v.into_bytes())),
             Internal::Date { offset, unit } => {
-                let since = ctx.now().duration_since(UNIX_EPOCH).unwrap_or_default();
-                let now = match unit {
-                    TimeUnit::Seconds => i128::from(since.as_secs()),
-                    TimeUnit::Millis => since.as_millis() as i128,
-                    TimeUnit::Micros => since.as_micros() as i128,
-                };
-                let value = now.saturating_add(i128::from(*offset));
+                let value = unit.count(ctx.now()).saturating_add(i128::from(*offset));
                 Some(Sample::Int(i64::try_from(value).unwrap_or(i64::MAX)))
             }
             Internal::Hostname => ctx.hostname().map(|h| Sample::str(h.as_bytes())),
@@ -190,16 +208,7 @@ fn build_date(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         return ok(Internal::DateMicros);
     }
     let offset = int_arg(args, 0)?.unwrap_or(0);
-    let unit = match str_arg(args, 1) {
-        None | Some("" | "s") => TimeUnit::Seconds,
-        Some("ms") => TimeUnit::Millis,
-        Some("us") => TimeUnit::Micros,
-        Some(other) => {
-            return Err(format!(
-                "invalid time unit '{other}' (expected 's', 'ms' or 'us')"
-            ));
-        }
-    };
+    let unit = TimeUnit::parse(str_arg(args, 1))?;
     ok(Internal::Date { offset, unit })
 }
 

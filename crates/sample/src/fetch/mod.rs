@@ -8,7 +8,7 @@
 //! header, all cookies of a name) when an ACL iterates over them, stopping as soon as the
 //! sink says so. The families live in submodules: `internal` (constants, environment,
 //! counters), `conn` (addresses, proxy names), `http_line` (method, URL, versions, status),
-//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `res_payload` (the server's first bytes), `stick` (stick counters and tables), `payload` (raw request bytes, the
+//! `http_hdr` (header fields), `http_cookie` (cookies), `http_auth` (the Authorization field and user lists), `capture` (capture slots), `res_payload` (the server's first bytes), `stick` (stick counters and tables), `record` (what a log line says: timers, byte counts, status), `payload` (raw request bytes, the
 //! TLS hello parsed by `tls_hello`, the HTTP body). Read [`Fetch::run`] first.
 
 /// A [`FetchDef`] whose `build` is the calling module's own `build` function (a name the
@@ -34,6 +34,7 @@ mod http_hdr;
 mod http_line;
 mod internal;
 mod payload;
+mod record;
 mod res_payload;
 mod stick;
 mod tls;
@@ -88,6 +89,8 @@ pub(crate) enum Fetch {
     ResPayload(res_payload::ResPayload),
     /// Stick counters and tables.
     Stick(stick::StickFetch),
+    /// What the log record says, and the process's facts.
+    Record(record::Record),
     /// TLS properties of the connections, which are all clear.
     Tls(tls::Tls),
 }
@@ -117,6 +120,7 @@ impl Fetch {
             Fetch::Capture(f) => f.run(ctx, out),
             Fetch::ResPayload(f) => f.run(ctx, out),
             Fetch::Stick(f) => f.run(ctx, out),
+            Fetch::Record(f) => f.run(ctx, out),
             Fetch::Tls(f) => f.run(ctx, out),
         }
     }
@@ -147,6 +151,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FetchDef> {
         .chain(stick::FETCHES)
         .chain(stick::OTHER_FETCHES)
         .chain(tls::FETCHES)
+        .chain(record::FETCHES)
         .find(|def| def.name == name)
 }
 
