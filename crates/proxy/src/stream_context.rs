@@ -264,18 +264,41 @@ impl Context for StreamView<'_> {
         let ms = |time: Option<std::time::Duration>| {
             time.map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
         };
-        if which == TimeoutFetch::FrontendClient {
-            return Some(ms(self.frontend.plan.timeouts.client));
+        let front = &self.frontend.plan.timeouts;
+        match which {
+            TimeoutFetch::FrontendClient | TimeoutFetch::CurrentClient => {
+                return Some(ms(front.client));
+            }
+            // The tarpit's as `http-request tarpit` applies it (`tarpit_delay`).
+            TimeoutFetch::FrontendTarpit => {
+                let servers = self.frontend.plan.id.kind.has_backend();
+                return Some(ms(front.tarpit.or(front.connect.filter(|_| servers))));
+            }
+            TimeoutFetch::CurrentTarpit if self.backend.is_none() => {
+                return self.timeout_ms(TimeoutFetch::FrontendTarpit);
+            }
+            _ => {}
         }
         let backend = self.current_backend()?;
         let own = &backend.plan.timeouts;
         let set = |which| self.vars.timeout(which, backend.plan.id.uid);
         Some(ms(match which {
-            TimeoutFetch::FrontendClient | TimeoutFetch::BackendServer => own.server,
+            TimeoutFetch::BackendServer => own.server,
             TimeoutFetch::BackendTunnel => own.tunnel,
             TimeoutFetch::CurrentServer => set(StreamTimeout::Server).or(own.server),
             TimeoutFetch::CurrentTunnel => set(StreamTimeout::Tunnel).or(own.tunnel),
+            TimeoutFetch::BackendConnect | TimeoutFetch::CurrentConnect => own.connect,
+            TimeoutFetch::BackendQueue | TimeoutFetch::CurrentQueue => backend.queue_timeout(),
+            TimeoutFetch::BackendTarpit | TimeoutFetch::CurrentTarpit => own.tarpit.or(own.connect),
+            // The frontend's, answered above.
+            TimeoutFetch::FrontendClient
+            | TimeoutFetch::CurrentClient
+            | TimeoutFetch::FrontendTarpit => None,
         }))
+    }
+
+    fn max_retries(&self) -> Option<i64> {
+        self.current_backend().map(|b| i64::from(b.plan.retries))
     }
 
     fn socket_id(&self) -> Option<i64> {

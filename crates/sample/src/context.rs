@@ -56,6 +56,22 @@ pub enum TimeoutFetch {
     CurrentServer,
     /// The tunnel timeout in force, likewise.
     CurrentTunnel,
+    /// The frontend's `timeout tarpit`.
+    FrontendTarpit,
+    /// The backend's `timeout connect`.
+    BackendConnect,
+    /// The backend's `timeout queue` (its `timeout connect` when unset).
+    BackendQueue,
+    /// The backend's `timeout tarpit` (its `timeout connect` when unset).
+    BackendTarpit,
+    /// The client timeout in force: the frontend's, which no rule of Sluice changes.
+    CurrentClient,
+    /// The connect timeout in force: the backend's.
+    CurrentConnect,
+    /// The queue timeout in force: the backend's.
+    CurrentQueue,
+    /// The tarpit timeout in force: the backend's once one is chosen, else the frontend's.
+    CurrentTarpit,
 }
 
 /// A counter of a frontend, for `fe_conn`, `fe_sess_rate` and `fe_req_rate`.
@@ -167,6 +183,11 @@ pub trait Context {
     /// `unique-id-format`); the default is the log record's accept date.
     fn stream_start(&self) -> Option<SystemTime> {
         self.log_facts().and_then(|f| f.accept_date())
+    }
+    /// The connection retries of the stream's backend (`be_max_retries`, `cur_max_retries`);
+    /// the default is unknown.
+    fn max_retries(&self) -> Option<i64> {
+        None
     }
     /// How long the process has run, in seconds (`uptime`); the default is unknown.
     fn uptime_seconds(&self) -> Option<i64> {

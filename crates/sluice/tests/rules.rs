@@ -1015,3 +1015,46 @@ listen www
     let answer = request("/set");
     assert!(answer.ends_with("\r\n\r\n[4000 3000]"), "{answer}");
 }
+
+/// The other timeouts and the retries, as the manual's fetches of later HAProxy versions
+/// read them: a backend's `timeout queue` and `timeout tarpit` default to its `timeout
+/// connect`, a frontend without servers has no tarpit delay, and the current values are the
+/// configured ones (no rule of Sluice changes them).
+#[test]
+fn configured_timeouts_and_retries_are_read_from_the_stream_s_proxies() {
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    timeout client 7s
+    http-request return status 200 content-type text/plain lf-string \"[%[fe_tarpit_timeout] %[cur_client_timeout] %[cur_tarpit_timeout]]\" if {{ path /front }}
+    use_backend queued if {{ path /queued }}
+    default_backend plain
+backend plain
+    timeout connect 2s
+    http-request return status 200 content-type text/plain lf-string \"[%[be_connect_timeout] %[be_queue_timeout] %[be_tarpit_timeout] %[cur_connect_timeout] %[cur_queue_timeout] %[cur_tarpit_timeout] %[be_max_retries] %[cur_max_retries]]\"
+backend queued
+    timeout connect 2s
+    timeout queue 5s
+    timeout tarpit 6s
+    retries 1
+    http-request return status 200 content-type text/plain lf-string \"[%[be_queue_timeout] %[be_tarpit_timeout] %[cur_tarpit_timeout] %[be_max_retries]]\"
+"
+    );
+    let (_p, addr) = start(&config);
+    let request = |path: &str| {
+        get(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    let answer = request("/front");
+    assert!(answer.ends_with("\r\n\r\n[0 7000 0]"), "{answer}");
+    let answer = request("/");
+    assert!(
+        answer.ends_with("\r\n\r\n[2000 2000 2000 2000 2000 2000 3 3]"),
+        "{answer}"
+    );
+    let answer = request("/queued");
+    assert!(answer.ends_with("\r\n\r\n[5000 6000 6000 1]"), "{answer}");
+}

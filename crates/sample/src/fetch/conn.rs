@@ -77,9 +77,11 @@ pub(crate) enum Conn {
     ReceivedProxy,
     /// `fc_pp_authority`, `fc_pp_unique_id`.
     ProxyTlv(ProxyTlv),
-    /// `fe_client_timeout`, `be_server_timeout`, `be_tunnel_timeout`, `cur_server_timeout`,
-    /// `cur_tunnel_timeout`.
+    /// `fe_client_timeout`, `be_server_timeout`, `cur_server_timeout` and the other
+    /// `fe_*_timeout`, `be_*_timeout` and `cur_*_timeout`.
     Timeout(TimeoutFetch),
+    /// `be_max_retries`, `cur_max_retries` (no rule changes them in Sluice: the same).
+    MaxRetries,
 }
 
 impl Conn {
@@ -138,6 +140,7 @@ impl Conn {
             Conn::ReceivedProxy => Some(Sample::Bool(ctx.received_proxy())),
             Conn::ProxyTlv(tlv) => ctx.received_proxy_tlv(tlv).map(Sample::str),
             Conn::Timeout(which) => ctx.timeout_ms(which).map(Sample::Int),
+            Conn::MaxRetries => ctx.max_retries().map(Sample::Int),
         };
         emit(value, out)
     }
@@ -201,6 +204,15 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "be_tunnel_timeout" => Conn::Timeout(TimeoutFetch::BackendTunnel),
         "cur_server_timeout" => Conn::Timeout(TimeoutFetch::CurrentServer),
         "cur_tunnel_timeout" => Conn::Timeout(TimeoutFetch::CurrentTunnel),
+        "fe_tarpit_timeout" => Conn::Timeout(TimeoutFetch::FrontendTarpit),
+        "be_connect_timeout" => Conn::Timeout(TimeoutFetch::BackendConnect),
+        "be_queue_timeout" => Conn::Timeout(TimeoutFetch::BackendQueue),
+        "be_tarpit_timeout" => Conn::Timeout(TimeoutFetch::BackendTarpit),
+        "cur_client_timeout" => Conn::Timeout(TimeoutFetch::CurrentClient),
+        "cur_connect_timeout" => Conn::Timeout(TimeoutFetch::CurrentConnect),
+        "cur_queue_timeout" => Conn::Timeout(TimeoutFetch::CurrentQueue),
+        "cur_tarpit_timeout" => Conn::Timeout(TimeoutFetch::CurrentTarpit),
+        "be_max_retries" | "cur_max_retries" => Conn::MaxRetries,
         _ => Conn::ServerName,
     };
     Ok(Fetch::Conn(conn))
@@ -257,4 +269,14 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("be_tunnel_timeout", Int, Backend),
     def!("cur_server_timeout", Int, Backend),
     def!("cur_tunnel_timeout", Int, Backend),
+    def!("fe_tarpit_timeout", Int, ClientAddress),
+    def!("be_connect_timeout", Int, Backend),
+    def!("be_queue_timeout", Int, Backend),
+    def!("be_tarpit_timeout", Int, Backend),
+    def!("cur_client_timeout", Int, ClientAddress),
+    def!("cur_connect_timeout", Int, Backend),
+    def!("cur_queue_timeout", Int, Backend),
+    def!("cur_tarpit_timeout", Int, ClientAddress),
+    def!("be_max_retries", Int, Backend),
+    def!("cur_max_retries", Int, Backend),
 ];
