@@ -140,14 +140,12 @@ pub async fn run_listener(
                 // `rate-limit sessions`: the frontend's own rate, likewise.
                 frontend.session_rate_limit.wait_turn().await;
                 // Sessions stay on this thread (its LocalSet): no Send bound, no migration.
-                let held = Held {
-                    process: Arc::clone(&process),
-                    frontend: Arc::clone(&frontend),
+                let held = Held::accepted(
+                    (Arc::clone(&process), Arc::clone(&frontend)),
                     endpoints,
-                    vars: Vars::through(listener_stats.clone(), socket_id),
-                    _slots: slots,
-                    counted: false,
-                };
+                    Vars::through(listener_stats.clone(), socket_id),
+                    slots,
+                );
                 tokio::task::spawn_local(session(
                     held,
                     stream,
@@ -243,6 +241,27 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// A connection just accepted, counted on its listening socket (`dst_conn`) until it
+    /// ends.
+    fn accepted(
+        (process, frontend): (Arc<Process>, Arc<Frontend>),
+        endpoints: Endpoints,
+        vars: Vars,
+        slots: Slots,
+    ) -> Held {
+        if let Some(open) = frontend.socket_connections(vars.socket_id()) {
+            open.incr();
+        }
+        Held {
+            process,
+            frontend,
+            endpoints,
+            vars,
+            _slots: slots,
+            counted: false,
+        }
+    }
+
     /// The session's parts that rules, logs and views read.
     pub(crate) fn scope(&self) -> Scope<'_> {
         Scope {
@@ -267,6 +286,9 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
+        if let Some(open) = self.frontend.socket_connections(self.vars.socket_id()) {
+            open.decr();
+        }
         if self.counted {
             self.process.traffic.close_session();
             self.frontend.traffic.close_session();

@@ -305,6 +305,11 @@ impl Context for StreamView<'_> {
         Some(i64::from(self.vars.socket_id())).filter(|&id| id > 0)
     }
 
+    fn socket_connections(&self) -> Option<i64> {
+        let open = self.frontend.socket_connections(self.vars.socket_id())?;
+        Some(open.get() as i64)
+    }
+
     fn socket_name(&self) -> Option<&str> {
         let index = usize::try_from(self.vars.socket_id())
             .ok()?

@@ -68,6 +68,9 @@ pub struct Frontend {
     pub invalid_request: crate::errors::Captured,
     /// Its listening sockets' own counters, under `option socket-stats` (else none).
     pub listeners: Vec<Arc<ListenerStats>>,
+    /// The connections open now on each of its listening sockets, by number from 1
+    /// ([`Frontend::socket_connections`]).
+    socket_connections: Box<[crate::counters::Gauge]>,
     /// The address and port its first socket was bound to (an external check's proxy
     /// address), once bound.
     pub first_address: std::sync::OnceLock<(String, Option<u16>)>,
@@ -361,6 +364,14 @@ pub fn counts(
 }
 
 impl Frontend {
+    /// The connections open now on the frontend's listening socket number `socket_id` (from
+    /// 1, `so_id`), from their accept to their end whatever they became (`dst_conn`); `None`
+    /// for a socket it does not have.
+    pub fn socket_connections(&self, socket_id: u32) -> Option<&crate::counters::Gauge> {
+        let index = usize::try_from(socket_id).ok()?.checked_sub(1)?;
+        self.socket_connections.get(index)
+    }
+
     /// A frontend from its plan, limited to `maxconn` concurrent sessions.
     pub fn new(plan: FrontendPlan, backend: Option<Arc<Backend>>, maxconn: u32) -> Self {
         let session_rate_limit = crate::rate::RateLimit::default();
@@ -368,6 +379,9 @@ impl Frontend {
         Frontend {
             session_rate_limit,
             listeners: crate::listener::listeners_of(&plan),
+            socket_connections: crate::listener::sockets_of(&plan)
+                .map(|_| crate::counters::Gauge::default())
+                .collect(),
             first_address: std::sync::OnceLock::new(),
             plan,
             backend,

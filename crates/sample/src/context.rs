@@ -189,6 +189,11 @@ pub trait Context {
     fn max_retries(&self) -> Option<i64> {
         None
     }
+    /// The connections open now on the listening socket the stream came through, its own
+    /// included (`dst_conn`); the default is unknown.
+    fn socket_connections(&self) -> Option<i64> {
+        None
+    }
     /// How long the process has run, in seconds (`uptime`); the default is unknown.
     fn uptime_seconds(&self) -> Option<i64> {
         None

@@ -1058,3 +1058,35 @@ backend queued
     let answer = request("/queued");
     assert!(answer.ends_with("\r\n\r\n[5000 6000 6000 1]"), "{answer}");
 }
+
+/// `dst_conn` counts every connection open on the socket, from its accept (one that sent
+/// nothing yet counts) to its end.
+#[test]
+fn dst_conn_counts_the_socket_s_connections_up_and_down() {
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    http-request return status 200 content-type text/plain lf-string \"%[dst_conn]\"
+"
+    );
+    let (_p, addr) = start(&config);
+    let count = || {
+        body(&get(
+            addr,
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+        ))
+        .to_owned()
+    };
+    assert_eq!(count(), "1");
+    let silent = connect(addr);
+    assert!(
+        common::wait_until(GENEROUS, || count() == "2"),
+        "the silent connection is counted"
+    );
+    drop(silent);
+    assert!(
+        common::wait_until(GENEROUS, || count() == "1"),
+        "and counted down once closed"
+    );
+}

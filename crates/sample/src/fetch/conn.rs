@@ -2,7 +2,8 @@
 //! (the stream's, which `set-src`/`set-dst` change, and the connection's own, `fc_*`), the
 //! server connection's (`bc_src`, `bc_dst` and their ports), whether
 //! they belong to this machine (`src_is_local`...), the names and numbers (`id`) of the
-//! frontend, its listening socket (`so_id`, `so_name`), the backend and server handling the
+//! frontend, its listening socket (`so_id`, `so_name`) and the connections open on it
+//! (`dst_conn`), the backend and server handling the
 //! stream and their timeouts, the error that ended the connection (`fc_err`, `fc_err_str`,
 //! for `error-log-format`), and what the client's PROXY protocol header said
 //! (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
@@ -56,6 +57,8 @@ pub(crate) enum Conn {
     SocketId,
     /// `so_name`.
     SocketName,
+    /// `dst_conn`: the connections open on that socket.
+    SocketConnections,
     /// `be_name`.
     BackendName,
     /// `srv_name`.
@@ -122,6 +125,7 @@ impl Conn {
             Conn::FrontendDefaultBackend => ctx.frontend_default_backend().map(name),
             Conn::SocketId => ctx.socket_id().map(Sample::Int),
             Conn::SocketName => ctx.socket_name().map(name),
+            Conn::SocketConnections => ctx.socket_connections().map(Sample::Int),
             // Until a backend is chosen, the stream's backend is its frontend (§7.3.3
             // "be_name").
             Conn::BackendName => Some(name(ctx.backend_name().unwrap_or(ctx.frontend_name()))),
@@ -189,6 +193,7 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "fe_defbe" => Conn::FrontendDefaultBackend,
         "so_id" => Conn::SocketId,
         "so_name" => Conn::SocketName,
+        "dst_conn" => Conn::SocketConnections,
         "be_name" => Conn::BackendName,
         "fe_id" => Conn::FrontendId,
         "be_id" => Conn::BackendId,
@@ -253,6 +258,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("fe_defbe", Str, ClientAddress),
     def!("so_id", Int, ClientAddress),
     def!("so_name", Str, ClientAddress),
+    def!("dst_conn", Int, ClientAddress),
     def!("be_name", Str, Backend),
     def!("srv_name", Str, Server),
     def!("fe_id", Int, ClientAddress),
