@@ -4,7 +4,8 @@
 //! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's),
 //! registering an epoll instance with tokio's event loop, and receiving into a buffer's
 //! uninitialised room (a socket read outside tokio, for connections not yet in its event
-//! loop: see [`crate::stream::LazyTcp`]).
+//! loop: see [`crate::stream::LazyTcp`]), and reading what the kernel measures of a TCP
+//! connection (TCP_INFO, for the `fc_rtt` fetches).
 //!
 //! With the allocator (`sluice-heap`), this is the only code of the project allowed to use
 //! `unsafe`; each block says why it is sound. Everything else goes through safe wrappers from
@@ -129,6 +130,63 @@ fn set_tcp_option(
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// What the kernel measures of a TCP connection (TCP_INFO), as the `fc_rtt` family of
+/// fetches reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpMeasures {
+    /// The smoothed round-trip time, in microseconds.
+    pub rtt_us: u32,
+    /// Its variance, in microseconds.
+    pub rttvar_us: u32,
+    /// Segments sent and not acknowledged yet.
+    pub unacked: u32,
+    /// Segments selectively acknowledged.
+    pub sacked: u32,
+    /// Segments retransmitted and not acknowledged yet.
+    pub retrans: u32,
+    /// Segments forward-acknowledged.
+    pub fackets: u32,
+    /// Segments deemed lost.
+    pub lost: u32,
+    /// How far segments may arrive out of order before one counts as lost.
+    pub reordering: u32,
+}
+
+/// The TCP_INFO figures of the socket numbered `fd`, which the caller holds open (a session
+/// its client connection); any other number only reads another socket's figures or fails,
+/// the kernel writing nothing but the local structure given. Fails for a socket that is not
+/// TCP.
+pub fn tcp_measures(fd: RawFd) -> io::Result<TcpMeasures> {
+    // SAFETY: tcp_info is plain integers, for which all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes (the size of `info`, a local) and stores
+    // the size written in `len`, a local too; a descriptor that is not an open socket makes
+    // it fail without writing.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TcpMeasures {
+        rtt_us: info.tcpi_rtt,
+        rttvar_us: info.tcpi_rttvar,
+        unacked: info.tcpi_unacked,
+        sacked: info.tcpi_sacked,
+        retrans: info.tcpi_retrans,
+        fackets: info.tcpi_fackets,
+        lost: info.tcpi_lost,
+        reordering: info.tcpi_reordering,
+    })
 }
 
 /// Sets TCP_FASTOPEN on a listening socket: clients that know the server may send their
@@ -322,5 +380,30 @@ impl DeferredRegistration {
         drop(readable);
         drop(writable);
         socket
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn tcp_measures_read_a_tcp_connection_and_refuse_other_sockets() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        for socket in [client.as_raw_fd(), accepted.as_raw_fd()] {
+            let measures = tcp_measures(socket).unwrap();
+            // Nothing sent yet: nothing in flight, lost or retransmitted.
+            assert_eq!(
+                (measures.unacked, measures.lost, measures.retrans),
+                (0, 0, 0)
+            );
+        }
+        let (unix, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(tcp_measures(unix.as_raw_fd()).is_err());
+        assert!(tcp_measures(-1).is_err());
     }
 }

@@ -38,6 +38,7 @@ use sluice_runtime::proxy::Frontend;
 use sluice_runtime::slots::{ConnSlots, Slot};
 use sluice_runtime::streams::Origin;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,7 +144,7 @@ pub async fn run_listener(
                 let held = Held::accepted(
                     (Arc::clone(&process), Arc::clone(&frontend)),
                     endpoints,
-                    Vars::through(listener_stats.clone(), socket_id),
+                    Vars::through((listener_stats.clone(), socket_id), stream.as_raw_fd()),
                     slots,
                 );
                 tokio::task::spawn_local(session(

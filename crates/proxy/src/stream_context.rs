@@ -18,7 +18,7 @@ use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server};
 use sluice_sample::{
     BackendStat, Context, FrontendStat, LogFacts, LogNumber, ProxyTlv, Sample, ServerStat, StickOp,
-    StickSource, TimeoutFetch,
+    StickSource, TcpMeasure, TimeoutFetch,
 };
 use sluice_stick::{Data, DataType, Table};
 use std::borrow::Cow;
@@ -303,6 +303,20 @@ impl Context for StreamView<'_> {
 
     fn socket_id(&self) -> Option<i64> {
         Some(i64::from(self.vars.socket_id())).filter(|&id| id > 0)
+    }
+
+    fn client_tcp(&self, which: TcpMeasure) -> Option<i64> {
+        let measures = sluice_net::fd::tcp_measures(self.vars.client_socket()?).ok()?;
+        Some(i64::from(match which {
+            TcpMeasure::RttMicros => measures.rtt_us,
+            TcpMeasure::RttVarMicros => measures.rttvar_us,
+            TcpMeasure::Unacked => measures.unacked,
+            TcpMeasure::Sacked => measures.sacked,
+            TcpMeasure::Retransmitted => measures.retrans,
+            TcpMeasure::ForwardAcked => measures.fackets,
+            TcpMeasure::Lost => measures.lost,
+            TcpMeasure::Reordering => measures.reordering,
+        }))
     }
 
     fn socket_connections(&self) -> Option<i64> {

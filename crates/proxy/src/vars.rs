@@ -24,7 +24,7 @@ use sluice_runtime::proxy::QueuePriority;
 use sluice_sample::Sample;
 use std::borrow::Cow;
 use std::cell::{Ref, RefCell};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,6 +90,8 @@ pub struct Vars {
     later_request: std::cell::Cell<bool>,
     /// See [`Vars::socket_id`].
     socket_id: u32,
+    /// See [`Vars::client_socket`].
+    client_socket: Option<RawFd>,
     /// The transaction's number (`%rt`) plus one, once a format asked for it; 0 before.
     /// A cell of its own, not in the transaction's box: a log line may ask for it first,
     /// while the box is borrowed for its captures.
@@ -106,13 +108,23 @@ pub struct Vars {
 impl Vars {
     /// The variables of a session that came through its frontend's socket number
     /// `socket_id` (from 1), whose counters are `listener` under `option socket-stats` (see
-    /// [`Vars::listener`]).
-    pub fn through(listener: Option<Arc<ListenerStats>>, socket_id: u32) -> Vars {
+    /// [`Vars::listener`]), on the client connection `client_socket`.
+    pub fn through(
+        (listener, socket_id): (Option<Arc<ListenerStats>>, u32),
+        client_socket: RawFd,
+    ) -> Vars {
         Vars {
             listener,
             socket_id,
+            client_socket: Some(client_socket),
             ..Vars::default()
         }
+    }
+
+    /// The descriptor of the session's client connection, which the session holds open as
+    /// long as its variables (`fc_rtt` reads what the kernel measures of it).
+    pub fn client_socket(&self) -> Option<RawFd> {
+        self.client_socket
     }
 
     /// The number of the frontend's socket the session came through, from 1 (`so_id`); 0

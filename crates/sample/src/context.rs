@@ -74,6 +74,27 @@ pub enum TimeoutFetch {
     CurrentTarpit,
 }
 
+/// A figure the kernel measures of the client's TCP connection (`fc_rtt` and its family).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TcpMeasure {
+    /// `fc_rtt`: the smoothed round-trip time, in microseconds.
+    RttMicros,
+    /// `fc_rttvar`: its variance, in microseconds.
+    RttVarMicros,
+    /// `fc_unacked`.
+    Unacked,
+    /// `fc_sacked`.
+    Sacked,
+    /// `fc_retrans`.
+    Retransmitted,
+    /// `fc_fackets`.
+    ForwardAcked,
+    /// `fc_lost`.
+    Lost,
+    /// `fc_reordering`.
+    Reordering,
+}
+
 /// A counter of a frontend, for `fe_conn`, `fe_sess_rate` and `fe_req_rate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FrontendStat {
@@ -192,6 +213,11 @@ pub trait Context {
     /// The connections open now on the listening socket the stream came through, its own
     /// included (`dst_conn`); the default is unknown.
     fn socket_connections(&self) -> Option<i64> {
+        None
+    }
+    /// A figure the kernel measures of the client connection; `None` for one that is not
+    /// TCP, and by default.
+    fn client_tcp(&self, _which: TcpMeasure) -> Option<i64> {
         None
     }
     /// How long the process has run, in seconds (`uptime`); the default is unknown.

@@ -57,7 +57,8 @@ pub use acl::{Acl, AclSet};
 pub use auth::{Password, User, Userlist, auth_scheme, basic_credentials};
 pub use cond::Condition;
 pub use context::{
-    BackendStat, Context, FrontendStat, ProxyTlv, ServerStat, StickOp, StickSource, TimeoutFetch,
+    BackendStat, Context, FrontendStat, ProxyTlv, ServerStat, StickOp, StickSource, TcpMeasure,
+    TimeoutFetch,
 };
 pub use expr::Expr;
 pub use logformat::{LogFacts, LogFormat, LogNumber, LogText};

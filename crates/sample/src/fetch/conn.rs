@@ -3,7 +3,8 @@
 //! server connection's (`bc_src`, `bc_dst` and their ports), whether
 //! they belong to this machine (`src_is_local`...), the names and numbers (`id`) of the
 //! frontend, its listening socket (`so_id`, `so_name`) and the connections open on it
-//! (`dst_conn`), the backend and server handling the
+//! (`dst_conn`), what the kernel measures of the client's TCP connection (`fc_rtt`...), the
+//! backend and server handling the
 //! stream and their timeouts, the error that ended the connection (`fc_err`, `fc_err_str`,
 //! for `error-log-format`), and what the client's PROXY protocol header said
 //! (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
@@ -14,7 +15,7 @@
 use std::net::SocketAddr;
 
 use super::{Fetch, FetchDef, Sink, emit};
-use crate::context::{Context, ProxyTlv, TimeoutFetch};
+use crate::context::{Context, ProxyTlv, TcpMeasure, TimeoutFetch};
 use crate::stages::Source;
 use crate::value::{Sample, SampleType};
 
@@ -59,6 +60,9 @@ pub(crate) enum Conn {
     SocketName,
     /// `dst_conn`: the connections open on that socket.
     SocketConnections,
+    /// `fc_rtt`, `fc_rttvar` (in milliseconds unless `micros`), `fc_unacked`...: what the
+    /// kernel measures of the client's TCP connection.
+    ClientTcp { which: TcpMeasure, micros: bool },
     /// `be_name`.
     BackendName,
     /// `srv_name`.
@@ -126,6 +130,9 @@ impl Conn {
             Conn::SocketId => ctx.socket_id().map(Sample::Int),
             Conn::SocketName => ctx.socket_name().map(name),
             Conn::SocketConnections => ctx.socket_connections().map(Sample::Int),
+            Conn::ClientTcp { which, micros } => ctx
+                .client_tcp(which)
+                .map(|v| Sample::Int(if micros { v } else { v / 1000 })),
             // Until a backend is chosen, the stream's backend is its frontend (§7.3.3
             // "be_name").
             Conn::BackendName => Some(name(ctx.backend_name().unwrap_or(ctx.frontend_name()))),
@@ -171,8 +178,35 @@ fn error(ctx: &dyn Context) -> Option<(u8, &'static str)> {
     ctx.log_facts().and_then(|f| f.connection_error())
 }
 
-fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
+fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
+    let tcp = |which| Conn::ClientTcp {
+        which,
+        micros: true,
+    };
     let conn = match def.name {
+        "fc_rtt" | "fc_rttvar" => {
+            let micros = match args.first().map(String::as_str) {
+                None | Some("" | "ms") => false,
+                Some("us") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "invalid time unit '{other}' (expected 'ms' or 'us')"
+                    ));
+                }
+            };
+            let which = if def.name == "fc_rtt" {
+                TcpMeasure::RttMicros
+            } else {
+                TcpMeasure::RttVarMicros
+            };
+            Conn::ClientTcp { which, micros }
+        }
+        "fc_unacked" => tcp(TcpMeasure::Unacked),
+        "fc_sacked" => tcp(TcpMeasure::Sacked),
+        "fc_retrans" => tcp(TcpMeasure::Retransmitted),
+        "fc_fackets" => tcp(TcpMeasure::ForwardAcked),
+        "fc_lost" => tcp(TcpMeasure::Lost),
+        "fc_reordering" => tcp(TcpMeasure::Reordering),
         "src" => Conn::Src,
         "src_port" => Conn::SrcPort,
         "dst" => Conn::Dst,
@@ -225,10 +259,13 @@ fn build(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
 
 macro_rules! def {
     ($name:literal, $out:ident, $source:ident) => {
+        def!($name, 0, $out, $source)
+    };
+    ($name:literal, $max_args:literal, $out:ident, $source:ident) => {
         FetchDef {
             name: $name,
             min_args: 0,
-            max_args: 0,
+            max_args: $max_args,
             out: SampleType::$out,
             source: Source::$source,
             build,
@@ -259,6 +296,14 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("so_id", Int, ClientAddress),
     def!("so_name", Str, ClientAddress),
     def!("dst_conn", Int, ClientAddress),
+    def!("fc_rtt", 1, Int, ClientAddress),
+    def!("fc_rttvar", 1, Int, ClientAddress),
+    def!("fc_unacked", Int, ClientAddress),
+    def!("fc_sacked", Int, ClientAddress),
+    def!("fc_retrans", Int, ClientAddress),
+    def!("fc_fackets", Int, ClientAddress),
+    def!("fc_lost", Int, ClientAddress),
+    def!("fc_reordering", Int, ClientAddress),
     def!("be_name", Str, Backend),
     def!("srv_name", Str, Server),
     def!("fe_id", Int, ClientAddress),
