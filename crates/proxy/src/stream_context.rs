@@ -220,7 +220,7 @@ impl Context for StreamView<'_> {
                 let number = self
                     .vars
                     .stream_number(|| self.process.next_stream_number());
-                Some(number as i64)
+                Some(i64::from(number))
             }
             LogNumber::LogCounter => self.frontend.logger.as_ref().map(|l| l.lines.get() as i64),
             // Live before the log line (`act_conn` in a rule).

@@ -94,8 +94,9 @@ pub struct Vars {
     client_socket: Option<RawFd>,
     /// The transaction's number (`%rt`) plus one, once a format asked for it; 0 before.
     /// A cell of its own, not in the transaction's box: a log line may ask for it first,
-    /// while the box is borrowed for its captures.
-    stream_number: std::cell::Cell<u64>,
+    /// while the box is borrowed for its captures. 32 bits, as HAProxy's (`txn.id32`), which
+    /// wrap.
+    stream_number: std::cell::Cell<u32>,
 
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
@@ -457,12 +458,13 @@ impl Vars {
     }
 
     /// The transaction's number in the process (`%rt`), `next` making one on the first
-    /// call of the transaction.
-    pub fn stream_number(&self, next: impl FnOnce() -> u64) -> u64 {
+    /// call of the transaction; kept in 32 bits, wrapping.
+    pub fn stream_number(&self, next: impl FnOnce() -> u64) -> u32 {
         match self.stream_number.get() {
             0 => {
-                let number = next();
-                self.stream_number.set(number.wrapping_add(1));
+                // 0 to u32::MAX - 1, stored plus one.
+                let number = (next() % u64::from(u32::MAX)) as u32;
+                self.stream_number.set(number + 1);
                 number
             }
             stored => stored - 1,
@@ -617,10 +619,12 @@ mod tests {
         assert_eq!(next.get(), 8);
         vars.end_transaction();
         assert_eq!(vars.stream_number(take), 8);
-        // Number 0 is a number like the others.
+        // Number 0 is a number like the others; numbers wrap at 32 bits, as HAProxy's.
         let first = Vars::default();
         assert_eq!(first.stream_number(|| 0), 0);
         assert_eq!(first.stream_number(|| 99), 0);
+        let wrapped = Vars::default();
+        assert_eq!(wrapped.stream_number(|| u64::from(u32::MAX) + 5), 5);
     }
 
     #[test]
