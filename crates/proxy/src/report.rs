@@ -97,6 +97,7 @@ pub fn report_connection_error(
         captures: None,
         early: false,
         server_ends: ServerEnds::default(),
+        http: false,
     };
     let facts = RecordFacts::new(&record).with_connection_error(error);
     let view = StreamView {

@@ -161,6 +161,8 @@ pub struct StreamRecord<'a> {
     pub early: bool,
     /// The server connection's addresses, when the log line needs them.
     pub server_ends: ServerEnds,
+    /// An HTTP stream (a request and its response), not a TCP session.
+    pub http: bool,
 }
 
 /// The connection and queue counts a log line shows (`%ac/%fc/%bc/%sc` and `%sq/%bq`).
@@ -237,7 +239,13 @@ impl LogFacts for RecordFacts<'_> {
             LogNumber::Connect => ms(t.connect).or(Some(-1)),
             LogNumber::Response => ms(t.response).or(Some(-1)),
             LogNumber::Active | LogNumber::Total | LogNumber::User => ms(Some(t.total)),
+            // The data phase starts with the response head in HTTP, once connected in TCP:
+            // without it, -1 (HAProxy's).
             LogNumber::Data => {
+                let started = if r.http { t.response } else { t.connect };
+                if started.is_none() {
+                    return Some(-1);
+                }
                 let before: u128 = [t.request, t.queue, t.connect, t.response]
                     .iter()
                     .flatten()
@@ -566,6 +574,7 @@ mod tests {
             captures: None,
             early: false,
             server_ends: ServerEnds::default(),
+            http: true,
         }
     }
 
@@ -589,6 +598,26 @@ mod tests {
         assert!(ended(Cause::ClientAbort, Some(200), 0).is_error());
         assert!(ended(Cause::Proxy, Some(403), 0).is_error());
         assert!(ended(Cause::ServerTimeout, None, 0).is_error());
+    }
+
+    #[test]
+    fn the_data_time_starts_with_the_response_or_the_connection() {
+        let data = |r: &StreamRecord<'_>| RecordFacts::new(r).number(LogNumber::Data);
+        // 9 ms in all, of which 2 + 0 + 1 + 5 before the response's body.
+        let answered = record();
+        assert_eq!(data(&answered), Some(1));
+        // No response head (the proxy answered, the server timed out): none, -1.
+        let mut unanswered = record();
+        unanswered.timers.response = None;
+        assert_eq!(data(&unanswered), Some(-1));
+        // A TCP session's data phase starts once connected.
+        let mut tcp = record();
+        tcp.http = false;
+        tcp.timers.request = None;
+        tcp.timers.response = None;
+        assert_eq!(data(&tcp), Some(8));
+        tcp.timers.connect = None;
+        assert_eq!(data(&tcp), Some(-1));
     }
 
     #[test]

@@ -549,6 +549,7 @@ fn log_exchange(
         captures: Some(&captures),
         early: outcome.early,
         server_ends: facts.server_ends,
+        http: true,
     };
     let server = facts
         .server

@@ -876,6 +876,7 @@ fn log_answer(
         captures: request.is_some().then_some(&*captures),
         early: false,
         server_ends: ServerEnds::default(),
+        http: true,
     };
     let view = StreamView {
         request: head,
