@@ -306,13 +306,25 @@ impl Stream {
     }
 }
 
-/// The connection `socket`'s own address and its peer's, each `None` for a unix socket or
-/// when the system cannot tell (a connection already reset): two system calls, for a log
-/// line or a rule that prints a server connection's ends (`%bi`, `%si`, `bc_src`...).
+/// The connection `socket`'s own address and its peer's (see [`local_end`] and
+/// [`peer_end`]): two system calls, for a log line that prints a server connection's ends
+/// (`%bi`, `%si`, `bc_src`...).
 pub fn socket_ends(socket: &impl AsFd) -> (Option<SocketAddr>, Option<SocketAddr>) {
-    let socket = socket2::SockRef::from(socket);
-    let inet = |addr: io::Result<socket2::SockAddr>| addr.ok().and_then(|a| a.as_socket());
-    (inet(socket.local_addr()), inet(socket.peer_addr()))
+    (local_end(socket), peer_end(socket))
+}
+
+/// The connection `socket`'s own address; `None` for a unix socket or when the system cannot
+/// tell (a connection already reset).
+pub fn local_end(socket: &impl AsFd) -> Option<SocketAddr> {
+    socket2::SockRef::from(socket)
+        .local_addr()
+        .ok()?
+        .as_socket()
+}
+
+/// The address of the connection `socket`'s peer; `None` as for [`local_end`].
+pub fn peer_end(socket: &impl AsFd) -> Option<SocketAddr> {
+    socket2::SockRef::from(socket).peer_addr().ok()?.as_socket()
 }
 
 /// Sets the TOS byte (IPv6: the traffic class) and the firewall mark of the packets the

@@ -201,14 +201,14 @@ impl Context for StreamView<'_> {
 
     fn server_connection_src(&self) -> Option<SocketAddr> {
         match self.server_socket {
-            Some(socket) => sluice_net::stream::socket_ends(&socket).0,
+            Some(socket) => sluice_net::stream::local_end(&socket),
             None => self.facts.and_then(|f| f.backend_source()),
         }
     }
 
     fn server_connection_dst(&self) -> Option<SocketAddr> {
         match self.server_socket {
-            Some(socket) => sluice_net::stream::socket_ends(&socket).1,
+            Some(socket) => sluice_net::stream::peer_end(&socket),
             None => self.facts.and_then(|f| f.server_address()),
         }
     }
