@@ -27,13 +27,19 @@ pub enum Algo {
 
 impl Algo {
     fn parse(word: &str) -> Option<Algo> {
-        Some(match word {
-            "identity" => Algo::Identity,
-            "gzip" => Algo::Gzip,
-            "deflate" => Algo::Deflate,
-            "raw-deflate" => Algo::RawDeflate,
-            _ => return None,
-        })
+        [Algo::Identity, Algo::Gzip, Algo::Deflate, Algo::RawDeflate]
+            .into_iter()
+            .find(|algo| algo.name() == word)
+    }
+
+    /// Its name in `compression algo`, as `res.comp_algo` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Identity => "identity",
+            Algo::Gzip => "gzip",
+            Algo::Deflate => "deflate",
+            Algo::RawDeflate => "raw-deflate",
+        }
     }
 
     /// The `Accept-Encoding` coding that asks for it.

@@ -98,6 +98,8 @@ pub fn report_connection_error(
         early: false,
         server_ends: ServerEnds::default(),
         http: false,
+        reused: false,
+        compression: None,
     };
     let facts = RecordFacts::new(&record).with_connection_error(error);
     let view = StreamView {

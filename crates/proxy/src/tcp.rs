@@ -114,6 +114,8 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         early: false,
         server_ends: ServerEnds::default(),
         http: false,
+        reused: false,
+        compression: None,
     };
     // `balance source` and `balance hash EXPR` (over the client's address and the inspected
     // bytes) have a key in TCP mode; the HTTP algorithms fall back to round robin.

@@ -163,6 +163,10 @@ pub struct StreamRecord<'a> {
     pub server_ends: ServerEnds,
     /// An HTTP stream (a request and its response), not a TCP session.
     pub http: bool,
+    /// The request went over a server connection an earlier one left open (`bc_reused`).
+    pub reused: bool,
+    /// The algorithm the proxy compressed the response with (`res.comp_algo`).
+    pub compression: Option<&'static str>,
 }
 
 /// The connection and queue counts a log line shows (`%ac/%fc/%bc/%sc` and `%sq/%bq`).
@@ -273,6 +277,14 @@ impl LogFacts for RecordFacts<'_> {
 
     fn backend_source(&self) -> Option<SocketAddr> {
         self.record.server_ends.local
+    }
+
+    fn reused_server_connection(&self) -> bool {
+        self.record.reused
+    }
+
+    fn compression(&self) -> Option<&str> {
+        self.record.compression
     }
 
     fn server_address(&self) -> Option<SocketAddr> {
@@ -575,6 +587,8 @@ mod tests {
             early: false,
             server_ends: ServerEnds::default(),
             http: true,
+            reused: false,
+            compression: None,
         }
     }
 

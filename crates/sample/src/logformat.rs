@@ -133,6 +133,18 @@ pub trait LogFacts {
         None
     }
 
+    /// True if the request went over a server connection an earlier request left open
+    /// (`bc_reused`).
+    fn reused_server_connection(&self) -> bool {
+        false
+    }
+
+    /// The algorithm the proxy compressed the response with (`res.comp_algo`); `None` for a
+    /// response it did not compress (`res.comp` false).
+    fn compression(&self) -> Option<&str> {
+        None
+    }
+
     /// The server address connected to (`%si`, `%sp`).
     fn server_address(&self) -> Option<SocketAddr> {
         None

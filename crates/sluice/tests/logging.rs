@@ -974,3 +974,38 @@ backend app
         "{err}"
     );
 }
+
+#[test]
+fn bc_reused_tells_a_kept_server_connection_from_a_new_one() {
+    let (backend, _) = ok_backend();
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{HTTP_DEFAULTS}
+frontend www
+    {{bind}}
+    log {log_addr} format raw local0
+    log-format \"%HP %[bc_reused] %[res.comp] %[res.comp_algo]\"
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    // Two requests on one client connection: the second goes over the server connection the
+    // first opened.
+    let mut s = connect(addr);
+    s.write_all(b"GET /first HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    let first = common::read_n(
+        &mut s,
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".len(),
+    );
+    assert!(first.ends_with(b"\r\n\r\nok"), "{first:?}");
+    s.write_all(b"GET /second HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    read_to_close(&mut s, GENEROUS);
+    // Nothing compressed: false, and no algorithm.
+    assert_eq!(next_line(&syslog), "/first 0 0 -\n");
+    assert_eq!(next_line(&syslog), "/second 1 0 -\n");
+}

@@ -152,6 +152,8 @@ struct ResponseDone {
     /// a denial (`P`) or an answer of its own (`L`), and the status the server had answered
     /// (what `observe layer7` judges). As in HAProxy, the log then shows no response time.
     replaced: Option<(Cause, u16)>,
+    /// The body went to the client compressed with this.
+    compressed: Option<Algo>,
 }
 
 /// Why the response side failed.
@@ -261,6 +263,10 @@ struct Facts<'a> {
     /// The server connection's addresses, read once connected when the log line prints
     /// them.
     server_ends: ServerEnds,
+    /// The server connection was kept from an earlier request (`bc_reused`).
+    reused: bool,
+    /// The response was compressed with this (`res.comp_algo`).
+    compressed: Option<Algo>,
 }
 
 /// What an upgraded connection keeps from its exchange until its relay ends: the server
@@ -550,6 +556,8 @@ fn log_exchange(
         early: outcome.early,
         server_ends: facts.server_ends,
         http: true,
+        reused: facts.reused,
+        compression: facts.compressed.map(Algo::name),
     };
     let server = facts
         .server
@@ -878,6 +886,7 @@ async fn exchange<'a>(
             clock::now_std()
         };
         facts.connect = Some(connected.saturating_duration_since(connecting));
+        facts.reused = was_reused;
         if ctx
             .frontend
             .logger
@@ -947,6 +956,7 @@ async fn exchange<'a>(
             _ => status,
         };
         facts.server_status = observed;
+        facts.compressed = outcome.as_ref().ok().and_then(|done| done.compressed);
         if let Some(verdict) = layer7_verdict(&outcome, observed) {
             server.health.observe_response(verdict);
         }
@@ -1757,6 +1767,7 @@ where
                     bytes_up: 0,
                     bytes_down: sent_heads + bytes.len() as u64,
                     replaced: Some((reason, received_status)),
+                    compressed: None,
                 });
             }
         }
@@ -1926,6 +1937,7 @@ where
                 bytes_up: 0,
                 bytes_down: sent_heads,
                 replaced: None,
+                compressed: None,
             });
         }
         let sent = if let Some(length) = inline_body {
@@ -1971,6 +1983,7 @@ where
             bytes_up: 0,
             bytes_down: sent_heads + sent,
             replaced: None,
+            compressed: compressing,
         });
     }
 }

@@ -877,6 +877,8 @@ fn log_answer(
         early: false,
         server_ends: ServerEnds::default(),
         http: true,
+        reused: false,
+        compression: None,
     };
     let view = StreamView {
         request: head,

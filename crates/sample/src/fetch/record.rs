@@ -1,7 +1,9 @@
 //! Fetches of what a stream's log record says, the sample-fetch forms of the log-format
 //! aliases (configuration.txt §7.3.2, §8.2.6): its dates (`accept_date`, `request_date`),
 //! timers (`req.timer.hdr` for `%TR`, `res.timer.hdr` for `%Tr`...), byte counts, queue
-//! positions, retries, status and termination state; and the facts any stage has (`pid`,
+//! positions, retries, status and termination state, whether the server connection was
+//! reused (`bc_reused`) and the response compressed (`res.comp`, `res.comp_algo`); and the
+//! facts any stage has (`pid`,
 //! `uptime`, `act_conn`, `txn.id32`, the stream's number `%rt`).
 //!
 //! A record exists once its stream ends, so the record's fetches are valid in log formats
@@ -24,6 +26,12 @@ pub(crate) enum Record {
     Number(LogNumber),
     /// `txn.redispatched`.
     Redispatched,
+    /// `bc_reused`.
+    Reused,
+    /// `res.comp`.
+    Compressed,
+    /// `res.comp_algo`.
+    CompressionAlgorithm,
     /// `txn.status`: the status sent to the client, as `%ST` prints it.
     Status,
     /// `txn.sess_term_state`: `%ts`.
@@ -48,6 +56,11 @@ impl Record {
             }
             Record::Number(which) => ctx.log_number(which).map(Sample::Int),
             Record::Redispatched => facts.map(|f| Sample::Bool(f.redispatched())),
+            Record::Reused => facts.map(|f| Sample::Bool(f.reused_server_connection())),
+            Record::Compressed => facts.map(|f| Sample::Bool(f.compression().is_some())),
+            Record::CompressionAlgorithm => facts
+                .and_then(|f| f.compression())
+                .map(|name| Sample::str(name.as_bytes())),
             Record::Status => facts
                 .and_then(|f| f.number(LogNumber::Status))
                 .or_else(|| ctx.response().map(|(_, head)| i64::from(head.status)))
@@ -88,6 +101,9 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "txn.id32" => number(LogNumber::RequestCounter),
         "pid" => number(LogNumber::Pid),
         "txn.redispatched" => Ok(Fetch::Record(Record::Redispatched)),
+        "bc_reused" => Ok(Fetch::Record(Record::Reused)),
+        "res.comp" => Ok(Fetch::Record(Record::Compressed)),
+        "res.comp_algo" => Ok(Fetch::Record(Record::CompressionAlgorithm)),
         "txn.status" => Ok(Fetch::Record(Record::Status)),
         "txn.sess_term_state" => Ok(Fetch::Record(Record::TerminationState)),
         _ => Ok(Fetch::Record(Record::Uptime)),
@@ -116,6 +132,9 @@ pub(super) static FETCHES: &[FetchDef] = &[
     fetch_def!("bc_srv_queue", 0, 0, Int, Record),
     fetch_def!("txn.conn_retries", 0, 0, Int, Record),
     fetch_def!("txn.redispatched", 0, 0, Bool, Record),
+    fetch_def!("bc_reused", 0, 0, Bool, Record),
+    fetch_def!("res.comp", 0, 0, Bool, Record),
+    fetch_def!("res.comp_algo", 0, 0, Str, Record),
     fetch_def!("txn.sess_term_state", 0, 0, Str, Record),
     fetch_def!("txn.status", 0, 0, Int, Response),
     fetch_def!("act_conn", 0, 0, Int, Internal),
