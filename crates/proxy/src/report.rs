@@ -9,11 +9,14 @@
 use crate::stream_context::StreamView;
 use sluice_config::rules::LogLevelChange;
 use sluice_net::proxy_io::HeaderError;
+use sluice_net::stream::Target;
 use sluice_runtime::process::Process;
 use sluice_runtime::proxy::{Backend, Frontend, Server, counts};
 use sluice_runtime::record::{
     Cause, Counts, Phase, RecordFacts, ServerEnds, StreamRecord, Termination, Timers,
 };
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::time::{Instant, SystemTime};
 
 /// Reports `record` (an HTTP request when `http`, else a TCP session) to the debug output and
@@ -53,6 +56,37 @@ pub fn report(
         };
         frontend.log_stream(record, http, level, &|fmt, out| fmt.render(&view, out));
     }
+}
+
+/// The ends of the server connection `connection` for the log line, read (two system calls)
+/// only when the frontend's line prints them (`%bi`, `%si`, `bc_src`...).
+pub(crate) fn server_ends(frontend: &Frontend, connection: &impl AsFd) -> ServerEnds {
+    if !logs_server_ends(frontend) {
+        return ServerEnds::default();
+    }
+    let (local, server) = sluice_net::stream::socket_ends(connection);
+    ServerEnds { local, server }
+}
+
+/// The same for a server connection that could not be made: the address it was tried at, for
+/// a client whose connection went to `client_dst`. (HAProxy also shows the failed socket's
+/// own address, which Sluice does not keep.)
+pub(crate) fn attempted_server_ends(
+    frontend: &Frontend,
+    server: &Server,
+    client_dst: Option<SocketAddr>,
+) -> ServerEnds {
+    match server.target(client_dst) {
+        Some(Target::Inet(addr)) if logs_server_ends(frontend) => ServerEnds {
+            local: None,
+            server: Some(addr),
+        },
+        _ => ServerEnds::default(),
+    }
+}
+
+fn logs_server_ends(frontend: &Frontend) -> bool {
+    frontend.logger.as_ref().is_some_and(|l| l.logs_server_ends)
 }
 
 /// Logs a connection whose PROXY protocol header failed (`error-log-format`, or HAProxy's short

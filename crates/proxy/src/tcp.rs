@@ -263,6 +263,9 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                 None => {
                     backend.failed_connections.incr();
                     server.failed_connections.incr();
+                    let client_dst = vars.addresses().unwrap_or(endpoints).local;
+                    record.server_ends =
+                        crate::report::attempted_server_ends(frontend, server, client_dst);
                     record.termination = Termination {
                         cause: Cause::ServerAbort,
                         phase: Phase::Connect,
@@ -271,10 +274,7 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                 Some(mut upstream) => {
                     crate::stick_rules::commit(&stick_stores, &stick_view(), server);
                     record.timers.connect = Some(clock::since(connecting));
-                    if frontend.logger.as_ref().is_some_and(|l| l.logs_server_ends) {
-                        let (local, server) = sluice_net::stream::socket_ends(&upstream);
-                        record.server_ends = ServerEnds { local, server };
-                    }
+                    record.server_ends = crate::report::server_ends(frontend, &upstream);
                     // `option logasap`: logged now that the server connection is established.
                     if frontend.logger.as_ref().is_some_and(|l| l.conf.logasap) {
                         let mut early = StreamRecord {

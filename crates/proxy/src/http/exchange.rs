@@ -863,6 +863,9 @@ async fn exchange<'a>(
             None => {
                 ctx.backend.failed_connections.incr();
                 server.failed_connections.incr();
+                let client_dst = ctx.scope.addresses().local;
+                facts.server_ends =
+                    crate::report::attempted_server_ends(ctx.frontend, server, client_dst);
                 let page = ctx.after(s.server_error(503));
                 let ending = (503, Cause::ServerAbort, Phase::Connect);
                 let keep = (s.client, keep_after_error());
@@ -887,15 +890,7 @@ async fn exchange<'a>(
         };
         facts.connect = Some(connected.saturating_duration_since(connecting));
         facts.reused = was_reused;
-        if ctx
-            .frontend
-            .logger
-            .as_ref()
-            .is_some_and(|l| l.logs_server_ends)
-        {
-            let (local, server) = sluice_net::stream::socket_ends(&server_stream);
-            facts.server_ends = ServerEnds { local, server };
-        }
+        facts.server_ends = crate::report::server_ends(ctx.frontend, &server_stream);
         facts.request_sent = Some(connected);
         let response_head = Cell::new(None);
         let sent_facts: &Facts<'_> = facts;
