@@ -111,6 +111,26 @@ impl Frontend {
         if log.conf.dont_log_normal && !record.is_error() {
             return;
         }
+        let written = |write: &dyn Fn(&mut String)| {
+            let mut line = String::with_capacity(256);
+            write(&mut line);
+            line.into_bytes()
+        };
+        let bytes = match &log.conf.format {
+            // Minimal logging happens at the accept (see `log_connection`).
+            LineFormat::Minimal => return,
+            LineFormat::Tcp => written(&|line| record.write_tcp_line(line)),
+            LineFormat::Http | LineFormat::HttpClf | LineFormat::Https(_) if !http => {
+                written(&|line| record.write_tcp_line(line))
+            }
+            LineFormat::Http => written(&|line| record.write_http_line(line)),
+            LineFormat::HttpClf => written(&|line| record.write_clf_line(line)),
+            LineFormat::Https(fmt) | LineFormat::Custom(fmt) => {
+                let mut bytes = Vec::with_capacity(256);
+                custom(fmt, &mut bytes);
+                bytes
+            }
+        };
         // `log-format-sd`: the structured data of the targets in RFC 5424 format.
         let structured = log.conf.structured_format.as_ref().map(|fmt| {
             let mut bytes = Vec::with_capacity(128);
@@ -118,27 +138,8 @@ impl Frontend {
             bytes
         });
         let level = level.unwrap_or_else(|| severity(log, record));
-        let mut line = String::with_capacity(256);
-        match &log.conf.format {
-            // Minimal logging happens at the accept (see `log_connection`).
-            LineFormat::Minimal => return,
-            LineFormat::Tcp => record.write_tcp_line(&mut line),
-            LineFormat::Http | LineFormat::HttpClf | LineFormat::Https(_) if !http => {
-                record.write_tcp_line(&mut line)
-            }
-            LineFormat::Http => record.write_http_line(&mut line),
-            LineFormat::HttpClf => record.write_clf_line(&mut line),
-            LineFormat::Https(fmt) | LineFormat::Custom(fmt) => {
-                let mut bytes = Vec::with_capacity(256);
-                custom(fmt, &mut bytes);
-                log.lines.incr();
-                log.out.emit_with_data(level, &bytes, structured.as_deref());
-                return;
-            }
-        }
         log.lines.incr();
-        log.out
-            .emit_with_data(level, line.as_bytes(), structured.as_deref());
+        log.out.emit_with_data(level, &bytes, structured.as_deref());
     }
 
     /// Logs a connection that failed before it became a stream (a bad PROXY protocol
