@@ -1383,22 +1383,31 @@ mod tests {
     fn pool_settings_come_from_the_server_line_or_default_server() {
         let plan = plan_of(
             "defaults\n mode http\n\
-             backend b\n server a 127.0.0.1:1\n default-server pool-low-conn 2\n\
-             server c 127.0.0.1:2 pool-low-conn 4 pool-max-conn 100 pool-purge-delay 10s\n\
-             server d 127.0.0.1:3\n",
+             backend b\n server a 127.0.0.1:1\n default-server pool-low-conn 2 max-reuse 0\n\
+             server c 127.0.0.1:2 pool-low-conn 4 pool-max-conn 100 pool-purge-delay 10s \
+             max-reuse 7\n\
+             server d 127.0.0.1:3\n server e 127.0.0.1:4 max-reuse -1\n",
         );
         let s = &plan.backends[0].servers;
         let pools: Vec<_> = s
             .iter()
-            .map(|s| (s.pool_low_conn, s.pool_max_conn, s.pool_purge_delay))
+            .map(|s| {
+                (
+                    s.pool_low_conn,
+                    s.pool_max_conn,
+                    s.pool_purge_delay,
+                    s.max_reuse,
+                )
+            })
             .collect();
         let five = proxy::DEFAULT_POOL_PURGE_DELAY;
         assert_eq!(
             pools,
             [
-                (0, None, five),
-                (4, Some(100), Duration::from_secs(10)),
-                (2, None, five)
+                (0, None, five, None),
+                (4, Some(100), Duration::from_secs(10), Some(7)),
+                (2, None, five, Some(0)),
+                (2, None, five, None)
             ]
         );
     }

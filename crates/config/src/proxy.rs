@@ -98,6 +98,9 @@ pub struct ServerConf {
     pub pool_low_conn: u32,
     /// `pool-purge-delay`: how often idle connections are trimmed (5 s by default).
     pub pool_purge_delay: Duration,
+    /// `max-reuse`: how many times a server connection may be reused after its first
+    /// request; `None` means no limit (HAProxy's -1, the default), 0 disables keep-alive.
+    pub max_reuse: Option<u32>,
     /// `send-proxy` (cleared by `no-send-proxy`): a PROXY protocol v1 line starts every
     /// connection.
     pub send_proxy_v1: bool,
@@ -220,6 +223,7 @@ impl ServerConf {
             pool_max_conn: None,
             pool_low_conn: 0,
             pool_purge_delay: DEFAULT_POOL_PURGE_DELAY,
+            max_reuse: None,
             send_proxy_v1: false,
             send_proxy_v2: false,
             proxy_v2: ProxyV2Options::default(),
@@ -1323,8 +1327,15 @@ pub fn parse_dynamic_server(words: &[String]) -> Result<ServerConf, String> {
             .unwrap_or_else(|| "invalid server line".to_owned());
         return Err(format!("{message}."));
     };
-    if server.cookie.is_some() {
-        return Err("'cookie' option is not accepted for dynamic server".to_owned());
+    // HAProxy refuses these two for dynamic servers, with this message.
+    let not_dynamic = [
+        (server.cookie.is_some(), "cookie"),
+        (server.max_reuse.is_some(), "max-reuse"),
+    ];
+    if let Some((_, keyword)) = not_dynamic.iter().find(|(set, _)| *set) {
+        return Err(format!(
+            "'{keyword}' option is not accepted for dynamic server"
+        ));
     }
     let c = &server.checks;
     let refused = [
@@ -1444,18 +1455,29 @@ fn server_options(
                 *slot = (n > 0).then_some(n);
                 i += 1;
             }
-            "pool-max-conn" => {
-                let word = d.word(i + 1, "a connection count", diags)?;
-                server.pool_max_conn = match word.parse::<i64>() {
+            "pool-max-conn" | "max-reuse" => {
+                let keyword = d.words[i].as_str();
+                let what = if keyword == "max-reuse" {
+                    "a number of reuses"
+                } else {
+                    "a connection count"
+                };
+                let word = d.word(i + 1, what, diags)?;
+                let limit = match word.parse::<i64>() {
                     Ok(-1) => None,
                     Ok(n) if (0..=i64::from(u32::MAX)).contains(&n) => Some(n as u32),
                     _ => {
-                        diags.push(d.alert(format!(
-                            "'pool-max-conn' expects -1 or a connection count, not '{word}'"
-                        )));
+                        diags.push(
+                            d.alert(format!("'{keyword}' expects -1 or {what}, not '{word}'")),
+                        );
                         return None;
                     }
                 };
+                if keyword == "max-reuse" {
+                    server.max_reuse = limit;
+                } else {
+                    server.pool_max_conn = limit;
+                }
                 i += 1;
             }
             "pool-low-conn" => {

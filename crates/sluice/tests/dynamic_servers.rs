@@ -123,6 +123,10 @@ fn servers_that_cannot_be_added_are_refused_in_haproxys_words() {
             "'cookie' option is not accepted for dynamic server",
         ),
         (
+            "add server be/x 127.0.0.1:2 max-reuse 3",
+            "'max-reuse' option is not accepted for dynamic server",
+        ),
+        (
             "add server be/x 127.0.0.1:2 check",
             "'check' is not supported by Sluice for dynamic servers",
         ),

@@ -470,6 +470,86 @@ fn server_connections_stay_with_their_client_under_http_reuse_never() {
     assert_eq!(backend.accepted(), 2, "one server connection per client");
 }
 
+/// An HTTP backend on kept-alive connections whose answers carry, as their body, the number
+/// of the request on its connection (1 for a connection's first). Counts the connections
+/// that were closed.
+fn numbering_backend() -> (Backend, Arc<AtomicUsize>) {
+    let closed = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&closed);
+    let backend = Backend::start(move |s| {
+        let mut writer = s.try_clone().unwrap();
+        let mut reader = BufReader::new(s);
+        let mut served = 0;
+        while read_message(&mut reader).is_some() {
+            served += 1;
+            let body = served.to_string();
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if writer.write_all(answer.as_bytes()).is_err() {
+                break;
+            }
+        }
+        count.fetch_add(1, Ordering::SeqCst);
+    });
+    (backend, closed)
+}
+
+/// Five requests on one client connection through a server with `server_options`: the body
+/// of each answer, that is the request's number on its server connection, the backend, its
+/// count of closed connections, and the proxy, still running.
+fn numbers_on_server_connections(
+    server_options: &str,
+) -> (Vec<String>, Backend, Arc<AtomicUsize>, common::Sluice) {
+    let (backend, closed) = numbering_backend();
+    let (listener, addr) = frontend();
+    let config = format!(
+        "global\n    nbthread 1\n{HTTP_DEFAULTS}\nlisten px\n    bind {}\n    http-reuse always\n    \
+         server s1 {} {server_options}\n",
+        fd_bind(&listener),
+        backend.addr()
+    );
+    let proxy = sluice(&config).inherit(listener).start();
+    let mut s = connect(addr);
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let numbers = (0..5)
+        .map(|_| {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let answer = read_message(&mut reader).unwrap();
+            assert!(answer.head.starts_with("HTTP/1.1 200"), "{}", answer.head);
+            String::from_utf8(answer.body).unwrap()
+        })
+        .collect();
+    (numbers, backend, closed, proxy)
+}
+
+#[test]
+fn max_reuse_bounds_the_requests_a_server_connection_carries() {
+    // Without it, one server connection carries them all.
+    let (numbers, backend, _, _p) = numbers_on_server_connections("");
+    assert_eq!(numbers, ["1", "2", "3", "4", "5"]);
+    assert_eq!(backend.accepted(), 1);
+    // `max-reuse 1`: a first request and one reuse, then the proxy closes it.
+    let (numbers, backend, closed, _p) = numbers_on_server_connections("max-reuse 1");
+    assert_eq!(numbers, ["1", "2", "1", "2", "1"]);
+    assert_eq!(backend.accepted(), 3);
+    let two_closed = || closed.load(Ordering::SeqCst) == 2;
+    assert!(
+        common::wait_until(GENEROUS, two_closed),
+        "the two used-up connections close"
+    );
+    // `max-reuse 0`: no keep-alive to the server.
+    let (numbers, backend, closed, _p) = numbers_on_server_connections("max-reuse 0");
+    assert_eq!(numbers, ["1", "1", "1", "1", "1"]);
+    assert_eq!(backend.accepted(), 5);
+    let all_closed = || closed.load(Ordering::SeqCst) == 5;
+    assert!(
+        common::wait_until(GENEROUS, all_closed),
+        "each closes after its request"
+    );
+}
+
 #[test]
 fn address_headers_and_server_name_are_added() {
     let (backend, log) = ok_backend();

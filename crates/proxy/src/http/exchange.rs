@@ -71,7 +71,8 @@ pub enum Next {
 pub struct Attached {
     key: ServerKey,
     stream: Stream,
-    reused: bool,
+    /// How many requests it carried.
+    served: u32,
     /// The connection started with a PROXY header naming this session's client: it must
     /// never serve another client, so it never enters the shared pool.
     private: bool,
@@ -858,7 +859,7 @@ async fn exchange<'a>(
             }
         }
         let kept = kept_head.as_ref().map(|h| (&request_head[..], h));
-        let (mut server_stream, was_reused, in_use) = match connection {
+        let (mut server_stream, served_before, in_use) = match connection {
             Some(c) => c,
             None => {
                 ctx.backend.failed_connections.incr();
@@ -872,6 +873,7 @@ async fn exchange<'a>(
                 return Ending::answered_or_kept(client, &page, keep, ending).await;
             }
         };
+        let was_reused = served_before > 0;
         if was_reused {
             ctx.backend.stats.reuses.incr();
             server.stats.reuses.incr();
@@ -1006,11 +1008,14 @@ async fn exchange<'a>(
             }
             Ok(done) => {
                 count_bytes(ctx, Some(server), facts, (done.bytes_up, done.bytes_down));
-                if done.server_reusable {
+                let served = served_before.saturating_add(1);
+                // `max-reuse` N: a connection carries N + 1 requests at most.
+                let reuse_left = server.conf.max_reuse.is_none_or(|max| served <= max);
+                if done.server_reusable && reuse_left {
                     let conn = Attached {
                         key,
                         stream: server_stream,
-                        reused: was_reused,
+                        served,
                         private: server.conf.send_proxy().is_some(),
                     };
                     // A connection other clients may use goes back to the thread's pool as
@@ -1021,7 +1026,7 @@ async fn exchange<'a>(
                     // stays with the session, no longer counted in use.
                     if shareable(&ctx.settings, &conn) {
                         let limits = pool::Limits::of(&server.conf);
-                        pool::put(in_use, conn.stream, conn.reused, &limits);
+                        pool::put(in_use, conn.stream, conn.served, &limits);
                     } else {
                         *attached = Some(conn);
                     }
@@ -1146,7 +1151,7 @@ fn pool_key(ctx: &Context<'_>, server: &Server) -> ServerKey {
 
 /// Picks the connection for this request: the session's own if it goes to the same server,
 /// then an idle one from the thread's pool when `http-reuse` allows, else a new one. Says
-/// whether it carried a request before, and counts it in use on its server.
+/// how many requests it carried before (0 for a new one), and counts it in use on its server.
 #[allow(clippy::too_many_arguments)]
 async fn server_connection<'b>(
     ctx: &Context<'b>,
@@ -1156,7 +1161,7 @@ async fn server_connection<'b>(
     attached: &mut Option<Attached>,
     force_new: bool,
     facts: &mut Facts<'_>,
-) -> Option<(Stream, bool, pool::InUse)> {
+) -> Option<(Stream, u32, pool::InUse)> {
     let server = lease.server();
     if !force_new {
         // Only connections that may not be shared are attached: one this request does not
@@ -1166,7 +1171,7 @@ async fn server_connection<'b>(
             && conn.stream.is_idle_usable()
         {
             let in_use = pool::in_use(key, &pool::Limits::of(&server.conf));
-            return Some((conn.stream, true, in_use));
+            return Some((conn.stream, conn.served, in_use));
         }
         // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a
         // shared connection, `aggressive` only over one that already proved reusable.
@@ -1180,9 +1185,9 @@ async fn server_connection<'b>(
             _ => Some(false),
         };
         if let Some(only_reused) = from_pool
-            && let Some((stream, in_use)) = pool::take(key, only_reused)
+            && let Some(taken) = pool::take(key, only_reused)
         {
-            return Some((stream, true, in_use));
+            return Some(taken);
         }
     }
     let connection = persist::connect(ctx, lease, persist_state).await;
@@ -1191,7 +1196,7 @@ async fn server_connection<'b>(
     let server = lease.server();
     connection.stream.map(|stream| {
         let in_use = pool::in_use(pool_key(ctx, server), &pool::Limits::of(&server.conf));
-        (stream, false, in_use)
+        (stream, 0, in_use)
     })
 }
 

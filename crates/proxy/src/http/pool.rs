@@ -144,9 +144,16 @@ fn purge(usage: Usage, idle: u32) -> (u32, Usage) {
 #[derive(Debug)]
 struct IdleConn {
     stream: Stream,
+    /// How many requests it carried (for `max-reuse`).
+    served: u32,
+}
+
+impl IdleConn {
     /// Whether it already served more than one request (`http-reuse aggressive` only takes
     /// those for first requests).
-    reused: bool,
+    fn reused(&self) -> bool {
+        self.served > 1
+    }
 }
 
 /// A thread's connections to one server: the idle ones, oldest first, and the usage.
@@ -180,13 +187,13 @@ impl ServerPool {
     }
 
     fn push(&mut self, conn: IdleConn) {
-        self.idle_reused += u32::from(conn.reused);
+        self.idle_reused += u32::from(conn.reused());
         self.idle.push(conn);
     }
 
     fn remove(&mut self, index: usize) -> IdleConn {
         let conn = self.idle.remove(index);
-        self.idle_reused -= u32::from(conn.reused);
+        self.idle_reused -= u32::from(conn.reused());
         conn
     }
 
@@ -194,7 +201,7 @@ impl ServerPool {
     fn purge(&mut self, now: Instant) {
         let (close, next) = purge(self.usage, self.idle_count().total);
         for conn in self.idle.drain(..close as usize) {
-            self.idle_reused -= u32::from(conn.reused);
+            self.idle_reused -= u32::from(conn.reused());
         }
         self.usage = next;
         self.next_purge = now + self.purge_delay;
@@ -290,38 +297,40 @@ pub fn in_use(key: ServerKey, limits: &Limits) -> InUse {
 /// the freshest), now counted in use. A candidate the server closed or wrote to while it
 /// was idle is dropped on the way. Only candidates are probed (one system call each):
 /// probing the whole list would cost a call per idle connection on every request. With
-/// `only_reused`, only connections already shared are taken.
-pub fn take(key: ServerKey, only_reused: bool) -> Option<(Stream, InUse)> {
+/// `only_reused`, only connections already shared are taken. Also gives how many requests
+/// the connection carried.
+pub fn take(key: ServerKey, only_reused: bool) -> Option<(Stream, u32, InUse)> {
     POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
         let pool = pools.get_mut(&key)?;
         let taken = loop {
-            let Some(index) = pool.idle.iter().rposition(|c| !only_reused || c.reused) else {
+            let Some(index) = pool.idle.iter().rposition(|c| !only_reused || c.reused()) else {
                 break None;
             };
             let conn = pool.remove(index);
             if conn.stream.is_idle_usable() {
-                break Some(conn.stream);
+                break Some((conn.stream, conn.served));
             }
         };
         if taken.is_some() {
             pool.usage = pool.usage.taken();
         }
         pool.publish();
-        taken.map(|stream| (stream, InUse::new(key)))
+        taken.map(|(stream, served)| (stream, served, InUse::new(key)))
     })
 }
 
 /// Offers a connection whose response is done back to the pool: it stays idle if the
-/// server's traffic needs it (`admits`), else it closes now. `reused` says whether it
-/// served more than one request.
-pub fn put(in_use: InUse, stream: Stream, reused: bool, limits: &Limits) {
+/// server's traffic needs it (`admits`), else it closes now. `served` is how many requests
+/// it carried, this one included.
+pub fn put(in_use: InUse, stream: Stream, served: u32, limits: &Limits) {
     let key = in_use.into_key();
     POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
         let pool = server_pool(&mut pools, key, limits);
-        if admits(pool.usage, pool.idle_count(), reused, limits) {
-            pool.push(IdleConn { stream, reused });
+        let conn = IdleConn { stream, served };
+        if admits(pool.usage, pool.idle_count(), conn.reused(), limits) {
+            pool.push(conn);
         }
         pool.usage = pool.usage.returned();
         pool.publish();
@@ -390,9 +399,9 @@ mod tests {
     }
 
     /// A connection of `key` that carried a request, offered back to the pool.
-    async fn serve_one(key: ServerKey, reused: bool) -> tokio::net::TcpStream {
+    async fn serve_one(key: ServerKey, served: u32) -> tokio::net::TcpStream {
         let (stream, peer) = connected_pair().await;
-        put(in_use(key, &LIMITS), stream, reused, &LIMITS);
+        put(in_use(key, &LIMITS), stream, served, &LIMITS);
         peer
     }
 
@@ -466,8 +475,8 @@ mod tests {
         let (b, _peer_b) = connected_pair().await;
         // Both in use at once: the estimate alone would keep both.
         let (in_use_a, in_use_b) = (in_use(KEY, &limit_one), in_use(KEY, &limit_one));
-        put(in_use_a, a, false, &limit_one);
-        put(in_use_b, b, false, &limit_one);
+        put(in_use_a, a, 1, &limit_one);
+        put(in_use_b, b, 1, &limit_one);
         assert!(take(KEY, false).is_some());
         assert!(take(KEY, false).is_none());
     }
@@ -479,7 +488,7 @@ mod tests {
         // Wait until the FIN has arrived: the connection reads as closed.
         let Stream::Tcp(tcp) = &a else { unreachable!() };
         tcp.readable().await.unwrap();
-        put(in_use(KEY, &LIMITS), a, false, &LIMITS);
+        put(in_use(KEY, &LIMITS), a, 1, &LIMITS);
         assert!(take(KEY, false).is_none());
         assert_eq!(state_of(KEY), Some((usage(0, 1, 1), idle(0, 0))));
     }
@@ -491,7 +500,7 @@ mod tests {
             .unwrap();
         let Stream::Tcp(tcp) = &a else { unreachable!() };
         tcp.readable().await.unwrap();
-        put(in_use(KEY, &LIMITS), a, false, &LIMITS);
+        put(in_use(KEY, &LIMITS), a, 1, &LIMITS);
         assert!(take(KEY, false).is_none());
     }
 
@@ -503,8 +512,9 @@ mod tests {
         // The response read whole (a short read): nothing more is known to be pending.
         let mut buf = [0u8; 64];
         assert_eq!(a.read(&mut buf).await.unwrap(), 8);
-        put(in_use(KEY, &LIMITS), a, false, &LIMITS);
-        let (mut stream, _in_use) = take(KEY, false).unwrap();
+        put(in_use(KEY, &LIMITS), a, 1, &LIMITS);
+        let (mut stream, served, _in_use) = take(KEY, false).unwrap();
+        assert_eq!(served, 1);
         // And it still works.
         stream.write_all(b"next").await.unwrap();
         let mut got = [0u8; 4];
@@ -514,7 +524,7 @@ mod tests {
 
     #[tokio::test]
     async fn aggressive_takes_only_reused_connections() {
-        let _peer = serve_one(KEY, false).await;
+        let _peer = serve_one(KEY, 1).await;
         assert!(take(KEY, true).is_none());
         assert!(take(KEY, false).is_some());
     }
@@ -524,7 +534,7 @@ mod tests {
         // `http-reuse safe`: each client's single request goes over a new connection.
         let mut peers = Vec::new();
         for _ in 0..10 {
-            peers.push(serve_one(KEY, false).await);
+            peers.push(serve_one(KEY, 1).await);
         }
         assert_eq!(state_of(KEY), Some((usage(0, 1, 1), idle(1, 0))));
     }
@@ -538,22 +548,22 @@ mod tests {
         }
         let mut peers = Vec::new();
         for (stream, peer, token) in connections {
-            put(token, stream, false, &LIMITS);
+            put(token, stream, 1, &LIMITS);
             peers.push(peer);
         }
         assert_eq!(state_of(KEY), Some((usage(0, 3, 3), idle(3, 0))));
         // The next round takes them all back, and returns them all.
         let taken: Vec<_> = (0..3).map(|_| take(KEY, false).unwrap()).collect();
         assert_eq!(state_of(KEY), Some((usage(3, 3, 3), idle(0, 0))));
-        for (stream, token) in taken {
-            put(token, stream, true, &LIMITS);
+        for (stream, _, token) in taken {
+            put(token, stream, 2, &LIMITS);
         }
         assert_eq!(state_of(KEY), Some((usage(0, 3, 3), idle(3, 3))));
     }
 
     #[tokio::test]
     async fn a_connection_dropped_in_use_is_no_longer_counted() {
-        let _peer = serve_one(KEY, false).await;
+        let _peer = serve_one(KEY, 1).await;
         let taken = take(KEY, false).unwrap();
         let fresh = in_use(KEY, &LIMITS);
         assert_eq!(state_of(KEY), Some((usage(2, 2, 2), idle(0, 0))));
@@ -565,7 +575,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn old_connections_are_purged() {
-        let _peers = [serve_one(KEY, false).await, serve_one(KEY, false).await];
+        let _peers = [serve_one(KEY, 1).await, serve_one(KEY, 1).await];
         assert_eq!(state_of(KEY), Some((usage(0, 1, 1), idle(1, 0))));
         // The first purge finds the one connection the traffic needed; the estimate then
         // decays, and the third purge closes it. The entry goes once nothing is left.
@@ -582,7 +592,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn purges_wait_for_the_purge_delay() {
-        let _peer = serve_one(KEY, false).await;
+        let _peer = serve_one(KEY, 1).await;
         tokio::time::advance(LIMITS.purge_delay / 2).await;
         purge_due();
         assert_eq!(state_of(KEY), Some((usage(0, 1, 1), idle(1, 0))));
