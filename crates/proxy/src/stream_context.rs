@@ -417,6 +417,10 @@ impl Context for StreamView<'_> {
         self.vars.unique_id().map(Sample::owned_str)
     }
 
+    fn last_rule(&self) -> Option<(std::sync::Arc<str>, u32)> {
+        self.vars.last_rule()
+    }
+
     fn queue_priority(&self) -> (i64, i64) {
         let priority = self.vars.priority();
         (i64::from(priority.class), i64::from(priority.offset_ms))

@@ -14,6 +14,7 @@
 //! session's [`Vars`]. They and the unique id sit in a box made only for a transaction that
 //! has them: every session holds its `Vars` for as long as it lives, idle time included.
 
+use sluice_config::diag::Span;
 use sluice_config::rules::{LogLevelChange, PacketField, PriorityPart, StreamTimeout};
 use sluice_http::encode::HeaderCase;
 use sluice_net::listen::Endpoints;
@@ -97,6 +98,10 @@ pub struct Vars {
     /// while the box is borrowed for its captures. 32 bits, as HAProxy's (`txn.id32`), which
     /// wrap.
     stream_number: std::cell::Cell<u32>,
+    /// Where the last final rule the transaction matched was configured
+    /// (`last_rule_file`, `last_rule_line`). Not in the transaction's box: a request
+    /// matching an `allow` would then allocate one.
+    last_rule: LastRule,
 
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
@@ -471,6 +476,20 @@ impl Vars {
         }
     }
 
+    /// Notes the rule configured at `span` as the last final rule (one that ended its rule
+    /// set: `accept`, `allow`, `deny`, `return`...) the transaction matched.
+    pub fn note_final_rule(&self, span: &Span) {
+        self.last_rule.0.set(Some(span.clone()));
+    }
+
+    /// The file and line of the last final rule the transaction matched, if any.
+    pub fn last_rule(&self) -> Option<(Arc<str>, u32)> {
+        let span = self.last_rule.0.take();
+        let site = span.as_ref().map(|s| (Arc::clone(&s.file), s.line));
+        self.last_rule.0.set(span);
+        site
+    }
+
     /// Whether the request being handled is the connection's first (`http_first_req`),
     /// set as each request's handling starts.
     pub fn set_first_request(&self, first: bool) {
@@ -489,11 +508,26 @@ impl Vars {
         self.transaction.borrow_mut().take();
         self.log_level.set(None);
         self.stream_number.set(0);
+        self.last_rule.0.set(None);
         for entry in self.entries.borrow_mut().iter_mut() {
             if !entry.name.starts_with("sess.") {
                 entry.unset();
             }
         }
+    }
+}
+
+/// See [`Vars::last_rule`]: a plain cell (no borrow flag), so its value is moved out and back
+/// to be read.
+#[derive(Default)]
+struct LastRule(std::cell::Cell<Option<Span>>);
+
+impl std::fmt::Debug for LastRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let span = self.0.take();
+        let shown = f.debug_tuple("LastRule").field(&span).finish();
+        self.0.set(span);
+        shown
     }
 }
 
@@ -625,6 +659,20 @@ mod tests {
         assert_eq!(first.stream_number(|| 99), 0);
         let wrapped = Vars::default();
         assert_eq!(wrapped.stream_number(|| u64::from(u32::MAX) + 5), 5);
+    }
+
+    #[test]
+    fn the_last_final_rule_is_the_latest_noted_until_the_transaction_ends() {
+        let vars = Vars::default();
+        assert_eq!(vars.last_rule(), None);
+        let file: Arc<str> = Arc::from("a.cfg");
+        vars.note_final_rule(&Span::new(&file, 12));
+        vars.note_final_rule(&Span::new(&file, 30));
+        assert_eq!(vars.last_rule(), Some((Arc::clone(&file), 30)));
+        // Reading leaves it in place.
+        assert_eq!(vars.last_rule(), Some((Arc::clone(&file), 30)));
+        vars.end_transaction();
+        assert_eq!(vars.last_rule(), None);
     }
 
     #[test]

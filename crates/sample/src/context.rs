@@ -224,6 +224,11 @@ pub trait Context {
     fn uptime_seconds(&self) -> Option<i64> {
         None
     }
+    /// The configuration file and line of the last final rule the stream matched
+    /// (`last_rule_file`, `last_rule_line`); by default none.
+    fn last_rule(&self) -> Option<(std::sync::Arc<str>, u32)> {
+        None
+    }
     /// The frontend's name.
     fn frontend_name(&self) -> &str;
     /// The backend's name once one is chosen.

@@ -606,25 +606,47 @@ pub fn run_tcp_rules(
             }
             Some(true) => *next += 1,
         }
-        match &rule.action {
-            TcpAction::Accept => return Some(TcpVerdict::Accept),
-            TcpAction::Reject => return Some(TcpVerdict::Reject),
-            TcpAction::SilentDrop => return Some(TcpVerdict::SilentDrop),
+        let verdict = match &rule.action {
+            TcpAction::Accept => TcpVerdict::Accept,
+            TcpAction::Reject => TcpVerdict::Reject,
+            TcpAction::SilentDrop => TcpVerdict::SilentDrop,
+            TcpAction::SwitchModeHttp => TcpVerdict::SwitchHttp,
             TcpAction::SetVar { name, expr } => {
                 if let Some(value) = expr.eval(view) {
                     vars.set(name, value);
                 }
+                continue;
             }
-            TcpAction::UnsetVar { name } => vars.unset(name),
-            TcpAction::ExpectProxy => vars.expect_proxy(),
-            TcpAction::SwitchModeHttp => return Some(TcpVerdict::SwitchHttp),
-            TcpAction::Stick(action) => crate::track::apply(action, view, stage),
-            TcpAction::SetLogLevel(level) => vars.set_log_level(*level),
-            TcpAction::SetPriority(part, expr) => set_priority(vars, *part, expr, view),
+            TcpAction::UnsetVar { name } => {
+                vars.unset(name);
+                continue;
+            }
+            TcpAction::ExpectProxy => {
+                vars.expect_proxy();
+                continue;
+            }
+            TcpAction::Stick(action) => {
+                crate::track::apply(action, view, stage);
+                continue;
+            }
+            TcpAction::SetLogLevel(level) => {
+                vars.set_log_level(*level);
+                continue;
+            }
+            TcpAction::SetPriority(part, expr) => {
+                set_priority(vars, *part, expr, view);
+                continue;
+            }
             TcpAction::MarkClientPackets(field, value) => {
-                mark_client_packets(vars, *field, value, view)
+                mark_client_packets(vars, *field, value, view);
+                continue;
             }
+        };
+        // As in HAProxy, only content rules (of a stream) note where the verdict came from.
+        if stage == Stage::Content {
+            vars.note_final_rule(&rule.span);
         }
+        return Some(verdict);
     }
     None
 }
@@ -754,6 +776,7 @@ fn http_request_rules<'a>(
                 // counters, which HAProxy counts for `deny` and `tarpit` only).
                 HttpAction::Reject | HttpAction::SilentDrop => {
                     sluice_runtime::proxy::count_denied_request(scope.front(), backend);
+                    scope.vars.note_final_rule(&rule.span);
                     return if matches!(rule.action, HttpAction::Reject) {
                         Flow::Reject
                     } else {
@@ -799,10 +822,16 @@ fn http_request_rules<'a>(
         };
         let done = match step {
             Step::Next => Ok(()),
-            Step::Stop => break,
+            Step::Stop => {
+                scope.vars.note_final_rule(&rule.span);
+                break;
+            }
             // A rewrite that does not fit, under `strict-mode off`: counted, then ignored.
             Step::Answer(answer) if answer.internal && !strict => Err(RewriteFailed),
-            Step::Answer(answer) => return Flow::Answer(answer),
+            Step::Answer(answer) => {
+                scope.vars.note_final_rule(&rule.span);
+                return Flow::Answer(answer);
+            }
             Step::Rewrite(new_head) => rewrite::install_request(input, head, &new_head, limits),
             Step::Edit(edit) => rewrite::edit_request(input, head, &edit, limits).map(drop),
         };
@@ -811,6 +840,7 @@ fn http_request_rules<'a>(
                 sluice_runtime::proxy::count_failed_rewrite(scope.front(), backend, None, false);
                 continue;
             }
+            scope.vars.note_final_rule(&rule.span);
             return Flow::Answer(Answer::failed_rewrite(pages));
         }
     }
@@ -1504,6 +1534,7 @@ pub fn process_response<'a>(
                     // Counted before the client can see it.
                     HttpAction::SilentDrop => {
                         sluice_runtime::proxy::count_dropped_response(scope.front(), backend);
+                        scope.vars.note_final_rule(&rule.span);
                         return Ok(ResponseVerdict::Drop);
                     }
                     HttpAction::StrictMode(on) => {
@@ -1531,7 +1562,10 @@ pub fn process_response<'a>(
             let failed = |_: RewriteFailed| Answer::failed_rewrite(&pages);
             let rewritten = match step {
                 Step::Next => continue,
-                Step::Stop => break,
+                Step::Stop => {
+                    scope.vars.note_final_rule(&rule.span);
+                    break;
+                }
                 Step::Answer(answer) => Err(answer),
                 Step::Rewrite(new_head) => {
                     rewrite::install_response(input, head, &new_head, &limits).map_err(failed)
@@ -1556,6 +1590,7 @@ pub fn process_response<'a>(
                     continue;
                 }
             }
+            scope.vars.note_final_rule(&rule.span);
             let answer = finish_answer(scope, Some(backend), request, answer);
             return Ok(ResponseVerdict::Replace(answer));
         }
@@ -1613,7 +1648,10 @@ pub fn after_response<'a>(
                 )
             };
             let fitted = match step {
-                Step::Stop => break,
+                Step::Stop => {
+                    scope.vars.note_final_rule(&rule.span);
+                    break;
+                }
                 Step::Next => continue,
                 Step::Rewrite(new_head) => {
                     rewrite::install_response(input, head, &new_head, &limits).is_ok()
@@ -1629,6 +1667,7 @@ pub fn after_response<'a>(
             let front = scope.front();
             sluice_runtime::proxy::count_failed_rewrite(front, Some(backend), server, strict);
             if strict {
+                scope.vars.note_final_rule(&rule.span);
                 let pages = [&backend.plan.error_pages, &scope.frontend.plan.error_pages];
                 let answer = Answer::failed_rewrite(&pages);
                 return Err(finish_answer(scope, Some(backend), request, answer));
@@ -1822,7 +1861,10 @@ fn after_response_bytes(
             };
             let current = owned.as_deref().unwrap_or(bytes);
             let new_head = match step {
-                Step::Stop => break,
+                Step::Stop => {
+                    scope.vars.note_final_rule(&rule.span);
+                    break;
+                }
                 Step::Next => continue,
                 Step::Rewrite(new_head) => Ok(new_head),
                 // The page is not in a buffer of ours: its head is rebuilt.
@@ -1853,6 +1895,7 @@ fn after_response_bytes(
             if !strict {
                 continue;
             }
+            scope.vars.note_final_rule(&rule.span);
             if replacing {
                 return None;
             }

@@ -1,5 +1,6 @@
 //! Fetches from internal states (configuration.txt §7.3.2): constants, the environment, the
-//! clock, randomness, backend and server counters, variables, the stream's queue priority.
+//! clock, randomness, backend and server counters, variables, the stream's queue priority
+//! and the last final rule it matched.
 //!
 //! None of them looks at the stream's data, so they are valid at every stage
 //! ([`Source::Internal`]). Time, randomness, counters and variables come from the
@@ -98,6 +99,9 @@ pub(crate) enum Internal {
     Priority { offset: bool },
     /// `uuid([4])`: a random (version 4) UUID.
     Uuid,
+    /// `last_rule_file`, `last_rule_line`: where the last final rule the stream matched was
+    /// configured.
+    LastRule { line: bool },
 }
 
 impl Internal {
@@ -147,6 +151,13 @@ impl Internal {
                 let (class, offset_ms) = ctx.queue_priority();
                 Some(Sample::Int(if *offset { offset_ms } else { class }))
             }
+            Internal::LastRule { line } => ctx.last_rule().map(|(file, number)| {
+                if *line {
+                    Sample::Int(i64::from(number))
+                } else {
+                    Sample::owned_str(file.as_bytes().to_vec())
+                }
+            }),
             Internal::Uuid => {
                 // Four draws of the 32 bits `random` promises.
                 let word = || (ctx.random() & 0xffff_ffff) << 32 | (ctx.random() & 0xffff_ffff);
@@ -316,6 +327,8 @@ fn build_process_state(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
         "hostname" => Internal::Hostname,
         "prio_class" => Internal::Priority { offset: false },
         "prio_offset" => Internal::Priority { offset: true },
+        "last_rule_file" => Internal::LastRule { line: false },
+        "last_rule_line" => Internal::LastRule { line: true },
         _ => Internal::Thread,
     })
 }
@@ -378,5 +391,7 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("thread", 0, 0, Int, build_process_state),
     def!("prio_class", 0, 0, Int, build_process_state),
     def!("prio_offset", 0, 0, Int, build_process_state),
+    def!("last_rule_file", 0, 0, Str, build_process_state),
+    def!("last_rule_line", 0, 0, Int, build_process_state),
     def!("uuid", 0, 1, Str, build_uuid),
 ];
