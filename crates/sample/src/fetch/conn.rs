@@ -1,6 +1,7 @@
 //! Layer-4 fetches (configuration.txt §7.3.3): the client connection's addresses and ports
 //! (the stream's, which `set-src`/`set-dst` change, and the connection's own, `fc_*`), the
-//! server connection's (`bc_src`, `bc_dst` and their ports), whether
+//! server connection's (`bc_src`, `bc_dst` and their ports, and its error: `bc_err`,
+//! `bc_err_str`), whether
 //! they belong to this machine (`src_is_local`...), the names and numbers (`id`) of the
 //! frontend, its listening socket (`so_id`, `so_name`) and the connections open on it
 //! (`dst_conn`), what the kernel measures of the client's TCP connection (`fc_rtt`...), the
@@ -50,6 +51,9 @@ pub(crate) enum Conn {
     ServerConnectionDst,
     /// `bc_dst_port`.
     ServerConnectionDstPort,
+    /// `bc_err`, `bc_err_str`: the server connection's error, none (0, "Success") once it
+    /// is made, as HAProxy 2.6 gives them; nothing before, or when it could not be made.
+    ServerConnectionError { text: bool },
     /// `fe_name`.
     FrontendName,
     /// `fe_defbe`.
@@ -109,6 +113,12 @@ impl Conn {
             Conn::ServerConnectionSrcPort => port(ctx.server_connection_src()),
             Conn::ServerConnectionDst => ip(ctx.server_connection_dst()),
             Conn::ServerConnectionDstPort => port(ctx.server_connection_dst()),
+            Conn::ServerConnectionError { text } => {
+                ctx.server_connection_src().map(|_| match text {
+                    true => name("Success"),
+                    false => Sample::Int(0),
+                })
+            }
             Conn::SrcIsLocal { connection } => {
                 let addr = if connection {
                     ctx.connection_src()
@@ -219,6 +229,8 @@ fn build(def: &FetchDef, args: &[String]) -> Result<Fetch, String> {
         "bc_src_port" => Conn::ServerConnectionSrcPort,
         "bc_dst" => Conn::ServerConnectionDst,
         "bc_dst_port" => Conn::ServerConnectionDstPort,
+        "bc_err" => Conn::ServerConnectionError { text: false },
+        "bc_err_str" => Conn::ServerConnectionError { text: true },
         "src_is_local" => Conn::SrcIsLocal { connection: false },
         "fc_src_is_local" => Conn::SrcIsLocal { connection: true },
         "dst_is_local" => Conn::DstIsLocal { connection: false },
@@ -287,6 +299,8 @@ pub(super) static FETCHES: &[FetchDef] = &[
     def!("bc_src_port", Int, ServerConnection),
     def!("bc_dst", Ip, ServerConnection),
     def!("bc_dst_port", Int, ServerConnection),
+    def!("bc_err", Int, ServerConnection),
+    def!("bc_err_str", Str, ServerConnection),
     def!("src_is_local", Bool, ClientAddress),
     def!("fc_src_is_local", Bool, ClientAddress),
     def!("dst_is_local", Bool, ClientAddress),
