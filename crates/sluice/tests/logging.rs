@@ -758,8 +758,13 @@ backend b
         ("/cached", 502, "PH--"),
     ] {
         let mut s = connect(addr);
-        // A kept-alive request: the proxy ends the connection itself.
-        write!(s, "GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        // The client asks to close, so the answer is all that comes (a kept-alive client
+        // keeps its connection after such an answer: `response_answers_keep_alive.vtc`).
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let Closed::Eof(answer) = read_to_close(&mut s, GENEROUS) else {
             panic!("{path}: the connection stayed open");
         };

@@ -1753,15 +1753,28 @@ where
                     .map(|answer| (answer.bytes, answer.status, Cause::Proxy))
             });
             if let Some((bytes, status, reason)) = reply {
-                // The server's response is dropped: its connection cannot be reused, and the
-                // client's ends after this answer, which says so.
+                // The server's response is dropped: its connection cannot be reused. The
+                // client's goes on, as in HAProxy, when it and the configuration keep
+                // connections alive and the answer frames itself (the caller still closes
+                // it if the request's body did not all come); otherwise the answer says it
+                // ends.
                 started.set(Some((clock::now_std(), status, Version::Http11)));
-                let bytes = super::session::with_connection(bytes, "close");
+                let keep = shape.client_wants_keepalive
+                    && s.conn_mode != HttpConnMode::Close
+                    && !ctx.process.ends_kept_alive();
+                let kept = keep
+                    .then(|| rules::page_without_connection(&bytes))
+                    .filter(|page| rules::has_length(page));
+                let close_client = kept.is_none();
+                let bytes = match kept {
+                    Some(page) => std::borrow::Cow::Owned(page),
+                    None => super::session::with_connection(bytes, "close"),
+                };
                 body::write(client, &bytes, s.client)
                     .await
                     .map_err(client_write_failure)?;
                 return Ok(ResponseDone {
-                    close_client: true,
+                    close_client,
                     server_reusable: false,
                     tunnel: false,
                     bytes_up: 0,
