@@ -62,6 +62,9 @@ struct Transaction {
     /// `cache-use` and `cache-store`: the request's key, the response found, the one to
     /// store.
     cache: Option<Box<crate::http::cache::CacheTxn>>,
+    /// Where the last final rule the transaction matched was configured (see
+    /// [`Vars::note_final_rule`]).
+    last_rule: Option<Span>,
 }
 
 /// The TOS byte and the firewall mark rules asked for the packets sent to the client.
@@ -98,11 +101,6 @@ pub struct Vars {
     /// while the box is borrowed for its captures. 32 bits, as HAProxy's (`txn.id32`), which
     /// wrap.
     stream_number: std::cell::Cell<u32>,
-    /// Where the last final rule the transaction matched was configured
-    /// (`last_rule_file`, `last_rule_line`). Not in the transaction's box: a request
-    /// matching an `allow` would then allocate one.
-    last_rule: LastRule,
-
     /// The session's stick counters (`track-sc0|1|2`): like `sess.` variables they live as
     /// long as the session, and every rule and fetch already holds the session's `Vars`.
     pub trackers: crate::track::Trackers,
@@ -477,17 +475,22 @@ impl Vars {
     }
 
     /// Notes the rule configured at `span` as the last final rule (one that ended its rule
-    /// set: `accept`, `allow`, `deny`, `return`...) the transaction matched.
+    /// set: `accept`, `allow`, `deny`, `return`...) the transaction matched, when the
+    /// configuration reads it (`last_rule_file`, `last_rule_line`). Kept in the
+    /// transaction's box, which only such configurations then make for every transaction
+    /// that matched a final rule: the others pay neither the allocation nor the room in
+    /// every session.
     pub fn note_final_rule(&self, span: &Span) {
-        self.last_rule.0.set(Some(span.clone()));
+        if sluice_sample::last_rule_read() {
+            self.transaction().last_rule = Some(span.clone());
+        }
     }
 
     /// The file and line of the last final rule the transaction matched, if any.
     pub fn last_rule(&self) -> Option<(Arc<str>, u32)> {
-        let span = self.last_rule.0.take();
-        let site = span.as_ref().map(|s| (Arc::clone(&s.file), s.line));
-        self.last_rule.0.set(span);
-        site
+        let transaction = self.transaction.borrow();
+        let span = transaction.as_ref()?.last_rule.as_ref()?;
+        Some((Arc::clone(&span.file), span.line))
     }
 
     /// Whether the request being handled is the connection's first (`http_first_req`),
@@ -508,26 +511,11 @@ impl Vars {
         self.transaction.borrow_mut().take();
         self.log_level.set(None);
         self.stream_number.set(0);
-        self.last_rule.0.set(None);
         for entry in self.entries.borrow_mut().iter_mut() {
             if !entry.name.starts_with("sess.") {
                 entry.unset();
             }
         }
-    }
-}
-
-/// See [`Vars::last_rule`]: a plain cell (no borrow flag), so its value is moved out and back
-/// to be read.
-#[derive(Default)]
-struct LastRule(std::cell::Cell<Option<Span>>);
-
-impl std::fmt::Debug for LastRule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let span = self.0.take();
-        let shown = f.debug_tuple("LastRule").field(&span).finish();
-        self.0.set(span);
-        shown
     }
 }
 
@@ -663,6 +651,9 @@ mod tests {
 
     #[test]
     fn the_last_final_rule_is_the_latest_noted_until_the_transaction_ends() {
+        // As a configuration reading it makes it.
+        sluice_sample::Expr::parse("last_rule_line", &sluice_sample::MapStore::new())
+            .expect("a known fetch");
         let vars = Vars::default();
         assert_eq!(vars.last_rule(), None);
         let file: Arc<str> = Arc::from("a.cfg");

@@ -61,6 +61,7 @@ pub use context::{
     TimeoutFetch,
 };
 pub use expr::Expr;
+pub use fetch::last_rule_read;
 pub use logformat::{LogFacts, LogFormat, LogNumber, LogText};
 #[doc(hidden)]
 pub use map::MapProbe;

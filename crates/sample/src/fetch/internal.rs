@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::UNIX_EPOCH;
 
 use super::{Fetch, FetchDef, Sink, emit};
@@ -321,7 +322,20 @@ fn build_unique_id(_: &FetchDef, _: &[String]) -> Result<Fetch, String> {
     ok(Internal::UniqueId)
 }
 
+/// Whether some expression of the process reads the last final rule; until one does, the
+/// data path does not note it (see [`last_rule_read`]).
+static LAST_RULE_READ: AtomicBool = AtomicBool::new(false);
+
+/// Whether an expression reading `last_rule_file` or `last_rule_line` was compiled in this
+/// process: only then need streams note their final rules.
+pub fn last_rule_read() -> bool {
+    LAST_RULE_READ.load(Ordering::Relaxed)
+}
+
 fn build_process_state(def: &FetchDef, _: &[String]) -> Result<Fetch, String> {
+    if def.name.starts_with("last_rule_") {
+        LAST_RULE_READ.store(true, Ordering::Relaxed);
+    }
     ok(match def.name {
         "stopping" => Internal::Stopping,
         "hostname" => Internal::Hostname,

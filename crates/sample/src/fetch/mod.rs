@@ -33,6 +33,7 @@ mod http_cookie;
 mod http_hdr;
 mod http_line;
 mod internal;
+pub use internal::last_rule_read;
 mod payload;
 mod record;
 mod res_payload;
