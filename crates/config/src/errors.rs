@@ -10,6 +10,8 @@
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::directive::Directive;
 use crate::preprocess::Line;
+use crate::rules::Reply;
+use sluice_sample::MapStore;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -18,9 +20,36 @@ pub const CUSTOMIZABLE_STATUSES: [u16; 19] = [
     200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 414, 425, 429, 431, 500, 501, 502, 503, 504,
 ];
 
-/// A complete raw HTTP response sent instead of a built-in error; empty means "close without
-/// answering" (`errorfile 408 /dev/null`).
-pub type ErrorPage = Arc<[u8]>;
+/// An answer sent instead of a built-in error.
+#[derive(Clone, Debug)]
+pub enum ErrorPage {
+    /// A complete raw HTTP response, sent as it is; empty means "close without answering"
+    /// (`errorfile 408 /dev/null`).
+    Fixed(Arc<[u8]>),
+    /// `http-error` with `lf-string`, `lf-file` or a `hdr` value with `%`: built for each
+    /// answer, from the stream it answers.
+    Formatted(Arc<Reply>),
+}
+
+impl ErrorPage {
+    /// A fixed page of `bytes`.
+    pub fn fixed(bytes: impl Into<Arc<[u8]>>) -> ErrorPage {
+        ErrorPage::Fixed(bytes.into())
+    }
+}
+
+/// Fixed pages compare by their bytes, formatted ones by identity (formats have no equality).
+impl PartialEq for ErrorPage {
+    fn eq(&self, other: &ErrorPage) -> bool {
+        match (self, other) {
+            (ErrorPage::Fixed(a), ErrorPage::Fixed(b)) => a == b,
+            (ErrorPage::Formatted(a), ErrorPage::Formatted(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ErrorPage {}
 
 /// Error pages by status.
 pub type ErrorPages = BTreeMap<u16, ErrorPage>;
@@ -49,10 +78,11 @@ pub enum ErrorDirective {
 /// §4.2 "errorfile"), 15360 bytes with the default tune settings.
 pub const MAX_PAGE: usize = 15360;
 
-/// Parses `errorfile`, `errorloc`, `errorloc302`, `errorloc303` or `errorfiles`; `None` if the
-/// line is not one of them.
+/// Parses `errorfile`, `errorloc`, `errorloc302`, `errorloc303`, `errorfiles` or `http-error`
+/// (whose formats may use `maps`); `None` if the line is not one of them.
 pub(crate) fn parse_error_directive(
     line: &Line,
+    maps: &MapStore,
     diags: &mut Diagnostics,
 ) -> Option<Option<ErrorDirective>> {
     let d = Directive::new(line, 1);
@@ -75,7 +105,10 @@ pub(crate) fn parse_error_directive(
             let page = format!(
                 "HTTP/1.1 {redirect} {reason}\r\ncontent-length: 0\r\nlocation: {url}\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
             );
-            Some(ErrorDirective::Page(code, Arc::from(page.into_bytes())))
+            Some(ErrorDirective::Page(
+                code,
+                ErrorPage::fixed(page.into_bytes()),
+            ))
         }
         "errorfiles" => {
             let section = d
@@ -99,17 +132,19 @@ pub(crate) fn parse_error_directive(
                 codes,
             })
         }
-        "http-error" => parse_http_error(line, &d, diags),
+        "http-error" => parse_http_error(line, &d, maps, diags),
         _ => return None,
     })
 }
 
 /// `http-error status CODE [content-type T] [default-errorfiles | errorfile F | errorfiles N |
-/// file F | string S] [hdr NAME VALUE]*`: the page is made here, once; the forms rendered
-/// for each answer (`lf-string`, `lf-file`, a `hdr` value with `%`) are not supported.
+/// file F | string S | lf-file F | lf-string FMT] [hdr NAME VALUE]*`: a fixed page is made
+/// here, once; one with a format (`lf-string`, `lf-file`, a `hdr` value with `%`) is built
+/// for each answer.
 fn parse_http_error(
     line: &Line,
     d: &Directive<'_>,
+    maps: &MapStore,
     diags: &mut Diagnostics,
 ) -> Option<ErrorDirective> {
     let words = &line.words;
@@ -118,6 +153,18 @@ fn parse_http_error(
         return None;
     }
     let code = status_at(d, 2, diags)?;
+    if has_format(&words[3..]) {
+        return match crate::rules::parse_error_reply(&words[3..], code, maps) {
+            Ok(reply) => Some(ErrorDirective::Page(
+                code,
+                ErrorPage::Formatted(Arc::new(reply)),
+            )),
+            Err(message) => {
+                diags.push(d.alert(message));
+                None
+            }
+        };
+    }
     let mut content_type = None;
     let mut body: Option<Vec<u8>> = None;
     let mut headers: Vec<(String, String)> = Vec::new();
@@ -157,22 +204,8 @@ fn parse_http_error(
                     diags.push(d.alert("'hdr' expects a name and a value"));
                     return None;
                 };
-                if field.contains('%') {
-                    diags.push(Diagnostic::not_supported(
-                        &line.span,
-                        "http-error hdr with a log-format value".to_owned(),
-                    ));
-                    return None;
-                }
                 headers.push((value.to_ascii_lowercase(), field.clone()));
                 i += 1;
-            }
-            "lf-string" | "lf-file" => {
-                diags.push(Diagnostic::not_supported(
-                    &line.span,
-                    format!("http-error {word}"),
-                ));
-                return None;
             }
             other => {
                 diags.push(d.alert(format!("unknown argument '{other}'")));
@@ -209,7 +242,23 @@ fn parse_http_error(
         diags.push(d.alert(problem));
         return None;
     }
-    Some(ErrorDirective::Page(code, Arc::from(bytes)))
+    Some(ErrorDirective::Page(code, ErrorPage::fixed(bytes)))
+}
+
+/// Whether the arguments after `http-error status CODE` ask for a page built per answer:
+/// `lf-string`, `lf-file`, or a `hdr` value with a `%`.
+fn has_format(args: &[String]) -> bool {
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "lf-string" | "lf-file" => return true,
+            "hdr" if args.get(i + 2).is_some_and(|v| v.contains('%')) => return true,
+            "hdr" => i += 3,
+            "default-errorfiles" => i += 1,
+            _ => i += 2,
+        }
+    }
+    false
 }
 
 fn status(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<u16> {
@@ -255,7 +304,7 @@ fn parse_errorfile_at(
         diags.push(d.alert(format!("error file '{path}': {problem}")));
         return None;
     }
-    Some(ErrorDirective::Page(code, Arc::from(bytes)))
+    Some(ErrorDirective::Page(code, ErrorPage::fixed(bytes)))
 }
 
 /// An error page must be empty or a complete HTTP/1.x response head (body optional) that fits
@@ -322,7 +371,7 @@ pub fn resolve(
     for directive in directives {
         match directive {
             ErrorDirective::Page(code, page) => {
-                pages.insert(*code, Arc::clone(page));
+                pages.insert(*code, page.clone());
             }
             ErrorDirective::Reset(code) => {
                 pages.remove(code);
@@ -340,7 +389,7 @@ pub fn resolve(
                 Some(found) => {
                     for (code, page) in found {
                         if codes.is_empty() || codes.contains(code) {
-                            pages.insert(*code, Arc::clone(page));
+                            pages.insert(*code, page.clone());
                         }
                     }
                 }
@@ -367,7 +416,7 @@ mod tests {
 
     #[test]
     fn later_directives_override_earlier_ones() {
-        let page = |s: &str| -> ErrorPage { Arc::from(s.as_bytes()) };
+        let page = |s: &str| ErrorPage::fixed(s.as_bytes());
         let span = Span::new(&Arc::from("t.cfg"), 1);
         let mut sections = HttpErrorSections::new();
         sections.insert(
@@ -386,8 +435,8 @@ mod tests {
         let mut diags = Vec::new();
         let pages = resolve(&directives, &sections, &mut diags);
         assert!(diags.is_empty());
-        assert_eq!(&*pages[&503], b"imported 503");
-        assert_eq!(&*pages[&400], b"own 400");
+        assert_eq!(pages[&503], page("imported 503"));
+        assert_eq!(pages[&400], page("own 400"));
         assert!(
             !pages.contains_key(&404),
             "only the listed status is imported"

@@ -611,7 +611,7 @@ pub fn parse_proxy_line(
     if crate::compression::parse_line(&mut conf.compression, kind, line, diags) {
         return;
     }
-    if let Some(directive) = errors::parse_error_directive(line, diags) {
+    if let Some(directive) = errors::parse_error_directive(line, maps, diags) {
         conf.error_directives.extend(directive);
         return;
     }

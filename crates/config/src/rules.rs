@@ -1909,6 +1909,32 @@ fn parse_reply(
     Ok(reply)
 }
 
+/// Parses the arguments of an `http-error status CODE` line whose page has a format
+/// (`lf-string`, `lf-file`, a formatted `hdr`), built for each answer: its formats may read
+/// the request (HAProxy 2.6 lets them, `path` say) and the response. The page is then a
+/// complete answer of its own: neither an `errorfile` nor the built-in page, which have
+/// fields of their own.
+pub(crate) fn parse_error_reply(
+    args: &[String],
+    status: u16,
+    maps: &MapStore,
+) -> Result<Reply, String> {
+    let stages = Stages::HTTP_REQ | Stages::HTTP_RES;
+    let mut reply = parse_reply(args, maps, stages, status, false)?;
+    match reply.body {
+        ReplyBody::Raw(_) | ReplyBody::ErrorPage => Err(
+            "'errorfile', 'errorfiles' and 'default-errorfiles' cannot take formatted fields"
+                .to_owned(),
+        ),
+        // A content type with nothing to describe, as for a fixed page.
+        ReplyBody::Empty => {
+            reply.content_type = None;
+            Ok(reply)
+        }
+        ReplyBody::Fixed(_) | ReplyBody::Format(_) => Ok(reply),
+    }
+}
+
 /// A `content-type` without a body to describe (none, or an `errorfile`, which has its own
 /// head): HAProxy ignores it with a warning, which this returns (the reply loses it).
 fn drop_idle_content_type(action: &mut HttpAction) -> Option<String> {

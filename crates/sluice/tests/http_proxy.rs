@@ -1226,3 +1226,36 @@ fn a_compressed_answer_keeps_the_servers_trailers() {
         .unwrap();
     assert_eq!(plain, "some text some text some ");
 }
+
+#[test]
+fn http_error_pages_with_formats_are_built_for_each_answer() {
+    let backend = common::http::answering(b"not an HTTP response\r\n\r\n");
+    let (listener, addr) = frontend();
+    let config = format!(
+        "{HTTP_DEFAULTS}\nfrontend fe\n    bind {}\n    \
+         http-error status 400 content-type text/plain lf-string \"bad request from %[src]\"\n    \
+         default_backend be\n\
+         backend be\n    \
+         http-error status 502 content-type text/plain lf-string \"502 for %[method] %[path]\" hdr x-n %[int(7)]\n    \
+         server s1 {}\n",
+        fd_bind(&listener),
+        backend.addr()
+    );
+    let _p = sluice(&config).inherit(listener).start();
+    // A request the proxy cannot parse: the page sees the connection (HAProxy 2.6 sends its
+    // built-in page here; the manual, which Sluice follows, has the page replace it).
+    let got = one_shot(addr, b"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n");
+    let text = String::from_utf8_lossy(got.data()).into_owned();
+    assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\nbad request from 127.0.0.1"),
+        "{text}"
+    );
+    // A server's invalid response, after the request was sent: the page reads the request
+    // kept for the response side.
+    let got = one_shot(addr, b"GET /x?y=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    let text = String::from_utf8_lossy(got.data()).into_owned();
+    assert!(text.starts_with("HTTP/1.1 502 "), "{text}");
+    assert!(text.contains("\r\nx-n: 7\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\n502 for GET /x"), "{text}");
+}

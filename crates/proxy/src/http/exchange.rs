@@ -124,8 +124,19 @@ impl<'a> Context<'a> {
 
 impl Context<'_> {
     /// An error page of ours as `http-after-response` rules leave it.
-    fn after<'p>(&self, page: &'p [u8]) -> std::borrow::Cow<'p, [u8]> {
-        rules::finish_page(self.scope, Some(self.backend), page)
+    fn after<'p>(&self, page: std::borrow::Cow<'p, [u8]>) -> std::borrow::Cow<'p, [u8]> {
+        use std::borrow::Cow;
+        match page {
+            Cow::Borrowed(page) => rules::finish_page(self.scope, Some(self.backend), page),
+            // A page built for this answer (`http-error ... lf-string`).
+            Cow::Owned(page) => {
+                let changed = match rules::finish_page(self.scope, Some(self.backend), &page) {
+                    Cow::Owned(changed) => Some(changed),
+                    Cow::Borrowed(_) => None,
+                };
+                Cow::Owned(changed.unwrap_or(page))
+            }
+        }
     }
 }
 
@@ -599,7 +610,8 @@ async fn exchange<'a>(
     let limits = s.request_limits.for_rewrites(s.bufsize);
     let Ok(persistence) = persist::choose(ctx, input, &mut head, &limits) else {
         let ending = (500, Cause::Proxy, Phase::Request);
-        return Ending::answered(client, s.request_error(500), s.client, ending).await;
+        let page = s.request_error(500, &view_of(ctx, input.filled(), &head));
+        return Ending::answered(client, &page, s.client, ending).await;
     };
     let mut persist_state = persistence.state;
     // `framing` was decided from the head as received, before any rule rewrote it.
@@ -648,7 +660,7 @@ async fn exchange<'a>(
     let upgrade = conn.upgrade && head.header_values(buf, "upgrade").next().is_some();
     if upgrade && is_websocket_without_key(buf, &head) {
         sluice_runtime::proxy::count_request_error(ctx.scope.front());
-        let page = ctx.after(s.request_error(400));
+        let page = ctx.after(s.request_error(400, &view_of(ctx, buf, &head)));
         return Ending::answered(client, &page, s.client, (400, Cause::Proxy, Phase::Request))
             .await;
     }
@@ -762,7 +774,7 @@ async fn exchange<'a>(
                 Unserved::QueueTimeout => (503, Cause::ServerTimeout, Phase::Queue),
                 _ => (503, Cause::ServerAbort, Phase::Connect),
             };
-            let page = ctx.after(s.server_error(503));
+            let page = ctx.after(s.server_error(503, &view_of(ctx, input.filled(), &head)));
             let keep = keep_after_error();
             if keep {
                 input.consume(head.head_len);
@@ -867,7 +879,7 @@ async fn exchange<'a>(
                 let client_dst = ctx.scope.addresses().local;
                 facts.server_ends =
                     crate::report::attempted_server_ends(ctx.frontend, server, client_dst);
-                let page = ctx.after(s.server_error(503));
+                let page = ctx.after(s.server_error(503, &kept_view(ctx, kept)));
                 let ending = (503, Cause::ServerAbort, Phase::Connect);
                 let keep = (s.client, keep_after_error());
                 return Ending::answered_or_kept(client, &page, keep, ending).await;
@@ -1052,7 +1064,7 @@ async fn exchange<'a>(
             Err(ResponseFailure::ClosedBeforeAnswer) => {
                 ctx.backend.response_errors.incr();
                 server.response_errors.incr();
-                let page = ctx.after(s.server_error(502));
+                let page = ctx.after(s.server_error(502, &kept_view(ctx, kept)));
                 let ending = (502, Cause::ServerAbort, Phase::Headers);
                 return Ending::answered(client, &page, s.client, ending).await;
             }
@@ -1069,7 +1081,7 @@ async fn exchange<'a>(
                 } else {
                     Phase::Data
                 };
-                let page = ctx.after(s.server_error(status));
+                let page = ctx.after(s.server_error(status, &kept_view(ctx, kept)));
                 // HAProxy 2.6 closes after a 502, and keeps the connection after a 504.
                 let keep = (s.client, status == 504 && keep_after_error());
                 return Ending::answered_or_kept(client, &page, keep, (status, cause, phase)).await;
@@ -1083,7 +1095,7 @@ async fn exchange<'a>(
             // server did answer: a 504, logged as a server timeout in the data phase, with
             // no response error counted (as in HAProxy) and no retry.
             Err(ResponseFailure::BodyTimeout) => {
-                let page = ctx.after(s.server_error(504));
+                let page = ctx.after(s.server_error(504, &kept_view(ctx, kept)));
                 let keep = (s.client, keep_after_error());
                 let ending = (504, Cause::ServerTimeout, Phase::Data);
                 return Ending::answered_or_kept(client, &page, keep, ending).await;
@@ -1103,7 +1115,7 @@ async fn exchange<'a>(
             Err(ResponseFailure::RetryStatus(status)) => {
                 ctx.backend.response_errors.incr();
                 server.response_errors.incr();
-                let page = ctx.after(s.server_error(status));
+                let page = ctx.after(s.server_error(status, &kept_view(ctx, kept)));
                 let ending = (status, Cause::ServerAbort, Phase::Headers);
                 return Ending::answered(client, &page, s.client, ending).await;
             }
@@ -1112,6 +1124,17 @@ async fn exchange<'a>(
 }
 
 /// What rules and `balance hash` see of the request while the server is chosen.
+/// The stream as an answer built after the request was sent sees it: with the request head
+/// kept for the response side, if it was.
+fn kept_view<'b>(ctx: &Context<'b>, request: KeptRequest<'b>) -> StreamView<'b> {
+    let scope = ctx.scope;
+    StreamView {
+        backend: Some(ctx.backend),
+        request,
+        ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
+    }
+}
+
 fn view_of<'b>(ctx: &Context<'b>, buf: &'b [u8], head: &'b RequestHead) -> StreamView<'b> {
     let scope = ctx.scope;
     StreamView {
@@ -1724,7 +1747,7 @@ where
                     persist::on_response(ctx.backend, chosen, persist_state, response, &limits)
                         .map_err(|_| ResponseFailure::Status(502))?;
                     if server_cookie && cache.is_some_and(Cacheability::exposes_cookies) {
-                        Some(refuse_cacheable_cookie(ctx, chosen))
+                        Some(refuse_cacheable_cookie(ctx, chosen, kept))
                     } else {
                         None
                     }
@@ -2206,6 +2229,7 @@ async fn wait_for_response_body<R: tokio::io::AsyncRead + Unpin>(
 fn refuse_cacheable_cookie<'p>(
     ctx: &Context<'p>,
     server: &Server,
+    request: KeptRequest<'_>,
 ) -> (std::borrow::Cow<'p, [u8]>, u16, Cause) {
     sluice_runtime::proxy::count_denied_response(ctx.scope.front(), ctx.backend, Some(server));
     let alert = format!(
@@ -2214,7 +2238,8 @@ fn refuse_cacheable_cookie<'p>(
         server.name()
     );
     ctx.frontend.log_alert(&alert, ctx.process.global.quiet);
-    (ctx.after(ctx.settings.server_error(502)), 502, Cause::Proxy)
+    let page = ctx.settings.server_error(502, &kept_view(ctx, request));
+    (ctx.after(page), 502, Cause::Proxy)
 }
 
 async fn read_response_head<R: tokio::io::AsyncRead + Unpin>(

@@ -21,7 +21,7 @@ use super::scratch::Scratch;
 use crate::stream_context::StreamView;
 use crate::track::Stage;
 use crate::vars::Vars;
-use sluice_config::errors::ErrorPages;
+use sluice_config::errors::{ErrorPage, ErrorPages};
 use sluice_config::http_options::HeaderNamePolicy;
 use sluice_config::plan::BackendChoice;
 use sluice_config::proxy::Mode;
@@ -112,16 +112,16 @@ pub struct Answer<'a> {
 
 impl<'a> Answer<'a> {
     /// The 500 that ends a request or response whose rewrite did not fit.
-    fn failed_rewrite(pages: &[&'a ErrorPages]) -> Self {
+    fn failed_rewrite(pages: &[&'a ErrorPages], view: &dyn Context) -> Self {
         Answer {
             internal: true,
-            ..Answer::page(error_page(pages, 500), 500)
+            ..Answer::page(error_page(pages, 500, view), 500)
         }
     }
 
-    fn page(bytes: &'a [u8], status: u16) -> Self {
+    fn page(bytes: Cow<'a, [u8]>, status: u16) -> Self {
         Answer {
-            bytes: Cow::Borrowed(bytes),
+            bytes,
             status,
             close: true,
             denied: true,
@@ -213,12 +213,22 @@ enum Flow<'a> {
     Wait(BodyWait, RulePosition),
 }
 
-/// The error page for `status`: the proxy's own, else the other side's, else the built-in.
-fn error_page<'a>(pages: &[&'a ErrorPages], status: u16) -> &'a [u8] {
-    pages
-        .iter()
-        .find_map(|p| p.get(&status))
-        .map_or_else(|| error_response(status), |page| &page[..])
+/// The error page for `status`: the proxy's own, else the other side's, else the built-in;
+/// one with a format is built from `view`.
+fn error_page<'a>(pages: &[&'a ErrorPages], status: u16, view: &dyn Context) -> Cow<'a, [u8]> {
+    match pages.iter().find_map(|p| p.get(&status)) {
+        Some(page) => page_bytes(page, view),
+        None => Cow::Borrowed(error_response(status)),
+    }
+}
+
+/// The bytes of a configured error page: a fixed one as it is, one with a format built for
+/// the stream `view` shows (`http-error ... lf-string`).
+pub(super) fn page_bytes<'a>(page: &'a ErrorPage, view: &dyn Context) -> Cow<'a, [u8]> {
+    match page {
+        ErrorPage::Fixed(bytes) => Cow::Borrowed(&bytes[..]),
+        ErrorPage::Formatted(reply) => Cow::Owned(reply_bytes(reply, view)),
+    }
 }
 
 /// Runs the request-side rules of the frontend and of the backend they choose; an answer
@@ -376,7 +386,7 @@ fn frontend_verdict<'a>(
             // Every monitor hit is intercepted (`process_request` counts the others, which
             // are not denials).
             scope.frontend.intercepted.incr();
-            Answer::page(error_page(&front_pages, 503), 503)
+            Answer::page(error_page(&front_pages, 503, &view), 503)
         } else {
             Answer {
                 bytes: Cow::Borrowed(MONITOR_OK),
@@ -495,7 +505,8 @@ fn after_frontend_rules<'a>(
         // Nowhere to send the request: HAProxy answers 503.
         frontend.failed.incr();
         let front_pages = [&frontend.plan.error_pages];
-        RequestVerdict::Answer(Answer::page(error_page(&front_pages, 503), 503))
+        let view = scope.view(None, Some((input.filled(), head)));
+        RequestVerdict::Answer(Answer::page(error_page(&front_pages, 503, &view), 503))
     })
 }
 
@@ -841,7 +852,8 @@ fn http_request_rules<'a>(
                 continue;
             }
             scope.vars.note_final_rule(&rule.span);
-            return Flow::Answer(Answer::failed_rewrite(pages));
+            let view = scope.view(backend, Some((input.filled(), head)));
+            return Flow::Answer(Answer::failed_rewrite(pages, &view));
         }
     }
     // `option http-restrict-req-hdr-names`, after the proxy's `http-request` rules.
@@ -849,13 +861,15 @@ fn http_request_rules<'a>(
     match http.restrict_header_names {
         Some(HeaderNamePolicy::Reject) if has_restricted_name(input.filled(), head) => {
             sluice_runtime::proxy::count_denied_request(scope.front(), backend);
-            return Flow::Answer(Answer::page(error_page(pages, 403), 403));
+            let view = scope.view(backend, Some((input.filled(), head)));
+            return Flow::Answer(Answer::page(error_page(pages, 403, &view), 403));
         }
         Some(HeaderNamePolicy::Delete)
             if has_restricted_name(input.filled(), head)
                 && delete_restricted_names(input, head, limits).is_err() =>
         {
-            return Flow::Answer(Answer::failed_rewrite(pages));
+            let view = scope.view(backend, Some((input.filled(), head)));
+            return Flow::Answer(Answer::failed_rewrite(pages, &view));
         }
         _ => {}
     }
@@ -879,7 +893,7 @@ fn request_action<'a, 'e>(
     head: &RequestHead,
     scratch: &'e mut Vec<u8>,
 ) -> Step<'a, 'e> {
-    let failed = |_: RewriteFailed| Step::Answer(Answer::failed_rewrite(pages));
+    let failed = |_: RewriteFailed| Step::Answer(Answer::failed_rewrite(pages, view));
     match action {
         HttpAction::SetLine { part, value } => {
             let value = render(value, view);
@@ -913,7 +927,9 @@ fn request_action<'a, 'e>(
                     Err(e) => failed(e),
                 },
                 // A `strict` normalizer met a malformed percent sequence.
-                Err(normalize::Invalid) => Step::Answer(Answer::page(error_page(pages, 400), 400)),
+                Err(normalize::Invalid) => {
+                    Step::Answer(Answer::page(error_page(pages, 400, view), 400))
+                }
             }
         }
         HttpAction::Auth { realm } => {
@@ -925,7 +941,7 @@ fn request_action<'a, 'e>(
             // A request to a proxy (`option http-use-proxy-header`) is asked for the
             // proxy's credentials.
             let status = if view.proxy_credentials() { 407 } else { 401 };
-            Step::Answer(auth_answer(error_page(pages, status), status, realm))
+            Step::Answer(auth_answer(&error_page(pages, status, view), status, realm))
         }
         other => common_action(other, view, vars, pages, buf, Some(head), scratch),
     }
@@ -1230,10 +1246,10 @@ fn reply_answer<'a>(
     pages: &[&'a ErrorPages],
     denied: bool,
 ) -> Answer<'a> {
-    let body: Cow<'_, [u8]> = match &reply.body {
+    match &reply.body {
         ReplyBody::ErrorPage => {
             // The error page with the rule's extra fields after its status line.
-            let page = page_without_connection(error_page(pages, reply.status));
+            let page = page_without_connection(&error_page(pages, reply.status, view));
             let line_end = page
                 .windows(2)
                 .position(|w| w == b"\r\n")
@@ -1263,9 +1279,27 @@ fn reply_answer<'a>(
                 backend: None,
             };
         }
-        ReplyBody::Empty => Cow::Borrowed(&[]),
+        ReplyBody::Empty | ReplyBody::Fixed(_) | ReplyBody::Format(_) => {}
+    }
+    Answer {
+        bytes: Cow::Owned(reply_bytes(reply, view)),
+        status: reply.status,
+        close: false,
+        denied,
+        tarpit: None,
+        internal: false,
+        backend: None,
+    }
+}
+
+/// The answer a reply with a body of its own (none, fixed or formatted) makes for `view`: its
+/// status line, its fields, the length and type, the body.
+fn reply_bytes(reply: &Reply, view: &dyn Context) -> Vec<u8> {
+    let body: Cow<'_, [u8]> = match &reply.body {
         ReplyBody::Fixed(bytes) => Cow::Borrowed(&bytes[..]),
         ReplyBody::Format(fmt) => Cow::Owned(render(fmt, view)),
+        // The others are complete pages, built by their callers.
+        ReplyBody::Empty | ReplyBody::Raw(_) | ReplyBody::ErrorPage => Cow::Borrowed(&[]),
     };
     let mut bytes = Vec::with_capacity(128 + body.len());
     status_line(reply.status, &mut bytes);
@@ -1276,15 +1310,7 @@ fn reply_answer<'a>(
     }
     bytes.extend_from_slice(b"\r\n");
     bytes.extend_from_slice(&body);
-    Answer {
-        bytes: Cow::Owned(bytes),
-        status: reply.status,
-        close: false,
-        denied,
-        tarpit: None,
-        internal: false,
-        backend: None,
-    }
+    bytes
 }
 
 /// `page` without its `Connection` field: whether the connection goes on after the answer
@@ -1558,25 +1584,33 @@ pub fn process_response<'a>(
                     &mut scratch,
                 )
             };
-            // A rewrite that does not fit is the proxy's failure: a 500, as in HAProxy.
-            let failed = |_: RewriteFailed| Answer::failed_rewrite(&pages);
             let rewritten = match step {
                 Step::Next => continue,
                 Step::Stop => {
                     scope.vars.note_final_rule(&rule.span);
                     break;
                 }
-                Step::Answer(answer) => Err(answer),
+                Step::Answer(answer) => Err(Some(answer)),
                 Step::Rewrite(new_head) => {
-                    rewrite::install_response(input, head, &new_head, &limits).map_err(failed)
+                    rewrite::install_response(input, head, &new_head, &limits).map_err(|_| None)
                 }
                 Step::Edit(edit) => rewrite::edit_response(input, head, &edit, &limits)
                     .map(drop)
-                    .map_err(failed),
+                    .map_err(|_| None),
             };
             let answer = match rewritten {
                 Ok(()) => continue,
-                Err(answer) => answer,
+                Err(Some(answer)) => answer,
+                // A rewrite that does not fit is the proxy's failure: a 500, as in HAProxy.
+                Err(None) => {
+                    let view = StreamView {
+                        server,
+                        server_socket,
+                        response: Some((input.filled(), head)),
+                        ..scope.view(Some(backend), request)
+                    };
+                    Answer::failed_rewrite(&pages, &view)
+                }
             };
             if answer.internal {
                 sluice_runtime::proxy::count_failed_rewrite(
@@ -1669,7 +1703,12 @@ pub fn after_response<'a>(
             if strict {
                 scope.vars.note_final_rule(&rule.span);
                 let pages = [&backend.plan.error_pages, &scope.frontend.plan.error_pages];
-                let answer = Answer::failed_rewrite(&pages);
+                let view = StreamView {
+                    server,
+                    response: Some((input.filled(), head)),
+                    ..scope.view(Some(backend), request)
+                };
+                let answer = Answer::failed_rewrite(&pages, &view);
                 return Err(finish_answer(scope, Some(backend), request, answer));
             }
         }
@@ -1900,11 +1939,12 @@ fn after_response_bytes(
                 return None;
             }
             let front_pages = &scope.frontend.plan.error_pages;
+            let view = scope.view(backend, request);
             let page = match backend {
-                Some(b) => error_page(&[&b.plan.error_pages, front_pages], 500),
-                None => error_page(&[front_pages], 500),
+                Some(b) => error_page(&[&b.plan.error_pages, front_pages], 500, &view),
+                None => error_page(&[front_pages], 500, &view),
             };
-            let replaced = after_response_bytes(scope, backend, request, page, true);
+            let replaced = after_response_bytes(scope, backend, request, &page, true);
             return Some(replaced.unwrap_or_else(|| (page.to_vec(), 500)));
         }
     }
@@ -1931,7 +1971,7 @@ fn response_action<'a, 'e>(
     head: &ResponseHead,
     scratch: &'e mut Vec<u8>,
 ) -> Step<'a, 'e> {
-    let failed = || Step::Answer(Answer::failed_rewrite(pages));
+    let failed = || Step::Answer(Answer::failed_rewrite(pages, view));
     match action {
         HttpAction::SetStatus { status, reason } => {
             let reason = reason
@@ -1949,8 +1989,18 @@ fn response_action<'a, 'e>(
 
 /// Keeps a request's method and version for response rules, only when some rule may read
 /// them: the sets with `http-response` rules, when one of their response rules may read the
-/// request.
+/// request; and for error pages built per answer.
 pub fn wants_request_copy(frontend: &Frontend, backend: &Backend) -> bool {
+    // An error page built per answer may read the request too (rare: most proxies have no
+    // error page at all, and this is a look at an empty map).
+    let formatted = |pages: &ErrorPages| {
+        pages
+            .values()
+            .any(|page| matches!(page, ErrorPage::Formatted(_)))
+    };
+    if formatted(&frontend.plan.error_pages) || formatted(&backend.plan.error_pages) {
+        return true;
+    }
     let (front, back) = (&frontend.plan.rules, &backend.plan.rules);
     if front.http_response.is_empty() && back.http_response.is_empty() {
         return false;

@@ -11,6 +11,8 @@ use sluice_http::encode::HeaderCase;
 use sluice_http::error::error_response;
 use sluice_http::head::Limits;
 use sluice_runtime::proxy::{Backend, Frontend};
+use sluice_sample::Context;
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// Buffer sizes and head limits from the global section (`tune.bufsize`, `tune.maxrewrite`,
@@ -152,20 +154,27 @@ impl<'a> HttpSettings<'a> {
     }
 
     /// The answer to a request refused before any backend was involved: the frontend's
-    /// `errorfile` for `status`, or the built-in page.
-    pub fn request_error(&self, status: u16) -> &'a [u8] {
-        self.front_pages
-            .get(&status)
-            .map_or_else(|| error_response(status), |page| &page[..])
+    /// `errorfile` for `status`, or the built-in page. A page with a format is built from
+    /// `view`.
+    pub fn request_error(&self, status: u16, view: &dyn Context) -> Cow<'a, [u8]> {
+        match self.front_pages.get(&status) {
+            Some(page) => super::rules::page_bytes(page, view),
+            None => Cow::Borrowed(error_response(status)),
+        }
     }
 
     /// The answer to a failure on the server side: the backend's page, then the frontend's,
-    /// then the built-in one (the order HAProxy looks them up).
-    pub fn server_error(&self, status: u16) -> &'a [u8] {
-        self.back_pages
+    /// then the built-in one (the order HAProxy looks them up). A page with a format is
+    /// built from `view`.
+    pub fn server_error(&self, status: u16, view: &dyn Context) -> Cow<'a, [u8]> {
+        let page = self
+            .back_pages
             .get(&status)
-            .or_else(|| self.front_pages.get(&status))
-            .map_or_else(|| error_response(status), |page| &page[..])
+            .or_else(|| self.front_pages.get(&status));
+        match page {
+            Some(page) => super::rules::page_bytes(page, view),
+            None => Cow::Borrowed(error_response(status)),
+        }
     }
 }
 
