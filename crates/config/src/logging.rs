@@ -137,6 +137,40 @@ pub struct ProxyLogConf {
     pub unique_id_format: Option<LogFormat>,
     /// `unique-id-header`: the request field carrying the unique id to the server.
     pub unique_id_header: Option<String>,
+    /// Where each format directive (`log-format`, `log-format-sd`, `error-log-format`,
+    /// `unique-id-format`) was last given, inherited from `defaults` with the formats: a
+    /// `mode tcp` proxy's format using an HTTP alias is refused at that line.
+    pub format_lines: Vec<(&'static str, crate::diag::Span)>,
+}
+
+impl ProxyLogConf {
+    /// Notes that `keyword` was given on `line`.
+    fn given_at(&mut self, keyword: &'static str, line: &Line) {
+        self.format_lines.retain(|(k, _)| *k != keyword);
+        self.format_lines.push((keyword, line.span.clone()));
+    }
+
+    /// The formats the proxy was given, with their directive and where it was: what a
+    /// `mode tcp` proxy checks for HTTP aliases.
+    pub fn given_formats(&self) -> Vec<(&'static str, &LogFormat, Option<&crate::diag::Span>)> {
+        let custom = match &self.format {
+            LineFormat::Custom(fmt) => Some(fmt),
+            _ => None,
+        };
+        let formats = [
+            ("log-format", custom),
+            ("log-format-sd", self.structured_format.as_ref()),
+            ("error-log-format", self.error_format.as_ref()),
+            ("unique-id-format", self.unique_id_format.as_ref()),
+        ];
+        formats
+            .into_iter()
+            .filter_map(|(keyword, fmt)| {
+                let line = self.format_lines.iter().find(|(k, _)| *k == keyword);
+                fmt.map(|fmt| (keyword, fmt, line.map(|(_, span)| span)))
+            })
+            .collect()
+    }
 }
 
 impl ProxyLogConf {
@@ -341,16 +375,19 @@ pub(crate) fn parse_proxy_log_line(
         (Some("log-format"), _) => {
             if let Some(fmt) = log_format_line(line, maps, true, diags) {
                 conf.format = LineFormat::Custom(fmt);
+                conf.given_at("log-format", line);
             }
         }
         (Some("log-format-sd"), _) => {
             if let Some(fmt) = log_format_line(line, maps, true, diags) {
                 conf.structured_format = Some(fmt);
+                conf.given_at("log-format-sd", line);
             }
         }
         (Some("error-log-format"), _) => {
             if let Some(fmt) = log_format_line(line, maps, false, diags) {
                 conf.error_format = Some(fmt);
+                conf.given_at("error-log-format", line);
             }
         }
         (Some("unique-id-format"), _) => {
@@ -362,7 +399,10 @@ pub(crate) fn parse_proxy_log_line(
                 return true;
             }
             match LogFormat::parse_unique_id(text, maps) {
-                Ok(fmt) => conf.unique_id_format = Some(fmt),
+                Ok(fmt) => {
+                    conf.unique_id_format = Some(fmt);
+                    conf.given_at("unique-id-format", line);
+                }
                 Err(message) => diags.push(d.alert(message)),
             }
         }

@@ -612,9 +612,10 @@ fn plan_proxies(
         .map(|p| errors::resolve(&p.conf.error_directives, http_errors, diags))
         .collect();
     let mut rules: Vec<ProxyRules> = proxies.iter().map(|p| mode_rules(p, diags)).collect();
-    proxies
-        .iter()
-        .for_each(|p| warn_http_only_options(p, diags));
+    proxies.iter().for_each(|p| {
+        warn_http_only_options(p, diags);
+        check_tcp_formats(p, diags);
+    });
     let table_names: Vec<&str> = proxies
         .iter()
         .filter(|p| p.conf.stick_table.is_some())
@@ -860,6 +861,27 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     // A page inherited from `defaults` by a `mode tcp` proxy is not an error: dropped quietly.
     rules.stats_page = None;
     rules
+}
+
+/// A `mode tcp` frontend's formats may not use the aliases reserved for HTTP (`%r`, `%HM`,
+/// `%Ta`...): HAProxy 2.6 refuses them at the line that gave the format (in `defaults` when
+/// inherited), even when the proxy switches to HTTP (`switch-mode http`).
+fn check_tcp_formats(p: &ParsedProxy<'_>, diags: &mut Diagnostics) {
+    if p.conf.mode.unwrap_or(Mode::Tcp) != Mode::Tcp || !p.section.kind.has_frontend() {
+        return;
+    }
+    for (keyword, fmt, line) in p.conf.log.given_formats() {
+        if let Some(alias) = fmt.http_only_alias() {
+            diags.push(Diagnostic::alert(
+                line.unwrap_or(&p.section.span),
+                keyword,
+                format!(
+                    "format variable '{alias}' is reserved for HTTP mode ('{}' is in mode tcp)",
+                    p.name
+                ),
+            ));
+        }
+    }
 }
 
 /// The options that add fields to HTTP requests (`forwardfor`, `originalto`, `forwarded`)

@@ -388,6 +388,13 @@ enum Item {
     Alias(Alias, Flags),
 }
 
+/// The aliases HAProxy 2.6 reserves for proxies in `mode http` (a `mode tcp` proxy's formats
+/// may not use them).
+const HTTP_ONLY_ALIASES: &[&str] = &[
+    "CC", "CS", "Ta", "Ti", "Tq", "Tr", "TR", "HM", "HP", "HPO", "HQ", "HU", "HV", "r", "tr",
+    "trg", "trl",
+];
+
 /// A compiled custom log format. Cloning is cheap but for the literal text.
 #[derive(Clone)]
 pub struct LogFormat {
@@ -395,6 +402,8 @@ pub struct LogFormat {
     items: Vec<Item>,
     /// Log lines (`parse_log`) rather than header fields and payloads.
     log: bool,
+    /// The first alias it uses that only means something in HTTP, if any.
+    http_alias: Option<&'static str>,
 }
 
 impl fmt::Debug for LogFormat {
@@ -449,6 +458,7 @@ impl LogFormat {
             mandatory: log,
             ..Flags::default()
         };
+        let mut http_alias = None;
         let mut pos = 0;
         while let Some(&b) = bytes.get(pos) {
             if b != b'%' {
@@ -509,15 +519,15 @@ impl LogFormat {
                         pos += 1;
                     }
                     let name = text.get(start..pos).unwrap_or("");
-                    let alias = ALIASES
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                        .map(|(_, a)| *a)
-                        .ok_or_else(|| {
+                    let &(name, alias) =
+                        ALIASES.iter().find(|(n, _)| *n == name).ok_or_else(|| {
                             format!(
                                 "no such log-format alias '%{name}' (write '%%' for a literal '%')"
                             )
                         })?;
+                    if HTTP_ONLY_ALIASES.contains(&name) {
+                        http_alias = http_alias.or(Some(name));
+                    }
                     if alias == Alias::Defaults {
                         defaults = flags;
                     } else {
@@ -546,7 +556,14 @@ impl LogFormat {
             text: text.to_string(),
             items,
             log,
+            http_alias,
         })
+    }
+
+    /// The first alias the format uses that HAProxy reserves for HTTP (`%r`, `%HM`, `%Ta`,
+    /// `%CC`...), which a `mode tcp` proxy may not use; `None` if there is none.
+    pub fn http_only_alias(&self) -> Option<&'static str> {
+        self.http_alias
     }
 
     /// The format as it was written.

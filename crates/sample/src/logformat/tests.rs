@@ -512,3 +512,22 @@ fn numbers_and_addresses_are_written_as_their_display_forms() {
         assert_eq!(out, ip.to_string().into_bytes());
     }
 }
+
+#[test]
+fn the_first_alias_reserved_for_http_is_known() {
+    let alias = |text: &str| {
+        LogFormat::parse_log(text, &MapStore::new())
+            .unwrap()
+            .http_only_alias()
+    };
+    // The ones HAProxy 2.6 refuses in a `mode tcp` proxy.
+    for name in HTTP_ONLY_ALIASES {
+        assert_eq!(alias(&format!("%ci %{name}")), Some(*name), "{name}");
+    }
+    assert_eq!(alias("%{+Q}r %HM"), Some("r"));
+    // The others, and what fetches read, are for any proxy.
+    assert_eq!(
+        alias("%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ST %[path] %hr"),
+        None
+    );
+}
