@@ -140,12 +140,12 @@ pub enum TcpAction {
     Accept,
     /// Close the connection at once.
     Reject,
-    /// Set a variable from an expression.
+    /// Set a variable from an expression (`set-var`) or a log-format string (`set-var-fmt`).
     SetVar {
         /// `scope.name`.
         name: String,
         /// The value.
-        expr: Expr,
+        value: VarValue,
     },
     /// Remove a variable.
     UnsetVar {
@@ -1336,7 +1336,16 @@ fn parse_tcp_action(args: &[String], maps: &MapStore, stages: Stages) -> Result<
         };
         let mut expr = Expr::parse(expr, maps)?;
         expr.check_stages(stages)?;
-        return Ok(TcpAction::SetVar { name, expr });
+        let value = VarValue::Expr(expr);
+        return Ok(TcpAction::SetVar { name, value });
+    }
+    if let Some(name) = paren_arg(action, "set-var-fmt") {
+        let name = var_name(name)?;
+        let [text] = rest else {
+            return Err("expects exactly one log-format string".to_owned());
+        };
+        let value = VarValue::Format(fmt_arg(text, maps, stages)?);
+        return Ok(TcpAction::SetVar { name, value });
     }
     if let Some(stick) = crate::stick::parse_action(action, rest, maps, stages) {
         return stick.map(TcpAction::Stick);

@@ -622,9 +622,14 @@ pub fn run_tcp_rules(
             TcpAction::Reject => TcpVerdict::Reject,
             TcpAction::SilentDrop => TcpVerdict::SilentDrop,
             TcpAction::SwitchModeHttp => TcpVerdict::SwitchHttp,
-            TcpAction::SetVar { name, expr } => {
-                if let Some(value) = expr.eval(view) {
-                    vars.set(name, value);
+            TcpAction::SetVar { name, value } => {
+                match value {
+                    VarValue::Expr(expr) => {
+                        if let Some(value) = expr.eval(view) {
+                            vars.set(name, value);
+                        }
+                    }
+                    VarValue::Format(fmt) => vars.set(name, Sample::owned_str(render(fmt, view))),
                 }
                 continue;
             }
