@@ -22,7 +22,7 @@ use crate::proxy::{
 use crate::reader::Source;
 use crate::retry::RetryOn;
 use crate::ring::{self, RingConf};
-use crate::rules::{self, BackendTarget, ProxyRules, Rule};
+use crate::rules::{self, BackendTarget, ProxyRules, Rule, TcpAction, VarValue};
 use crate::sections::{self, Section, SectionKind};
 use crate::userlist;
 use sluice_balance::{Algorithm, HashType};
@@ -863,23 +863,46 @@ fn mode_rules(p: &ParsedProxy<'_>, diags: &mut Diagnostics) -> ProxyRules {
     rules
 }
 
-/// A `mode tcp` frontend's formats may not use the aliases reserved for HTTP (`%r`, `%HM`,
+/// A `mode tcp` proxy's formats may not use the aliases reserved for HTTP (`%r`, `%HM`,
 /// `%Ta`...): HAProxy 2.6 refuses them at the line that gave the format (in `defaults` when
-/// inherited), even when the proxy switches to HTTP (`switch-mode http`).
+/// inherited), even when the proxy switches to HTTP (`switch-mode http`): a frontend's log
+/// and unique-id formats, and the `set-var-fmt` values of any TCP proxy's rules.
 fn check_tcp_formats(p: &ParsedProxy<'_>, diags: &mut Diagnostics) {
-    if p.conf.mode.unwrap_or(Mode::Tcp) != Mode::Tcp || !p.section.kind.has_frontend() {
+    if p.conf.mode.unwrap_or(Mode::Tcp) != Mode::Tcp {
+        return;
+    }
+    let reserved = |alias: &str| {
+        format!(
+            "format variable '{alias}' is reserved for HTTP mode ('{}' is in mode tcp)",
+            p.name
+        )
+    };
+    let r = &p.conf.rules;
+    let rule_sets = [
+        ("tcp-request connection", &r.tcp_connection),
+        ("tcp-request session", &r.tcp_session),
+        ("tcp-request content", &r.tcp_content),
+        ("tcp-response content", &r.tcp_response),
+    ];
+    for (keyword, rules) in rule_sets {
+        for rule in rules.iter() {
+            if let TcpAction::SetVar {
+                value: VarValue::Format(fmt),
+                ..
+            } = &rule.action
+                && let Some(alias) = fmt.http_only_alias()
+            {
+                diags.push(Diagnostic::alert(&rule.span, keyword, reserved(alias)));
+            }
+        }
+    }
+    if !p.section.kind.has_frontend() {
         return;
     }
     for (keyword, fmt, line) in p.conf.log.given_formats() {
         if let Some(alias) = fmt.http_only_alias() {
-            diags.push(Diagnostic::alert(
-                line.unwrap_or(&p.section.span),
-                keyword,
-                format!(
-                    "format variable '{alias}' is reserved for HTTP mode ('{}' is in mode tcp)",
-                    p.name
-                ),
-            ));
+            let line = line.unwrap_or(&p.section.span);
+            diags.push(Diagnostic::alert(line, keyword, reserved(alias)));
         }
     }
 }
