@@ -1014,3 +1014,38 @@ backend app
     assert_eq!(next_line(&syslog), "/first 0 0 -\n");
     assert_eq!(next_line(&syslog), "/second 1 0 -\n");
 }
+
+/// `set-var-fmt` in `tcp-response content` rules: the variable holds the format rendered over
+/// the server's first bytes, and the log line reads it.
+#[test]
+fn tcp_response_rules_set_variables_from_formats() {
+    let banner = Backend::start(|mut s| {
+        let _ = s.write_all(b"220 ready\r\n");
+        let mut buf = [0u8; 64];
+        while matches!(std::io::Read::read(&mut s, &mut buf), Ok(n) if n > 0) {}
+    });
+    let (syslog, log_addr) = receiver();
+    let config = format!(
+        "{TCP_DEFAULTS}
+frontend f
+    {{bind}}
+    log {log_addr} local0
+    log-format \"banner=%[var(sess.banner)]\"
+    default_backend b
+backend b
+    tcp-response inspect-delay 5s
+    tcp-response content set-var-fmt(sess.banner) \"%[res.len]-%[res.payload(0,3)]\" if {{ res.len ge 11 }}
+    server s {}
+",
+        banner.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut s = connect(addr);
+    let mut greeting = [0u8; 11];
+    std::io::Read::read_exact(&mut s, &mut greeting).unwrap();
+    assert_eq!(&greeting, b"220 ready\r\n");
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    read_to_close(&mut s, GENEROUS);
+    let line = next_line(&syslog);
+    assert!(line.ends_with("banner=11-220\n"), "{line}");
+}
