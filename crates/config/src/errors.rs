@@ -404,6 +404,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_formats_make_a_page_built_per_answer() {
+        let words = |text: &str| -> Vec<String> { text.split(' ').map(String::from).collect() };
+        // A fixed string may hold a `%`: it is not a format.
+        assert!(!has_format(&words("content-type text/plain string 100%")));
+        assert!(!has_format(&words("default-errorfiles")));
+        assert!(!has_format(&words(
+            "content-type text/plain string x hdr x-a b"
+        )));
+        assert!(has_format(&words("content-type text/plain lf-string x")));
+        assert!(has_format(&words("content-type text/plain lf-file /f")));
+        assert!(has_format(&words("hdr x-a b hdr x-c %[src]")));
+        // A field named like a keyword is still a field.
+        assert!(has_format(&words("hdr lf-string %[src]")));
+        assert!(!has_format(&words("hdr lf-string fixed")));
+    }
+
+    #[test]
+    fn a_page_with_a_format_is_kept_to_be_built() {
+        let line = |text: &str| Line {
+            span: Span::new(&Arc::from("t.cfg"), 1),
+            words: text.split(' ').map(String::from).collect(),
+        };
+        let maps = MapStore::new();
+        let mut diags = Vec::new();
+        let parsed = parse_error_directive(
+            &line("http-error status 503 content-type text/plain lf-string %[src] hdr x-a b"),
+            &maps,
+            &mut diags,
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        let Some(Some(ErrorDirective::Page(503, ErrorPage::Formatted(reply)))) = parsed else {
+            panic!("{parsed:?}");
+        };
+        assert_eq!(reply.status, 503);
+        assert_eq!(reply.content_type.as_deref(), Some("text/plain"));
+        assert_eq!(reply.headers.len(), 1);
+        // Without a format the page is made once.
+        let parsed = parse_error_directive(
+            &line("http-error status 503 content-type text/plain string down hdr x-a b"),
+            &maps,
+            &mut diags,
+        );
+        assert!(matches!(
+            parsed,
+            Some(Some(ErrorDirective::Page(503, ErrorPage::Fixed(_))))
+        ));
+        assert!(diags.is_empty(), "{diags:?}");
+    }
+
+    #[test]
     fn pages_must_be_responses() {
         assert!(check_page(b"").is_ok());
         assert!(check_page(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n").is_ok());
