@@ -125,18 +125,7 @@ impl<'a> Context<'a> {
 impl Context<'_> {
     /// An error page of ours as `http-after-response` rules leave it.
     fn after<'p>(&self, page: std::borrow::Cow<'p, [u8]>) -> std::borrow::Cow<'p, [u8]> {
-        use std::borrow::Cow;
-        match page {
-            Cow::Borrowed(page) => rules::finish_page(self.scope, Some(self.backend), page),
-            // A page built for this answer (`http-error ... lf-string`).
-            Cow::Owned(page) => {
-                let changed = match rules::finish_page(self.scope, Some(self.backend), &page) {
-                    Cow::Owned(changed) => Some(changed),
-                    Cow::Borrowed(_) => None,
-                };
-                Cow::Owned(changed.unwrap_or(page))
-            }
-        }
+        rules::finish_page(self.scope, Some(self.backend), page)
     }
 }
 
@@ -1123,7 +1112,6 @@ async fn exchange<'a>(
     }
 }
 
-/// What rules and `balance hash` see of the request while the server is chosen.
 /// The stream as an answer built after the request was sent sees it: with the request head
 /// kept for the response side, if it was.
 fn kept_view<'b>(ctx: &Context<'b>, request: KeptRequest<'b>) -> StreamView<'b> {
@@ -1135,13 +1123,9 @@ fn kept_view<'b>(ctx: &Context<'b>, request: KeptRequest<'b>) -> StreamView<'b> 
     }
 }
 
+/// What rules and `balance hash` see of the request while the server is chosen.
 fn view_of<'b>(ctx: &Context<'b>, buf: &'b [u8], head: &'b RequestHead) -> StreamView<'b> {
-    let scope = ctx.scope;
-    StreamView {
-        backend: Some(ctx.backend),
-        request: Some((buf, head)),
-        ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
-    }
+    kept_view(ctx, Some((buf, head)))
 }
 
 /// What `observe layer7` makes of an exchange (configuration.txt §5.2 "observe": statuses

@@ -623,14 +623,7 @@ pub fn run_tcp_rules(
             TcpAction::SilentDrop => TcpVerdict::SilentDrop,
             TcpAction::SwitchModeHttp => TcpVerdict::SwitchHttp,
             TcpAction::SetVar { name, value } => {
-                match value {
-                    VarValue::Expr(expr) => {
-                        if let Some(value) = expr.eval(view) {
-                            vars.set(name, value);
-                        }
-                    }
-                    VarValue::Format(fmt) => vars.set(name, Sample::owned_str(render(fmt, view))),
-                }
+                set_var(vars, name, value, view);
                 continue;
             }
             TcpAction::UnsetVar { name } => {
@@ -665,6 +658,19 @@ pub fn run_tcp_rules(
         return Some(verdict);
     }
     None
+}
+
+/// `set-var` and `set-var-fmt`, in any rule set: an expression keeps its type (and one
+/// without a value sets nothing), a format is stored as a string.
+fn set_var(vars: &Vars, name: &str, value: &VarValue, view: &StreamView<'_>) {
+    match value {
+        VarValue::Expr(expr) => {
+            if let Some(sample) = expr.eval(view) {
+                vars.set(name, sample);
+            }
+        }
+        VarValue::Format(fmt) => vars.set(name, Sample::owned_str(render(fmt, view))),
+    }
 }
 
 /// `set-priority-class|offset`: the expression's value as an integer; none changes nothing.
@@ -1159,16 +1165,7 @@ fn common_action<'a, 'e>(
             render_into(replacement, view, scratch),
         )),
         HttpAction::SetVar { name, value } => {
-            match value {
-                VarValue::Expr(expr) => {
-                    if let Some(sample) = expr.eval(view) {
-                        vars.set(name, sample);
-                    }
-                }
-                VarValue::Format(fmt) => {
-                    vars.set(name, sluice_sample::Sample::owned_str(render(fmt, view)));
-                }
-            }
+            set_var(vars, name, value, view);
             Step::Next
         }
         HttpAction::UnsetVar { name } => {
@@ -1834,15 +1831,15 @@ pub fn finish_answer<'a>(
 }
 
 /// Runs the `http-after-response` rules over an error page the proxy sends (400, 408, 502,
-/// 503, 504...), returning the page to send.
+/// 503, 504...), configured or built for this answer, returning the page to send.
 pub fn finish_page<'p>(
     scope: &Scope<'_>,
     backend: Option<&Backend>,
-    page: &'p [u8],
+    page: Cow<'p, [u8]>,
 ) -> Cow<'p, [u8]> {
-    match after_response_bytes(scope, backend, None, page, false) {
+    match after_response_bytes(scope, backend, None, &page, false) {
         Some((bytes, _)) => Cow::Owned(bytes),
-        None => Cow::Borrowed(page),
+        None => page,
     }
 }
 

@@ -723,7 +723,7 @@ async fn body_timed_out(
     started: (std::time::Instant, SystemTime),
 ) {
     let page = settings.request_error(408, &scope.view(None, Some((input.filled(), head))));
-    let page = rules::finish_page(scope, None, &page);
+    let page = rules::finish_page(scope, None, page);
     let sent = answer(client, &page, settings.client).await;
     sluice_runtime::proxy::count_request_error(scope.front());
     let answered = Answered {
@@ -1059,7 +1059,7 @@ async fn refuse(
     }
     // No request head to read: a page with a format sees the connection only.
     let page = settings.request_error(status, &scope.view(None, None));
-    let page = rules::finish_page(scope, None, &page);
+    let page = rules::finish_page(scope, None, page);
     let sent = answer(client, &page, settings.client).await;
     let answered = Answered::without_head(status, cause, input.filled().len());
     log_answer(scope, started, answered);
