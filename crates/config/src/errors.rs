@@ -54,6 +54,13 @@ impl Eq for ErrorPage {}
 /// Error pages by status.
 pub type ErrorPages = BTreeMap<u16, ErrorPage>;
 
+/// True if one of `pages` is built per answer, and so may read the request it answers.
+pub fn any_formatted(pages: &ErrorPages) -> bool {
+    pages
+        .values()
+        .any(|page| matches!(page, ErrorPage::Formatted(_)))
+}
+
 /// One error-page directive of a proxy, in declaration order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ErrorDirective {

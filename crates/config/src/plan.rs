@@ -1456,4 +1456,40 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn response_rules_that_may_read_the_request_are_found_in_either_rule_set() {
+        let plan = plan_of(
+            "defaults\n mode http\n\
+             backend constant\n\
+             http-response set-header X-A yes\n\
+             http-response del-header X-B\n\
+             http-after-response set-status 200\n\
+             backend after-only\n\
+             http-after-response set-header X-M %[method]\n\
+             backend condition\n\
+             http-response set-header X-A yes if METH_POST\n\
+             backend response-value\n\
+             http-response set-header X-A %[req.ver]\n\
+             backend status-only\n\
+             http-response set-header X-S %[status]\n",
+        );
+        let reads: Vec<(&str, bool)> = plan
+            .backends
+            .iter()
+            .map(|b| (b.id.name.as_str(), b.rules.response_rules_read_request()))
+            .collect();
+        assert_eq!(
+            reads,
+            [
+                ("constant", false),
+                ("after-only", true),
+                ("condition", true),
+                ("response-value", true),
+                // A computed value counts as reading it: the check looks at the kind of
+                // action, not at what its format fetches.
+                ("status-only", true),
+            ]
+        );
+    }
 }

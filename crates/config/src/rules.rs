@@ -122,6 +122,38 @@ impl ProxyRules {
             || self.monitor_uri.is_some()
             || self.stats_page.is_some()
     }
+
+    /// True if an `http-response` or `http-after-response` rule may read the request, which
+    /// the response side must then keep a copy of.
+    pub fn response_rules_read_request(&self) -> bool {
+        self.http_response
+            .iter()
+            .chain(&self.http_after_response)
+            .any(may_read_request)
+    }
+}
+
+/// False only for a rule that certainly reads nothing of the request: no condition reading
+/// it, and an action without computed values or with constant ones.
+fn may_read_request(rule: &Rule<HttpAction>) -> bool {
+    use sluice_sample::Source;
+    let reads = [
+        Source::Request,
+        Source::RequestHeaders,
+        Source::RequestBuffer,
+    ];
+    if let Some(cond) = &rule.cond
+        && reads.into_iter().any(|source| cond.uses(source))
+    {
+        return true;
+    }
+    match &rule.action {
+        HttpAction::SetHeader { value, .. } | HttpAction::AddHeader { value, .. } => {
+            !value.is_constant()
+        }
+        HttpAction::DelHeader(_) | HttpAction::SetStatus { .. } | HttpAction::Allow => false,
+        _ => true,
+    }
 }
 
 /// Where `use_backend` sends the traffic.

@@ -36,6 +36,9 @@ pub struct Frontend {
     /// a request. It depends on the configuration only, so it is worked out once here and
     /// not per accepted connection.
     pub may_reach_http_backend: bool,
+    /// Its response rules or error pages may read the request: a request passing through
+    /// keeps a parsed copy for the response side. Worked out once here, not per request.
+    pub response_reads_request: bool,
     /// Concurrent connection limit (`maxconn`, which `set maxconn frontend` changes): every
     /// open session holds a slot.
     pub slots: Arc<crate::slots::ConnSlots>,
@@ -377,6 +380,7 @@ impl Frontend {
     pub fn new(plan: FrontendPlan, backend: Option<Arc<Backend>>, maxconn: u32) -> Self {
         let session_rate_limit = crate::rate::RateLimit::default();
         session_rate_limit.set_limit(plan.session_rate_limit);
+        let reads_request = response_reads_request(&plan.rules, &plan.error_pages);
         Frontend {
             session_rate_limit,
             listeners: crate::listener::listeners_of(&plan),
@@ -387,6 +391,7 @@ impl Frontend {
             plan,
             backend,
             may_reach_http_backend: false,
+            response_reads_request: reads_request,
             slots: crate::slots::ConnSlots::new(maxconn),
             traffic: Traffic::default(),
             failed: Counter::default(),
@@ -436,6 +441,17 @@ pub struct Backend {
     pub stats: crate::stats::StatsCounters,
     /// The last invalid response (`show errors`).
     pub invalid_response: crate::errors::Captured,
+    /// See [`Frontend::response_reads_request`].
+    pub response_reads_request: bool,
+}
+
+/// True if a proxy's response rules, or an error page built per answer, may read the
+/// request.
+fn response_reads_request(
+    rules: &sluice_config::rules::ProxyRules,
+    error_pages: &sluice_config::errors::ErrorPages,
+) -> bool {
+    rules.response_rules_read_request() || sluice_config::errors::any_formatted(error_pages)
 }
 
 /// What server choice changes under the backend's lock: the balancer and the queues.
@@ -546,6 +562,7 @@ impl Backend {
             ..Queues::default()
         };
         Backend {
+            response_reads_request: response_reads_request(&plan.rules, &plan.error_pages),
             state: Mutex::new(Shared {
                 balancer,
                 queues,

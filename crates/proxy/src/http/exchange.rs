@@ -794,10 +794,10 @@ async fn exchange<'a>(
     let offload = compression.offload && compress.is_some_and(|a| a.content_encoding().is_some());
     let mut request_head = encode_request(ctx, buf, &head, (framing, upgrade, offload), server);
     input.consume(head.head_len);
-    // Response rules may read the request's method and version: keep the head we sent,
-    // parsed again, only when there are such rules.
+    // Response rules and error pages may read the request's method and version: keep the
+    // head we sent, parsed again, only when there are such rules or pages.
     let keep_head = |request_head: &[u8]| {
-        rules::wants_request_copy(ctx.frontend, ctx.backend)
+        (ctx.frontend.response_reads_request || ctx.backend.response_reads_request)
             .then(|| match parse_request(request_head, &Limits::default()) {
                 Ok(Parse::Complete(head)) => Some(head),
                 _ => None,

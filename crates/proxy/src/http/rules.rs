@@ -1989,53 +1989,6 @@ fn response_action<'a, 'e>(
     }
 }
 
-/// Keeps a request's method and version for response rules, only when some rule may read
-/// them: the sets with `http-response` rules, when one of their response rules may read the
-/// request; and for error pages built per answer.
-pub fn wants_request_copy(frontend: &Frontend, backend: &Backend) -> bool {
-    // An error page built per answer may read the request too (rare: most proxies have no
-    // error page at all, and this is a look at an empty map).
-    let formatted = |pages: &ErrorPages| {
-        pages
-            .values()
-            .any(|page| matches!(page, ErrorPage::Formatted(_)))
-    };
-    if formatted(&frontend.plan.error_pages) || formatted(&backend.plan.error_pages) {
-        return true;
-    }
-    let (front, back) = (&frontend.plan.rules, &backend.plan.rules);
-    if front.http_response.is_empty() && back.http_response.is_empty() {
-        return false;
-    }
-    [front, back]
-        .into_iter()
-        .flat_map(|rules| rules.http_response.iter().chain(&rules.http_after_response))
-        .any(may_read_request)
-}
-
-/// False only for a rule that certainly reads nothing of the request: no condition reading
-/// it, and an action without computed values or with constant ones.
-fn may_read_request(rule: &Rule<HttpAction>) -> bool {
-    use sluice_sample::Source;
-    let reads = [
-        Source::Request,
-        Source::RequestHeaders,
-        Source::RequestBuffer,
-    ];
-    if let Some(cond) = &rule.cond
-        && reads.into_iter().any(|source| cond.uses(source))
-    {
-        return true;
-    }
-    match &rule.action {
-        HttpAction::SetHeader { value, .. } | HttpAction::AddHeader { value, .. } => {
-            !value.is_constant()
-        }
-        HttpAction::DelHeader(_) | HttpAction::SetStatus { .. } | HttpAction::Allow => false,
-        _ => true,
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
