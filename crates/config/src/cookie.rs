@@ -344,17 +344,18 @@ fn parse_cookie(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<CookieConf
             "maxidle" | "maxlife" => {
                 let word = d.word(i + 1, &format!("a time after '{option}'"), diags)?;
                 // Seconds by default; 0 disables, as in HAProxy.
-                let seconds = match units::parse_time(word, TimeUnit::S) {
-                    Ok(t) if t.as_secs() <= u64::from(u32::MAX) => t.as_secs() as u32,
-                    Ok(_) => {
-                        diags.push(d.alert(format!("'{option}' value '{word}' is too large")));
-                        return None;
-                    }
-                    Err(err) => {
-                        diags.push(d.alert(format!("invalid time value '{word}': {err}")));
-                        return None;
-                    }
-                };
+                let seconds =
+                    match units::parse_time(word, TimeUnit::S).map(|t| d.duration(t, diags)) {
+                        Ok(t) if t.as_secs() <= u64::from(u32::MAX) => t.as_secs() as u32,
+                        Ok(_) => {
+                            diags.push(d.alert(format!("'{option}' value '{word}' is too large")));
+                            return None;
+                        }
+                        Err(err) => {
+                            diags.push(d.alert(format!("invalid time value '{word}': {err}")));
+                            return None;
+                        }
+                    };
                 let slot = if option == "maxidle" {
                     &mut cookie.maxidle
                 } else {

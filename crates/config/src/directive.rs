@@ -39,6 +39,15 @@ impl<'a> Directive<'a> {
         Diagnostic::warning(self.span, self.keyword.clone(), message)
     }
 
+    /// The duration of a time value read on this line, after passing on its warning (text
+    /// ignored after the unit).
+    pub fn duration(&self, time: units::Time, diags: &mut Diagnostics) -> Duration {
+        if let Some(warning) = time.warning {
+            diags.push(self.warning(warning));
+        }
+        time.duration
+    }
+
     /// The word at `index`, or an alert naming what was expected there.
     pub fn word(&self, index: usize, what: &str, diags: &mut Diagnostics) -> Option<&'a str> {
         match self.words.get(index) {
@@ -86,7 +95,7 @@ impl<'a> Directive<'a> {
     pub fn timeout(&self, index: usize, diags: &mut Diagnostics) -> Option<Duration> {
         let word = self.word(index, "a time value", diags)?;
         match units::parse_timeout(word) {
-            Ok(duration) => Some(duration),
+            Ok(time) => Some(self.duration(time, diags)),
             Err(err) => {
                 diags.push(self.alert(format!("invalid time value '{word}': {err}")));
                 None

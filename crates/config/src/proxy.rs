@@ -480,7 +480,7 @@ impl KeepaliveProbes {
         };
         // Rounded up to whole seconds, as HAProxy rounds (`500ms` is 1 s).
         let time = match units::parse_time(word, units::TimeUnit::S) {
-            Ok(time) => time.as_nanos().div_ceil(1_000_000_000),
+            Ok(time) => d.duration(time, diags).as_nanos().div_ceil(1_000_000_000),
             Err(err) => {
                 diags.push(d.alert(format!("invalid time value '{word}': {err}")));
                 return;
@@ -863,6 +863,20 @@ pub fn parse_proxy_line(
         "no" if line.words.get(1).map(String::as_str) == Some("option") => {
             parse_option(conf, kind, line, 1, false, diags)
         }
+        // HAProxy 2.6 reads it with a warning and no effect: there is one process.
+        "bind-process" => {
+            match line.words[1..]
+                .iter()
+                .find(|set| !matches!(set.as_str(), "1" | "1-1" | "all" | "odd" | "even"))
+            {
+                Some(set) => diags.push(d.alert(format!(
+                    "'{set}' is not a process set: there is one process (1, all, odd or even)"
+                ))),
+                None => diags.push(d.warning(
+                    "has no effect: there is one process (deprecated, HAProxy 2.7 removed it)",
+                )),
+            }
+        }
         "contimeout" | "clitimeout" | "srvtimeout" => diags.push(d.alert(
             "removed from HAProxy in 2.1 and not supported by Sluice; use 'timeout connect|client|server'",
         )),
@@ -1194,7 +1208,7 @@ fn parse_bind(d: &Directive<'_>, diags: &mut Diagnostics) -> Option<BindConf> {
                 }
             },
             "tcp-ut" => match value.map(units::parse_timeout) {
-                Some(Ok(delay)) => bind.user_timeout = Some(delay),
+                Some(Ok(delay)) => bind.user_timeout = Some(d.duration(delay, diags)),
                 _ => {
                     bad_value("a time value");
                     ok = false;

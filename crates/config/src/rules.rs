@@ -825,7 +825,7 @@ pub(crate) fn parse_rule_line(
                 let action = if args.first().is_some_and(|a| a == "capture") {
                     parse_capture_action(args, rules, kind, maps, stages, true)?
                 } else {
-                    parse_after_response_action(args, maps, stages)?
+                    parse_after_response_action(args, maps, stages, &mut warnings)?
                 };
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
@@ -849,7 +849,7 @@ pub(crate) fn parse_rule_line(
                     if !response && args.first().is_some_and(|a| a == "set-timeout") {
                         backend_only(kind)?;
                     }
-                    parse_http_action(args, maps, stages, response)?
+                    parse_http_action(args, maps, stages, response, &mut warnings)?
                 };
                 warnings.extend(drop_idle_content_type(&mut action));
                 if let Some(c) = &cond {
@@ -1483,6 +1483,7 @@ fn parse_http_action(
     maps: &MapStore,
     stages: Stages,
     response: bool,
+    warnings: &mut Vec<String>,
 ) -> Result<HttpAction, String> {
     let Some(action) = args.first() else {
         return Err("expects an action".to_owned());
@@ -1739,7 +1740,7 @@ fn parse_http_action(
             let value = fmt(&rest[1])?;
             request_only(HttpAction::EarlyHint { name, value })
         }
-        "wait-for-body" => parse_wait_for_body(rest),
+        "wait-for-body" => parse_wait_for_body(rest, warnings),
         "cache-use" | "cache-store" => {
             exactly(1, "a cache name")?;
             let name = rest[0].clone();
@@ -1771,7 +1772,10 @@ fn parse_http_action(
                 }
             };
             let value = match crate::units::parse_time(value, crate::units::TimeUnit::Ms) {
-                Ok(time) => TimeoutValue::Fixed(time),
+                Ok(time) => {
+                    warnings.extend(time.warning);
+                    TimeoutValue::Fixed(time.duration)
+                }
                 Err(_) => {
                     let mut expr = Expr::parse(value, maps)?;
                     expr.check_stages(stages)?;
@@ -1785,7 +1789,7 @@ fn parse_http_action(
 }
 
 /// `wait-for-body time <time> [at-least <bytes>]`.
-fn parse_wait_for_body(args: &[String]) -> Result<HttpAction, String> {
+fn parse_wait_for_body(args: &[String], warnings: &mut Vec<String>) -> Result<HttpAction, String> {
     const USAGE: &str = "'wait-for-body' expects 'time <time>' and optionally 'at-least <bytes>'";
     let mut time = None;
     let mut at_least = 0;
@@ -1796,7 +1800,8 @@ fn parse_wait_for_body(args: &[String]) -> Result<HttpAction, String> {
             "time" => {
                 let limit = crate::units::parse_time(value, crate::units::TimeUnit::Ms)
                     .map_err(|e| format!("'wait-for-body': invalid time '{value}': {e}"))?;
-                time = Some(limit);
+                warnings.extend(limit.warning);
+                time = Some(limit.duration);
             }
             "at-least" => {
                 at_least = crate::units::parse_size(value)
@@ -1815,6 +1820,7 @@ fn parse_after_response_action(
     args: &[String],
     maps: &MapStore,
     stages: Stages,
+    warnings: &mut Vec<String>,
 ) -> Result<HttpAction, String> {
     let action = args.first().ok_or("expects an action")?;
     let name = action.split('(').next().unwrap_or_default();
@@ -1822,7 +1828,7 @@ fn parse_after_response_action(
         "allow" | "set-header" | "add-header" | "del-header" | "replace-header"
         | "replace-value" | "set-status" | "set-var" | "set-var-fmt" | "unset-var"
         | "set-log-level" | "del-acl" | "del-map" | "set-map" | "strict-mode" => {
-            parse_http_action(args, maps, stages, true)
+            parse_http_action(args, maps, stages, true, warnings)
         }
         "deny" | "return" | "redirect" | "auth" | "tarpit" | "set-path" | "set-query"
         | "set-uri" | "set-method" | "wait-for-body" | "set-fc-tos" | "set-tos" | "set-fc-mark"

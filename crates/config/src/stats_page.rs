@@ -117,7 +117,7 @@ pub(crate) fn parse_stats_line(
         Some("refresh") => {
             if let Some(text) = one("a delay", diags) {
                 match parse_time(&text, TimeUnit::S) {
-                    Ok(delay) => conf.refresh = Some(delay),
+                    Ok(delay) => conf.refresh = Some(d.duration(delay, diags)),
                     Err(err) => diags.push(d.alert(format!("invalid delay '{text}': {err}"))),
                 }
             }

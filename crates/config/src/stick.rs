@@ -195,8 +195,10 @@ pub fn parse_stick_table(
             }
             "expire" => {
                 let text = value(i, "a delay")?;
-                let t = units::parse_time(text, TimeUnit::Ms)
+                let time = units::parse_time(text, TimeUnit::Ms)
                     .map_err(|e| format!("invalid expire '{text}': {e}"))?;
+                warnings.extend(time.warning);
+                let t = time.duration;
                 let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
                 if ms > units::MAX_TIMEOUT_MS {
                     return Err(format!("expire '{text}' is too large (at most 24 days)"));
@@ -211,9 +213,7 @@ pub fn parse_stick_table(
             "store" => {
                 let list = value(i, "a list of data types")?;
                 for item in store_items(list) {
-                    if let Some(warning) = store_item(item, &mut layout)? {
-                        warnings.push(warning);
-                    }
+                    store_item(item, &mut layout, warnings)?;
                 }
                 i += 2;
             }
@@ -251,7 +251,7 @@ fn store_items(list: &str) -> impl Iterator<Item = &str> {
 
 /// Adds one `store` item to `layout`: `conn_cnt`, `http_req_rate(10s)`, `gpc(3)`,
 /// `gpc_rate(3,10s)`... A type stored already is ignored with a warning, as in HAProxy.
-fn store_item(item: &str, layout: &mut Layout) -> Result<Option<String>, String> {
+fn store_item(item: &str, layout: &mut Layout, warnings: &mut Vec<String>) -> Result<(), String> {
     let (name, args) = match item.split_once('(') {
         Some((name, rest)) => {
             let text = rest
@@ -276,11 +276,12 @@ fn store_item(item: &str, layout: &mut Layout) -> Result<Option<String>, String>
         let len = len
             .parse::<u64>()
             .map_err(|_| format!("invalid element count '{len}' for '{name}'"))?;
-        let period = period.map_or(Ok(0), |p| rate_period(name, p))?;
+        let period = period.map_or(Ok(0), |p| rate_period(name, p, warnings))?;
         if layout.stores(name) {
-            return Ok(Some(already_stored(name)));
+            warnings.push(already_stored(name));
+            return Ok(());
         }
-        return layout.add_array(array, len, period).map(|()| None);
+        return layout.add_array(array, len, period);
     }
     let Some(data) = DataType::from_name(name) else {
         if DataType::is_known_unsupported(name) {
@@ -289,7 +290,7 @@ fn store_item(item: &str, layout: &mut Layout) -> Result<Option<String>, String>
         return Err(format!("unknown data type '{name}'"));
     };
     let period = match (data.is_rate(), args) {
-        (true, Some(text)) => rate_period(name, text)?,
+        (true, Some(text)) => rate_period(name, text, warnings)?,
         (true, None) => {
             return Err(format!(
                 "data type '{name}' expects a period: '{name}(<period>)'"
@@ -299,9 +300,10 @@ fn store_item(item: &str, layout: &mut Layout) -> Result<Option<String>, String>
         (false, None) => 0,
     };
     if layout.stores(name) {
-        return Ok(Some(already_stored(name)));
+        warnings.push(already_stored(name));
+        return Ok(());
     }
-    layout.add(data, period).map(|()| None)
+    layout.add(data, period)
 }
 
 fn already_stored(name: &str) -> String {
@@ -309,9 +311,11 @@ fn already_stored(name: &str) -> String {
 }
 
 /// A rate's period in milliseconds.
-fn rate_period(name: &str, text: &str) -> Result<u64, String> {
-    let t = units::parse_time(text, TimeUnit::Ms)
+fn rate_period(name: &str, text: &str, warnings: &mut Vec<String>) -> Result<u64, String> {
+    let time = units::parse_time(text, TimeUnit::Ms)
         .map_err(|e| format!("invalid period '{text}' for '{name}': {e}"))?;
+    warnings.extend(time.warning);
+    let t = time.duration;
     let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
     if ms == 0 || ms > units::MAX_TIMEOUT_MS {
         return Err(format!("invalid period '{text}' for '{name}'"));

@@ -110,26 +110,52 @@ impl std::error::Error for UnitError {}
 /// The largest timeout HAProxy accepts, in milliseconds (a signed 32-bit tick count).
 pub const MAX_TIMEOUT_MS: u64 = 2_147_483_647;
 
+/// A time value as read, and what HAProxy 2.6 would warn about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Time {
+    /// The value.
+    pub duration: Duration,
+    /// Text after a valid unit (`15min` is 15 minutes and `in`), which HAProxy 2.6 ignores
+    /// with a warning and later versions refuse: the warning to give, if any.
+    pub warning: Option<String>,
+}
+
 /// Parses a time value: digits, then an optional unit among `us`, `ms`, `s`, `m`, `h`, `d`
-/// (§2.5). Without a unit the value is in `default_unit`.
-pub fn parse_time(s: &str, default_unit: TimeUnit) -> Result<Duration, UnitError> {
+/// (§2.5). Without a unit the value is in `default_unit`. As in HAProxy 2.6, characters after
+/// a unit are ignored with a warning; a unit that does not start as one of those is an error.
+pub fn parse_time(s: &str, default_unit: TimeUnit) -> Result<Time, UnitError> {
     let (value, suffix) = split_number(s)?;
-    let unit = if suffix.is_empty() {
-        default_unit
-    } else {
-        TimeUnit::from_suffix(suffix).ok_or_else(|| UnitError::InvalidTimeUnit(suffix.into()))?
+    // The longest unit the suffix starts with: `ms` before `m`, `us` (there is no `u`).
+    let unit = ["us", "ms", "s", "m", "h", "d"]
+        .into_iter()
+        .find(|unit| suffix.starts_with(unit));
+    let (unit, ignored) = match unit {
+        Some(unit) => (TimeUnit::from_suffix(unit), &suffix[unit.len()..]),
+        None if suffix.is_empty() => (Some(default_unit), ""),
+        None => (None, suffix),
     };
-    unit.duration(value).ok_or(UnitError::Overflow)
+    let unit = unit.ok_or_else(|| UnitError::InvalidTimeUnit(suffix.into()))?;
+    let duration = unit.duration(value).ok_or(UnitError::Overflow)?;
+    let warning = (!ignored.is_empty()).then(|| {
+        format!(
+            "time value '{s}': '{ignored}' after the unit is ignored (the units are us, ms, s, \
+             m, h and d; later HAProxy versions refuse such a value)"
+        )
+    });
+    Ok(Time { duration, warning })
 }
 
 /// Parses a `timeout ...` value: [`parse_time`] with milliseconds by default, rounded up to a
 /// whole millisecond (so `1us` is 1 ms, never a zero "no timeout"), and at most
 /// [`MAX_TIMEOUT_MS`] ("timer overflow", as HAProxy reports).
-pub fn parse_timeout(s: &str) -> Result<Duration, UnitError> {
+pub fn parse_timeout(s: &str) -> Result<Time, UnitError> {
     let time = parse_time(s, TimeUnit::Ms)?;
-    let millis = time.as_nanos().div_ceil(1_000_000);
+    let millis = time.duration.as_nanos().div_ceil(1_000_000);
     match u64::try_from(millis) {
-        Ok(ms) if ms <= MAX_TIMEOUT_MS => Ok(Duration::from_millis(ms)),
+        Ok(ms) if ms <= MAX_TIMEOUT_MS => Ok(Time {
+            duration: Duration::from_millis(ms),
+            ..time
+        }),
         _ => Err(UnitError::TimerOverflow),
     }
 }
@@ -171,33 +197,43 @@ fn split_number(s: &str) -> Result<(u64, &str), UnitError> {
 mod tests {
     use super::*;
 
+    /// The value of a time that needs no warning.
+    fn strict(s: &str, unit: TimeUnit) -> Result<Duration, UnitError> {
+        let time = parse_time(s, unit)?;
+        assert_eq!(time.warning, None, "{s}");
+        Ok(time.duration)
+    }
+
+    fn strict_timeout(s: &str) -> Result<Duration, UnitError> {
+        let time = parse_timeout(s)?;
+        assert_eq!(time.warning, None, "{s}");
+        Ok(time.duration)
+    }
+
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
     #[test]
     fn time_units() {
-        assert_eq!(
-            parse_time("5us", TimeUnit::Ms),
-            Ok(Duration::from_micros(5))
-        );
-        assert_eq!(parse_time("5ms", TimeUnit::S), Ok(ms(5)));
-        assert_eq!(parse_time("5s", TimeUnit::Ms), Ok(ms(5_000)));
-        assert_eq!(parse_time("5m", TimeUnit::Ms), Ok(ms(300_000)));
-        assert_eq!(parse_time("5h", TimeUnit::Ms), Ok(ms(18_000_000)));
-        assert_eq!(parse_time("5d", TimeUnit::Ms), Ok(ms(432_000_000)));
-        assert_eq!(parse_time("0", TimeUnit::Ms), Ok(Duration::ZERO));
-        assert_eq!(parse_time("007s", TimeUnit::Ms), Ok(ms(7_000)));
+        assert_eq!(strict("5us", TimeUnit::Ms), Ok(Duration::from_micros(5)));
+        assert_eq!(strict("5ms", TimeUnit::S), Ok(ms(5)));
+        assert_eq!(strict("5s", TimeUnit::Ms), Ok(ms(5_000)));
+        assert_eq!(strict("5m", TimeUnit::Ms), Ok(ms(300_000)));
+        assert_eq!(strict("5h", TimeUnit::Ms), Ok(ms(18_000_000)));
+        assert_eq!(strict("5d", TimeUnit::Ms), Ok(ms(432_000_000)));
+        assert_eq!(strict("0", TimeUnit::Ms), Ok(Duration::ZERO));
+        assert_eq!(strict("007s", TimeUnit::Ms), Ok(ms(7_000)));
     }
 
     #[test]
     fn default_unit() {
-        assert_eq!(parse_time("5", TimeUnit::Us), Ok(Duration::from_micros(5)));
-        assert_eq!(parse_time("5", TimeUnit::Ms), Ok(ms(5)));
-        assert_eq!(parse_time("5", TimeUnit::S), Ok(ms(5_000)));
-        assert_eq!(parse_time("5", TimeUnit::M), Ok(ms(300_000)));
-        assert_eq!(parse_time("5", TimeUnit::H), Ok(ms(18_000_000)));
-        assert_eq!(parse_time("5", TimeUnit::D), Ok(ms(432_000_000)));
+        assert_eq!(strict("5", TimeUnit::Us), Ok(Duration::from_micros(5)));
+        assert_eq!(strict("5", TimeUnit::Ms), Ok(ms(5)));
+        assert_eq!(strict("5", TimeUnit::S), Ok(ms(5_000)));
+        assert_eq!(strict("5", TimeUnit::M), Ok(ms(300_000)));
+        assert_eq!(strict("5", TimeUnit::H), Ok(ms(18_000_000)));
+        assert_eq!(strict("5", TimeUnit::D), Ok(ms(432_000_000)));
     }
 
     #[test]
@@ -216,111 +252,133 @@ mod tests {
 
     #[test]
     fn time_errors() {
-        assert_eq!(parse_time("", TimeUnit::Ms), Err(UnitError::MissingValue));
+        assert_eq!(strict("", TimeUnit::Ms), Err(UnitError::MissingValue));
         assert_eq!(
-            parse_time("", TimeUnit::Ms).unwrap_err().to_string(),
+            strict("", TimeUnit::Ms).unwrap_err().to_string(),
             "missing value"
         );
         assert_eq!(
-            parse_time("ms", TimeUnit::Ms),
+            strict("ms", TimeUnit::Ms),
             Err(UnitError::NotANumber("ms".into()))
         );
         assert_eq!(
-            parse_time("-5s", TimeUnit::Ms),
+            strict("-5s", TimeUnit::Ms),
             Err(UnitError::NotANumber("-5s".into()))
         );
         assert_eq!(
-            parse_time(" 5", TimeUnit::Ms),
+            strict(" 5", TimeUnit::Ms),
             Err(UnitError::NotANumber(" 5".into()))
         );
         assert_eq!(
-            parse_time("-5s", TimeUnit::Ms).unwrap_err().to_string(),
+            strict("-5s", TimeUnit::Ms).unwrap_err().to_string(),
             "expected a number, found '-5s'"
         );
         assert_eq!(
-            parse_time("5x", TimeUnit::Ms),
+            strict("5x", TimeUnit::Ms),
             Err(UnitError::InvalidTimeUnit("x".into()))
         );
         assert_eq!(
-            parse_time("5x", TimeUnit::Ms).unwrap_err().to_string(),
+            strict("5x", TimeUnit::Ms).unwrap_err().to_string(),
             "invalid time unit 'x'"
         );
         assert_eq!(
-            parse_time("5S", TimeUnit::Ms),
+            strict("5S", TimeUnit::Ms),
             Err(UnitError::InvalidTimeUnit("S".into()))
         );
         assert_eq!(
-            parse_time("5 s", TimeUnit::Ms),
+            strict("5 s", TimeUnit::Ms),
             Err(UnitError::InvalidTimeUnit(" s".into()))
         );
         assert_eq!(
-            parse_time("5sec", TimeUnit::Ms),
-            Err(UnitError::InvalidTimeUnit("sec".into()))
+            strict("5u", TimeUnit::Ms),
+            Err(UnitError::InvalidTimeUnit("u".into()))
         );
         assert_eq!(
-            parse_time("5mss", TimeUnit::Ms),
-            Err(UnitError::InvalidTimeUnit("mss".into()))
-        );
-        assert_eq!(
-            parse_time("1.5s", TimeUnit::Ms).unwrap_err().to_string(),
+            strict("1.5s", TimeUnit::Ms).unwrap_err().to_string(),
             "'1.5s' is not an integer (decimal values are not allowed)"
+        );
+    }
+
+    #[test]
+    fn text_after_a_unit_is_ignored_with_a_warning() {
+        // As HAProxy 2.6 reads them: the longest unit the text starts with, the rest ignored.
+        for (text, value) in [
+            ("15min", ms(900_000)),
+            ("5sec", ms(5_000)),
+            ("5mss", ms(5)),
+            ("1s[", ms(1_000)),
+            ("2us1", Duration::from_micros(2)),
+            ("1hr", ms(3_600_000)),
+        ] {
+            let time = parse_time(text, TimeUnit::Ms).unwrap();
+            assert_eq!(time.duration, value, "{text}");
+            let warning = time.warning.unwrap();
+            assert!(
+                warning.starts_with(&format!("time value '{text}': '")),
+                "{warning}"
+            );
+        }
+        let warning = parse_timeout("15min").unwrap().warning.unwrap();
+        assert!(
+            warning.contains("'in' after the unit is ignored"),
+            "{warning}"
         );
     }
 
     #[test]
     fn time_overflow() {
         assert_eq!(
-            parse_time("99999999999999999999", TimeUnit::Ms),
+            strict("99999999999999999999", TimeUnit::Ms),
             Err(UnitError::Overflow)
         );
         assert_eq!(
-            parse_time("99999999999999999999", TimeUnit::Ms)
+            strict("99999999999999999999", TimeUnit::Ms)
                 .unwrap_err()
                 .to_string(),
             "value overflow"
         );
         let max = u64::MAX.to_string();
         assert_eq!(
-            parse_time(&format!("{max}s"), TimeUnit::Ms),
+            strict(&format!("{max}s"), TimeUnit::Ms),
             Ok(Duration::from_secs(u64::MAX))
         );
         assert_eq!(
-            parse_time(&format!("{max}m"), TimeUnit::Ms),
+            strict(&format!("{max}m"), TimeUnit::Ms),
             Err(UnitError::Overflow)
         );
         assert_eq!(
-            parse_time(&format!("{max}d"), TimeUnit::Ms),
+            strict(&format!("{max}d"), TimeUnit::Ms),
             Err(UnitError::Overflow)
         );
-        assert!(parse_time(&format!("{max}us"), TimeUnit::Ms).is_ok());
+        assert!(strict(&format!("{max}us"), TimeUnit::Ms).is_ok());
     }
 
     #[test]
     fn timeouts() {
-        assert_eq!(parse_timeout("5000"), Ok(ms(5_000)));
-        assert_eq!(parse_timeout("50s"), Ok(ms(50_000)));
-        assert_eq!(parse_timeout("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_timeout("0us"), Ok(Duration::ZERO));
-        assert_eq!(parse_timeout("1us"), Ok(ms(1)));
-        assert_eq!(parse_timeout("999us"), Ok(ms(1)));
-        assert_eq!(parse_timeout("1000us"), Ok(ms(1)));
-        assert_eq!(parse_timeout("1001us"), Ok(ms(2)));
-        assert_eq!(parse_timeout("24d"), Ok(ms(2_073_600_000)));
-        assert_eq!(parse_timeout("2147483647"), Ok(ms(MAX_TIMEOUT_MS)));
+        assert_eq!(strict_timeout("5000"), Ok(ms(5_000)));
+        assert_eq!(strict_timeout("50s"), Ok(ms(50_000)));
+        assert_eq!(strict_timeout("0"), Ok(Duration::ZERO));
+        assert_eq!(strict_timeout("0us"), Ok(Duration::ZERO));
+        assert_eq!(strict_timeout("1us"), Ok(ms(1)));
+        assert_eq!(strict_timeout("999us"), Ok(ms(1)));
+        assert_eq!(strict_timeout("1000us"), Ok(ms(1)));
+        assert_eq!(strict_timeout("1001us"), Ok(ms(2)));
+        assert_eq!(strict_timeout("24d"), Ok(ms(2_073_600_000)));
+        assert_eq!(strict_timeout("2147483647"), Ok(ms(MAX_TIMEOUT_MS)));
         assert_eq!(
-            parse_timeout("2147483647001us"),
+            strict_timeout("2147483647001us"),
             Err(UnitError::TimerOverflow)
         );
-        assert_eq!(parse_timeout("2147483648"), Err(UnitError::TimerOverflow));
-        assert_eq!(parse_timeout("25d"), Err(UnitError::TimerOverflow));
+        assert_eq!(strict_timeout("2147483648"), Err(UnitError::TimerOverflow));
+        assert_eq!(strict_timeout("25d"), Err(UnitError::TimerOverflow));
         assert_eq!(
-            parse_timeout("25d").unwrap_err().to_string(),
+            strict_timeout("25d").unwrap_err().to_string(),
             "timer overflow: the maximum is 2147483647 ms (about 24.8 days)"
         );
-        assert_eq!(parse_timeout("x"), Err(UnitError::NotANumber("x".into())));
+        assert_eq!(strict_timeout("x"), Err(UnitError::NotANumber("x".into())));
         let max = u64::MAX.to_string();
         assert_eq!(
-            parse_timeout(&format!("{max}s")),
+            strict_timeout(&format!("{max}s")),
             Err(UnitError::TimerOverflow)
         );
     }
