@@ -1314,6 +1314,37 @@ fn split_condition<'w>(
 
 /// An ACL that can never match where its rule runs is a warning, as in HAProxy (the rule
 /// stays, it just never applies).
+/// Parses a `stats http-request` rule (the words after the keyword) of a section of `kind`:
+/// `allow`, `deny` or `auth`, the actions HAProxy 2.6 carries out for its statistics page,
+/// with an optional condition.
+pub(crate) fn parse_stats_rule(
+    words: &[String],
+    acls: &AclSet,
+    maps: &MapStore,
+    kind: SectionKind,
+    span: &Span,
+    warnings: &mut Vec<String>,
+) -> Result<Rule<HttpAction>, String> {
+    let (args, cond) = split_condition(words, acls)?;
+    match args.first().map(String::as_str) {
+        Some("allow" | "deny" | "auth") => {}
+        Some(other) => {
+            return Err(format!(
+                "action '{other}' is not supported by Sluice here (allow, deny and auth are, \
+                 those HAProxy 2.6 carries out for the statistics page)"
+            ));
+        }
+        None => return Err("expects 'allow', 'deny' or 'auth'".to_owned()),
+    }
+    let place = Place { kind };
+    let stages = place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ);
+    let action = parse_http_action(args, maps, stages, false, warnings)?;
+    if let Some(c) = &cond {
+        check_cond(c, stages, place, warnings);
+    }
+    Ok(rule(action, cond, span))
+}
+
 fn check_cond(cond: &Condition, stages: Stages, place: Place, warnings: &mut Vec<String>) {
     warnings.extend(cond.conflict(stages, place.name()));
 }

@@ -1,17 +1,18 @@
 //! The statistics page keywords of a proxy (configuration.txt §4.2 `stats *`): `stats enable`,
-//! `uri`, `realm`, `auth`, `refresh`, `hide-version`, `show-legends`, `show-node`, `show-desc`, `scope` and
-//! `admin if|unless COND`.
+//! `uri`, `realm`, `auth`, `refresh`, `hide-version`, `show-legends`, `show-node`, `show-desc`, `scope`,
+//! `admin if|unless COND` and `http-request allow|deny|auth`.
 //!
 //! Any of them turns the page on, with HAProxy's defaults (`/haproxy?stats`, realm "HAProxy
 //! Statistics"). The page is served by a frontend (or `listen`) after its `http-request`
 //! rules, else by the backend the request reaches, after the backend's rules; lines in a
 //! `defaults` section are inherited by the proxies that follow, like the rest of it. The page
-//! needs `mode http`: a `mode tcp` proxy drops it. The `admin` condition is compiled with the
-//! proxy's named ACLs like any rule condition.
+//! needs `mode http`: a `mode tcp` proxy drops it. The `admin` and `http-request` conditions
+//! are compiled with the proxy's named ACLs like any rule condition.
 
 use crate::diag::Diagnostics;
 use crate::directive::Directive;
 use crate::preprocess::Line;
+use crate::rules::{HttpAction, Rule};
 use crate::sections::SectionKind;
 use crate::units::{TimeUnit, parse_time};
 use sluice_sample::{AclSet, Condition, MapStore, Stages};
@@ -22,6 +23,9 @@ pub const DEFAULT_URI: &str = "/haproxy?stats";
 
 /// HAProxy's default authentication realm.
 pub const DEFAULT_REALM: &str = "HAProxy Statistics";
+
+/// Why `stats http-request` may not be mixed with `stats auth` or `stats realm`.
+const RULES_AND_AUTH: &str = "'stats auth' and 'stats realm' cannot be used with 'stats http-request' (use its 'auth' action)";
 
 /// A proxy's statistics page.
 #[derive(Clone, Debug)]
@@ -46,6 +50,9 @@ pub struct StatsPage {
     pub scope: Vec<String>,
     /// `stats admin if|unless COND`: when it holds, the page offers server actions.
     pub admin: Option<Condition>,
+    /// `stats http-request allow|deny|auth`, in order: the first that applies decides who
+    /// sees the page; when none does, the request sees it. They replace `stats auth`.
+    pub rules: Vec<Rule<HttpAction>>,
 }
 
 impl Default for StatsPage {
@@ -61,6 +68,7 @@ impl Default for StatsPage {
             show_desc: None,
             scope: Vec::new(),
             admin: None,
+            rules: Vec::new(),
         }
     }
 }
@@ -99,12 +107,46 @@ pub(crate) fn parse_stats_line(
                 conf.uri = uri;
             }
         }
-        Some("realm") => {
-            if let Some(realm) = one("a realm", diags) {
-                conf.realm = realm;
+        // HAProxy 2.6 takes the first word and says nothing of the others.
+        Some("realm") => match args {
+            [] => diags.push(d.alert("expects a realm")),
+            [realm, rest @ ..] => {
+                if !rest.is_empty() {
+                    diags.push(d.warning(format!(
+                        "the realm is '{realm}'; '{}' is ignored (quote the realm, or escape its \
+                         spaces, to keep them)",
+                        rest.join(" ")
+                    )));
+                }
+                if !conf.rules.is_empty() {
+                    diags.push(d.alert(RULES_AND_AUTH));
+                }
+                conf.realm = realm.clone();
+            }
+        },
+        Some("http-request") => {
+            if kind == SectionKind::Defaults {
+                diags.push(d.alert("not allowed in a defaults section, as in HAProxy"));
+                return true;
+            }
+            if !conf.auth.is_empty() || conf.realm != DEFAULT_REALM {
+                diags.push(d.alert(RULES_AND_AUTH));
+            }
+            let acls = acls.get_or_insert_with(|| AclSet::new(maps.clone()));
+            let mut warnings = Vec::new();
+            match crate::rules::parse_stats_rule(args, acls, maps, kind, &line.span, &mut warnings)
+            {
+                Ok(rule) => conf.rules.push(rule),
+                Err(err) => diags.push(d.alert(err)),
+            }
+            for warning in warnings {
+                diags.push(d.warning(warning));
             }
         }
         Some("auth") => {
+            if !conf.rules.is_empty() {
+                diags.push(d.alert(RULES_AND_AUTH));
+            }
             if let Some(pair) = one("user:password", diags) {
                 match pair.split_once(':') {
                     Some((user, pass)) if !user.is_empty() => {
@@ -164,7 +206,7 @@ pub(crate) fn parse_stats_line(
         }
         _ => diags.push(d.alert(
             "not supported by Sluice (supported: enable, uri, realm, auth, refresh, \
-             hide-version, show-legends, show-node, show-desc, scope, admin)",
+             hide-version, show-legends, show-node, show-desc, scope, admin, http-request)",
         )),
     }
     true
@@ -233,6 +275,28 @@ mod tests {
         );
         assert_eq!(page.scope, ["."]);
         assert!(page.admin.is_some());
+    }
+
+    #[test]
+    fn http_request_rules_keep_their_order_and_conditions() {
+        let (page, diags) = parse(
+            &[
+                "stats http-request deny deny_status 429 if TRUE",
+                "stats http-request allow",
+                "stats http-request auth realm Ops unless FALSE",
+            ],
+            SectionKind::Backend,
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        let rules = page.unwrap().rules;
+        assert!(matches!(&rules[0].action, HttpAction::Deny(reply) if reply.status == 429));
+        assert!(rules[0].cond.is_some());
+        assert!(matches!(rules[1].action, HttpAction::Allow));
+        assert!(rules[1].cond.is_none());
+        assert!(
+            matches!(&rules[2].action, HttpAction::Auth { realm } if realm.as_deref() == Some("Ops"))
+        );
+        assert_eq!(rules[2].span.line, 3);
     }
 
     #[test]

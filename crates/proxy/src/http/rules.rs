@@ -499,7 +499,7 @@ fn after_frontend_rules<'a>(
     if let Some(page) = &rules.stats_page
         && super::stats_page::wants(page, input.filled(), head)
     {
-        return Err(RequestVerdict::Stats(page));
+        return Err(stats_verdict(scope, None, page, (input.filled(), head)));
     }
     choose_backend(scope, input, head).ok_or_else(|| {
         // Nowhere to send the request: HAProxy answers 503.
@@ -508,6 +508,45 @@ fn after_frontend_rules<'a>(
         let view = scope.view(None, Some((input.filled(), head)));
         RequestVerdict::Answer(Answer::page(error_page(&front_pages, 503, &view), 503))
     })
+}
+
+/// A request for the statistics page of `backend` (else of the frontend): the page, unless
+/// one of its `stats http-request` rules denies it or asks for credentials. The first rule
+/// that applies decides; with none, the page is served.
+pub fn stats_verdict<'a>(
+    scope: &Scope<'a>,
+    backend: Option<&'a Backend>,
+    page: &'a sluice_config::stats_page::StatsPage,
+    request: (&[u8], &RequestHead),
+) -> RequestVerdict<'a> {
+    let view = scope.view(backend, Some(request));
+    let Some(rule) = page.rules.iter().find(|rule| rule.applies(&view)) else {
+        return RequestVerdict::Stats(page);
+    };
+    let front = &scope.frontend.plan.error_pages;
+    let pages: &[&'a ErrorPages] = match backend {
+        Some(backend) => &[&backend.plan.error_pages, front],
+        None => &[front],
+    };
+    match &rule.action {
+        HttpAction::Deny(reply) => {
+            sluice_runtime::proxy::count_denied_request(view.front(), backend);
+            scope.vars.trackers.http_error();
+            RequestVerdict::Answer(reply_answer(reply, &view, pages, true))
+        }
+        // Without its own realm, the page's: HAProxy's default statistics realm.
+        HttpAction::Auth { realm } => {
+            let realm = realm.as_deref().unwrap_or(&page.realm);
+            let status = if view.proxy_credentials() { 407 } else { 401 };
+            RequestVerdict::Answer(auth_answer(
+                &error_page(pages, status, &view),
+                status,
+                realm,
+            ))
+        }
+        // `allow`, the only other action the configuration lets through.
+        _ => RequestVerdict::Stats(page),
+    }
 }
 
 /// A backend's own `http-request` rules from rule `next` on (its `tcp-request content` rules

@@ -543,6 +543,14 @@ impl<'s> Session<'_, 's> {
         if let Some(page) = &backend.plan.rules.stats_page
             && super::stats_page::wants(page, input.filled(), &head)
         {
+            let request = (input.filled(), &head);
+            if let RequestVerdict::Answer(reply) =
+                rules::stats_verdict(scope, Some(backend), page, request)
+            {
+                return self
+                    .send_answer(client, input, (&head, framing), reply, started, None)
+                    .await;
+            }
             self.stats_page(client, input, &head, page, backend.name(), started)
                 .await;
             return Next::Close;

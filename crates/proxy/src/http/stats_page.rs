@@ -5,8 +5,9 @@
 //!
 //! The page is built from the same rows as the CLI's `show stat` ([`sluice_runtime::stats`]),
 //! so both always agree, and actions go through the same entry points as the CLI's. It is
-//! served after the frontend's `http-request` rules (which may deny it) and is never
-//! forwarded. `stats auth` credentials are compared in constant time; the POST body is read up
+//! served after the frontend's `http-request` rules (which may deny it), and then only if
+//! its own `stats http-request` rules let the request through ([`super::rules::stats_verdict`]);
+//! it is never forwarded. `stats auth` credentials are compared in constant time; the POST body is read up
 //! to a small fixed limit; every answer closes the connection.
 
 use super::buffer::InBuf;
