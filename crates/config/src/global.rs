@@ -355,6 +355,27 @@ fn parse_unix_bind(conf: &mut GlobalConf, d: &Directive<'_>, diags: &mut Diagnos
 const NO_TLS: &str =
     "has no effect: Sluice does not terminate TLS ('ssl' on bind and server lines is refused)";
 
+/// The warning of the HTTP client's settings, which nothing in Sluice would use.
+const NO_HTTP_CLIENT: &str =
+    "has no effect: Sluice has no HTTP client (HAProxy's serves Lua scripts and OCSP updates)";
+
+/// A keyword taking one of `values`, which has no effect here: `warning` says why.
+fn choice(d: &Directive<'_>, values: &[&str], warning: &str, diags: &mut Diagnostics) {
+    let expected = values
+        .iter()
+        .map(|v| format!("'{v}'"))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    match d.word(1, &expected, diags) {
+        Some(value) if values.contains(&value) && d.no_more_than(2, diags) => {
+            diags.push(d.warning(warning));
+        }
+        Some(value) if values.contains(&value) => {}
+        Some(other) => diags.push(d.alert(format!("expects {expected}, not '{other}'"))),
+        None => {}
+    }
+}
+
 /// The warning of the HTTP/2 tunables, which a Sluice speaking HTTP/1 only cannot use.
 const NO_H2: &str = "has no effect: Sluice speaks HTTP/1 only (an HTTP/2 preface is refused)";
 
@@ -495,7 +516,9 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
         | "ssl-default-bind-ciphers"
         | "ssl-default-bind-ciphersuites"
         | "ssl-default-server-ciphers"
-        | "ssl-default-server-ciphersuites" => {
+        | "ssl-default-server-ciphersuites"
+        | "ssl-default-bind-curves"
+        | "ssl-provider-path" => {
             if d.word(1, "an argument", diags).is_some() && d.no_more_than(2, diags) {
                 diags.push(d.warning(NO_TLS));
             }
@@ -512,16 +535,7 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 diags.push(d.warning(NO_TLS));
             }
         }
-        "ssl-server-verify" => match d.word(1, "'none' or 'required'", diags) {
-            Some("none" | "required") if d.no_more_than(2, diags) => {
-                diags.push(d.warning(NO_TLS));
-            }
-            Some("none" | "required") => {}
-            Some(other) => {
-                diags.push(d.alert(format!("expects 'none' or 'required', not '{other}'")))
-            }
-            None => {}
-        },
+        "ssl-server-verify" => choice(&d, &["none", "required"], NO_TLS, diags),
         "tune.ssl.default-dh-param"
         | "tune.ssl.cachesize"
         | "tune.ssl.maxrecord"
@@ -571,7 +585,41 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 diags.push(d.warning(NO_TLS));
             }
         }
-        "tune.ssl.force-private-cache" | "ssl-mode-async" | "ssl-skip-self-issued-ca" => {
+        "ssl-load-extra-files" => {
+            const PARTS: [&str; 7] = ["none", "all", "bundle", "sctl", "ocsp", "issuer", "key"];
+            match line.words[1..]
+                .iter()
+                .find(|w| !PARTS.contains(&w.as_str()))
+            {
+                _ if line.words.len() < 2 => {
+                    diags.push(d.alert(format!("expects one or more of {}", PARTS.join(", "))))
+                }
+                Some(other) => diags.push(d.alert(format!(
+                    "expects one or more of {}, not '{other}'",
+                    PARTS.join(", ")
+                ))),
+                None => diags.push(d.warning(NO_TLS)),
+            }
+        }
+        // HAProxy's HTTP client serves its Lua scripts and OCSP updates; Sluice has neither,
+        // so nothing would use these settings.
+        "httpclient.ssl.verify" => choice(&d, &["none", "required"], NO_HTTP_CLIENT, diags),
+        "httpclient.resolvers.prefer" => choice(&d, &["ipv4", "ipv6"], NO_HTTP_CLIENT, diags),
+        // HAProxy loads the file at start-up, so a missing one is an error there too.
+        "httpclient.ssl.ca-file" => {
+            if let Some(path) = d.word(1, "a file name", diags)
+                && d.no_more_than(2, diags)
+            {
+                match std::fs::metadata(path) {
+                    Ok(meta) if meta.is_file() => diags.push(d.warning(NO_HTTP_CLIENT)),
+                    _ => diags.push(d.alert(format!("cannot read the CA file '{path}'"))),
+                }
+            }
+        }
+        "tune.ssl.force-private-cache"
+        | "ssl-mode-async"
+        | "ssl-skip-self-issued-ca"
+        | "ssl-load-extra-del-ext" => {
             if d.no_more_than(1, diags) {
                 diags.push(d.warning(NO_TLS));
             }
