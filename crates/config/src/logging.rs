@@ -301,27 +301,46 @@ fn parse_log_addr(text: &str) -> Result<LogAddr, String> {
             ));
         }
     }
-    let inet = ["udp@", "udp4@", "udp6@", "ipv4@", "ipv6@"]
-        .iter()
-        .find_map(|p| text.strip_prefix(p))
-        .unwrap_or(text);
-    parse_udp(inet).ok_or_else(|| format!("invalid log target '{text}'"))
+    // The prefix may restrict the family a host name resolves to.
+    let (inet, family) = [
+        ("udp@", None),
+        ("udp4@", Some(true)),
+        ("udp6@", Some(false)),
+        ("ipv4@", Some(true)),
+        ("ipv6@", Some(false)),
+    ]
+    .iter()
+    .find_map(|(p, v4)| Some((text.strip_prefix(p)?, *v4)))
+    .unwrap_or((text, None));
+    parse_udp(inet, family).ok_or_else(|| format!("invalid log target '{text}'"))
 }
 
-/// `ADDR[:PORT]`, `[ADDR6]:PORT`, or a bare IPv6 address; port 514 by default.
-fn parse_udp(text: &str) -> Option<LogAddr> {
+/// `ADDR[:PORT]`, `[ADDR6]:PORT`, or a bare IPv6 address; port 514 by default. A host name
+/// is resolved now, once, as HAProxy does when it reads the line: its first address (of the
+/// family `v4` asks for, if any).
+fn parse_udp(text: &str, v4: Option<bool>) -> Option<LogAddr> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Some(LogAddr::Udp(addr));
     }
     if let Ok(ip) = text.parse::<IpAddr>() {
         return Some(LogAddr::Udp(SocketAddr::new(ip, 514)));
     }
-    let (host, port) = text.rsplit_once(':')?;
-    let ip = host.parse::<IpAddr>().ok()?;
-    let port = if port.is_empty() {
-        514
-    } else {
-        port.parse().ok()?
+    let (host, port) = match text.rsplit_once(':') {
+        Some((host, "")) => (host, 514),
+        Some((host, port)) => (host, port.parse().ok()?),
+        None => (text, 514),
+    };
+    let ip = match host.parse::<IpAddr>() {
+        Ok(ip) => ip,
+        Err(_) if host.is_empty() || host.starts_with('[') => return None,
+        Err(_) => {
+            use std::net::ToSocketAddrs;
+            (host, port)
+                .to_socket_addrs()
+                .ok()?
+                .map(|addr| addr.ip())
+                .find(|ip| v4.is_none_or(|v4| ip.is_ipv4() == v4))?
+        }
     };
     Some(LogAddr::Udp(SocketAddr::new(ip, port)))
 }
@@ -613,9 +632,21 @@ mod tests {
         );
         assert!(target("127.0.0.1 sample 3:2 local0").is_err());
         assert!(
-            target("nowhere local0")
+            target("127.0.0.1:99999 local0")
                 .unwrap_err()
                 .contains("invalid log target")
+        );
+        // A host name is resolved as the line is read (here from the system's hosts file),
+        // within the family a prefix asks for.
+        let any = target("localhost:5140 local0").unwrap().addr;
+        assert!(
+            matches!(any, LogAddr::Udp(a) if a.ip().is_loopback() && a.port() == 5140),
+            "{any:?}"
+        );
+        let local = SocketAddr::from(([127, 0, 0, 1], 5140));
+        assert_eq!(
+            target("udp4@localhost:5140 local0").unwrap().addr,
+            LogAddr::Udp(local)
         );
     }
 }
