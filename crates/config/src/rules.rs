@@ -190,6 +190,14 @@ pub enum TcpAction {
     /// `switch-mode http` (`tcp-request content` of a frontend): the connection is parsed as
     /// HTTP from here on, with the frontend's HTTP rules, and goes to an HTTP backend.
     SwitchModeHttp,
+    /// `capture <sample> len <N>` (`tcp-request content`): the sample, as text, into the
+    /// request capture slot the rule declared.
+    Capture {
+        /// What to capture.
+        expr: Expr,
+        /// The slot, numbered with the frontend's other request captures.
+        slot: usize,
+    },
     /// `track-scN`, `sc-inc-gpc0|1`, `sc-inc-gpc(I,N)`, `sc-add-gpc(I,N)`, `sc-set-gpt0`,
     /// `sc-set-gpt(I,N)`.
     Stick(StickAction),
@@ -922,7 +930,11 @@ pub(crate) fn parse_rule_line(
             checked
                 .and_then(|()| split_condition(&line.words[2..], acls))
                 .and_then(|(args, cond)| {
-                    let action = parse_tcp_action(args, maps, stages)?;
+                    let action = if args.first().is_some_and(|a| a == "capture") {
+                        parse_tcp_capture(args, rules, kind, maps, stages, content)?
+                    } else {
+                        parse_tcp_action(args, maps, stages)?
+                    };
                     if let Some(c) = &cond {
                         check_cond(c, stages, place, &mut warnings);
                     }
@@ -1141,6 +1153,44 @@ fn parse_capture_action(
         other => return Err(format!("expects 'len' or 'id', not '{other}'")),
     };
     Ok(HttpAction::Capture { expr, slot })
+}
+
+/// `tcp-request content capture <sample> len <N>`: the sample, as text, in a new request
+/// capture slot of the frontend (read with `capture.req.hdr(N)` and `%hr`).
+fn parse_tcp_capture(
+    args: &[String],
+    rules: &mut ProxyRules,
+    kind: SectionKind,
+    maps: &MapStore,
+    stages: Stages,
+    content: bool,
+) -> Result<TcpAction, String> {
+    if !content {
+        return Err("'capture' is allowed in 'tcp-request content' rules only".to_owned());
+    }
+    if !kind.has_frontend() {
+        return Err(format!(
+            "'capture' needs a frontend capability, which a '{}' section has not",
+            kind.keyword()
+        ));
+    }
+    let [_, sample, len, n] = args else {
+        return Err("'capture' expects a sample expression, then 'len <length>'".to_owned());
+    };
+    if len != "len" {
+        return Err(format!("'capture' expects 'len <length>', not '{len}'"));
+    }
+    let len = capture_len(n)?;
+    if len == 0 {
+        return Err("'capture' expects a positive length".to_owned());
+    }
+    let mut expr = Expr::parse(sample, maps)?;
+    expr.check_stages(stages)?;
+    rules
+        .request_captures
+        .push(CaptureSlot { header: None, len });
+    let slot = rules.request_captures.len() - 1;
+    Ok(TcpAction::Capture { expr, slot })
 }
 
 /// Capture rules naming a slot their frontend does not declare (checked once every slot is

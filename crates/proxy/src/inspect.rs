@@ -70,6 +70,10 @@ pub async fn inspect<'a>(
     // Only a frontend that may upgrade to HTTP needs the buffered bytes parsed as a request
     // (`req.proto_http`, the `HTTP` ACL, header fetches before `switch-mode http`).
     let upgrades = rules.switches_to_http() || frontend.may_reach_http_backend;
+    // Slots for `tcp-request content capture` (none declared: nothing is made).
+    scope
+        .vars
+        .start_captures(rules.request_captures.len(), 0, false);
     let proxy = (&**rules, None);
     if let Some(ended) = content_rules(scope, client, input, proxy, (reads_data, upgrades)).await {
         return ended;
@@ -120,6 +124,7 @@ fn reads_payload(rules: &[Rule<TcpAction>]) -> bool {
         r.cond
             .as_ref()
             .is_some_and(|c| c.uses(Source::RequestBuffer))
+            || matches!(&r.action, TcpAction::Capture { expr, .. } if expr.source() == Source::RequestBuffer)
     })
 }
 

@@ -673,6 +673,21 @@ pub fn run_tcp_rules(
                 vars.expect_proxy();
                 continue;
             }
+            // As in HAProxy, a capture reading a buffer still being filled waits for its
+            // sample (or the inspection's end), like a condition missing its data.
+            TcpAction::Capture { expr, slot } => {
+                let growing = expr.source() == sluice_sample::Source::RequestBuffer
+                    && !view.inspection_ended();
+                match expr.eval(view) {
+                    Some(sample) => store_capture(view, *slot, &sample),
+                    None if growing => {
+                        *next -= 1;
+                        return Some(TcpVerdict::Wait);
+                    }
+                    None => {}
+                }
+                continue;
+            }
             TcpAction::Stick(action) => {
                 crate::track::apply(action, view, stage);
                 continue;
@@ -1832,6 +1847,15 @@ fn capture_sample(
     if let Some(sample) = action_expr.eval(view) {
         view.vars
             .capture(response, slot, &sample.to_bytes(), declared.len, false);
+    }
+}
+
+/// `tcp-request content capture`: `sample` into request slot `slot` of the frontend, which
+/// declared it with the rule.
+fn store_capture(view: &StreamView<'_>, slot: usize, sample: &Sample<'_>) {
+    if let Some(declared) = view.frontend.plan.rules.request_captures.get(slot) {
+        view.vars
+            .capture(false, slot, &sample.to_bytes(), declared.len, false);
     }
 }
 
