@@ -138,8 +138,16 @@ pub fn parse_caches(sections: &[Section], diags: &mut Diagnostics) -> Vec<CacheC
 }
 
 /// Reports every `http-request cache-use NAME` and `http-response cache-store NAME` rule
-/// naming no cache.
+/// naming no cache, and the `filter cache NAME` lines of a proxy that name none, name one
+/// twice, or come after its `filter compression` (a response is stored before it is
+/// compressed, the one order HAProxy allows).
 pub fn check_cache_references(sections: &[Section], caches: &[CacheConf], diags: &mut Diagnostics) {
+    let proxies = sections
+        .iter()
+        .filter(|s| s.kind.has_frontend() || s.kind.has_backend());
+    for section in proxies {
+        check_cache_filters(section, caches, diags);
+    }
     let proxies = sections.iter().filter(|s| {
         s.kind.has_frontend() || s.kind.has_backend() || s.kind == SectionKind::Defaults
     });
@@ -162,6 +170,46 @@ pub fn check_cache_references(sections: &[Section], caches: &[CacheConf], diags:
                 format!("{} {}", words[0], words[1]),
                 format!("no cache named '{name}' (declare it in a 'cache' section)"),
             ));
+        }
+    }
+}
+
+/// The `filter cache NAME` lines of one proxy section.
+fn check_cache_filters(section: &Section, caches: &[CacheConf], diags: &mut Diagnostics) {
+    let mut declared: Vec<&str> = Vec::new();
+    let mut compression_before = false;
+    for line in &section.lines {
+        let words = &line.words;
+        match (
+            words.first().map(String::as_str),
+            words.get(1).map(String::as_str),
+        ) {
+            (Some("filter"), Some("compression")) => compression_before = true,
+            (Some("filter"), Some("cache")) => {
+                let alert =
+                    |message: String| Diagnostic::alert(&line.span, "filter cache", message);
+                let Some(name) = words.get(2) else {
+                    diags.push(alert("expects the name of a cache".to_owned()));
+                    continue;
+                };
+                if let Some(extra) = words.get(3) {
+                    diags.push(alert(format!("unexpected argument '{extra}'")));
+                } else if !caches.iter().any(|c| &c.name == name) {
+                    diags.push(alert(format!(
+                        "no cache named '{name}' (declare it in a 'cache' section)"
+                    )));
+                } else if declared.contains(&name.as_str()) {
+                    diags.push(alert(format!("the cache '{name}' is already declared")));
+                } else if compression_before {
+                    diags.push(alert(
+                        "must come before 'filter compression': a response is stored before it \
+                         is compressed"
+                            .to_owned(),
+                    ));
+                }
+                declared.push(name);
+            }
+            _ => {}
         }
     }
 }
@@ -237,6 +285,28 @@ mod tests {
             [
                 "[ALERT] t.cfg:3: http-response cache-store: no cache named 'nope' (declare it in \
               a 'cache' section)"
+            ]
+        );
+    }
+
+    #[test]
+    fn cache_filters_name_a_cache_once_and_come_before_compression() {
+        let (_, diags) = parse(
+            "backend ok\n filter cache c\n filter compression\n\
+             backend bad\n filter cache\n filter cache nope\n filter cache c\n filter cache c\n\
+             filter compression\n filter cache d\n filter cache d extra\n\
+             cache c\n total-max-size 1\n cache d\n total-max-size 1\n",
+        );
+        assert_eq!(
+            diags,
+            [
+                "[ALERT] t.cfg:5: filter cache: expects the name of a cache",
+                "[ALERT] t.cfg:6: filter cache: no cache named 'nope' (declare it in a 'cache' \
+                 section)",
+                "[ALERT] t.cfg:8: filter cache: the cache 'c' is already declared",
+                "[ALERT] t.cfg:10: filter cache: must come before 'filter compression': a \
+                 response is stored before it is compressed",
+                "[ALERT] t.cfg:11: filter cache: unexpected argument 'extra'",
             ]
         );
     }

@@ -83,15 +83,20 @@ pub(crate) fn parse_line(
         Some("compression") => {}
         Some("filter") => {
             let d = Directive::new(line, 2);
-            // Compression is the only filter Sluice has: declaring it changes nothing.
+            // Compression and the cache are the filters Sluice has, always in that order
+            // (the response stored before it is compressed, which is also the only order
+            // HAProxy allows): declaring them changes nothing.
             match line.words.get(1).map(String::as_str) {
                 // configuration.txt: `filter` has no place in a `defaults` section.
-                Some("compression") if kind == SectionKind::Defaults => {
+                Some("compression" | "cache") if kind == SectionKind::Defaults => {
                     diags.push(d.alert("not allowed in a 'defaults' section"));
                 }
                 Some("compression") => {
                     d.no_more_than(2, diags);
                 }
+                // Its cache and its place are checked with the `cache` sections
+                // (`cache::check_cache_references`).
+                Some("cache") => {}
                 Some(other) => diags.push(crate::diag::Diagnostic::not_supported(
                     &line.span,
                     format!("filter {other}"),
