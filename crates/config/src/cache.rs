@@ -4,9 +4,10 @@
 //!
 //! A cache has a size in megabytes (`total-max-size`, required, at most 4095), a largest
 //! object (`max-object-size`, a 256th of the size by default, at most half of it) and a
-//! longest freshness (`max-age`, 60 seconds by default). HAProxy 2.6's secondary keys
-//! (`process-vary on`) and 3.x's `early-hints` are not supported: with `process-vary off`,
-//! the default, a response carrying `Vary` is never stored. Caches are read before the
+//! longest freshness (`max-age`, 60 seconds by default). With `process-vary on`, a URI may
+//! have several stored variants (`max-secondary-entries`, 10 by default), chosen by the
+//! request fields their `Vary` names; with `process-vary off`, the default, a response
+//! carrying `Vary` is never stored. 3.x's `early-hints` is not supported. Caches are read before the
 //! proxies, and [`check_cache_references`] reports a rule naming no cache. Read
 //! [`parse_caches`] first.
 
@@ -31,7 +32,15 @@ pub struct CacheConf {
     pub max_object_size: u64,
     /// `max-age`: the longest a response stays fresh, in seconds, whatever it says.
     pub max_age: u32,
+    /// `process-vary on`: a response whose `Vary` names only `Accept-Encoding` and
+    /// `Referer` is stored as one of the variants of its URI, chosen by those fields.
+    pub process_vary: bool,
+    /// `max-secondary-entries`: the most variants one URI may have (10 by default).
+    pub max_secondary_entries: u32,
 }
+
+/// HAProxy's default `max-secondary-entries`.
+pub const DEFAULT_MAX_SECONDARY_ENTRIES: u32 = 10;
 
 /// Reads every `cache` section; two caches of one name are an error.
 pub fn parse_caches(sections: &[Section], diags: &mut Diagnostics) -> Vec<CacheConf> {
@@ -51,6 +60,8 @@ pub fn parse_caches(sections: &[Section], diags: &mut Diagnostics) -> Vec<CacheC
         let mut total_size = None;
         let mut max_object_size = None;
         let mut max_age = 60;
+        let mut process_vary = false;
+        let mut max_secondary_entries = DEFAULT_MAX_SECONDARY_ENTRIES;
         for line in &section.lines {
             let d = Directive::new(line, 1);
             match line.words.first().map_or("", String::as_str) {
@@ -76,26 +87,24 @@ pub fn parse_caches(sections: &[Section], diags: &mut Diagnostics) -> Vec<CacheC
                     }
                 }
                 "process-vary" => match line.words.get(1).map(String::as_str) {
-                    Some("off") => {
-                        d.no_more_than(2, diags);
-                    }
-                    Some("on") => {
-                        diags.push(Diagnostic::not_supported(&line.span, "process-vary on"))
+                    Some(word @ ("on" | "off")) => {
+                        if d.no_more_than(2, diags) {
+                            process_vary = word == "on";
+                        }
                     }
                     _ => diags.push(d.alert("expects 'on' or 'off'")),
                 },
-                // Only meaningful with `process-vary on`; checked as HAProxy checks it.
+                // Only meaningful with `process-vary on`.
                 "max-secondary-entries" => {
-                    if d.integer(
+                    if let Some(n) = d.integer(
                         1,
                         "a strictly positive number",
                         1,
                         u64::from(u32::MAX),
                         diags,
-                    )
-                    .is_some()
+                    ) && d.no_more_than(2, diags)
                     {
-                        d.no_more_than(2, diags);
+                        max_secondary_entries = n as u32;
                     }
                 }
                 other => diags.push(Diagnostic::not_supported(
@@ -132,6 +141,8 @@ pub fn parse_caches(sections: &[Section], diags: &mut Diagnostics) -> Vec<CacheC
             total_size,
             max_object_size,
             max_age,
+            process_vary,
+            max_secondary_entries,
         });
     }
     caches
@@ -249,6 +260,8 @@ mod tests {
                 total_size: 4 << 20,
                 max_object_size: (4 << 20) / 256,
                 max_age: 240,
+                process_vary: false,
+                max_secondary_entries: DEFAULT_MAX_SECONDARY_ENTRIES,
             }]
         );
     }
@@ -267,7 +280,6 @@ mod tests {
                 "[ALERT] t.cfg:1: cache: size not specified for cache 'a' (total-max-size)",
                 "[ALERT] t.cfg:3: cache: cache 'b': max-object-size is limited to half of \
                  total-max-size (524288)",
-                "[ALERT] t.cfg:8: process-vary on: not supported by Sluice",
                 "[ALERT] t.cfg:9: cache early-hints: not supported by Sluice",
                 "[ALERT] t.cfg:10: cache: duplicate cache name 'c'",
             ]

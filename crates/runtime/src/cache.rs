@@ -7,6 +7,11 @@
 //! response being served is never changed under its reader, and the lock is held only to
 //! look up, insert or list. The proxy decides what may be stored and serves it
 //! (`sluice_proxy::http::cache`); read [`Cache`] first.
+//!
+//! With `process-vary on`, one URI may have several responses, each a [`Variant`]: the
+//! request fields its `Vary` named (`Accept-Encoding`, `Referer`) and what they had to be.
+//! A lookup serves the oldest variant the request fits ([`Variant::fits`]); a URI holds at
+//! most `max-secondary-entries` of them, and a response without `Vary` replaces them all.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -26,6 +31,67 @@ pub fn key_of(parts: &[&[u8]]) -> CacheKey {
         hasher.update(part);
     }
     hasher.finalize().into()
+}
+
+/// What a stored response varies on (`process-vary on`), and the values of the request
+/// that fetched it. The default varies on nothing: every request of its URI fits it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// `Vary` names `Accept-Encoding`: the request must accept every content coding in
+    /// `codings`.
+    pub by_coding: bool,
+    /// The response's content codings ([`crate::cache`]'s callers build the bit sets).
+    pub codings: u16,
+    /// `Vary` names `Referer`: the request's `Referer` must hash to `referer`.
+    pub by_referer: bool,
+    /// The hash of the `Referer` of the request that fetched it (0 without one).
+    pub referer: u32,
+}
+
+/// The fields of a request a [`Variant`] is chosen by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestVariant {
+    /// The content codings the request accepts, as a bit set.
+    pub accepted: u16,
+    /// The hash of its `Referer` (0 without one).
+    pub referer: u32,
+}
+
+impl Variant {
+    /// True if the response varies on some field of the request.
+    pub fn varies(&self) -> bool {
+        self.by_coding || self.by_referer
+    }
+
+    /// Whether a request may be served this variant: it accepts the variant's codings and
+    /// has its referer, for the fields the variant varies on. `None` (a request whose fields
+    /// could not be read, or a cache without `process-vary`) fits only a response that
+    /// varies on nothing.
+    pub fn fits(&self, request: Option<&RequestVariant>) -> bool {
+        match request {
+            None => !self.varies(),
+            Some(request) => {
+                (!self.by_coding || self.codings & !request.accepted == 0)
+                    && (!self.by_referer || self.referer == request.referer)
+            }
+        }
+    }
+
+    /// The 8 bytes `show cache` prints: the codings, then the referer's hash, each as 4
+    /// little-endian bytes and 0 when not varied on (HAProxy 2.6 prints its secondary key
+    /// this way).
+    fn shown(&self) -> u64 {
+        let codings = if self.by_coding {
+            u32::from(self.codings)
+        } else {
+            0
+        };
+        let referer = if self.by_referer { self.referer } else { 0 };
+        let mut bytes = [0u8; 8];
+        bytes[..4].copy_from_slice(&codings.to_le_bytes());
+        bytes[4..].copy_from_slice(&referer.to_le_bytes());
+        u64::from_be_bytes(bytes)
+    }
 }
 
 /// One stored response.
@@ -76,7 +142,8 @@ pub struct Cache {
 
 #[derive(Debug, Default)]
 struct Store {
-    entries: HashMap<CacheKey, Stored>,
+    /// The responses of each URI: one, or with `process-vary` its variants, oldest first.
+    entries: HashMap<CacheKey, Vec<Stored>>,
     /// Keys in the order they were stored (a replaced key's old place stays until it comes
     /// first, then is skipped: its serial no longer matches).
     order: VecDeque<(CacheKey, u64)>,
@@ -87,7 +154,38 @@ struct Store {
 #[derive(Debug)]
 struct Stored {
     response: Arc<CachedResponse>,
+    variant: Variant,
     serial: u64,
+}
+
+impl Store {
+    /// Drops the response stored with `serial` under `key`, if it is still there.
+    fn remove(&mut self, key: &CacheKey, serial: u64) {
+        let Some(variants) = self.entries.get_mut(key) else {
+            return;
+        };
+        if let Some(at) = variants.iter().position(|s| s.serial == serial) {
+            self.used_blocks -= variants.remove(at).response.blocks();
+        }
+        if variants.is_empty() {
+            self.entries.remove(key);
+        }
+    }
+
+    /// Drops the variants of `key` that `drop` picks.
+    fn remove_where(&mut self, key: &CacheKey, drop: impl Fn(&Stored) -> bool) {
+        let serials: Vec<u64> = self
+            .entries
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|s| drop(s))
+            .map(|s| s.serial)
+            .collect();
+        for serial in serials {
+            self.remove(key, serial);
+        }
+    }
 }
 
 impl Cache {
@@ -109,56 +207,77 @@ impl Cache {
         self.conf.total_size / CACHE_BLOCK_SIZE
     }
 
-    /// The response stored under `key`, if it is still fresh at `now` (seconds since the
-    /// epoch); a stale one is dropped.
-    pub fn lookup(&self, key: &CacheKey, now: u64) -> Option<Arc<CachedResponse>> {
+    /// The oldest response stored under `key` that `request` fits ([`Variant::fits`]), if
+    /// it is still fresh at `now` (seconds since the epoch); the stale variants of the key
+    /// are dropped.
+    pub fn lookup(
+        &self,
+        key: &CacheKey,
+        request: Option<&RequestVariant>,
+        now: u64,
+    ) -> Option<Arc<CachedResponse>> {
         let mut store = self.lock();
-        let stored = store.entries.get(key)?;
-        if stored.response.expires_at > now {
-            return Some(Arc::clone(&stored.response));
-        }
-        let blocks = stored.response.blocks();
-        store.entries.remove(key);
-        store.used_blocks -= blocks;
-        None
+        store.remove_where(key, |s| s.response.expires_at <= now);
+        let variants = store.entries.get(key)?;
+        let found = variants.iter().find(|s| s.variant.fits(request))?;
+        Some(Arc::clone(&found.response))
     }
 
-    /// Stores `response` under `key`, replacing what was there, after dropping the oldest
-    /// responses until it fits; false if it is larger than `max-object-size`.
-    pub fn insert(&self, key: CacheKey, response: CachedResponse) -> bool {
+    /// Stores `response` under `key` after dropping the oldest responses until it fits, and
+    /// says whether it did. A response that varies on nothing replaces every response of
+    /// its key; a variant replaces one with the same requirements (and one that varies on
+    /// nothing), and is refused when its key already has `max-secondary-entries` fresh
+    /// variants at `now`, or when it is larger than `max-object-size`.
+    pub fn insert(
+        &self,
+        key: CacheKey,
+        response: CachedResponse,
+        variant: Variant,
+        now: u64,
+    ) -> bool {
         if response.size() > self.conf.max_object_size {
             return false;
         }
         let blocks = response.blocks();
         let total = self.total_blocks();
         let mut store = self.lock();
-        if let Some(old) = store.entries.remove(&key) {
-            store.used_blocks -= old.response.blocks();
+        if variant.varies() {
+            store.remove_where(&key, |s| {
+                s.response.expires_at <= now || !s.variant.varies() || s.variant == variant
+            });
+            let count = store.entries.get(&key).map_or(0, Vec::len);
+            if count >= self.conf.max_secondary_entries as usize {
+                return false;
+            }
+        } else {
+            store.remove_where(&key, |_| true);
         }
         while store.used_blocks + blocks > total {
             let Some((oldest, serial)) = store.order.pop_front() else {
                 break;
             };
-            if store
-                .entries
-                .get(&oldest)
-                .is_some_and(|s| s.serial == serial)
-            {
-                let removed = store.entries.remove(&oldest).map(|s| s.response.blocks());
-                store.used_blocks -= removed.unwrap_or(0);
-            }
+            store.remove(&oldest, serial);
         }
         let serial = store.next_serial;
         store.next_serial += 1;
         store.order.push_back((key, serial));
         store.used_blocks += blocks;
         let response = Arc::new(response);
-        store.entries.insert(key, Stored { response, serial });
+        let stored = Stored {
+            response,
+            variant,
+            serial,
+        };
+        store.entries.entry(key).or_default().push(stored);
         // The order list keeps a place per insertion: trimmed when it outgrows the entries
         // by much, so a key stored again and again does not grow it for ever.
         if store.order.len() > 2 * store.entries.len() + 64 {
             let Store { order, entries, .. } = &mut *store;
-            order.retain(|(k, s)| entries.get(k).is_some_and(|e| e.serial == *s));
+            order.retain(|(k, s)| {
+                entries
+                    .get(k)
+                    .is_some_and(|variants| variants.iter().any(|e| e.serial == *s))
+            });
         }
         true
     }
@@ -166,12 +285,13 @@ impl Cache {
     /// How many responses are stored.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().entries.values().map(Vec::len).sum()
     }
 
     /// `show cache`: the cache's line, then one per fresh response at `now`, in HAProxy's
-    /// layout (the addresses are those of Sluice's objects; `vary` is always zero, since
-    /// secondary keys are not supported).
+    /// layout (the addresses are those of Sluice's objects; `vary` is the variant's
+    /// requirements, 0 for a response that varies on nothing). Every variant of a URI is
+    /// listed, where HAProxy lists only its first.
     pub fn show(&self, now: u64, out: &mut String) {
         let store = self.lock();
         let available = self.total_blocks().saturating_sub(store.used_blocks);
@@ -181,7 +301,11 @@ impl Cache {
             self, self.conf.name, &self.store
         );
         for (key, serial) in &store.order {
-            let Some(stored) = store.entries.get(key).filter(|s| s.serial == *serial) else {
+            let Some(stored) = store
+                .entries
+                .get(key)
+                .and_then(|variants| variants.iter().find(|s| s.serial == *serial))
+            else {
                 continue;
             };
             let response = &stored.response;
@@ -193,7 +317,7 @@ impl Cache {
                 out,
                 "{:p} hash:{hash} vary:0x{:016x} size:{} ({} blocks), refcount:{}, expire:{}",
                 Arc::as_ptr(response),
-                0,
+                stored.variant.shown(),
                 response.size(),
                 response.blocks(),
                 Arc::strong_count(response) - 1,
@@ -208,12 +332,22 @@ impl Cache {
 mod tests {
     use super::*;
 
+    /// A response that varies on nothing.
+    const NONE: Variant = Variant {
+        by_coding: false,
+        codings: 0,
+        by_referer: false,
+        referer: 0,
+    };
+
     fn cache(total_kib: u64, max_object: u64) -> Cache {
         Cache::new(CacheConf {
             name: "c".into(),
             total_size: total_kib * 1024,
             max_object_size: max_object,
             max_age: 60,
+            process_vary: true,
+            max_secondary_entries: 2,
         })
     }
 
@@ -232,11 +366,11 @@ mod tests {
     #[test]
     fn serves_fresh_responses_and_drops_stale_ones() {
         let c = cache(4, 2048);
-        assert!(c.insert([1; 20], response(100, 1000, 10)));
-        assert_eq!(c.lookup(&[1; 20], 1009).unwrap().body.len(), 81);
-        assert!(c.lookup(&[1; 20], 1010).is_none());
+        assert!(c.insert([1; 20], response(100, 1000, 10), NONE, 1000));
+        assert_eq!(c.lookup(&[1; 20], None, 1009).unwrap().body.len(), 81);
+        assert!(c.lookup(&[1; 20], None, 1010).is_none());
         assert_eq!(c.len(), 0, "the stale response is gone");
-        assert!(c.lookup(&[2; 20], 1000).is_none());
+        assert!(c.lookup(&[2; 20], None, 1000).is_none());
     }
 
     #[test]
@@ -244,11 +378,14 @@ mod tests {
         // Four blocks: two responses of two blocks each fill it.
         let c = cache(4, 2048);
         for (i, key) in [[1; 20], [2; 20], [3; 20]].into_iter().enumerate() {
-            assert!(c.insert(key, response(1500, 1000 + i as u64, 60)));
+            assert!(c.insert(key, response(1500, 1000 + i as u64, 60), NONE, 1000));
         }
-        assert!(c.lookup(&[1; 20], 1005).is_none(), "the oldest was dropped");
-        assert!(c.lookup(&[2; 20], 1005).is_some());
-        assert!(c.lookup(&[3; 20], 1005).is_some());
+        assert!(
+            c.lookup(&[1; 20], None, 1005).is_none(),
+            "the oldest was dropped"
+        );
+        assert!(c.lookup(&[2; 20], None, 1005).is_some());
+        assert!(c.lookup(&[3; 20], None, 1005).is_some());
         let mut shown = String::new();
         c.show(1005, &mut shown);
         assert!(shown.contains("available blocks:0"), "{shown}");
@@ -259,7 +396,7 @@ mod tests {
     fn replacing_a_key_frees_its_blocks_and_keeps_the_order_short() {
         let c = cache(4, 2048);
         for second in 0..500 {
-            assert!(c.insert([7; 20], response(1500, second, 60)));
+            assert!(c.insert([7; 20], response(1500, second, 60), NONE, second));
         }
         assert_eq!(c.len(), 1);
         assert!(c.lock().order.len() <= 2 + 64);
@@ -272,8 +409,8 @@ mod tests {
     #[test]
     fn refuses_objects_over_the_limit() {
         let c = cache(4, 1000);
-        assert!(!c.insert([1; 20], response(1001, 0, 60)));
-        assert!(c.insert([1; 20], response(1000, 0, 60)));
+        assert!(!c.insert([1; 20], response(1001, 0, 60), NONE, 0));
+        assert!(c.insert([1; 20], response(1000, 0, 60), NONE, 0));
     }
 
     #[test]
@@ -281,5 +418,56 @@ mod tests {
         let mut r = response(10, 100, 60);
         r.origin_age = 5;
         assert_eq!(r.age(130), 35);
+    }
+
+    #[test]
+    fn variants_are_chosen_by_the_request_and_bounded_per_uri() {
+        const GZIP: u16 = 0x1;
+        const BR: u16 = 0x4;
+        const IDENTITY: u16 = 0x100;
+        let c = cache(64, 2048);
+        let key = [3; 20];
+        let by_coding = |codings| Variant {
+            by_coding: true,
+            codings,
+            ..NONE
+        };
+        let accepting = |accepted| RequestVariant {
+            accepted,
+            referer: 0,
+        };
+        assert!(c.insert(key, response(100, 0, 60), by_coding(GZIP), 0));
+        assert!(c.insert(key, response(200, 0, 60), by_coding(IDENTITY), 0));
+        // A request is served the oldest variant whose codings it all accepts.
+        let found = |accepted| c.lookup(&key, Some(&accepting(accepted)), 1);
+        assert_eq!(found(GZIP | IDENTITY).unwrap().size(), 100);
+        assert_eq!(found(BR | IDENTITY).unwrap().size(), 200);
+        assert!(found(BR).is_none());
+        // Without its fields (no process-vary), only a response varying on nothing fits.
+        assert!(c.lookup(&key, None, 1).is_none());
+        // The same requirements replace a variant; a third one is over the limit of 2.
+        assert!(c.insert(key, response(150, 0, 60), by_coding(GZIP), 0));
+        assert!(!c.insert(key, response(100, 0, 60), by_coding(BR), 0));
+        assert_eq!(c.len(), 2);
+        // Referers must be equal.
+        let by_referer = Variant {
+            by_referer: true,
+            referer: 7,
+            ..NONE
+        };
+        assert!(c.insert([4; 20], response(100, 0, 60), by_referer, 0));
+        let from = |referer| RequestVariant {
+            accepted: u16::MAX,
+            referer,
+        };
+        assert!(c.lookup(&[4; 20], Some(&from(7)), 1).is_some());
+        assert!(c.lookup(&[4; 20], Some(&from(8)), 1).is_none());
+        // A response varying on nothing replaces every variant of its URI.
+        assert!(c.insert(key, response(300, 0, 60), NONE, 0));
+        assert_eq!(found(BR).unwrap().size(), 300);
+        assert_eq!(c.len(), 2);
+        let mut shown = String::new();
+        c.show(1, &mut shown);
+        assert!(shown.contains("vary:0x0000000007000000 "), "{shown}");
     }
 }

@@ -10,7 +10,8 @@
 //!   stored body (none for HEAD, nor for a `304` to a matching `If-None-Match` or
 //!   `If-Modified-Since`). The log names the server `<CACHE>`.
 //! - `cache-store` ([`mark_store`]) judges the response as the rules before it left it: a
-//!   200 to a GET of HTTP/1.1 the same transaction keyed, without `Vary`, that a shared
+//!   200 to a GET of HTTP/1.1 the same transaction keyed, without `Vary` (or, under
+//!   `process-vary on`, varying only on what [`super::vary`] reads), that a shared
 //!   cache may keep with its cookies, with a `Content-Length` or chunked, and whose head and
 //!   body fit `max-object-size`. Its head is kept then (without `Age`, which it remembers);
 //!   the exchange tees the body as it sends it to the client ([`Tee`]) and stores the
@@ -30,7 +31,7 @@ use sluice_http::date::parse_http_date;
 use sluice_http::encode::{self, HeadEdits};
 use sluice_http::head::{MessageHead, RequestHead, ResponseHead, Version};
 use sluice_http::{BodyFraming, Parse, TargetForm, parse_response};
-use sluice_runtime::cache::{CacheKey, CachedResponse, key_of};
+use sluice_runtime::cache::{CacheKey, CachedResponse, RequestVariant, Variant, key_of};
 use sluice_runtime::proxy::Backend;
 use tokio::io::AsyncWrite;
 
@@ -46,6 +47,8 @@ pub(crate) struct CacheTxn {
     key: Option<CacheKey>,
     /// Its response may be stored: a GET of HTTP/1.1 without credentials or `no-cache`.
     storable_request: bool,
+    /// The request's fields variants are chosen by, for a cache with `process-vary on`.
+    variant: Option<RequestVariant>,
     /// A fresh copy found by `cache-use`, to answer with, and the index of its cache.
     hit: Option<(usize, Arc<CachedResponse>)>,
     /// The index of the cache the response comes from (`res.cache_name`); `cache-store`
@@ -69,6 +72,8 @@ pub(crate) struct PendingStore {
     origin_age: u64,
     etag: Option<Box<[u8]>>,
     last_modified: u64,
+    /// What it varies on (`process-vary on`).
+    variant: Variant,
 }
 
 /// Seconds since the epoch, the cache's clock.
@@ -135,9 +140,19 @@ pub(crate) fn use_cache(
     let eligible = head.version == Version::Http11
         && (get || head.is_method(buf, "HEAD"))
         && !bypasses_cache(buf, head);
+    let cache = &process.caches[index];
+    // With `process-vary`, a request whose codings cannot be read (too many) is neither
+    // served from the cache nor stored in it, as in HAProxy.
+    let variant = if cache.conf.process_vary {
+        super::vary::request_variant(buf, head)
+    } else {
+        None
+    };
+    let readable = !cache.conf.process_vary || variant.is_some();
     let mut txn = scope.vars.cache();
     txn.key = Some(key);
-    txn.storable_request = eligible && get;
+    txn.storable_request = eligible && get && readable;
+    txn.variant = variant;
     if !eligible {
         return;
     }
@@ -145,7 +160,8 @@ pub(crate) fn use_cache(
     let [lookups, hits] = &stats.cache;
     lookups.incr();
     if txn.hit.is_none()
-        && let Some(found) = process.caches[index].lookup(&key, now_secs())
+        && readable
+        && let Some(found) = cache.lookup(&key, variant.as_ref(), now_secs())
     {
         hits.incr();
         txn.hit = Some((index, found));
@@ -185,9 +201,17 @@ pub(crate) fn mark_store(scope: &Scope<'_>, name: &str, buf: &[u8], head: &Respo
         return;
     };
     let conf = &process.caches[index].conf;
-    if head.has_header(buf, "vary") {
+    // A response naming request fields in `Vary` is stored only as a variant of its URI,
+    // with `process-vary on`, and only for the fields a cache tells apart.
+    let variant = if !head.has_header(buf, "vary") {
+        Variant::default()
+    } else if let Some(asked) = txn.variant.filter(|_| conf.process_vary)
+        && let Some(variant) = super::vary::vary_of(buf, head, &asked)
+    {
+        variant
+    } else {
         return;
-    }
+    };
     let judged = Cacheability::of((true, head.status), buf, head);
     if !judged.exposes_cookies() {
         return;
@@ -239,6 +263,7 @@ pub(crate) fn mark_store(scope: &Scope<'_>, name: &str, buf: &[u8], head: &Respo
         last_modified: date("last-modified")
             .or_else(|| date("date"))
             .unwrap_or(now),
+        variant,
     });
 }
 
@@ -297,7 +322,7 @@ pub(crate) fn finish_store(scope: &Scope<'_>, pending: PendingStore, body: Vec<u
         etag: pending.etag,
         last_modified: pending.last_modified,
     };
-    cache.insert(pending.key, response);
+    cache.insert(pending.key, response, pending.variant, now_secs());
 }
 
 /// An entity tag without its weakness mark, for the weak comparison.

@@ -26,6 +26,7 @@ pub mod scratch;
 pub mod session;
 pub mod settings;
 pub mod stats_page;
+mod vary;
 
 /// Connections parked since the last look after which the allocator is asked to return its
 /// free pages: each left about a kilobyte of its task's memory free, scattered among blocks
