@@ -1575,6 +1575,36 @@ fn server_options(
                     Some(d.integer(i + 1, "a positive server id", 1, MAX_ID, diags)? as u32);
                 i += 1;
             }
+            // Settings of the DNS resolution `resolvers` sections run, which Sluice does not
+            // have: a server's name is resolved at start-up (`init-addr`), and HAProxy 2.6
+            // does the same without `resolvers`, whatever these say.
+            "resolve-prefer" | "resolve-opts" | "resolve-net" => {
+                let option = d.words[i].as_str();
+                let value = d.word(i + 1, "a value", diags)?;
+                let valid = match option {
+                    "resolve-prefer" => matches!(value, "ipv4" | "ipv6"),
+                    "resolve-opts" => value
+                        .split(',')
+                        .all(|o| matches!(o, "allow-dup-ip" | "ignore-weight" | "prevent-dup-ip")),
+                    _ => value.split(',').all(|n| n.parse::<ipnet::IpNet>().is_ok()),
+                };
+                if !valid {
+                    let expected = match option {
+                        "resolve-prefer" => "'ipv4' or 'ipv6'",
+                        "resolve-opts" => {
+                            "allow-dup-ip, ignore-weight or prevent-dup-ip, comma-separated"
+                        }
+                        _ => "networks, comma-separated",
+                    };
+                    diags.push(d.alert(format!("'{option}' expects {expected}, not '{value}'")));
+                    return None;
+                }
+                diags.push(d.warning(format!(
+                    "'{option}' has no effect without 'resolvers' (not supported by Sluice): the \
+                     server's name is resolved once, at start-up, as HAProxy does without them"
+                )));
+                i += 1;
+            }
             other => match checks::parse_server_option(&mut server.checks, d, i, diags) {
                 ServerOption::Consumed(extra) => i += extra,
                 ServerOption::Failed => return None,
