@@ -206,7 +206,8 @@ fn derived_keyword(name: &str) -> Option<(&'static str, MatchMethod)> {
         ("_reg", MatchMethod::Reg),
         ("_sub", MatchMethod::Sub),
     ];
-    const BASES: [&str; 13] = [
+    const BASES: [&str; 14] = [
+        "ssl_fc_sni",
         "path",
         "url",
         "base",

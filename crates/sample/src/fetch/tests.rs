@@ -888,6 +888,14 @@ fn tls_fetches_describe_a_clear_connection() {
     let set = crate::AclSet::new(crate::MapStore::new());
     let cond = crate::Condition::parse(&crate::testing::words("unless { ssl_fc }"), &set).unwrap();
     assert!(cond.eval(&ctx));
+    // The SNI's ACL derivatives exist too, and find no name to match.
+    for derived in [
+        "if { ssl_fc_sni_end .example.com }",
+        "if { ssl_fc_sni_reg ^www\\. }",
+    ] {
+        let cond = crate::Condition::parse(&crate::testing::words(derived), &set).unwrap();
+        assert!(!cond.eval(&ctx), "{derived}");
+    }
 }
 
 #[test]
