@@ -356,8 +356,8 @@ const NO_TLS: &str =
     "has no effect: Sluice does not terminate TLS ('ssl' on bind and server lines is refused)";
 
 /// The warning of the HTTP client's settings, which nothing in Sluice would use.
-const NO_HTTP_CLIENT: &str =
-    "has no effect: Sluice has no HTTP client (HAProxy's serves Lua scripts and OCSP updates)";
+const NO_HTTP_CLIENT: &str = "has no effect: Sluice has no HTTP client (HAProxy's serves Lua scripts and the CLI's \
+     'httpclient' command)";
 
 /// A keyword taking one of `values`, which has no effect here: `warning` says why.
 fn choice(d: &Directive<'_>, values: &[&str], warning: &str, diags: &mut Diagnostics) {
@@ -601,8 +601,8 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 None => diags.push(d.warning(NO_TLS)),
             }
         }
-        // HAProxy's HTTP client serves its Lua scripts and OCSP updates; Sluice has neither,
-        // so nothing would use these settings.
+        // HAProxy's HTTP client serves its Lua scripts and the CLI's `httpclient` command;
+        // Sluice has neither, so nothing would use these settings.
         "httpclient.ssl.verify" => choice(&d, &["none", "required"], NO_HTTP_CLIENT, diags),
         "httpclient.resolvers.prefer" => choice(&d, &["ipv4", "ipv6"], NO_HTTP_CLIENT, diags),
         // HAProxy loads the file at start-up, so a missing one is an error there too.

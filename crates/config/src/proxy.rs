@@ -1580,7 +1580,7 @@ fn server_options(
             // does the same without `resolvers`, whatever these say.
             "resolve-prefer" | "resolve-opts" | "resolve-net" => {
                 let option = d.words[i].as_str();
-                let value = d.word(i + 1, "a value", diags)?;
+                let value = d.word(i + 1, &format!("a value after '{option}'"), diags)?;
                 let valid = match option {
                     "resolve-prefer" => matches!(value, "ipv4" | "ipv6"),
                     "resolve-opts" => value

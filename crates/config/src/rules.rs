@@ -1106,12 +1106,11 @@ fn parse_declare(rules: &mut ProxyRules, words: &[String]) -> Result<(), String>
     }
 }
 
+/// A capture's length. Any is taken, as HAProxy takes it: a value is cut to it, never
+/// padded, so a large one costs nothing beyond the value itself.
 fn capture_len(text: &str) -> Result<usize, String> {
-    // HAProxy keeps captures in fixed pools; a bound keeps one request's captures small.
     text.parse::<usize>()
-        .ok()
-        .filter(|&n| n <= 65_536)
-        .ok_or_else(|| format!("invalid capture length '{text}' (0 to 65536)"))
+        .map_err(|_| format!("invalid capture length '{text}' (a number of bytes)"))
 }
 
 /// `http-request capture <sample> len <N> | id <N>`, `http-response capture <sample> id <N>`.
@@ -1135,6 +1134,9 @@ fn parse_capture_action(
             return Err("a response 'capture' expects 'id <slot>' (declare the slot with 'declare capture response')".to_owned());
         }
         "len" => {
+            if capture_len(n)? == 0 {
+                return Err("'capture' expects a positive length".to_owned());
+            }
             if !kind.has_frontend() {
                 return Err(format!(
                     "'capture ... len' needs a frontend capability, which a '{}' section has not (use 'id')",
@@ -1365,8 +1367,8 @@ fn split_condition<'w>(
 /// An ACL that can never match where its rule runs is a warning, as in HAProxy (the rule
 /// stays, it just never applies).
 /// Parses a `stats http-request` rule (the words after the keyword) of a section of `kind`:
-/// `allow`, `deny` or `auth`, the actions HAProxy 2.6 carries out for its statistics page,
-/// with an optional condition.
+/// `allow`, `deny` or `auth` (the actions the manual lists for it), with an optional
+/// condition.
 pub(crate) fn parse_stats_rule(
     words: &[String],
     acls: &AclSet,
@@ -1380,8 +1382,8 @@ pub(crate) fn parse_stats_rule(
         Some("allow" | "deny" | "auth") => {}
         Some(other) => {
             return Err(format!(
-                "action '{other}' is not supported by Sluice here (allow, deny and auth are, \
-                 those HAProxy 2.6 carries out for the statistics page)"
+                "action '{other}' is not supported by Sluice in 'stats http-request' (allow, \
+                 deny and auth are)"
             ));
         }
         None => return Err("expects 'allow', 'deny' or 'auth'".to_owned()),

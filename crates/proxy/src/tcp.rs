@@ -435,12 +435,18 @@ fn log_session(
         payload: Some(payload),
         ..StreamView::new(scope.process, scope.frontend, *scope.endpoints, scope.vars)
     };
+    // `tcp-request content capture` values, for `%hr` and `%hrl`.
+    let captures = scope.vars.captures();
+    let mut logged = StreamRecord {
+        captures: Some(&*captures),
+        ..*record
+    };
     report(
         scope.process,
         scope.frontend,
         Some(backend),
         server,
-        record,
+        &mut logged,
         false,
         view,
     );
