@@ -838,6 +838,8 @@ pub(crate) fn parse_rule_line(
                 if let Some(c) = &cond {
                     check_cond(c, stages, place, &mut warnings);
                 }
+                let previous = rules.http_after_response.last();
+                warnings.extend(unreachable_after(previous, ends_http_rules));
                 rules.http_after_response.push(rule(action, cond, d.span));
                 Ok(())
             })
@@ -871,6 +873,7 @@ pub(crate) fn parse_rule_line(
                 } else {
                     &mut rules.http_request
                 };
+                warnings.extend(unreachable_after(list.last(), ends_http_rules));
                 list.push(rule(action, cond, d.span));
             })
         }
@@ -1366,6 +1369,33 @@ fn split_condition<'w>(
 
 /// An ACL that can never match where its rule runs is a warning, as in HAProxy (the rule
 /// stays, it just never applies).
+/// The actions that end an HTTP rule set whatever follows, for [`unreachable_after`]: those
+/// HAProxy 2.6 marks final (`reject`, `silent-drop` and services it does not).
+fn ends_http_rules(action: &HttpAction) -> bool {
+    matches!(
+        action,
+        HttpAction::Allow
+            | HttpAction::Deny(_)
+            | HttpAction::Tarpit(_)
+            | HttpAction::Redirect(_)
+            | HttpAction::Return(_)
+            | HttpAction::Auth { .. }
+    )
+}
+
+/// HAProxy's warning for a rule that follows one ending its rule set unconditionally: it
+/// can never run.
+pub(crate) fn unreachable_after<A>(
+    previous: Option<&Rule<A>>,
+    ends: impl Fn(&A) -> bool,
+) -> Option<String> {
+    let previous = previous.filter(|p| p.cond.is_none() && ends(&p.action))?;
+    Some(format!(
+        "never evaluated: the rule at line {} before it applies always and ends the rule set",
+        previous.span.line
+    ))
+}
+
 /// Parses a `stats http-request` rule (the words after the keyword) of a section of `kind`:
 /// `allow`, `deny` or `auth` (the actions the manual lists for it), with an optional
 /// condition.

@@ -136,7 +136,12 @@ pub(crate) fn parse_stats_line(
             let mut warnings = Vec::new();
             match crate::rules::parse_stats_rule(args, acls, maps, kind, &line.span, &mut warnings)
             {
-                Ok(rule) => conf.rules.push(rule),
+                Ok(rule) => {
+                    // Each of its actions ends the rules.
+                    let previous = conf.rules.last();
+                    warnings.extend(crate::rules::unreachable_after(previous, |_| true));
+                    conf.rules.push(rule);
+                }
                 Err(err) => diags.push(d.alert(err)),
             }
             for warning in warnings {
@@ -282,7 +287,7 @@ mod tests {
         let (page, diags) = parse(
             &[
                 "stats http-request deny deny_status 429 if TRUE",
-                "stats http-request allow",
+                "stats http-request allow if FALSE",
                 "stats http-request auth realm Ops unless FALSE",
             ],
             SectionKind::Backend,
@@ -292,11 +297,24 @@ mod tests {
         assert!(matches!(&rules[0].action, HttpAction::Deny(reply) if reply.status == 429));
         assert!(rules[0].cond.is_some());
         assert!(matches!(rules[1].action, HttpAction::Allow));
-        assert!(rules[1].cond.is_none());
+        assert!(rules[1].cond.is_some());
         assert!(
             matches!(&rules[2].action, HttpAction::Auth { realm } if realm.as_deref() == Some("Ops"))
         );
         assert_eq!(rules[2].span.line, 3);
+        // A rule after one without a condition is never evaluated: said, as HAProxy says it.
+        let (_, diags) = parse(
+            &["stats http-request allow", "stats http-request deny"],
+            SectionKind::Backend,
+        );
+        let said: Vec<String> = diags.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            said,
+            [
+                "[WARNING] t.cfg:2: stats http-request: never evaluated: the rule at line 1 \
+              before it applies always and ends the rule set"
+            ]
+        );
     }
 
     #[test]
