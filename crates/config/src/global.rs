@@ -580,6 +580,21 @@ pub fn parse_global_line(conf: &mut GlobalConf, line: &Line, diags: &mut Diagnos
                 diags.push(d.warning("has no effect: Sluice keeps no cache of pattern lookups"));
             }
         }
+        // HAProxy sizes some sends, and chooses to splice, by how long a stream was idle;
+        // Sluice's sends and splicing do not look at it.
+        "tune.idletimer" => {
+            if let Some(delay) = d.timeout(1, diags)
+                && d.no_more_than(2, diags)
+            {
+                if delay > std::time::Duration::from_millis(65_535) {
+                    diags.push(d.alert("expects a time between 0 and 65535 ms"));
+                } else {
+                    diags.push(d.warning(
+                        "has no effect: Sluice does not size its sends by how long a stream was idle",
+                    ));
+                }
+            }
+        }
         "tune.ssl.lifetime" => {
             if d.timeout(1, diags).is_some() && d.no_more_than(2, diags) {
                 diags.push(d.warning(NO_TLS));
