@@ -38,16 +38,23 @@ const ALL: u16 = 0x7ff;
 /// the request is neither served from nor stored in the cache.
 const MAX_ACCEPTED: usize = 15;
 
-/// The bit of a coding name (lower case), `None` for an unknown one.
-fn coding_bit(name: &[u8]) -> Option<u16> {
-    match name {
-        b"identity" => Some(IDENTITY),
-        b"*" => Some(ANY),
-        _ => CODINGS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, bit)| *bit),
+/// The bit of a coding name, `None` for an unknown one; requests name codings in any case,
+/// responses in lower case.
+fn coding_bit(name: &[u8], any_case: bool) -> Option<u16> {
+    let is = |known: &[u8]| {
+        if any_case {
+            name.eq_ignore_ascii_case(known)
+        } else {
+            name == known
+        }
+    };
+    if is(b"identity") {
+        return Some(IDENTITY);
     }
+    if name == b"*" {
+        return Some(ANY);
+    }
+    CODINGS.iter().find(|(n, _)| is(n)).map(|(_, bit)| *bit)
 }
 
 /// The items of every `name` field of a message, split on commas and trimmed.
@@ -60,6 +67,8 @@ fn items<'b>(fields: impl Iterator<Item = &'b [u8]>) -> impl Iterator<Item = &'b
 /// What the request's `Accept-Encoding` fields accept: every coding without one; otherwise
 /// the codings listed (an unknown one as "other"), `identity` unless refused, everything
 /// for `*`, less those refused with exactly `q=0`. `None` past [`MAX_ACCEPTED`] codings.
+/// Read in place, without allocating: it runs for every request a `process-vary` cache
+/// looks up.
 pub(crate) fn accepted_codings(buf: &[u8], head: &RequestHead) -> Option<u16> {
     let mut fields = head.header_values(buf, "accept-encoding").peekable();
     if fields.peek().is_none() {
@@ -71,13 +80,12 @@ pub(crate) fn accepted_codings(buf: &[u8], head: &RequestHead) -> Option<u16> {
         if count > MAX_ACCEPTED {
             return None;
         }
-        let item = item.to_ascii_lowercase();
         let (name, params) = match item.iter().position(|&b| b == b';') {
             Some(at) => (item[..at].trim_ascii(), Some(item[at + 1..].trim_ascii())),
-            None => (item.trim_ascii(), None),
+            None => (item, None),
         };
-        let bit = coding_bit(name).unwrap_or(OTHER);
-        if params == Some(b"q=0") {
+        let bit = coding_bit(name, true).unwrap_or(OTHER);
+        if params.is_some_and(|p| p.eq_ignore_ascii_case(b"q=0")) {
             refused |= bit;
         } else {
             accepted |= if bit == ANY { ALL } else { bit };
@@ -97,7 +105,7 @@ pub(crate) fn response_codings(buf: &[u8], head: &ResponseHead) -> Option<u16> {
             .next()
             .unwrap_or_default()
             .trim_ascii();
-        codings |= coding_bit(name)?;
+        codings |= coding_bit(name, false)?;
     }
     Some(if codings == 0 { IDENTITY } else { codings })
 }
