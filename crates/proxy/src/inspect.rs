@@ -70,10 +70,13 @@ pub async fn inspect<'a>(
     // Only a frontend that may upgrade to HTTP needs the buffered bytes parsed as a request
     // (`req.proto_http`, the `HTTP` ACL, header fetches before `switch-mode http`).
     let upgrades = rules.switches_to_http() || frontend.may_reach_http_backend;
-    // Slots for `tcp-request content capture` (none declared: nothing is made).
-    scope
-        .vars
-        .start_captures(rules.request_captures.len(), 0, false);
+    // Slots for `tcp-request content capture` (none declared: nothing is made), all of
+    // them: an HTTP request continuing this stream keeps them.
+    scope.vars.start_captures(
+        rules.request_captures.len(),
+        rules.response_captures.len(),
+        rules.cookie_capture.is_some(),
+    );
     let proxy = (&**rules, None);
     if let Some(ended) = content_rules(scope, client, input, proxy, (reads_data, upgrades)).await {
         return ended;

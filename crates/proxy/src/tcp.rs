@@ -12,6 +12,7 @@ use crate::inspect::{Inspection, ResponseInspection, inspect, inspect_response};
 use crate::live_bytes::LiveBytes;
 use crate::report::report;
 use crate::stream_context::StreamView;
+use crate::vars::Inspected;
 use sluice_config::proxy::{Mode, SpliceMode};
 use sluice_net::splice::Pipe;
 use sluice_net::stream::Stream;
@@ -66,11 +67,15 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
         // An HTTP backend upgrades the connection, as `switch-mode http` does (the implicit
         // upgrade of configuration.txt §4 "HTTP upgrade"): the HTTP session takes it over.
         Inspection::Forward(backend) if backend.plan.mode == Mode::Http => {
+            scope.vars.set_inspected(Inspected::FrontendAndBackend);
             return Some(inspected);
         }
         Inspection::Forward(backend) => backend,
         // The HTTP session takes the connection over, inspected bytes first.
-        Inspection::SwitchHttp => return Some(inspected),
+        Inspection::SwitchHttp => {
+            scope.vars.set_inspected(Inspected::Frontend);
+            return Some(inspected);
+        }
         // Counted where it was decided (`inspect`). What the rules read is the frontend's
         // traffic, and a `listen` section's, as HAProxy counts it.
         Inspection::Reject | Inspection::Dropped => {

@@ -67,6 +67,19 @@ struct Transaction {
     last_rule: Option<Span>,
 }
 
+/// Whose `tcp-request content` rules a TCP frontend's inspection ran for the stream an HTTP
+/// session's first request continues ([`Vars::set_inspected`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Inspected {
+    /// None: the request starts a stream of its own.
+    #[default]
+    None,
+    /// The frontend's (`switch-mode http` ended them).
+    Frontend,
+    /// The frontend's, then the HTTP backend it chose's own.
+    FrontendAndBackend,
+}
+
 /// The TOS byte and the firewall mark rules asked for the packets sent to the client.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct ClientMarks {
@@ -92,6 +105,8 @@ pub struct Vars {
     log_level: std::cell::Cell<Option<LogLevelChange>>,
     /// The connection served a request before the one being handled (`http_first_req`).
     later_request: std::cell::Cell<bool>,
+    /// See [`Vars::inspected`].
+    inspected: std::cell::Cell<Inspected>,
     /// See [`Vars::socket_id`].
     socket_id: u32,
     /// See [`Vars::client_socket`].
@@ -504,9 +519,24 @@ impl Vars {
         !self.later_request.get()
     }
 
+    /// Notes that a TCP frontend's content inspection ran the `tcp-request content` rules of
+    /// `which` proxies before handing the connection to HTTP: its first request continues
+    /// that stream, as in HAProxy, with its variables and captures and without running
+    /// those rules again.
+    pub fn set_inspected(&self, which: Inspected) {
+        self.inspected.set(which);
+    }
+
+    /// Whose `tcp-request content` rules already ran for the request being handled; none
+    /// once a transaction ended.
+    pub fn inspected(&self) -> Inspected {
+        self.inspected.get()
+    }
+
     /// Forgets the variables of the transaction that ended (`txn.`, `req.`, `res.`), its
     /// captures and its unique id.
     pub fn end_transaction(&self) {
+        self.inspected.set(Inspected::None);
         // The box goes too: an idle kept-alive session holds no capture slots.
         self.transaction.borrow_mut().take();
         self.log_level.set(None);

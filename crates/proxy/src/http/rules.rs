@@ -20,7 +20,7 @@ use super::rewrite::{self, FieldEdit, RewriteFailed};
 use super::scratch::Scratch;
 use crate::stream_context::StreamView;
 use crate::track::Stage;
-use crate::vars::Vars;
+use crate::vars::{Inspected, Vars};
 use sluice_config::errors::{ErrorPage, ErrorPages};
 use sluice_config::http_options::HeaderNamePolicy;
 use sluice_config::plan::BackendChoice;
@@ -345,13 +345,14 @@ fn backend_content<'a>(
     input: &InBuf,
     head: &RequestHead,
 ) -> Result<(), RequestVerdict<'a>> {
-    match tcp_content(
-        scope,
-        Some(backend),
-        &backend.plan.rules.tcp_content,
-        input,
-        head,
-    ) {
+    // Those the TCP frontend's inspection ran for this stream do not run again.
+    let ran = scope.vars.inspected() == Inspected::FrontendAndBackend;
+    let content: &[_] = if ran {
+        &[]
+    } else {
+        &backend.plan.rules.tcp_content
+    };
+    match tcp_content(scope, Some(backend), content, input, head) {
         Flow::Continue | Flow::Wait(..) => Ok(()),
         Flow::Reject => Err(RequestVerdict::Reject),
         Flow::Drop => Err(RequestVerdict::Drop),
@@ -371,7 +372,10 @@ fn frontend_verdict<'a>(
     capture_headers(scope, false, input.filled(), head.headers());
     let rules = &frontend.plan.rules;
     let front_pages = [&frontend.plan.error_pages];
-    match tcp_content(scope, None, &rules.tcp_content, input, head) {
+    // Content rules that ran during a TCP frontend's inspection do not run again.
+    let ran = scope.vars.inspected() != Inspected::None;
+    let content: &[_] = if ran { &[] } else { &rules.tcp_content };
+    match tcp_content(scope, None, content, input, head) {
         Flow::Continue | Flow::Wait(..) => {}
         Flow::Reject => return Err(RequestVerdict::Reject),
         Flow::Drop => return Err(RequestVerdict::Drop),
@@ -1777,7 +1781,8 @@ pub fn after_response<'a>(
 /// transaction's captures.
 fn capture_headers(scope: &Scope<'_>, response: bool, buf: &[u8], headers: &[HeaderSpan]) {
     let rules = &scope.frontend.plan.rules;
-    if !response {
+    // A request continuing a TCP frontend's inspected stream keeps what it captured.
+    if !response && scope.vars.inspected() == Inspected::None {
         scope.vars.start_captures(
             rules.request_captures.len(),
             rules.response_captures.len(),

@@ -19,6 +19,7 @@ use super::settings::{BufferSizes, HttpSettings};
 use crate::park::{self, Parking};
 use crate::report::report;
 use crate::stream_context::StreamView;
+use crate::vars::Inspected;
 use sluice_config::http_options::HttpConnMode;
 use sluice_config::rules::{NameMatch, StreamTimeout};
 use sluice_http::encode::connection_tokens;
@@ -441,7 +442,10 @@ impl<'s> Session<'_, 's> {
         frontend.stats.request_rate.incr();
         frontend.stats.requests_read.incr();
         frontend.stats.requests.incr();
-        scope.vars.end_transaction();
+        // The first request of a connection a TCP frontend inspected continues its stream.
+        if !(first && scope.vars.inspected() != Inspected::None) {
+            scope.vars.end_transaction();
+        }
         scope.vars.set_first_request(first);
         scope.vars.trackers.http_request();
         // `option http-buffer-request`: the rules see the whole body, or as much of it as the
