@@ -92,7 +92,10 @@ pub fn parse_caches(sections: &[Section], diags: &mut Diagnostics) -> Vec<CacheC
                             process_vary = word == "on";
                         }
                     }
-                    _ => diags.push(d.alert("expects 'on' or 'off'")),
+                    // HAProxy 2.6 warns and leaves the setting as it was.
+                    _ => diags.push(d.warning(
+                        "expects 'on' or 'off': the line is ignored, as HAProxy 2.6 ignores it",
+                    )),
                 },
                 // Only meaningful with `process-vary on`.
                 "max-secondary-entries" => {
@@ -321,5 +324,22 @@ mod tests {
                 "[ALERT] t.cfg:11: filter cache: unexpected argument 'extra'",
             ]
         );
+    }
+
+    #[test]
+    fn process_vary_takes_on_or_off_and_ignores_anything_else() {
+        let (caches, diags) = parse(
+            "cache c\n total-max-size 1\n process-vary on\n process-vary yes\n\
+             max-secondary-entries 3\n",
+        );
+        assert_eq!(
+            diags,
+            [
+                "[WARNING] t.cfg:4: process-vary: expects 'on' or 'off': the line is ignored, as \
+              HAProxy 2.6 ignores it"
+            ]
+        );
+        assert!(caches[0].process_vary, "still on");
+        assert_eq!(caches[0].max_secondary_entries, 3);
     }
 }
