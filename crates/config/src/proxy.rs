@@ -1581,21 +1581,20 @@ fn server_options(
             "resolve-prefer" | "resolve-opts" | "resolve-net" => {
                 let option = d.words[i].as_str();
                 let value = d.word(i + 1, &format!("a value after '{option}'"), diags)?;
-                let valid = match option {
-                    "resolve-prefer" => matches!(value, "ipv4" | "ipv6"),
-                    "resolve-opts" => value
-                        .split(',')
-                        .all(|o| matches!(o, "allow-dup-ip" | "ignore-weight" | "prevent-dup-ip")),
-                    _ => value.split(',').all(|n| n.parse::<ipnet::IpNet>().is_ok()),
+                let (valid, expected) = match option {
+                    "resolve-prefer" => (matches!(value, "ipv4" | "ipv6"), "'ipv4' or 'ipv6'"),
+                    "resolve-opts" => (
+                        value.split(',').all(|o| {
+                            matches!(o, "allow-dup-ip" | "ignore-weight" | "prevent-dup-ip")
+                        }),
+                        "allow-dup-ip, ignore-weight or prevent-dup-ip, comma-separated",
+                    ),
+                    _ => (
+                        value.split(',').all(|n| n.parse::<ipnet::IpNet>().is_ok()),
+                        "networks, comma-separated",
+                    ),
                 };
                 if !valid {
-                    let expected = match option {
-                        "resolve-prefer" => "'ipv4' or 'ipv6'",
-                        "resolve-opts" => {
-                            "allow-dup-ip, ignore-weight or prevent-dup-ip, comma-separated"
-                        }
-                        _ => "networks, comma-separated",
-                    };
                     diags.push(d.alert(format!("'{option}' expects {expected}, not '{value}'")));
                     return None;
                 }

@@ -541,12 +541,7 @@ pub fn stats_verdict<'a>(
         // Without its own realm, the page's: HAProxy's default statistics realm.
         HttpAction::Auth { realm } => {
             let realm = realm.as_deref().unwrap_or(&page.realm);
-            let status = if view.proxy_credentials() { 407 } else { 401 };
-            RequestVerdict::Answer(auth_answer(
-                &error_page(pages, status, &view),
-                status,
-                realm,
-            ))
+            RequestVerdict::Answer(ask_credentials(pages, &view, realm))
         }
         // `allow`, the only other action the configuration lets through.
         _ => RequestVerdict::Stats(page),
@@ -1007,13 +1002,18 @@ fn request_action<'a, 'e>(
                 .backend
                 .map_or_else(|| view.frontend.name(), |b| b.name());
             let realm = realm.as_deref().unwrap_or(proxy);
-            // A request to a proxy (`option http-use-proxy-header`) is asked for the
-            // proxy's credentials.
-            let status = if view.proxy_credentials() { 407 } else { 401 };
-            Step::Answer(auth_answer(&error_page(pages, status, view), status, realm))
+            Step::Answer(ask_credentials(pages, view, realm))
         }
         other => common_action(other, view, vars, pages, buf, Some(head), scratch),
     }
+}
+
+/// `http-request auth` and `stats http-request auth`: a 401 asking for credentials in
+/// `realm`, or for a request to a proxy (`option http-use-proxy-header`) a 407 asking for
+/// the proxy's.
+fn ask_credentials<'a>(pages: &[&'a ErrorPages], view: &StreamView<'_>, realm: &str) -> Answer<'a> {
+    let status = if view.proxy_credentials() { 407 } else { 401 };
+    auth_answer(&error_page(pages, status, view), status, realm)
 }
 
 /// The answer of `http-request auth`: the proxy's 401 page with every `WWW-Authenticate`
