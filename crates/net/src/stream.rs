@@ -749,6 +749,56 @@ impl AsyncWrite for Stream {
     }
 }
 
+impl Stream {
+    /// Writes `buf` as `poll_write` does, but with `more` tells a TCP socket that more bytes
+    /// follow at once (MSG_MORE): the kernel holds a segment smaller than the path allows
+    /// until the next write fills it, instead of sending every write as its own segment.
+    /// A relay copying a fast stream through a 16 KiB buffer then sends segments of the
+    /// path's full size (64 KiB on loopback) and wakes its reader a quarter as often. Bytes
+    /// held this way leave with the next write without `more`, with [`Stream::push`], or
+    /// with a shutdown. Unix sockets write as `poll_write` does.
+    pub fn poll_write_more(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+        more: bool,
+    ) -> Poll<io::Result<usize>> {
+        if !more {
+            return Pin::new(self).poll_write(cx, buf);
+        }
+        match self {
+            Stream::Tcp(s) => loop {
+                ready!(s.poll_write_ready(cx))?;
+                match s.try_io(Interest::WRITABLE, || {
+                    send_more(socket2::SockRef::from(&*s), buf)
+                }) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    done => return Poll::Ready(done),
+                }
+            },
+            Stream::Lazy(s) => s.poll_io(cx, Interest::WRITABLE, buf.len(), || {
+                send_more(socket2::SockRef::from(s.socket()), buf)
+            }),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    /// Sends at once what writes with `more` left held ([`Stream::poll_write_more`]).
+    /// Setting TCP_NODELAY, already on for every connection, pushes the pending bytes.
+    pub fn push(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nodelay(true),
+            Stream::Lazy(s) => s.socket().set_nodelay(true),
+            Stream::Unix(_) => Ok(()),
+        }
+    }
+}
+
+/// One `send` with MSG_MORE (the socket is non-blocking).
+fn send_more(socket: socket2::SockRef<'_>, buf: &[u8]) -> io::Result<usize> {
+    socket.send_with_flags(buf, libc::MSG_MORE | libc::MSG_NOSIGNAL)
+}
+
 fn recv_peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     nix::sys::socket::recv(fd, buf, nix::sys::socket::MsgFlags::MSG_PEEK).map_err(io::Error::from)
 }

@@ -268,6 +268,9 @@ struct LazyPump {
     /// Stop moving as soon as the direction may go on through a pipe (`splice-auto`): the
     /// caller switches, then polls the pipe.
     stop_when_streaming: bool,
+    /// Bytes written with "more follows" that the kernel may still hold
+    /// ([`Stream::poll_write_more`]): pushed before the pump waits.
+    held: bool,
 }
 
 impl LazyPump {
@@ -282,6 +285,7 @@ impl LazyPump {
             copied: 0,
             full_reads: 0,
             stop_when_streaming: false,
+            held: false,
         }
     }
 
@@ -318,16 +322,45 @@ impl Mover<Stream, Stream> for LazyPump {
         reader: &mut Stream,
         writer: &mut Stream,
     ) -> Result<Activity, PumpError> {
+        let moved = self.move_until_blocked(cx, reader, writer);
+        // Whatever stopped the pump, nothing may stay held while it waits.
+        if std::mem::take(&mut self.held) {
+            writer.push().map_err(PumpError::Write)?;
+        }
+        moved
+    }
+
+    fn shut(&self) -> bool {
+        self.shut
+    }
+
+    fn copied(&self) -> u64 {
+        self.copied
+    }
+}
+
+impl LazyPump {
+    /// Copies until a read or a write would block (or the stream ends).
+    fn move_until_blocked(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut Stream,
+        writer: &mut Stream,
+    ) -> Result<Activity, PumpError> {
         let mut activity = Activity::default();
         loop {
             if self.start < self.end {
-                match Pin::new(&mut *writer).poll_write(cx, &self.buf[self.start..self.end]) {
+                // A read that filled the buffer means the sender outpaces us and more is
+                // likely queued: let the kernel join this write with the next.
+                let more = self.end == self.size;
+                match writer.poll_write_more(cx, &self.buf[self.start..self.end], more) {
                     Poll::Ready(Ok(0)) => {
                         return Err(PumpError::Write(io::ErrorKind::WriteZero.into()));
                     }
                     Poll::Ready(Ok(n)) => {
                         self.start += n;
                         self.copied += n as u64;
+                        self.held = more;
                         activity.wrote = true;
                         continue;
                     }
@@ -390,14 +423,6 @@ impl Mover<Stream, Stream> for LazyPump {
             }
             return Ok(activity);
         }
-    }
-
-    fn shut(&self) -> bool {
-        self.shut
-    }
-
-    fn copied(&self) -> u64 {
-        self.copied
     }
 }
 
@@ -905,6 +930,43 @@ mod tests {
         // Only the server is awaited now, under its own timeout.
         assert!(matches!(outcome.finish, Finish::Timeout(End::Server)));
         assert_eq!(start.elapsed(), Duration::from_secs(30));
+    }
+
+    #[tokio::test]
+    async fn bytes_written_with_more_to_follow_leave_before_the_pump_waits() {
+        // A read that fills the buffer is written with MSG_MORE, which lets the kernel hold
+        // it for the next write. Here nothing follows: the bytes must be on their way once
+        // the pump waits, not held until the kernel's 200 ms corking limit.
+        fn loopback_pair() -> (std::net::TcpStream, Stream) {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let app = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (proxy_side, _) = listener.accept().unwrap();
+            proxy_side.set_nonblocking(true).unwrap();
+            let proxy_side = Stream::Tcp(tokio::net::TcpStream::from_std(proxy_side).unwrap());
+            proxy_side
+                .configure(sluice_net::stream::StreamOptions::default())
+                .unwrap();
+            (app, proxy_side)
+        }
+        const SIZE: usize = 4096;
+        let (mut client_app, mut client_proxy) = loopback_pair();
+        let (server_app, mut server_proxy) = loopback_pair();
+        // On loopback the bytes are in the proxy side's queue once the write returns.
+        std::io::Write::write_all(&mut client_app, &[7u8; SIZE]).unwrap();
+        let mut pump = LazyPump::new(SIZE);
+        std::future::poll_fn(
+            |cx| match pump.poll_move(cx, &mut client_proxy, &mut server_proxy) {
+                Ok(_) if pump.copied == SIZE as u64 => Poll::Ready(()),
+                Ok(_) => Poll::Pending,
+                Err(_) => panic!("the pump failed"),
+            },
+        )
+        .await;
+        server_app.set_nonblocking(true).unwrap();
+        let mut got = [0u8; SIZE];
+        let n = std::io::Read::read(&mut &server_app, &mut got)
+            .expect("the bytes were held back after the pump stopped");
+        assert_eq!(n, SIZE);
     }
 
     #[tokio::test(start_paused = true)]
