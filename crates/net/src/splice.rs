@@ -208,7 +208,7 @@ impl SocketRef<'_> {
             // A unix socket has no segments to share.
             SocketRef::Unix(_) => return Ok(0),
         };
-        match socket.send_with_flags(bytes, libc::MSG_MORE | libc::MSG_NOSIGNAL) {
+        match crate::stream::send_more(socket, bytes) {
             Ok(n) => Ok(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             Err(e) => Err(e),

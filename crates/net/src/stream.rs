@@ -795,7 +795,7 @@ impl Stream {
 }
 
 /// One `send` with MSG_MORE (the socket is non-blocking).
-fn send_more(socket: socket2::SockRef<'_>, buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn send_more(socket: socket2::SockRef<'_>, buf: &[u8]) -> io::Result<usize> {
     socket.send_with_flags(buf, libc::MSG_MORE | libc::MSG_NOSIGNAL)
 }
 
