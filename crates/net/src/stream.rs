@@ -198,6 +198,20 @@ pub struct StreamOptions {
     /// TCP_USER_TIMEOUT (`tcp-ut`): how long sent data may stay unacknowledged before the
     /// kernel gives up on the connection.
     pub user_timeout: Option<Duration>,
+    /// Keep the address the connection's socket took when the attempt started, for a log
+    /// line that prints a failed attempt's own end (`%bi`, `%bp`): one more system call.
+    pub note_local_end: bool,
+}
+
+/// A connection attempt that failed, and where it was made from when the options asked
+/// ([`StreamOptions::note_local_end`]): the kernel chooses the socket's address when the
+/// attempt starts, and it stays the socket's after a refusal or a timeout.
+#[derive(Debug)]
+pub struct ConnectFailure {
+    /// Why the attempt failed.
+    pub error: io::Error,
+    /// The socket's own address, if noted.
+    pub local: Option<SocketAddr>,
 }
 
 impl AsRawFd for Stream {
@@ -216,29 +230,34 @@ impl Stream {
         target: &Target,
         timeout: Option<Duration>,
         opts: StreamOptions,
-    ) -> io::Result<Stream> {
+    ) -> Result<Stream, ConnectFailure> {
+        let mut local = None;
         let connecting = async {
             io::Result::Ok(match target {
                 Target::Inet(addr)
                     if opts.source.is_none()
                         && !opts.delayed_ack
+                        && !opts.note_local_end
                         && opts.buffers == SocketBuffers::default() =>
                 {
                     Stream::Tcp(TcpStream::connect(addr).await?)
                 }
-                Target::Inet(addr) => Stream::Tcp(connect_socket(*addr, opts).await?),
+                Target::Inet(addr) => Stream::Tcp(connect_socket(*addr, opts, &mut local).await?),
                 Target::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
                 Target::Abstract(name) => Stream::Unix(connect_abstract(name)?),
             })
         };
-        let stream = match timeout {
+        let connected = match timeout {
             Some(limit) => tokio::time::timeout(limit, connecting)
                 .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??,
-            None => connecting.await?,
+                .unwrap_or_else(|_| {
+                    Err(io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))
+                }),
+            None => connecting.await,
         };
-        stream.configure(opts)?;
-        Ok(stream)
+        connected
+            .and_then(|stream| stream.configure(opts).map(|()| stream))
+            .map_err(|error| ConnectFailure { error, local })
     }
 
     /// Applies per-connection socket options to a server connection. Small writes are sent
@@ -376,12 +395,13 @@ fn keep_alive(socket: socket2::SockRef<'_>, probes: KeepaliveProbes) -> io::Resu
 /// is closed, as HAProxy sets it), with quick ACKs off under `tcp-smart-connect`, so the
 /// kernel sends the request with the handshake's last ACK instead of an empty ACK first, and
 /// with the configured buffer sizes.
-async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpStream> {
-    let socket = if to.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
+async fn connect_socket(
+    to: SocketAddr,
+    opts: StreamOptions,
+    local: &mut Option<SocketAddr>,
+) -> io::Result<TcpStream> {
+    let kind = socket2::Type::STREAM.nonblocking().cloexec();
+    let socket = socket2::Socket::new(socket2::Domain::for_address(to), kind, None)?;
     if let Some(from) = opts.source {
         if from.is_ipv4() != to.is_ipv4() {
             return Err(io::Error::new(
@@ -389,14 +409,29 @@ async fn connect_socket(to: SocketAddr, opts: StreamOptions) -> io::Result<TcpSt
                 format!("source address {from} and server address {to} are of different families"),
             ));
         }
-        socket.set_reuseaddr(true)?;
-        socket.bind(from)?;
+        socket.set_reuse_address(true)?;
+        socket.bind(&from.into())?;
     }
     if opts.delayed_ack {
-        socket2::SockRef::from(&socket).set_quickack(false)?;
+        socket.set_quickack(false)?;
     }
     size_buffers(socket2::SockRef::from(&socket), opts.buffers)?;
-    socket.connect(to).await
+    let started = match socket.connect(&to.into()) {
+        Err(e) if e.raw_os_error() != Some(libc::EINPROGRESS) => Err(e),
+        _ => Ok(()),
+    };
+    if opts.note_local_end {
+        *local = local_end(&socket);
+    }
+    started?;
+    // What tokio's own connect does from here: wait until the socket is writable, then
+    // read how the attempt ended.
+    let stream = TcpStream::from_std(socket.into())?;
+    stream.writable().await?;
+    match stream.take_error()? {
+        Some(error) => Err(error),
+        None => Ok(stream),
+    }
 }
 
 /// Connects to a socket in the abstract namespace. A unix connection is made or refused at
@@ -867,6 +902,29 @@ mod tests {
             socket.tcp_user_timeout().unwrap(),
             Some(Duration::from_millis(2500))
         );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_keeps_its_own_address_when_asked() {
+        // A port just freed: nothing listens on it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let target = Target::Inet(port);
+        let noting = StreamOptions {
+            note_local_end: true,
+            ..StreamOptions::default()
+        };
+        let failure = Stream::connect(&target, None, noting).await.unwrap_err();
+        assert_eq!(failure.error.kind(), io::ErrorKind::ConnectionRefused);
+        let local = failure.local.expect("the socket's own address");
+        assert_eq!(local.ip(), port.ip());
+        assert_ne!(local.port(), 0);
+        let failure = Stream::connect(&target, None, StreamOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(failure.local, None, "noted only when asked");
     }
 
     /// A connection accepted by a [`crate::listen::Listener`], and its client's end.

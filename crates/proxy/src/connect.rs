@@ -16,6 +16,7 @@ use sluice_net::proxy_io::{self, Version};
 use sluice_net::proxy_protocol::SentTlvs;
 use sluice_net::stream::{Stream, StreamOptions};
 use sluice_runtime::proxy::{Backend, Server, ServerLease};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The longest pause between two connection attempts.
@@ -29,6 +30,9 @@ pub struct Connection {
     pub stream: Option<Stream>,
     /// Attempts made after the first one.
     pub retries: u32,
+    /// The own address of the last failed attempt's socket, when the caller asked for it:
+    /// what a log line prints of a connection that could not be made (`%bi`, `%bp`).
+    pub failed_from: Option<SocketAddr>,
 }
 
 /// How the first of a run of attempts starts, when it is not the request's first attempt.
@@ -49,18 +53,21 @@ enum Start {
 /// Makes the attempts numbered `attempts` (0 is the first attempt, the others are retries,
 /// after the pause unless `start` says the first of them is made at once) on `server`:
 /// `option redispatch` splits one request's attempts between servers. `retries` in the
-/// result is the number of the last attempt made.
+/// result is the number of the last attempt made. With `note_local_end`, a failed attempt's
+/// own address is kept.
 async fn connect_attempts(
     backend: &Backend,
     server: &Server,
     (endpoints, vars): (&Endpoints, &Vars),
     (attempts, start): (std::ops::RangeInclusive<u32>, Start),
+    note_local_end: bool,
 ) -> Connection {
     let last = *attempts.end();
     let Some(target) = server.target(endpoints.local) else {
         return Connection {
             stream: None,
             retries: 0,
+            failed_from: None,
         };
     };
     let connect_timeout = backend.plan.timeouts.connect;
@@ -72,7 +79,9 @@ async fn connect_attempts(
         nolinger: backend.plan.nolinger,
         buffers: backend.plan.server_buffers,
         user_timeout: server.conf.user_timeout,
+        note_local_end,
     };
+    let mut failed_from = None;
     let first = *attempts.start();
     for attempt in attempts {
         // A redispatch's attempt is made at once (`start`); the other attempts after the
@@ -96,8 +105,12 @@ async fn connect_attempts(
         let result = Stream::connect(&target, connect_timeout, opts).await;
         // `observe layer4`: the health checks learn of every attempt.
         server.health.observe_connect(result.is_ok());
-        let Ok(mut stream) = result else {
-            continue;
+        let mut stream = match result {
+            Ok(stream) => stream,
+            Err(failure) => {
+                failed_from = failure.local;
+                continue;
+            }
         };
         if let Some(version) = server.conf.send_proxy() {
             let (version, options) = match version {
@@ -123,17 +136,22 @@ async fn connect_attempts(
                 .await
                 .is_err()
             {
+                failed_from = note_local_end
+                    .then(|| sluice_net::stream::local_end(&stream))
+                    .flatten();
                 continue;
             }
         }
         return Connection {
             stream: Some(stream),
             retries: attempt,
+            failed_from: None,
         };
     }
     Connection {
         stream: None,
         retries: last,
+        failed_from,
     }
 }
 
@@ -159,12 +177,14 @@ fn redispatches(retry: u32, retries: u32, interval: i32) -> bool {
 /// HAProxy's re-run of the hash does. A redispatch's attempt is made at once while another
 /// server is up. A failed attempt counts only once the retries are spent (`econ`, by the
 /// caller); each attempt on the same server is a retry (`wretr`), each move a redispatch
-/// (`wredis`, on the backend and the server left).
+/// (`wredis`, on the backend and the server left). With `note_local_end`, the result keeps
+/// the own address of a failed attempt's socket, for a log line that prints it.
 pub async fn connect_redispatching<'b>(
     backend: &'b Backend,
     lease: &mut ServerLease<'b>,
     (endpoints, vars): (&Endpoints, &Vars),
     (may_redispatch, persistent): (bool, bool),
+    note_local_end: bool,
 ) -> (Connection, bool) {
     // `retry-on` without `conn-failure`: a failed connection is not retried.
     let retries = if backend.plan.retry_on.conn_failure {
@@ -187,7 +207,14 @@ pub async fn connect_redispatching<'b>(
         let switch = (first + 1..=retries).find(|&r| at_once || redispatches(r, retries, interval));
         let last = switch.map_or(retries, |r| r - 1);
         let range = (first..=last, start);
-        let connection = connect_attempts(backend, lease.server(), (endpoints, vars), range).await;
+        let connection = connect_attempts(
+            backend,
+            lease.server(),
+            (endpoints, vars),
+            range,
+            note_local_end,
+        )
+        .await;
         let Some(next) = switch.filter(|_| connection.stream.is_none()) else {
             return (connection, moved);
         };

@@ -65,27 +65,34 @@ pub(crate) fn server_ends(frontend: &Frontend, connection: &impl AsFd) -> Server
         return ServerEnds::default();
     }
     let (local, server) = sluice_net::stream::socket_ends(connection);
-    ServerEnds { local, server }
+    ServerEnds {
+        local,
+        server,
+        connected: true,
+    }
 }
 
 /// The same for a server connection that could not be made: the address it was tried at, for
-/// a client whose connection went to `client_dst`. (HAProxy also shows the failed socket's
-/// own address, which Sluice does not keep.)
+/// a client whose connection went to `client_dst`, and the failed socket's own address
+/// (`failed_from`, noted when the attempt started), as HAProxy shows them.
 pub(crate) fn attempted_server_ends(
     frontend: &Frontend,
     server: &Server,
     client_dst: Option<SocketAddr>,
+    failed_from: Option<SocketAddr>,
 ) -> ServerEnds {
     match server.target(client_dst) {
         Some(Target::Inet(addr)) if logs_server_ends(frontend) => ServerEnds {
-            local: None,
+            local: failed_from,
             server: Some(addr),
+            connected: false,
         },
         _ => ServerEnds::default(),
     }
 }
 
-fn logs_server_ends(frontend: &Frontend) -> bool {
+/// Whether the frontend's log line prints the server connection's ends.
+pub(crate) fn logs_server_ends(frontend: &Frontend) -> bool {
     frontend.logger.as_ref().is_some_and(|l| l.logs_server_ends)
 }
 

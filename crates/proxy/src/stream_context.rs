@@ -206,6 +206,10 @@ impl Context for StreamView<'_> {
         }
     }
 
+    fn server_connection_made(&self) -> bool {
+        self.server_socket.is_some() || self.facts.is_some_and(|f| f.server_connected())
+    }
+
     fn server_connection_dst(&self) -> Option<SocketAddr> {
         match self.server_socket {
             Some(socket) => sluice_net::stream::peer_end(&socket),

@@ -237,8 +237,13 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
             // A session of the server from its first attempt, as HAProxy counts them (and
             // of each server a redispatch moves it to).
             let mut _server_session = SessionMark::open(&lease.server().traffic);
-            let connect =
-                connect_redispatching(backend, &mut lease, (&endpoints, vars), (true, persistent));
+            let connect = connect_redispatching(
+                backend,
+                &mut lease,
+                (&endpoints, vars),
+                (true, persistent),
+                crate::report::logs_server_ends(frontend),
+            );
             let connected = if abort_on_close {
                 tokio::select! {
                     biased;
@@ -269,8 +274,12 @@ pub async fn serve(scope: &Scope<'_>, client: &mut Stream) -> Option<InBuf> {
                     backend.failed_connections.incr();
                     server.failed_connections.incr();
                     let client_dst = vars.addresses().unwrap_or(endpoints).local;
-                    record.server_ends =
-                        crate::report::attempted_server_ends(frontend, server, client_dst);
+                    record.server_ends = crate::report::attempted_server_ends(
+                        frontend,
+                        server,
+                        client_dst,
+                        connection.failed_from,
+                    );
                     record.termination = Termination {
                         cause: Cause::ServerAbort,
                         phase: Phase::Connect,

@@ -121,6 +121,9 @@ pub struct ServerEnds {
     pub local: Option<SocketAddr>,
     /// The server's address (`%si`, `bc_dst`).
     pub server: Option<SocketAddr>,
+    /// The connection was made: false for an attempt that failed, whose ends say where it
+    /// was tried from and at (`bc_err` then has no value, as in HAProxy).
+    pub connected: bool,
 }
 
 /// What happened to one stream (one HTTP request/response, or one TCP session).
@@ -277,6 +280,10 @@ impl LogFacts for RecordFacts<'_> {
 
     fn backend_source(&self) -> Option<SocketAddr> {
         self.record.server_ends.local
+    }
+
+    fn server_connected(&self) -> bool {
+        self.record.server_ends.connected
     }
 
     fn reused_server_connection(&self) -> bool {

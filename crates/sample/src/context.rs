@@ -190,6 +190,11 @@ pub trait Context {
     fn server_connection_src(&self) -> Option<SocketAddr> {
         self.log_facts().and_then(|f| f.backend_source())
     }
+    /// True if the stream has (or had) a server connection (`bc_err`); the default is the
+    /// log record's.
+    fn server_connection_made(&self) -> bool {
+        self.log_facts().is_some_and(|f| f.server_connected())
+    }
     /// The server's address, as the server connection reaches it (`bc_dst`, `%si`); the
     /// default is the log record's.
     fn server_connection_dst(&self) -> Option<SocketAddr> {

@@ -133,6 +133,11 @@ pub trait LogFacts {
         None
     }
 
+    /// True if the server connection was made (a failed attempt has ends, not a connection).
+    fn server_connected(&self) -> bool {
+        false
+    }
+
     /// True if the request went over a server connection an earlier request left open
     /// (`bc_reused`).
     fn reused_server_connection(&self) -> bool {

@@ -861,13 +861,17 @@ async fn exchange<'a>(
         }
         let kept = kept_head.as_ref().map(|h| (&request_head[..], h));
         let (mut server_stream, served_before, in_use) = match connection {
-            Some(c) => c,
-            None => {
+            Ok(c) => c,
+            Err(failed_from) => {
                 ctx.backend.failed_connections.incr();
                 server.failed_connections.incr();
                 let client_dst = ctx.scope.addresses().local;
-                facts.server_ends =
-                    crate::report::attempted_server_ends(ctx.frontend, server, client_dst);
+                facts.server_ends = crate::report::attempted_server_ends(
+                    ctx.frontend,
+                    server,
+                    client_dst,
+                    failed_from,
+                );
                 let page = ctx.after(s.server_error(503, &kept_view(ctx, kept)));
                 let ending = (503, Cause::ServerAbort, Phase::Connect);
                 let keep = (s.client, keep_after_error());
@@ -1159,6 +1163,7 @@ fn pool_key(ctx: &Context<'_>, server: &Server) -> ServerKey {
 /// Picks the connection for this request: the session's own if it goes to the same server,
 /// then an idle one from the thread's pool when `http-reuse` allows, else a new one. Says
 /// how many requests it carried before (0 for a new one), and counts it in use on its server.
+/// When none could be made: the failed attempt's own address, if the log line prints it.
 #[allow(clippy::too_many_arguments)]
 async fn server_connection<'b>(
     ctx: &Context<'b>,
@@ -1168,7 +1173,7 @@ async fn server_connection<'b>(
     attached: &mut Option<Attached>,
     force_new: bool,
     facts: &mut Facts<'_>,
-) -> Option<(Stream, u32, pool::InUse)> {
+) -> Result<(Stream, u32, pool::InUse), Option<std::net::SocketAddr>> {
     let server = lease.server();
     if !force_new {
         // Only connections that may not be shared are attached: one this request does not
@@ -1178,7 +1183,7 @@ async fn server_connection<'b>(
             && conn.stream.is_idle_usable()
         {
             let in_use = pool::in_use(key, &pool::Limits::of(&server.conf));
-            return Some((conn.stream, conn.served, in_use));
+            return Ok((conn.stream, conn.served, in_use));
         }
         // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a
         // shared connection, `aggressive` only over one that already proved reusable.
@@ -1194,17 +1199,20 @@ async fn server_connection<'b>(
         if let Some(only_reused) = from_pool
             && let Some(taken) = pool::take(key, only_reused)
         {
-            return Some(taken);
+            return Ok(taken);
         }
     }
     let connection = persist::connect(ctx, lease, persist_state).await;
     facts.retries = connection.retries;
     // `option redispatch` may have moved the request to another server.
     let server = lease.server();
-    connection.stream.map(|stream| {
-        let in_use = pool::in_use(pool_key(ctx, server), &pool::Limits::of(&server.conf));
-        (stream, 0, in_use)
-    })
+    match connection.stream {
+        Some(stream) => {
+            let in_use = pool::in_use(pool_key(ctx, server), &pool::Limits::of(&server.conf));
+            Ok((stream, 0, in_use))
+        }
+        None => Err(connection.failed_from),
+    }
 }
 
 /// The request head as the server will see it.

@@ -204,6 +204,7 @@ pub async fn connect<'b>(
         lease,
         (&ctx.endpoints, ctx.scope.vars),
         redispatch,
+        crate::report::logs_server_ends(ctx.frontend),
     )
     .await;
     if moved {

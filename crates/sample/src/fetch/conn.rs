@@ -114,7 +114,7 @@ impl Conn {
             Conn::ServerConnectionDst => ip(ctx.server_connection_dst()),
             Conn::ServerConnectionDstPort => port(ctx.server_connection_dst()),
             Conn::ServerConnectionError { text } => {
-                ctx.server_connection_src().map(|_| match text {
+                ctx.server_connection_made().then(|| match text {
                     true => name("Success"),
                     false => Sample::Int(0),
                 })
