@@ -120,6 +120,17 @@ impl LazyTcp {
         })
     }
 
+    fn poll_write_vectored(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let room = bufs.iter().map(|b| b.len()).sum();
+        self.poll_io(cx, Interest::WRITABLE, room, || {
+            (&mut self.socket()).write_vectored(bufs)
+        })
+    }
+
     fn shutdown(&self) -> Poll<io::Result<()>> {
         Poll::Ready(self.socket().shutdown(std::net::Shutdown::Write))
     }
@@ -696,6 +707,22 @@ impl AsyncWrite for WriteSide<'_> {
         }
     }
 
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            WriteSide::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            WriteSide::Lazy(s) => s.poll_write_vectored(cx, bufs),
+            WriteSide::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WriteSide::Tcp(s) => Pin::new(s).poll_flush(cx),
@@ -765,6 +792,22 @@ impl AsyncWrite for Stream {
             Stream::Lazy(s) => s.poll_write(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Lazy(s) => s.poll_write_vectored(cx, bufs),
+            Stream::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

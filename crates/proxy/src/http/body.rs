@@ -272,37 +272,53 @@ where
     // Errors name the side that sent the body: a bad request body is a 400, a bad response
     // body a 502.
     let mut decoder = ChunkedDecoder::with_limits(limits).on_side(side);
-    let mut header = Vec::with_capacity(20);
+    let mut gathered = Gathered::default();
     let mut total = 0u64;
+    // Bytes of the buffer decoded and gathered, consumed once what they became is written:
+    // every chunk the buffer holds leaves in one write.
+    let mut decoded = 0;
     loop {
-        let step = decoder.decode(buf.filled()).map_err(BodyError::Invalid)?;
+        let step = decoder
+            .decode(&buf.filled()[decoded..])
+            .map_err(BodyError::Invalid)?;
         if !step.data.is_empty() {
-            let data = &buf.filled()[step.data.clone()];
-            write_piece(output, data, out, &mut header, timeouts.write).await?;
-            meter.passed(data.len());
+            let data = decoded + step.data.start..decoded + step.data.end;
             total += data.len() as u64;
+            gathered.payload(data, out);
         }
         if step.done {
+            let trailers = step
+                .trailers
+                .clone()
+                .map(|t| decoded + t.start..decoded + t.end);
             if out == OutFraming::Chunked {
                 // Trailers were validated like header fields; they pass on with the last chunk.
-                header.clear();
-                match step.trailers.clone() {
-                    Some(range) => chunked::write_last_chunk_with_trailers(
-                        &buf.filled()[range],
-                        case,
-                        &mut header,
-                    ),
-                    None => chunked::write_last_chunk(&mut header),
-                }
-                write(output, &header, timeouts.write).await?;
-            } else if let (Some(kept), Some(range)) = (kept, step.trailers.clone()) {
+                let input = buf.filled();
+                gathered.framing(|framing| match trailers {
+                    Some(range) => {
+                        chunked::write_last_chunk_with_trailers(&input[range], case, framing)
+                    }
+                    None => chunked::write_last_chunk(framing),
+                });
+            } else if let (Some(kept), Some(range)) = (kept, trailers) {
                 *kept.borrow_mut() = Some(buf.filled()[range].to_vec());
             }
-            buf.consume(step.consumed);
+            gathered
+                .write_out(output, buf.filled(), timeouts.write, meter)
+                .await?;
+            buf.consume(decoded + step.consumed);
             return Ok(total);
         }
-        buf.consume(step.consumed);
-        if step.consumed == 0 || buf.is_empty() {
+        decoded += step.consumed;
+        let starved = step.consumed == 0 || decoded == buf.len();
+        if starved || gathered.is_full() {
+            gathered
+                .write_out(output, buf.filled(), timeouts.write, meter)
+                .await?;
+            buf.consume(decoded);
+            decoded = 0;
+        }
+        if starved {
             fill_or_flush(buf, input, output, timeouts)
                 .await
                 .map_err(|e| match e {
@@ -329,23 +345,25 @@ where
     W: AsyncWrite + Unpin + ?Sized,
 {
     let mut total = 0u64;
-    let mut header = Vec::with_capacity(20);
+    let mut gathered = Gathered::default();
     loop {
         if !buf.is_empty() {
-            let data = buf.filled();
-            write_piece(output, data, out, &mut header, timeouts.write).await?;
-            meter.passed(data.len());
-            total += data.len() as u64;
-            let n = data.len();
+            let n = buf.len();
+            gathered.payload(0..n, out);
+            gathered
+                .write_out(output, buf.filled(), timeouts.write, meter)
+                .await?;
+            total += n as u64;
             buf.consume(n);
         }
         match fill_or_flush(buf, input, output, timeouts).await {
             Ok(()) => {}
             Err(BodyError::Truncated) => {
                 if out == OutFraming::Chunked {
-                    header.clear();
-                    chunked::write_last_chunk(&mut header);
-                    write(output, &header, timeouts.write).await?;
+                    gathered.framing(chunked::write_last_chunk);
+                    gathered
+                        .write_out(output, &[], timeouts.write, meter)
+                        .await?;
                 }
                 return Ok(total);
             }
@@ -398,23 +416,90 @@ async fn fill<R: AsyncRead + Unpin + ?Sized>(
     }
 }
 
-/// Writes one piece of payload, as a chunk when the output is chunked (`header` is scratch
-/// space for the chunk-size line).
-async fn write_piece<W: AsyncWrite + Unpin + ?Sized>(
-    output: &mut W,
-    data: &[u8],
-    out: OutFraming,
-    header: &mut Vec<u8>,
-    limit: Option<Duration>,
-) -> Result<(), BodyError> {
-    if out == OutFraming::Chunked {
-        header.clear();
-        chunked::write_chunk_header(data.len(), header);
-        write(output, header, limit).await?;
-        write(output, data, limit).await?;
-        write(output, b"\r\n", limit).await
-    } else {
-        write(output, data, limit).await
+/// The most pieces one vectored write carries (well under the system's limit of 1024).
+const GATHERED_PIECES: usize = 64;
+
+/// Output gathered to leave in one vectored write, in order: payload, as ranges of the input
+/// buffer (never copied), and the framing Sluice writes around it (chunk-size lines, the
+/// chunks' line ends, the last chunk and its trailers). A buffer holding many small chunks
+/// then leaves in one system call and one segment, as HAProxy sends a whole buffer, rather
+/// than three sends per chunk.
+#[derive(Default)]
+struct Gathered {
+    /// The framing bytes, in the order written.
+    framing: Vec<u8>,
+    pieces: Vec<Piece>,
+    /// Payload bytes gathered, counted as passed once written.
+    payload: usize,
+}
+
+/// One piece of [`Gathered`] output.
+enum Piece {
+    /// Bytes of [`Gathered::framing`].
+    Framing(std::ops::Range<usize>),
+    /// Bytes of the input buffer.
+    Payload(std::ops::Range<usize>),
+}
+
+impl Gathered {
+    /// Adds payload, framed as a chunk when the output is chunked.
+    fn payload(&mut self, range: std::ops::Range<usize>, out: OutFraming) {
+        self.payload += range.len();
+        if out == OutFraming::Chunked {
+            let len = range.len();
+            self.framing(|f| chunked::write_chunk_header(len, f));
+            self.pieces.push(Piece::Payload(range));
+            self.framing(|f| f.extend_from_slice(b"\r\n"));
+        } else {
+            self.pieces.push(Piece::Payload(range));
+        }
+    }
+
+    /// Adds the framing bytes `write` appends.
+    fn framing(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.framing.len();
+        write(&mut self.framing);
+        self.pieces.push(Piece::Framing(start..self.framing.len()));
+    }
+
+    /// True when another chunk would not fit in one write.
+    fn is_full(&self) -> bool {
+        self.pieces.len() + 3 > GATHERED_PIECES
+    }
+
+    /// Writes everything gathered (payload from `input`), then starts empty again.
+    async fn write_out<W: AsyncWrite + Unpin + ?Sized>(
+        &mut self,
+        output: &mut W,
+        input: &[u8],
+        limit: Option<Duration>,
+        meter: Meter<'_>,
+    ) -> Result<(), BodyError> {
+        for group in self.pieces.chunks(GATHERED_PIECES) {
+            // On the stack: no allocation per write.
+            let mut slices = [io::IoSlice::new(&[]); GATHERED_PIECES];
+            for (slice, piece) in slices.iter_mut().zip(group) {
+                *slice = io::IoSlice::new(match piece {
+                    Piece::Framing(range) => &self.framing[range.clone()],
+                    Piece::Payload(range) => &input[range.clone()],
+                });
+            }
+            let mut pending = &mut slices[..group.len()];
+            while !pending.is_empty() {
+                let n = within(limit, output.write_vectored(pending))
+                    .await
+                    .ok_or(BodyError::WriteTimeout)?
+                    .map_err(BodyError::WriteIo)?;
+                if n == 0 {
+                    return Err(BodyError::WriteIo(io::ErrorKind::WriteZero.into()));
+                }
+                io::IoSlice::advance_slices(&mut pending, n);
+            }
+        }
+        meter.passed(std::mem::take(&mut self.payload));
+        self.framing.clear();
+        self.pieces.clear();
+        Ok(())
     }
 }
 
@@ -476,6 +561,115 @@ mod tests {
         );
         assert_eq!(chunked(b"3\r\nabc\r\n2\r\nd"), (b"abcd".to_vec(), false));
         assert_eq!(chunked(b"3\r\nabc\r\nzz\r\n"), (b"abc".to_vec(), false));
+    }
+
+    /// A writer that keeps what it is given and counts the writes that gave it.
+    #[derive(Default)]
+    struct Recorder {
+        bytes: Vec<u8>,
+        writes: usize,
+    }
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            data: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            this.writes += 1;
+            this.bytes.extend_from_slice(data);
+            std::task::Poll::Ready(Ok(data.len()))
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> std::task::Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            this.writes += 1;
+            let before = this.bytes.len();
+            bufs.iter().for_each(|b| this.bytes.extend_from_slice(b));
+            std::task::Poll::Ready(Ok(this.bytes.len() - before))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_chunks_a_read_brought_leave_in_one_write() {
+        // 40 chunks and the last one with a trailer, read at once: re-encoded, they leave in
+        // one write (HAProxy sends a buffer at once), not three per chunk.
+        let mut body = Vec::new();
+        for n in 0..40u8 {
+            body.extend_from_slice(b"3;ext=1\r\n");
+            body.extend_from_slice(&[b'a' + n % 26; 3]);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"0\r\nx-sum: 1\r\n\r\nNEXT");
+        let limits = Limits::default();
+        let spec = |out| BodySpec {
+            framing: BodyFraming::Chunked,
+            out,
+            timeouts: BodyTimeouts::default(),
+            limits: &limits,
+            side: Side::Response,
+            case: None,
+            live: None,
+            trailers: None,
+        };
+        let mut expected = Vec::new();
+        for n in 0..40u8 {
+            expected.extend_from_slice(b"3\r\n");
+            expected.extend_from_slice(&[b'a' + n % 26; 3]);
+            expected.extend_from_slice(b"\r\n");
+        }
+        expected.extend_from_slice(b"0\r\nx-sum: 1\r\n\r\n");
+        let mut buf = InBuf::new(16384);
+        let mut out = Recorder::default();
+        let moved = forward_body(
+            &mut buf,
+            &mut &body[..],
+            &mut out,
+            spec(OutFraming::Chunked),
+        )
+        .await
+        .unwrap();
+        assert_eq!(moved, 120);
+        assert_eq!(
+            String::from_utf8_lossy(&out.bytes),
+            String::from_utf8_lossy(&expected)
+        );
+        // 40 chunks make 121 pieces: two vectored writes of at most 64.
+        assert_eq!(out.writes, 2);
+        // What follows the body stays for the next message.
+        assert_eq!(buf.filled(), b"NEXT");
+
+        // Decoded for a receiver that does not take chunks: the payload, in one write.
+        let mut buf = InBuf::new(16384);
+        let mut out = Recorder::default();
+        forward_body(&mut buf, &mut &body[..], &mut out, spec(OutFraming::Raw))
+            .await
+            .unwrap();
+        assert_eq!(out.bytes.len(), 120);
+        assert_eq!(out.writes, 1);
     }
 
     async fn pair() -> (Stream, TcpStream) {
