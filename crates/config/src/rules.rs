@@ -1116,6 +1116,15 @@ fn capture_len(text: &str) -> Result<usize, String> {
         .map_err(|_| format!("invalid capture length '{text}' (a number of bytes)"))
 }
 
+/// The length of a `capture ... len <N>` action, which declares its slot: 0 is refused, as
+/// HAProxy refuses it.
+fn action_capture_len(text: &str) -> Result<usize, String> {
+    match capture_len(text)? {
+        0 => Err("'capture' expects a positive length".to_owned()),
+        len => Ok(len),
+    }
+}
+
 /// `http-request capture <sample> len <N> | id <N>`, `http-response capture <sample> id <N>`.
 fn parse_capture_action(
     args: &[String],
@@ -1137,19 +1146,16 @@ fn parse_capture_action(
             return Err("a response 'capture' expects 'id <slot>' (declare the slot with 'declare capture response')".to_owned());
         }
         "len" => {
-            if capture_len(n)? == 0 {
-                return Err("'capture' expects a positive length".to_owned());
-            }
+            let len = action_capture_len(n)?;
             if !kind.has_frontend() {
                 return Err(format!(
                     "'capture ... len' needs a frontend capability, which a '{}' section has not (use 'id')",
                     kind.keyword()
                 ));
             }
-            rules.request_captures.push(CaptureSlot {
-                header: None,
-                len: capture_len(n)?,
-            });
+            rules
+                .request_captures
+                .push(CaptureSlot { header: None, len });
             rules.request_captures.len() - 1
         }
         "id" => n
@@ -1185,10 +1191,7 @@ fn parse_tcp_capture(
     if len != "len" {
         return Err(format!("'capture' expects 'len <length>', not '{len}'"));
     }
-    let len = capture_len(n)?;
-    if len == 0 {
-        return Err("'capture' expects a positive length".to_owned());
-    }
+    let len = action_capture_len(n)?;
     let mut expr = Expr::parse(sample, maps)?;
     expr.check_stages(stages)?;
     rules
@@ -1367,8 +1370,6 @@ fn split_condition<'w>(
     }
 }
 
-/// An ACL that can never match where its rule runs is a warning, as in HAProxy (the rule
-/// stays, it just never applies).
 /// The actions that end an HTTP rule set whatever follows, for [`unreachable_after`]: those
 /// HAProxy 2.6 marks final (`reject`, `silent-drop` and services it does not).
 fn ends_http_rules(action: &HttpAction) -> bool {
@@ -1427,6 +1428,8 @@ pub(crate) fn parse_stats_rule(
     Ok(rule(action, cond, span))
 }
 
+/// An ACL that can never match where its rule runs is a warning, as in HAProxy (the rule
+/// stays, it just never applies).
 fn check_cond(cond: &Condition, stages: Stages, place: Place, warnings: &mut Vec<String>) {
     warnings.extend(cond.conflict(stages, place.name()));
 }
