@@ -72,11 +72,7 @@ pub async fn inspect<'a>(
     let upgrades = rules.switches_to_http() || frontend.may_reach_http_backend;
     // Slots for `tcp-request content capture` (none declared: nothing is made), all of
     // them: an HTTP request continuing this stream keeps them.
-    scope.vars.start_captures(
-        rules.request_captures.len(),
-        rules.response_captures.len(),
-        rules.cookie_capture.is_some(),
-    );
+    scope.vars.start_captures(rules);
     let proxy = (&**rules, None);
     if let Some(ended) = content_rules(scope, client, input, proxy, (reads_data, upgrades)).await {
         return ended;

@@ -443,9 +443,11 @@ impl Vars {
         })
     }
 
-    /// Gives the transaction `request` and `response` empty capture slots, and a place for
-    /// its captured cookies when `cookies` (none of them: no box).
-    pub fn start_captures(&self, request: usize, response: usize, cookies: bool) {
+    /// Gives the transaction the empty capture slots `rules` declare, request and response,
+    /// and a place for its captured cookies when they capture one (none of them: no box).
+    pub fn start_captures(&self, rules: &sluice_config::rules::ProxyRules) {
+        let (request, response) = (rules.request_captures.len(), rules.response_captures.len());
+        let cookies = rules.cookie_capture.is_some();
         if request == 0 && response == 0 && !cookies && self.transaction.borrow().is_none() {
             return;
         }

@@ -1783,11 +1783,7 @@ fn capture_headers(scope: &Scope<'_>, response: bool, buf: &[u8], headers: &[Hea
     let rules = &scope.frontend.plan.rules;
     // A request continuing a TCP frontend's inspected stream keeps what it captured.
     if !response && scope.vars.inspected() == Inspected::None {
-        scope.vars.start_captures(
-            rules.request_captures.len(),
-            rules.response_captures.len(),
-            rules.cookie_capture.is_some(),
-        );
+        scope.vars.start_captures(rules);
     }
     if let Some((name, len)) = &rules.cookie_capture
         && let Some(cookie) = captured_cookie(buf, headers, response, name.as_bytes())
