@@ -159,31 +159,22 @@ struct Stored {
 }
 
 impl Store {
-    /// Drops the response stored with `serial` under `key`, if it is still there.
-    fn remove(&mut self, key: &CacheKey, serial: u64) {
+    /// Drops the variants of `key` that `drop` picks, and the key once it has none.
+    fn remove_where(&mut self, key: &CacheKey, drop: impl Fn(&Stored) -> bool) {
         let Some(variants) = self.entries.get_mut(key) else {
             return;
         };
-        if let Some(at) = variants.iter().position(|s| s.serial == serial) {
-            self.used_blocks -= variants.remove(at).response.blocks();
-        }
+        let mut freed = 0;
+        variants.retain(|s| {
+            let dropped = drop(s);
+            if dropped {
+                freed += s.response.blocks();
+            }
+            !dropped
+        });
+        self.used_blocks -= freed;
         if variants.is_empty() {
             self.entries.remove(key);
-        }
-    }
-
-    /// Drops the variants of `key` that `drop` picks.
-    fn remove_where(&mut self, key: &CacheKey, drop: impl Fn(&Stored) -> bool) {
-        let serials: Vec<u64> = self
-            .entries
-            .get(key)
-            .into_iter()
-            .flatten()
-            .filter(|s| drop(s))
-            .map(|s| s.serial)
-            .collect();
-        for serial in serials {
-            self.remove(key, serial);
         }
     }
 }
@@ -256,7 +247,7 @@ impl Cache {
             let Some((oldest, serial)) = store.order.pop_front() else {
                 break;
             };
-            store.remove(&oldest, serial);
+            store.remove_where(&oldest, |s| s.serial == serial);
         }
         let serial = store.next_serial;
         store.next_serial += 1;
