@@ -36,6 +36,13 @@ pub enum BodyFraming {
     UntilClose,
 }
 
+impl BodyFraming {
+    /// False when the message certainly has no body bytes (none, or a length of 0).
+    pub fn has_payload(self) -> bool {
+        !matches!(self, BodyFraming::None | BodyFraming::ContentLength(0))
+    }
+}
+
 /// The fields that carry framing; the proxy removes them all and writes its own.
 pub const FRAMING_FIELDS: [&str; 2] = ["content-length", "transfer-encoding"];
 

@@ -328,3 +328,12 @@ fn http10_bodies_on_get_head_delete_are_spotted() {
     assert!(!spotted("OPTIONS", "1.0", "Content-Length: 5\r\n"));
     assert!(!spotted("get", "1.0", "Content-Length: 5\r\n"));
 }
+
+#[test]
+fn only_an_empty_framing_certainly_has_no_payload() {
+    assert!(!BodyFraming::None.has_payload());
+    assert!(!BodyFraming::ContentLength(0).has_payload());
+    assert!(BodyFraming::ContentLength(1).has_payload());
+    assert!(BodyFraming::Chunked.has_payload());
+    assert!(BodyFraming::UntilClose.has_payload());
+}

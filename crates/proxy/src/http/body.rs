@@ -113,6 +113,9 @@ pub struct BodySpec<'a> {
     /// Where a chunked body's trailer section is kept when the output is not chunked by
     /// this relay (the compressor frames its own output, and ends it with them).
     pub trailers: Option<&'a std::cell::RefCell<Option<Vec<u8>>>>,
+    /// Bytes to send ahead of the body, in its first write: the message's head, when body
+    /// bytes came with it (see [`forward_body`]).
+    pub lead: &'a [u8],
 }
 
 /// Counts a body's bytes as they pass (`option contstats`), on the side that sends it: the
@@ -141,7 +144,12 @@ impl<'a> Meter<'a> {
 }
 
 /// Copies the body described by `spec` from `input` (bytes already in `buf` first) to
-/// `output`. Returns the number of payload bytes passed on.
+/// `output`, after `spec.lead`. Returns the number of payload bytes passed on.
+///
+/// The lead leaves in the body's first write when `buf` holds body bytes: a head and the
+/// body that arrived with it then take one system call and one segment, as HAProxy sends
+/// one buffer holding both. Otherwise it is written at once, alone: a head is never held
+/// back while the body is awaited.
 pub async fn forward_body<R, W>(
     buf: &mut InBuf,
     input: &mut R,
@@ -158,23 +166,30 @@ where
         timeouts,
         ..
     } = spec;
+    let mut lead = spec.lead;
+    if !lead.is_empty() && (buf.is_empty() || !framing.has_payload()) {
+        write(output, lead, timeouts.write).await?;
+        lead = &[];
+    }
     let meter = Meter::new(spec.live, spec.side);
     match framing {
         BodyFraming::None => Ok(0),
         BodyFraming::ContentLength(len) => {
-            copy_length(buf, (input, output), len, timeouts, meter).await
+            copy_length(buf, (input, output), (lead, len), timeouts, meter).await
         }
-        BodyFraming::Chunked => copy_chunked(buf, input, output, spec).await,
+        BodyFraming::Chunked => copy_chunked(buf, input, output, BodySpec { lead, ..spec }).await,
         BodyFraming::UntilClose => {
-            copy_until_close(buf, (input, output), out, timeouts, meter).await
+            copy_until_close(buf, (input, output), (lead, out), timeouts, meter).await
         }
     }
 }
 
+/// Copies a body of `len` bytes, the first of them in one write with `lead` (`buf` holds
+/// some when `lead` is not empty: see [`forward_body`]).
 async fn copy_length<R, W>(
     buf: &mut InBuf,
     (input, output): (&mut R, &mut W),
-    len: u64,
+    (mut lead, len): (&[u8], u64),
     timeouts: BodyTimeouts,
     meter: Meter<'_>,
 ) -> Result<u64, BodyError>
@@ -190,7 +205,12 @@ where
         let take = buf
             .len()
             .min(usize::try_from(remaining).unwrap_or(usize::MAX));
-        write(output, &buf.filled()[..take], timeouts.write).await?;
+        let mut pieces = [
+            io::IoSlice::new(lead),
+            io::IoSlice::new(&buf.filled()[..take]),
+        ];
+        write_vectored(output, &mut pieces, timeouts.write).await?;
+        lead = &[];
         meter.passed(take);
         buf.consume(take);
         remaining -= take as u64;
@@ -198,14 +218,15 @@ where
     Ok(len)
 }
 
-/// Passes on a body of `len` bytes through a kernel pipe (`option splice-*`): the bytes
-/// already read into `buf` are written first, the rest goes from `input` to `output` with
-/// `splice(2)`, never through user space, and never more than the body (what follows it
-/// belongs to the next message). Returns the number of payload bytes passed on.
+/// Passes on a body of `len` bytes through a kernel pipe (`option splice-*`): `lead` (the
+/// head) and the bytes already read into `buf` are written first, in one write, the rest
+/// goes from `input` to `output` with `splice(2)`, never through user space, and never more
+/// than the body (what follows it belongs to the next message). Returns the number of
+/// payload bytes passed on.
 pub async fn splice_length<R, W>(
     buf: &mut InBuf,
     (input, output): (&R, &mut W),
-    len: u64,
+    (lead, len): (&[u8], u64),
     pipe: &mut Pipe,
     timeouts: BodyTimeouts,
     meter: Meter<'_>,
@@ -215,7 +236,11 @@ where
     W: SpliceEnd + AsyncWrite + Unpin,
 {
     let buffered = buf.len().min(usize::try_from(len).unwrap_or(usize::MAX));
-    write(output, &buf.filled()[..buffered], timeouts.write).await?;
+    let mut pieces = [
+        io::IoSlice::new(lead),
+        io::IoSlice::new(&buf.filled()[..buffered]),
+    ];
+    write_vectored(output, &mut pieces, timeouts.write).await?;
     meter.passed(buffered);
     buf.consume(buffered);
     buf.release_if_empty();
@@ -266,13 +291,14 @@ where
         side,
         case,
         trailers: kept,
+        lead,
         ..
     } = spec;
     let meter = Meter::new(spec.live, side);
     // Errors name the side that sent the body: a bad request body is a 400, a bad response
     // body a 502.
     let mut decoder = ChunkedDecoder::with_limits(limits).on_side(side);
-    let mut gathered = Gathered::default();
+    let mut gathered = Gathered::after(lead);
     let mut total = 0u64;
     // Bytes of the buffer decoded and gathered, consumed once what they became is written:
     // every chunk the buffer holds leaves in one write.
@@ -336,7 +362,7 @@ where
 async fn copy_until_close<R, W>(
     buf: &mut InBuf,
     (input, output): (&mut R, &mut W),
-    out: OutFraming,
+    (lead, out): (&[u8], OutFraming),
     timeouts: BodyTimeouts,
     meter: Meter<'_>,
 ) -> Result<u64, BodyError>
@@ -345,7 +371,7 @@ where
     W: AsyncWrite + Unpin + ?Sized,
 {
     let mut total = 0u64;
-    let mut gathered = Gathered::default();
+    let mut gathered = Gathered::after(lead);
     loop {
         if !buf.is_empty() {
             let n = buf.len();
@@ -424,8 +450,9 @@ const GATHERED_PIECES: usize = 64;
 /// chunks' line ends, the last chunk and its trailers). A buffer holding many small chunks
 /// then leaves in one system call and one segment, as HAProxy sends a whole buffer, rather
 /// than three sends per chunk.
-#[derive(Default)]
-struct Gathered {
+struct Gathered<'l> {
+    /// Bytes that go first, in the first write only (the message's head).
+    lead: &'l [u8],
     /// The framing bytes, in the order written.
     framing: Vec<u8>,
     pieces: Vec<Piece>,
@@ -435,13 +462,29 @@ struct Gathered {
 
 /// One piece of [`Gathered`] output.
 enum Piece {
+    /// [`Gathered::lead`].
+    Lead,
     /// Bytes of [`Gathered::framing`].
     Framing(std::ops::Range<usize>),
     /// Bytes of the input buffer.
     Payload(std::ops::Range<usize>),
 }
 
-impl Gathered {
+impl<'l> Gathered<'l> {
+    /// Nothing gathered yet but `lead`, if not empty.
+    fn after(lead: &'l [u8]) -> Self {
+        Gathered {
+            lead,
+            framing: Vec::new(),
+            pieces: if lead.is_empty() {
+                Vec::new()
+            } else {
+                vec![Piece::Lead]
+            },
+            payload: 0,
+        }
+    }
+
     /// Adds payload, framed as a chunk when the output is chunked.
     fn payload(&mut self, range: std::ops::Range<usize>, out: OutFraming) {
         self.payload += range.len();
@@ -480,27 +523,39 @@ impl Gathered {
             let mut slices = [io::IoSlice::new(&[]); GATHERED_PIECES];
             for (slice, piece) in slices.iter_mut().zip(group) {
                 *slice = io::IoSlice::new(match piece {
+                    Piece::Lead => self.lead,
                     Piece::Framing(range) => &self.framing[range.clone()],
                     Piece::Payload(range) => &input[range.clone()],
                 });
             }
-            let mut pending = &mut slices[..group.len()];
-            while !pending.is_empty() {
-                let n = within(limit, output.write_vectored(pending))
-                    .await
-                    .ok_or(BodyError::WriteTimeout)?
-                    .map_err(BodyError::WriteIo)?;
-                if n == 0 {
-                    return Err(BodyError::WriteIo(io::ErrorKind::WriteZero.into()));
-                }
-                io::IoSlice::advance_slices(&mut pending, n);
-            }
+            write_vectored(output, &mut slices[..group.len()], limit).await?;
         }
         meter.passed(std::mem::take(&mut self.payload));
         self.framing.clear();
         self.pieces.clear();
         Ok(())
     }
+}
+
+/// Writes all of `pieces`, in order, with vectored writes, giving up if that takes longer
+/// than any `limit` between two writes.
+async fn write_vectored<W: AsyncWrite + Unpin + ?Sized>(
+    output: &mut W,
+    mut pieces: &mut [io::IoSlice<'_>],
+    limit: Option<Duration>,
+) -> Result<(), BodyError> {
+    io::IoSlice::advance_slices(&mut pieces, 0);
+    while !pieces.is_empty() {
+        let n = within(limit, output.write_vectored(pieces))
+            .await
+            .ok_or(BodyError::WriteTimeout)?
+            .map_err(BodyError::WriteIo)?;
+        if n == 0 {
+            return Err(BodyError::WriteIo(io::ErrorKind::WriteZero.into()));
+        }
+        io::IoSlice::advance_slices(&mut pieces, n);
+    }
+    Ok(())
 }
 
 /// Writes all of `data`, giving up if that takes longer than `limit`.
@@ -634,6 +689,7 @@ mod tests {
             case: None,
             live: None,
             trailers: None,
+            lead: &[],
         };
         let mut expected = Vec::new();
         for n in 0..40u8 {
@@ -672,6 +728,136 @@ mod tests {
         assert_eq!(out.writes, 1);
     }
 
+    /// A body spec for `framing`, relayed as it came in (chunked stays chunked), after `lead`.
+    fn spec_after<'a>(framing: BodyFraming, limits: &'a Limits, lead: &'a [u8]) -> BodySpec<'a> {
+        BodySpec {
+            framing,
+            out: match framing {
+                BodyFraming::Chunked => OutFraming::Chunked,
+                _ => OutFraming::Raw,
+            },
+            timeouts: BodyTimeouts::default(),
+            limits,
+            side: Side::Response,
+            case: None,
+            live: None,
+            trailers: None,
+            lead,
+        }
+    }
+
+    /// A framing, what the head's read brought, what the next read brings, what leaves first
+    /// and in how many writes.
+    type Case = (
+        BodyFraming,
+        &'static [u8],
+        &'static [u8],
+        &'static [u8],
+        usize,
+    );
+
+    #[tokio::test]
+    async fn a_head_leaves_with_the_body_bytes_that_came_with_it() {
+        let limits = Limits::default();
+        // The head and the body's first bytes share the first write.
+        let cases: [Case; 4] = [
+            (
+                BodyFraming::ContentLength(10),
+                b"01234",
+                b"56789",
+                b"01234",
+                2,
+            ),
+            (
+                BodyFraming::ContentLength(5),
+                b"01234NEXT",
+                b"",
+                b"01234",
+                1,
+            ),
+            (
+                BodyFraming::Chunked,
+                b"3\r\nabc\r\n0\r\n\r\n",
+                b"",
+                b"3\r\nabc\r\n0\r\n\r\n",
+                1,
+            ),
+            (BodyFraming::UntilClose, b"abc", b"def", b"abc", 2),
+        ];
+        for (framing, first, rest, leaves_first, writes) in cases {
+            let mut buf = InBuf::new(16384);
+            buf.read_more(&mut &first[..], None).await.unwrap();
+            let mut out = Recorder::default();
+            forward_body(
+                &mut buf,
+                &mut &rest[..],
+                &mut out,
+                spec_after(framing, &limits, b"HEAD "),
+            )
+            .await
+            .unwrap();
+            assert_eq!(out.writes, writes, "{framing:?}");
+            let mut expected = b"HEAD ".to_vec();
+            expected.extend_from_slice(leaves_first);
+            expected.extend_from_slice(rest);
+            assert_eq!(out.bytes, expected, "{framing:?}");
+        }
+        // A body without bytes: the head alone, once.
+        for framing in [BodyFraming::None, BodyFraming::ContentLength(0)] {
+            let mut buf = InBuf::new(16384);
+            buf.read_more(&mut &b"NEXT"[..], None).await.unwrap();
+            let mut out = Recorder::default();
+            forward_body(
+                &mut buf,
+                &mut &b""[..],
+                &mut out,
+                spec_after(framing, &limits, b"HEAD"),
+            )
+            .await
+            .unwrap();
+            assert_eq!((out.bytes.as_slice(), out.writes), (&b"HEAD"[..], 1));
+            assert_eq!(buf.filled(), b"NEXT");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_head_is_not_held_for_a_body_yet_to_come() {
+        let limits = Limits::default();
+        for framing in [
+            BodyFraming::ContentLength(3),
+            BodyFraming::Chunked,
+            BodyFraming::UntilClose,
+        ] {
+            let (mut sender, mut input) = tokio::io::duplex(1024);
+            let (mut output, mut receiver) = tokio::io::duplex(1024);
+            let body: &[u8] = match framing {
+                BodyFraming::Chunked => b"3\r\nabc\r\n0\r\n\r\n",
+                _ => b"abc",
+            };
+            let relay = async {
+                let mut buf = InBuf::new(16384);
+                let spec = spec_after(framing, &limits, b"HEAD");
+                let moved = forward_body(&mut buf, &mut input, &mut output, spec).await;
+                drop(output);
+                moved
+            };
+            let drive = async move {
+                // The head arrives while the body has not been sent.
+                let mut head = [0u8; 4];
+                receiver.read_exact(&mut head).await.unwrap();
+                sender.write_all(body).await.unwrap();
+                drop(sender);
+                let mut rest = Vec::new();
+                receiver.read_to_end(&mut rest).await.unwrap();
+                (head, rest)
+            };
+            let (moved, (head, rest)) = tokio::join!(relay, drive);
+            assert_eq!(&head, b"HEAD", "{framing:?}");
+            assert_eq!(moved.unwrap(), 3, "{framing:?}");
+            assert_eq!(rest, body, "{framing:?}");
+        }
+    }
+
     async fn pair() -> (Stream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -704,7 +890,7 @@ mod tests {
         let moved = splice_length(
             &mut buf,
             (&input, &mut output),
-            body.len() as u64,
+            (b"HEAD\r\n", body.len() as u64),
             &mut pipe,
             BodyTimeouts::default(),
             Meter::new(Some(&live), Side::Response),
@@ -717,7 +903,8 @@ mod tests {
         drop(output);
         let mut got = Vec::new();
         receiver.read_to_end(&mut got).await.unwrap();
-        assert!(got == body, "the body arrived whole and in order");
+        assert_eq!(&got[..6], b"HEAD\r\n", "the head went first");
+        assert!(got[6..] == body, "the body arrived whole and in order");
         let _sender = sending.await.unwrap();
         let mut next = [0u8; 4];
         input.read_exact(&mut next).await.unwrap();
@@ -734,7 +921,7 @@ mod tests {
         let result = splice_length(
             &mut InBuf::new(16384),
             (&input, &mut output),
-            100,
+            (&[], 100),
             &mut pipe,
             BodyTimeouts::default(),
             Meter::new(None, Side::Request),

@@ -1504,11 +1504,9 @@ async fn transfer(
     };
 
     let upload = async {
-        // The head leaves with the round's other sends, after the round's reads.
+        // The head leaves with the round's other sends, after the round's reads, and with
+        // the body bytes that came with it, if any (`body::forward_body`).
         crate::batch::after_reads().await;
-        body::write(&mut server_write, outgoing.head, s.server)
-            .await
-            .map_err(|_| UploadFailure::Server)?;
         let timeouts = BodyTimeouts {
             read: s.client,
             write: s.server,
@@ -1518,7 +1516,7 @@ async fn transfer(
                 body::splice_length(
                     input,
                     (&client_read, &mut server_write),
-                    len,
+                    (outgoing.head, len),
                     &mut pipe,
                     timeouts,
                     Meter::new(live, Side::Request),
@@ -1539,6 +1537,7 @@ async fn transfer(
                         case: s.server_case,
                         live,
                         trailers: None,
+                        lead: outgoing.head,
                     },
                 )
                 .await
@@ -1941,9 +1940,19 @@ where
         } else {
             0
         };
-        body::write(client, &out[held..], s.client)
-            .await
-            .map_err(client_write_failure)?;
+        // Body bytes that came with the head and are relayed as they come leave in one write
+        // with it (`body::forward_body`): the head is their lead.
+        let lead_body = inline_body.is_none()
+            && !tunnel
+            && compressing.is_none()
+            && storing.is_none()
+            && !input.is_empty()
+            && framing.has_payload();
+        if !lead_body {
+            body::write(client, &out[held..], s.client)
+                .await
+                .map_err(client_write_failure)?;
+        }
         sent_heads += out.len() as u64;
         // `option logasap` reports what was sent so far, the inline body included.
         head_sent(head.status, sent_heads);
@@ -1989,8 +1998,9 @@ where
             sent
         } else {
             let pipe = body_pipe(ctx, Side::Response, framing, out_framing);
+            let lead = if lead_body { &out[..] } else { &[] };
             let spec = (framing, out_framing, pipe);
-            forward_response_body(&mut input, server, client, spec, s, live)
+            forward_response_body(&mut input, server, client, (lead, spec), s, live)
                 .await
                 .map_err(|failure| match failure {
                     ResponseFailure::Broken(cause, _) => ResponseFailure::Broken(cause, sent_heads),
@@ -2052,7 +2062,7 @@ async fn forward_response_body<R, W>(
     input: &mut InBuf,
     server: &mut R,
     client: &mut W,
-    (framing, out_framing, pipe): (BodyFraming, OutFraming, Option<Pipe>),
+    (lead, (framing, out_framing, pipe)): (&[u8], (BodyFraming, OutFraming, Option<Pipe>)),
     s: &HttpSettings<'_>,
     live: Option<&LiveBytes<'_>>,
 ) -> Result<u64, ResponseFailure>
@@ -2067,10 +2077,14 @@ where
     let moved = match (pipe, framing) {
         (Some(mut pipe), BodyFraming::ContentLength(len)) => {
             let meter = Meter::new(live, Side::Response);
-            body::splice_length(input, (&*server, client), len, &mut pipe, timeouts, meter).await
+            let body = (lead, len);
+            body::splice_length(input, (&*server, client), body, &mut pipe, timeouts, meter).await
         }
         _ => {
-            let spec = response_body_spec((framing, out_framing), s, live);
+            let spec = BodySpec {
+                lead,
+                ..response_body_spec((framing, out_framing), s, live)
+            };
             body::forward_body(input, server, client, spec).await
         }
     };
@@ -2096,6 +2110,7 @@ fn response_body_spec<'a>(
         case: s.client_case,
         live,
         trailers: None,
+        lead: &[],
     }
 }
 
@@ -2134,6 +2149,7 @@ where
         // The statistics count the compressed bytes, known only at the end.
         live: None,
         trailers: Some(&trailers),
+        lead: &[],
     };
     body::forward_body(input, server, &mut compressing, spec)
         .await
