@@ -127,6 +127,10 @@ class Origin:
         with open(os.path.join(self.dir, "www", "page.html"), "wb") as f:
             rows = (f"<tr><td>row {n}</td><td>{n * 7919 % 10007}</td></tr>\n" for n in range(5000))
             f.write("".join(rows).encode()[:64 * 1024])
+        # The `http-chunked` scenario's answer: 1 KiB that nginx sends chunked (sub_filter
+        # rewrites it as it goes, so its length is not announced).
+        with open(os.path.join(self.dir, "www", "chunked"), "wb") as f:
+            f.write(b"x" * 1024)
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
             f.write(f"""
@@ -142,6 +146,7 @@ http {{
         listen 127.0.0.1:{ORIGIN_PORT} reuseport backlog=4096;
         root {self.dir}/www;
         location = /small {{ return 200 "{'x' * 64}"; }}
+        location = /chunked {{ sub_filter_types *; sub_filter "<none>" ""; }}
     }}
 }}
 """)
@@ -153,6 +158,9 @@ http {{
         self.proc.terminate()
         self.proc.wait()
 
+
+# The `http-post` scenario's requests (wrk adds their Content-Length).
+POST_SCRIPT = os.path.join(ROOT, "bench", "post.lua")
 
 # The `rules` scenario's rule set, the same for Sluice and HAProxy (see bench/rules.cfg).
 with open(os.path.join(ROOT, "bench", "rules.cfg")) as _f:
@@ -382,6 +390,8 @@ SCENARIOS = {
     # name: (mode, what it measures)
     "http-keepalive": ("http", "req/s"),
     "http-close": ("http", "conn/s"),
+    "http-post": ("http", "req/s of POSTs with a 512-byte body, 64-byte answers, 50 kept-alive connections"),
+    "http-chunked": ("http", "req/s of a 1 KiB chunked answer, 50 kept-alive connections"),
     "http-close-defer": ("http", "conn/s, accepted once the request is there (defer-accept)"),
     "tcp-throughput": ("tcp", "Gbit/s"),
     "tcp-splice": ("tcp", "Gbit/s (option splice-response; nginx copies)"),
@@ -410,6 +420,12 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             return (*fixed_rate_latency(max(seconds, LATENCY_SECONDS), latency_rate), None)
         elif scenario == "cpu-at-rate":
             return (*cpu_at_rate(proc.pid, seconds, cpu_rate), None)
+        elif scenario == "http-post":
+            rate, _, requests = wrk("/small", seconds, 50, ("-s", POST_SCRIPT))
+            value = rate
+        elif scenario == "http-chunked":
+            rate, _, requests = wrk("/chunked", seconds, 50)
+            value = rate
         elif scenario == "compression":
             rate, _, requests = wrk("/page.html", seconds, 10, ("-H", "Accept-Encoding: gzip"))
             value = rate
