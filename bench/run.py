@@ -392,6 +392,7 @@ SCENARIOS = {
     "http-close": ("http", "conn/s"),
     "http-post": ("http", "req/s of POSTs with a 512-byte body, 64-byte answers, 50 kept-alive connections"),
     "http-chunked": ("http", "req/s of a 1 KiB chunked answer, 50 kept-alive connections"),
+    "http-page": ("http", "req/s of a 64 KiB page, 50 kept-alive connections"),
     "http-close-defer": ("http", "conn/s, accepted once the request is there (defer-accept)"),
     "tcp-throughput": ("tcp", "Gbit/s"),
     "tcp-splice": ("tcp", "Gbit/s (option splice-response; nginx copies)"),
@@ -425,6 +426,9 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             value = rate
         elif scenario == "http-chunked":
             rate, _, requests = wrk("/chunked", seconds, 50)
+            value = rate
+        elif scenario == "http-page":
+            rate, _, requests = wrk("/page.html", seconds, 50)
             value = rate
         elif scenario == "compression":
             rate, _, requests = wrk("/page.html", seconds, 10, ("-H", "Accept-Encoding: gzip"))

@@ -740,6 +740,54 @@ impl AsyncWrite for WriteSide<'_> {
     }
 }
 
+impl WriteSide<'_> {
+    /// Writes `bufs` as `poll_write_vectored` does, but with `more` tells a TCP socket that
+    /// more bytes follow at once (MSG_MORE), as [`Stream::poll_write_more`] does: the parts
+    /// of a body read 16 KiB at a time then leave in segments of the path's full size.
+    /// Bytes held this way leave with the next write without `more`, with
+    /// [`WriteSide::push`], or with a shutdown.
+    pub fn poll_write_vectored_more(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+        more: bool,
+    ) -> Poll<io::Result<usize>> {
+        if !more {
+            return Pin::new(self).poll_write_vectored(cx, bufs);
+        }
+        match self {
+            WriteSide::Tcp(half) => {
+                let s = half.as_ref();
+                loop {
+                    ready!(s.poll_write_ready(cx))?;
+                    match s.try_io(Interest::WRITABLE, || {
+                        send_vectored_more(socket2::SockRef::from(s), bufs)
+                    }) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                        done => return Poll::Ready(done),
+                    }
+                }
+            }
+            WriteSide::Lazy(s) => {
+                let room = bufs.iter().map(|b| b.len()).sum();
+                s.poll_io(cx, Interest::WRITABLE, room, || {
+                    send_vectored_more(socket2::SockRef::from(s.socket()), bufs)
+                })
+            }
+            WriteSide::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    /// Sends at once what writes with `more` left held, as [`Stream::push`] does.
+    pub fn push(&self) -> io::Result<()> {
+        match self {
+            WriteSide::Tcp(half) => half.as_ref().set_nodelay(true),
+            WriteSide::Lazy(s) => s.socket().set_nodelay(true),
+            WriteSide::Unix(_) => Ok(()),
+        }
+    }
+}
+
 /// The port a server is reached on, given the port the client connected to (configuration.txt
 /// §5.2 "server": no port means the same port, `+N`/`-N` an offset from it).
 pub fn server_port(
@@ -875,6 +923,11 @@ impl Stream {
 /// One `send` with MSG_MORE (the socket is non-blocking).
 pub(crate) fn send_more(socket: socket2::SockRef<'_>, buf: &[u8]) -> io::Result<usize> {
     socket.send_with_flags(buf, libc::MSG_MORE | libc::MSG_NOSIGNAL)
+}
+
+/// One `sendmsg` of `bufs` with MSG_MORE (the socket is non-blocking).
+fn send_vectored_more(socket: socket2::SockRef<'_>, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    socket.send_vectored_with_flags(bufs, libc::MSG_MORE | libc::MSG_NOSIGNAL)
 }
 
 fn recv_peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {

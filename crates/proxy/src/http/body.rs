@@ -143,6 +143,81 @@ impl<'a> Meter<'a> {
     }
 }
 
+/// Where a body goes: a writer that may hold a write back for the next one (MSG_MORE on a
+/// TCP socket) and push what it holds. A body read 16 KiB at a time then leaves in
+/// segments of the path's full size while its parts come in at once, as HAProxy sends
+/// them (MSG_MORE until the message's end). A write is held only after a read that
+/// filled the buffer, and what is held leaves before the relay waits for the sender.
+pub trait BodyOutput: AsyncWrite + Unpin {
+    /// Writes `bufs` as `poll_write_vectored` does; with `more`, bytes short of a full
+    /// segment may wait for the next write.
+    fn poll_write_held(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+        more: bool,
+    ) -> std::task::Poll<io::Result<usize>>;
+
+    /// Sends what writes with `more` left waiting.
+    fn push(&mut self) -> io::Result<()>;
+}
+
+impl BodyOutput for sluice_net::stream::WriteSide<'_> {
+    fn poll_write_held(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+        more: bool,
+    ) -> std::task::Poll<io::Result<usize>> {
+        self.poll_write_vectored_more(cx, bufs, more)
+    }
+
+    fn push(&mut self) -> io::Result<()> {
+        sluice_net::stream::WriteSide::push(self)
+    }
+}
+
+/// A body's output and whether it holds bytes back (see [`BodyOutput`]).
+struct Out<'o, W: ?Sized> {
+    writer: &'o mut W,
+    held: bool,
+}
+
+impl<W: BodyOutput + ?Sized> Out<'_, W> {
+    /// Writes all of `pieces`, in order, giving up if that takes longer than any `limit`
+    /// between two writes; with `more`, the last bytes may wait for the next write.
+    async fn write(
+        &mut self,
+        mut pieces: &mut [io::IoSlice<'_>],
+        limit: Option<Duration>,
+        more: bool,
+    ) -> Result<(), BodyError> {
+        io::IoSlice::advance_slices(&mut pieces, 0);
+        while !pieces.is_empty() {
+            let writer = &mut *self.writer;
+            let written = poll_fn(|cx| writer.poll_write_held(cx, pieces, more));
+            let n = within(limit, written)
+                .await
+                .ok_or(BodyError::WriteTimeout)?
+                .map_err(BodyError::WriteIo)?;
+            if n == 0 {
+                return Err(BodyError::WriteIo(io::ErrorKind::WriteZero.into()));
+            }
+            self.held = more;
+            io::IoSlice::advance_slices(&mut pieces, n);
+        }
+        Ok(())
+    }
+
+    /// Sends the bytes held back, if any.
+    fn push(&mut self) -> Result<(), BodyError> {
+        if std::mem::take(&mut self.held) {
+            self.writer.push().map_err(BodyError::WriteIo)?;
+        }
+        Ok(())
+    }
+}
+
 /// Copies the body described by `spec` from `input` (bytes already in `buf` first) to
 /// `output`, after `spec.lead`. Returns the number of payload bytes passed on.
 ///
@@ -158,7 +233,7 @@ pub async fn forward_body<R, W>(
 ) -> Result<u64, BodyError>
 where
     R: AsyncRead + Unpin + ?Sized,
-    W: AsyncWrite + Unpin + ?Sized,
+    W: BodyOutput + ?Sized,
 {
     let BodySpec {
         framing,
@@ -172,7 +247,11 @@ where
         lead = &[];
     }
     let meter = Meter::new(spec.live, spec.side);
-    match framing {
+    let output = &mut Out {
+        writer: output,
+        held: false,
+    };
+    let moved = match framing {
         BodyFraming::None => Ok(0),
         BodyFraming::ContentLength(len) => {
             copy_length(buf, (input, output), (lead, len), timeouts, meter).await
@@ -181,21 +260,25 @@ where
         BodyFraming::UntilClose => {
             copy_until_close(buf, (input, output), (lead, out), timeouts, meter).await
         }
-    }
+    }?;
+    // Each relay ends with a write that holds nothing back; this is for a body whose end
+    // came with no bytes to write (a server's close).
+    output.push()?;
+    Ok(moved)
 }
 
 /// Copies a body of `len` bytes, the first of them in one write with `lead` (`buf` holds
 /// some when `lead` is not empty: see [`forward_body`]).
 async fn copy_length<R, W>(
     buf: &mut InBuf,
-    (input, output): (&mut R, &mut W),
+    (input, output): (&mut R, &mut Out<'_, W>),
     (mut lead, len): (&[u8], u64),
     timeouts: BodyTimeouts,
     meter: Meter<'_>,
 ) -> Result<u64, BodyError>
 where
     R: AsyncRead + Unpin + ?Sized,
-    W: AsyncWrite + Unpin + ?Sized,
+    W: BodyOutput + ?Sized,
 {
     let mut remaining = len;
     while remaining > 0 {
@@ -209,7 +292,10 @@ where
             io::IoSlice::new(lead),
             io::IoSlice::new(&buf.filled()[..take]),
         ];
-        write_vectored(output, &mut pieces, timeouts.write).await?;
+        // Held only while the body goes on and the read filled the buffer: a read that
+        // left room found the sender with nothing more at hand.
+        let more = remaining > take as u64 && buf.reached_capacity();
+        output.write(&mut pieces, timeouts.write, more).await?;
         lead = &[];
         meter.passed(take);
         buf.consume(take);
@@ -277,12 +363,12 @@ async fn within<F: std::future::Future>(limit: Option<Duration>, future: F) -> O
 async fn copy_chunked<R, W>(
     buf: &mut InBuf,
     input: &mut R,
-    output: &mut W,
+    output: &mut Out<'_, W>,
     spec: BodySpec<'_>,
 ) -> Result<u64, BodyError>
 where
     R: AsyncRead + Unpin + ?Sized,
-    W: AsyncWrite + Unpin + ?Sized,
+    W: BodyOutput + ?Sized,
 {
     let BodySpec {
         out,
@@ -330,7 +416,7 @@ where
                 *kept.borrow_mut() = Some(buf.filled()[range].to_vec());
             }
             gathered
-                .write_out(output, buf.filled(), timeouts.write, meter)
+                .write_out(output, buf.filled(), timeouts.write, meter, false)
                 .await?;
             buf.consume(decoded + step.consumed);
             return Ok(total);
@@ -338,8 +424,9 @@ where
         decoded += step.consumed;
         let starved = step.consumed == 0 || decoded == buf.len();
         if starved || gathered.is_full() {
+            let more = !starved || buf.reached_capacity();
             gathered
-                .write_out(output, buf.filled(), timeouts.write, meter)
+                .write_out(output, buf.filled(), timeouts.write, meter, more)
                 .await?;
             buf.consume(decoded);
             decoded = 0;
@@ -361,14 +448,14 @@ where
 
 async fn copy_until_close<R, W>(
     buf: &mut InBuf,
-    (input, output): (&mut R, &mut W),
+    (input, output): (&mut R, &mut Out<'_, W>),
     (lead, out): (&[u8], OutFraming),
     timeouts: BodyTimeouts,
     meter: Meter<'_>,
 ) -> Result<u64, BodyError>
 where
     R: AsyncRead + Unpin + ?Sized,
-    W: AsyncWrite + Unpin + ?Sized,
+    W: BodyOutput + ?Sized,
 {
     let mut total = 0u64;
     let mut gathered = Gathered::after(lead);
@@ -376,8 +463,9 @@ where
         if !buf.is_empty() {
             let n = buf.len();
             gathered.payload(0..n, out);
+            let more = buf.reached_capacity();
             gathered
-                .write_out(output, buf.filled(), timeouts.write, meter)
+                .write_out(output, buf.filled(), timeouts.write, meter, more)
                 .await?;
             total += n as u64;
             buf.consume(n);
@@ -388,7 +476,7 @@ where
                 if out == OutFraming::Chunked {
                     gathered.framing(chunked::write_last_chunk);
                     gathered
-                        .write_out(output, &[], timeouts.write, meter)
+                        .write_out(output, &[], timeouts.write, meter, false)
                         .await?;
                 }
                 return Ok(total);
@@ -399,18 +487,19 @@ where
 }
 
 /// Reads more of the body into `buf`: bytes already waiting at once; before waiting for more,
-/// `output` is flushed. On a socket that is nothing; a writer that transforms the body (the
-/// compressor) holds its output until then, so the pieces that come together leave in one
-/// send, and none is held back while the sender pauses.
+/// `output` pushes what it held back and is flushed. On a socket flushing is nothing; a
+/// writer that transforms the body (the compressor) holds its output until then, so the
+/// pieces that come together leave in one send, and none is held back while the sender
+/// pauses.
 async fn fill_or_flush<R, W>(
     buf: &mut InBuf,
     input: &mut R,
-    output: &mut W,
+    output: &mut Out<'_, W>,
     timeouts: BodyTimeouts,
 ) -> Result<(), BodyError>
 where
     R: AsyncRead + Unpin + ?Sized,
-    W: AsyncWrite + Unpin + ?Sized,
+    W: BodyOutput + ?Sized,
 {
     let mut reading = std::pin::pin!(fill(buf, input, timeouts.read));
     // Polled once with a waker that wakes nothing; awaited below, it takes the task's own.
@@ -418,7 +507,8 @@ where
     if let std::task::Poll::Ready(done) = reading.as_mut().poll(&mut now) {
         return done;
     }
-    within(timeouts.write, output.flush())
+    output.push()?;
+    within(timeouts.write, output.writer.flush())
         .await
         .ok_or(BodyError::WriteTimeout)?
         .map_err(BodyError::WriteIo)?;
@@ -510,15 +600,18 @@ impl<'l> Gathered<'l> {
         self.pieces.len() + 3 > GATHERED_PIECES
     }
 
-    /// Writes everything gathered (payload from `input`), then starts empty again.
-    async fn write_out<W: AsyncWrite + Unpin + ?Sized>(
+    /// Writes everything gathered (payload from `input`), then starts empty again; with
+    /// `more`, the last bytes may wait for the next write.
+    async fn write_out<W: BodyOutput + ?Sized>(
         &mut self,
-        output: &mut W,
+        output: &mut Out<'_, W>,
         input: &[u8],
         limit: Option<Duration>,
         meter: Meter<'_>,
+        more: bool,
     ) -> Result<(), BodyError> {
-        for group in self.pieces.chunks(GATHERED_PIECES) {
+        let groups = self.pieces.len().div_ceil(GATHERED_PIECES);
+        for (n, group) in self.pieces.chunks(GATHERED_PIECES).enumerate() {
             // On the stack: no allocation per write.
             let mut slices = [io::IoSlice::new(&[]); GATHERED_PIECES];
             for (slice, piece) in slices.iter_mut().zip(group) {
@@ -528,7 +621,10 @@ impl<'l> Gathered<'l> {
                     Piece::Payload(range) => &input[range.clone()],
                 });
             }
-            write_vectored(output, &mut slices[..group.len()], limit).await?;
+            let last = n + 1 == groups;
+            output
+                .write(&mut slices[..group.len()], limit, more || !last)
+                .await?;
         }
         meter.passed(std::mem::take(&mut self.payload));
         self.framing.clear();
@@ -618,11 +714,131 @@ mod tests {
         assert_eq!(chunked(b"3\r\nabc\r\nzz\r\n"), (b"abc".to_vec(), false));
     }
 
-    /// A writer that keeps what it is given and counts the writes that gave it.
+    /// A writer that keeps what it is given and counts the writes that gave it; as a body's
+    /// output, it notes what each write said of the next (`more`) and each push.
     #[derive(Default)]
     struct Recorder {
         bytes: Vec<u8>,
         writes: usize,
+        /// Per write through [`BodyOutput`]: its length and `more`; a push is `(0, false)`.
+        held: Vec<(usize, bool)>,
+    }
+
+    impl BodyOutput for Recorder {
+        fn poll_write_held(
+            &mut self,
+            cx: &mut std::task::Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+            more: bool,
+        ) -> std::task::Poll<io::Result<usize>> {
+            let n =
+                std::task::ready!(std::pin::Pin::new(&mut *self).poll_write_vectored(cx, bufs))?;
+            self.held.push((n, more));
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn push(&mut self) -> io::Result<()> {
+            self.held.push((0, false));
+            Ok(())
+        }
+    }
+
+    impl BodyOutput for tokio::io::DuplexStream {
+        fn poll_write_held(
+            &mut self,
+            cx: &mut std::task::Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+            _: bool,
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::pin::Pin::new(self).poll_write_vectored(cx, bufs)
+        }
+
+        fn push(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A reader that gives its parts one per read, and makes the reader wait (once) where a
+    /// part is `None`.
+    struct Parts(std::collections::VecDeque<Option<&'static [u8]>>);
+
+    impl AsyncRead for Parts {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            match self.get_mut().0.pop_front() {
+                Some(None) => {
+                    cx.waker().wake_by_ref();
+                    std::task::Poll::Pending
+                }
+                Some(Some(part)) => {
+                    buf.put_slice(part);
+                    std::task::Poll::Ready(Ok(()))
+                }
+                None => std::task::Poll::Ready(Ok(())),
+            }
+        }
+    }
+
+    /// A framing, the parts read after the head's read, and the writes and pushes expected
+    /// (as [`Recorder::held`] notes them).
+    type HeldCase = (BodyFraming, Vec<Option<&'static [u8]>>, Vec<(usize, bool)>);
+
+    #[tokio::test]
+    async fn a_body_coming_at_once_is_held_for_full_segments_and_pushed_before_a_wait() {
+        let limits = Limits::default();
+        // Reads of 10,000 bytes fill the relay's 10,000-byte buffer.
+        let long = &[b'x'; 10_000][..];
+        let mut chunk = b"2708\r\n".to_vec();
+        chunk.extend_from_slice(&[b'y'; 0x2708]);
+        chunk.extend_from_slice(b"\r\n");
+        let cases: [HeldCase; 5] = [
+            // Parts there at once: held until the last, which sends them all.
+            (
+                BodyFraming::ContentLength(30_000),
+                vec![Some(long), Some(long)],
+                vec![(10_005, true), (10_000, true), (10_000, false)],
+            ),
+            // The sender pauses: what was held leaves before the wait.
+            (
+                BodyFraming::ContentLength(30_000),
+                vec![Some(long), None, Some(long)],
+                vec![(10_005, true), (10_000, true), (0, false), (10_000, false)],
+            ),
+            // A read that left room found the sender with nothing more: not held.
+            (
+                BodyFraming::ContentLength(10_008),
+                vec![Some(b"1234"), Some(b"5678")],
+                vec![(10_005, true), (4, false), (4, false)],
+            ),
+            // A chunked body, re-chunked: held after the full read, not after the short one.
+            (
+                BodyFraming::Chunked,
+                vec![None, Some(b"4\r\ndefg\r\n"), Some(b"0\r\n\r\n")],
+                vec![(5 + 10_000, true), (0, false), (9, false), (5, false)],
+            ),
+            // Until the server's close: pushed at the end, when nothing is left to write.
+            (
+                BodyFraming::UntilClose,
+                vec![Some(long)],
+                vec![(10_005, true), (10_000, true), (0, false)],
+            ),
+        ];
+        for (framing, parts, expected) in cases {
+            let mut buf = InBuf::new(10_000);
+            let first: &[u8] = match framing {
+                BodyFraming::Chunked => &chunk,
+                _ => long,
+            };
+            buf.read_more(&mut &first[..], None).await.unwrap();
+            let mut input = Parts(parts.into_iter().collect());
+            let mut out = Recorder::default();
+            let spec = spec_after(framing, &limits, b"HEAD ");
+            let result = forward_body(&mut buf, &mut input, &mut out, spec).await;
+            assert_eq!(out.held, expected, "{framing:?}: {result:?}");
+        }
     }
 
     impl AsyncWrite for Recorder {

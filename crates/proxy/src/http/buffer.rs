@@ -157,6 +157,12 @@ impl InBuf {
         self.capacity
     }
 
+    /// True when the bytes read reach the capacity: the last read stopped for want of room,
+    /// not of data, so the sender likely has more at hand.
+    pub fn reached_capacity(&self) -> bool {
+        self.data.len() >= self.capacity
+    }
+
     /// True when nothing is left to consume.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

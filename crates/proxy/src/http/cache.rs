@@ -35,6 +35,7 @@ use sluice_runtime::cache::{CacheKey, CachedResponse, RequestVariant, Variant, k
 use sluice_runtime::proxy::Backend;
 use tokio::io::AsyncWrite;
 
+use super::body::BodyOutput;
 use super::buffer::InBuf;
 use super::cacheability::{Cacheability, list_items};
 use super::rules::{self, Answer, ResponseVerdict, Scope};
@@ -474,6 +475,19 @@ impl<'w, W> Tee<'w, W> {
         self.copy
     }
 
+    /// Keeps the first `n` bytes of `bufs`, the part of them a write took.
+    fn keep_vectored(&mut self, bufs: &[io::IoSlice<'_>], n: usize) {
+        let mut left = n;
+        for buf in bufs {
+            let taken = left.min(buf.len());
+            self.keep(&buf[..taken]);
+            left -= taken;
+            if left == 0 {
+                break;
+            }
+        }
+    }
+
     fn keep(&mut self, written: &[u8]) {
         if let Some(copy) = &mut self.copy {
             if copy.len() + written.len() > self.limit {
@@ -504,15 +518,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Tee<'_, W> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let n = ready!(Pin::new(&mut *this.inner).poll_write_vectored(cx, bufs))?;
-        let mut left = n;
-        for buf in bufs {
-            let taken = left.min(buf.len());
-            this.keep(&buf[..taken]);
-            left -= taken;
-            if left == 0 {
-                break;
-            }
-        }
+        this.keep_vectored(bufs, n);
         Poll::Ready(Ok(n))
     }
 
@@ -526,6 +532,23 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Tee<'_, W> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut *self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+impl<W: BodyOutput> BodyOutput for Tee<'_, W> {
+    fn poll_write_held(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        bufs: &[io::IoSlice<'_>],
+        more: bool,
+    ) -> Poll<io::Result<usize>> {
+        let n = ready!(self.inner.poll_write_held(cx, bufs, more))?;
+        self.keep_vectored(bufs, n);
+        Poll::Ready(Ok(n))
+    }
+
+    fn push(&mut self) -> io::Result<()> {
+        self.inner.push()
     }
 }
 

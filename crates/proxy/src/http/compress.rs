@@ -543,6 +543,23 @@ impl<'w, W: AsyncWrite + Unpin> Compressing<'w, W> {
     }
 }
 
+/// The compressor holds its output itself, until the body's relay flushes it before
+/// waiting for more (`body::fill_or_flush`) or it fills a send.
+impl<W: AsyncWrite + Unpin> super::body::BodyOutput for Compressing<'_, W> {
+    fn poll_write_held(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+        _more: bool,
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(self).poll_write_vectored(cx, bufs)
+    }
+
+    fn push(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl<W: AsyncWrite + Unpin> AsyncWrite for Compressing<'_, W> {
     fn poll_write(
         self: Pin<&mut Self>,

@@ -1646,7 +1646,7 @@ async fn relay_response<R, W>(
 ) -> Result<ResponseDone, ResponseFailure>
 where
     R: tokio::io::AsyncRead + SpliceEnd + Unpin,
-    W: tokio::io::AsyncWrite + SpliceEnd + Unpin,
+    W: body::BodyOutput + SpliceEnd,
 {
     let s = &ctx.settings;
     let mut input = InBuf::new(s.bufsize);
@@ -2068,7 +2068,7 @@ async fn forward_response_body<R, W>(
 ) -> Result<u64, ResponseFailure>
 where
     R: tokio::io::AsyncRead + SpliceEnd + Unpin,
-    W: tokio::io::AsyncWrite + SpliceEnd + Unpin,
+    W: body::BodyOutput + SpliceEnd,
 {
     let timeouts = BodyTimeouts {
         read: s.server,
