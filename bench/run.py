@@ -393,6 +393,7 @@ SCENARIOS = {
     "http-post": ("http", "req/s of POSTs with a 512-byte body, 64-byte answers, 50 kept-alive connections"),
     "http-chunked": ("http", "req/s of a 1 KiB chunked answer, 50 kept-alive connections"),
     "http-page": ("http", "req/s of a 64 KiB page, 50 kept-alive connections"),
+    "http-many": ("http", "req/s over 2,000 kept-alive connections"),
     "http-close-defer": ("http", "conn/s, accepted once the request is there (defer-accept)"),
     "tcp-throughput": ("tcp", "Gbit/s"),
     "tcp-splice": ("tcp", "Gbit/s (option splice-response; nginx copies)"),
@@ -426,6 +427,9 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             value = rate
         elif scenario == "http-chunked":
             rate, _, requests = wrk("/chunked", seconds, 50)
+            value = rate
+        elif scenario == "http-many":
+            rate, _, requests = wrk("/small", seconds, 2000)
             value = rate
         elif scenario == "http-page":
             rate, _, requests = wrk("/page.html", seconds, 50)

@@ -56,8 +56,8 @@ pub async fn upkeep(trim: bool) -> ! {
     period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         period.tick().await;
-        // The allocator's cache first: a buffer the pool lets go of now enters it, to be
-        // unmapped at the next look if nothing takes it again.
+        // The allocator's cache, then the pool's, whose surplus goes to the system at once
+        // (`sluice_heap::freeing_at_once`).
         sluice_heap::trim_thread_cache();
         let buffers_freed = buffer::trim_idle_buffers();
         scratch::trim_spares();
