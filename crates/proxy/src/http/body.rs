@@ -319,14 +319,18 @@ pub async fn splice_length<R, W>(
 ) -> Result<u64, BodyError>
 where
     R: SpliceEnd,
-    W: SpliceEnd + AsyncWrite + Unpin,
+    W: SpliceEnd + BodyOutput,
 {
     let buffered = buf.len().min(usize::try_from(len).unwrap_or(usize::MAX));
     let mut pieces = [
         io::IoSlice::new(lead),
         io::IoSlice::new(&buf.filled()[..buffered]),
     ];
-    write_vectored(output, &mut pieces, timeouts.write).await?;
+    let mut out = Out {
+        writer: &mut *output,
+        held: false,
+    };
+    out.write(&mut pieces, timeouts.write, false).await?;
     meter.passed(buffered);
     buf.consume(buffered);
     buf.release_if_empty();
@@ -631,27 +635,6 @@ impl<'l> Gathered<'l> {
         self.pieces.clear();
         Ok(())
     }
-}
-
-/// Writes all of `pieces`, in order, with vectored writes, giving up if that takes longer
-/// than any `limit` between two writes.
-async fn write_vectored<W: AsyncWrite + Unpin + ?Sized>(
-    output: &mut W,
-    mut pieces: &mut [io::IoSlice<'_>],
-    limit: Option<Duration>,
-) -> Result<(), BodyError> {
-    io::IoSlice::advance_slices(&mut pieces, 0);
-    while !pieces.is_empty() {
-        let n = within(limit, output.write_vectored(pieces))
-            .await
-            .ok_or(BodyError::WriteTimeout)?
-            .map_err(BodyError::WriteIo)?;
-        if n == 0 {
-            return Err(BodyError::WriteIo(io::ErrorKind::WriteZero.into()));
-        }
-        io::IoSlice::advance_slices(&mut pieces, n);
-    }
-    Ok(())
 }
 
 /// Writes all of `data`, giving up if that takes longer than `limit`.
@@ -1103,9 +1086,10 @@ mod tests {
         let (traffic, trackers) = (Traffic::default(), Trackers::default());
         let counted = std::cell::Cell::new((0, 0));
         let live = LiveBytes::new([Some(&traffic), None, None, None], &trackers, &counted);
+        let (_, mut writing) = output.split();
         let moved = splice_length(
             &mut buf,
-            (&input, &mut output),
+            (&input, &mut writing),
             (b"HEAD\r\n", body.len() as u64),
             &mut pipe,
             BodyTimeouts::default(),
@@ -1134,9 +1118,10 @@ mod tests {
         sender.write_all(b"only this").await.unwrap();
         drop(sender);
         let mut pipe = Pipe::new(None, &PipeBudget::new(None)).unwrap();
+        let (_, mut writing) = output.split();
         let result = splice_length(
             &mut InBuf::new(16384),
-            (&input, &mut output),
+            (&input, &mut writing),
             (&[], 100),
             &mut pipe,
             BodyTimeouts::default(),
