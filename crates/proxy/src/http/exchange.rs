@@ -1505,7 +1505,11 @@ async fn transfer(
 
     let upload = async {
         // The head leaves with the round's other sends, after the round's reads, and with
-        // the body bytes that came with it, if any (`body::forward_body`).
+        // the body bytes that came with it, if any (`body::forward_body`). A buffer they
+        // left empty goes back to the pool for the wait: the next exchange of the round
+        // reads into it while it is still in the CPU's caches, where a buffer held by each
+        // exchange of a round over thousands of connections would be a cold one each.
+        input.release_if_empty();
         crate::batch::after_reads().await;
         let timeouts = BodyTimeouts {
             read: s.client,
@@ -1926,7 +1930,9 @@ where
             super::cache::finish_store(ctx.scope, pending, body);
         }
         started.set(Some((arrived, head.status, head.version)));
-        // The head leaves with the round's other sends, after the round's reads.
+        // The head leaves with the round's other sends, after the round's reads; an emptied
+        // buffer goes back to the pool for the wait, as the request's does.
+        input.release_if_empty();
         crate::batch::after_reads().await;
         // A whole answer after which the connection closes waits in the socket for the end
         // of stream, which the session sends once it has counted and logged the exchange
