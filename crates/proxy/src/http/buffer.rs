@@ -50,9 +50,9 @@ pub const POOL_LOW_WATER: usize = 8;
 /// Free buffers a thread keeps at most; beyond, a returned buffer goes to the allocator.
 /// What the traffic leaves unused for a whole [`TRIM_PERIOD`] is freed anyway: this bounds
 /// only the burst between two looks. It must cover what one turn of the event loop gives
-/// back before the next takes it again: each exchange a turn woke holds its input buffer
-/// until the turn's sends (`crate::batch`), and a turn over thousands of kept-alive
-/// connections gives back as many buffers at once. A pool of 256 let the rest go to the
+/// back before the next takes it again: a turn over thousands of kept-alive connections
+/// reads into hundreds of buffers, those of bodies held until the turn's sends
+/// (`crate::batch`), and gives them back at once. A pool of 256 let the rest go to the
 /// allocator, which unmapped them, to map them again the next turn (2,000 connections: 1.5
 /// mappings made and undone per request).
 const POOL_MAX: usize = 4096;
