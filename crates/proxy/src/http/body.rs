@@ -880,15 +880,8 @@ mod tests {
         body.extend_from_slice(b"0\r\nx-sum: 1\r\n\r\nNEXT");
         let limits = Limits::default();
         let spec = |out| BodySpec {
-            framing: BodyFraming::Chunked,
             out,
-            timeouts: BodyTimeouts::default(),
-            limits: &limits,
-            side: Side::Response,
-            case: None,
-            live: None,
-            trailers: None,
-            lead: &[],
+            ..spec_after(BodyFraming::Chunked, &limits, &[])
         };
         let mut expected = Vec::new();
         for n in 0..40u8 {
