@@ -742,10 +742,12 @@ impl AsyncWrite for WriteSide<'_> {
 
 impl WriteSide<'_> {
     /// Writes `bufs` as `poll_write_vectored` does, but with `more` tells a TCP socket that
-    /// more bytes follow at once (MSG_MORE), as [`Stream::poll_write_more`] does: the parts
-    /// of a body read 16 KiB at a time then leave in segments of the path's full size.
-    /// Bytes held this way leave with the next write without `more`, with
-    /// [`WriteSide::push`], or with a shutdown.
+    /// more bytes follow at once (MSG_MORE): the kernel holds a segment smaller than the
+    /// path allows until the next write fills it, instead of sending every write as its own
+    /// segment. A stream copied 16 KiB at a time then leaves in segments of the path's full
+    /// size (64 KiB on loopback) and wakes its reader a quarter as often. Bytes held this
+    /// way leave with the next write without `more`, with [`WriteSide::push`], or with a
+    /// shutdown. Unix sockets write as `poll_write_vectored` does.
     pub fn poll_write_vectored_more(
         &mut self,
         cx: &mut Context<'_>,
@@ -778,7 +780,8 @@ impl WriteSide<'_> {
         }
     }
 
-    /// Sends at once what writes with `more` left held, as [`Stream::push`] does.
+    /// Sends at once what writes with `more` left held. Setting TCP_NODELAY, already on for
+    /// every connection, pushes the pending bytes.
     pub fn push(&self) -> io::Result<()> {
         match self {
             WriteSide::Tcp(half) => half.as_ref().set_nodelay(true),
@@ -876,13 +879,8 @@ impl AsyncWrite for Stream {
 }
 
 impl Stream {
-    /// Writes `buf` as `poll_write` does, but with `more` tells a TCP socket that more bytes
-    /// follow at once (MSG_MORE): the kernel holds a segment smaller than the path allows
-    /// until the next write fills it, instead of sending every write as its own segment.
-    /// A relay copying a fast stream through a 16 KiB buffer then sends segments of the
-    /// path's full size (64 KiB on loopback) and wakes its reader a quarter as often. Bytes
-    /// held this way leave with the next write without `more`, with [`Stream::push`], or
-    /// with a shutdown. Unix sockets write as `poll_write` does.
+    /// Writes `buf` as `poll_write` does, but with `more` holds it for the next write as
+    /// [`WriteSide::poll_write_vectored_more`] does (the relay of a fast TCP stream).
     pub fn poll_write_more(
         &mut self,
         cx: &mut Context<'_>,
@@ -892,31 +890,14 @@ impl Stream {
         if !more {
             return Pin::new(self).poll_write(cx, buf);
         }
-        match self {
-            Stream::Tcp(s) => loop {
-                ready!(s.poll_write_ready(cx))?;
-                match s.try_io(Interest::WRITABLE, || {
-                    send_more(socket2::SockRef::from(&*s), buf)
-                }) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    done => return Poll::Ready(done),
-                }
-            },
-            Stream::Lazy(s) => s.poll_io(cx, Interest::WRITABLE, buf.len(), || {
-                send_more(socket2::SockRef::from(s.socket()), buf)
-            }),
-            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
-        }
+        let (_, mut writing) = self.split();
+        writing.poll_write_vectored_more(cx, &[io::IoSlice::new(buf)], true)
     }
 
-    /// Sends at once what writes with `more` left held ([`Stream::poll_write_more`]).
-    /// Setting TCP_NODELAY, already on for every connection, pushes the pending bytes.
-    pub fn push(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_nodelay(true),
-            Stream::Lazy(s) => s.socket().set_nodelay(true),
-            Stream::Unix(_) => Ok(()),
-        }
+    /// Sends at once what writes with `more` left held ([`Stream::poll_write_more`]), as
+    /// [`WriteSide::push`] does.
+    pub fn push(&mut self) -> io::Result<()> {
+        self.split().1.push()
     }
 }
 
