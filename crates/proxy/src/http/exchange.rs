@@ -821,27 +821,33 @@ async fn exchange<'a>(
         attempts -= 1;
         let force_new = attempts == 0 && framing == BodyFraming::None;
         let connecting = clock::now_std();
-        let connecting_future = server_connection(
-            ctx,
-            &mut lease,
-            &mut persist_state,
-            key,
-            attached,
-            force_new,
-            facts,
-        );
-        // `option abortonclose`: so does a client that leaves while the server connection is
-        // being made (`CC`).
-        let connection = if s.abort_on_close {
-            tokio::select! {
-                biased;
-                connection = connecting_future => connection,
-                () = crate::connect::client_closed(client) => {
-                    return Ending::close(None, Cause::ClientAbort, Phase::Connect);
+        let reused = if force_new {
+            None
+        } else {
+            reusable_connection(ctx, lease.server(), key, attached)
+        };
+        let connection = match reused {
+            Some(reused) => Ok(reused),
+            // The connecting future is built only here: the state of a connection being made
+            // (retries, timers) is a kilobyte and more, and built on every request it would be
+            // written, cold, into this exchange's state just to be dropped when a kept
+            // connection serves it.
+            None => {
+                let connecting_future = new_connection(ctx, &mut lease, &mut persist_state, facts);
+                // `option abortonclose`: so does a client that leaves while the server
+                // connection is being made (`CC`).
+                if s.abort_on_close {
+                    tokio::select! {
+                        biased;
+                        connection = connecting_future => connection,
+                        () = crate::connect::client_closed(client) => {
+                            return Ending::close(None, Cause::ClientAbort, Phase::Connect);
+                        }
+                    }
+                } else {
+                    connecting_future.await
                 }
             }
-        } else {
-            connecting_future.await
         };
         facts.retries += l7_retried;
         if !std::ptr::eq(lease.server(), server) {
@@ -1160,48 +1166,47 @@ fn pool_key(ctx: &Context<'_>, server: &Server) -> ServerKey {
     }
 }
 
-/// Picks the connection for this request: the session's own if it goes to the same server,
-/// then an idle one from the thread's pool when `http-reuse` allows, else a new one. Says
-/// how many requests it carried before (0 for a new one), and counts it in use on its server.
-/// When none could be made: the failed attempt's own address, if the log line prints it.
-#[allow(clippy::too_many_arguments)]
-async fn server_connection<'b>(
+/// The kept connection this request can go over at once: the session's own if it goes to
+/// the same server, then an idle one from the thread's pool when `http-reuse` allows. Says
+/// how many requests it carried before, and counts it in use on its server.
+fn reusable_connection(
+    ctx: &Context<'_>,
+    server: &Server,
+    key: ServerKey,
+    attached: &mut Option<Attached>,
+) -> Option<(Stream, u32, pool::InUse)> {
+    // Only connections that may not be shared are attached: one this request does not use
+    // is taken and closes here.
+    if let Some(conn) = attached.take()
+        && conn.key == key
+        && conn.stream.is_idle_usable()
+    {
+        let in_use = pool::in_use(key, &pool::Limits::of(&server.conf));
+        return Some((conn.stream, conn.served, in_use));
+    }
+    // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a shared
+    // connection, `aggressive` only over one that already proved reusable. A send-proxy
+    // server's connections carry the PROXY header of the client that opened them: HAProxy
+    // never shares them between clients, nor do we (see `Attached::private`).
+    let only_reused = match ctx.settings.reuse {
+        _ if server.conf.send_proxy().is_some() => return None,
+        HttpReuse::Never => return None,
+        HttpReuse::Safe if ctx.first => return None,
+        HttpReuse::Aggressive if ctx.first => true,
+        _ => false,
+    };
+    pool::take(key, only_reused)
+}
+
+/// A new connection for this request, to the leased server or, after `option redispatch`,
+/// another; counted in use on its server. When none could be made: the failed attempt's own
+/// address, if the log line prints it.
+async fn new_connection<'b>(
     ctx: &Context<'b>,
     lease: &mut ServerLease<'b>,
     persist_state: &mut PersistState,
-    key: ServerKey,
-    attached: &mut Option<Attached>,
-    force_new: bool,
     facts: &mut Facts<'_>,
 ) -> Result<(Stream, u32, pool::InUse), Option<std::net::SocketAddr>> {
-    let server = lease.server();
-    if !force_new {
-        // Only connections that may not be shared are attached: one this request does not
-        // use is taken and closes here.
-        if let Some(conn) = attached.take()
-            && conn.key == key
-            && conn.stream.is_idle_usable()
-        {
-            let in_use = pool::in_use(key, &pool::Limits::of(&server.conf));
-            return Ok((conn.stream, conn.served, in_use));
-        }
-        // configuration.txt §4.2 "http-reuse": `safe` never sends a first request over a
-        // shared connection, `aggressive` only over one that already proved reusable.
-        // A send-proxy server's connections carry the PROXY header of the client that opened
-        // them: HAProxy never shares them between clients, nor do we (see `Attached::private`).
-        let from_pool = match ctx.settings.reuse {
-            _ if server.conf.send_proxy().is_some() => None,
-            HttpReuse::Never => None,
-            HttpReuse::Safe if ctx.first => None,
-            HttpReuse::Aggressive if ctx.first => Some(true),
-            _ => Some(false),
-        };
-        if let Some(only_reused) = from_pool
-            && let Some(taken) = pool::take(key, only_reused)
-        {
-            return Ok(taken);
-        }
-    }
     let connection = persist::connect(ctx, lease, persist_state).await;
     facts.retries = connection.retries;
     // `option redispatch` may have moved the request to another server.
