@@ -250,9 +250,17 @@ const DEFAULT_LOGURILEN: u32 = 1024;
 
 /// HAProxy's default `tune.maxaccept`.
 pub const DEFAULT_MAXACCEPT: u32 = 4;
-/// HAProxy's default `tune.maxpollevents` on Linux, the value its manual weighs latency
-/// against bandwidth around.
-pub const DEFAULT_MAXPOLLEVENTS: u32 = 200;
+/// Sluice's default `tune.maxpollevents` (HAProxy's is 200 on Linux; its manual says the
+/// default is adapted to the system, and that lower values trade bandwidth for latency).
+///
+/// The events of one poll make one round of the event loop (`sluice_proxy::batch`): every
+/// session woken reads, then each sends. With 2,000 busy kept-alive connections, 200 events
+/// put 200 sessions' state and buffers between a session's read and its send, more than a
+/// core's cache holds: the sends copied cold bytes, and the round ran past tokio's budget of
+/// 61 task polls per turn, so the next poll's sessions read before this one's sent, and the
+/// rounds merged. With 16: 38-40k requests/s against 33-35k (HAProxy: 38k with either), and
+/// the same rates as 200 with 50 or 500 connections (BENCHMARKS.md, twenty-eighth session).
+pub const DEFAULT_MAXPOLLEVENTS: u32 = 16;
 
 impl GlobalConf {
     /// How many connections a listener accepts in a row before letting other work run;
@@ -1070,9 +1078,10 @@ mod tests {
     #[test]
     fn tuning_defaults_are_haproxys_and_configured_values_win() {
         let mut conf = GlobalConf::default();
+        // All HAProxy's but `tune.maxpollevents` (see DEFAULT_MAXPOLLEVENTS).
         assert_eq!(
             (conf.bufsize(), conf.maxrewrite(), conf.maxpollevents()),
-            (16384, 1024, 200)
+            (16384, 1024, 16)
         );
         conf.bufsize = Some(1024);
         conf.maxpollevents = Some(7);

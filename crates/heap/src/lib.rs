@@ -49,8 +49,9 @@ const LARGEST_ALIGN: usize = PAGE / 2;
 /// The most bytes of one class a thread keeps free; beyond, a freed block is unmapped. What
 /// the traffic leaves unused for a whole trim period is unmapped anyway: this bounds only
 /// the burst between two trims. It must cover what one turn of the event loop frees before
-/// the next takes it again: a loop turn of 200 events over 2,000 kept-alive connections frees
-/// about 200 requests' states and buffers at once, and a cache of 1 MiB a class unmapped,
+/// the next takes it again: a loop turn of 200 events (`tune.maxpollevents 200`, HAProxy's
+/// default) over 2,000 kept-alive connections frees about 200 requests' states and buffers
+/// at once, and a cache of 1 MiB a class unmapped,
 /// then mapped again, one and a half blocks per request (proxy CPU per request up by 75%).
 const CLASS_CACHE_BYTES: usize = 16 << 20;
 /// Aligned classes: blocks of whole units, each aligned to one unit, for layouts aligned to

@@ -116,9 +116,9 @@ fn run_event_loop<T: 'static>(
     }
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
-    // `tune.maxpollevents`: how many readiness events one poll hands over (HAProxy's 200 by
-    // default, where tokio's is 1024). It also bounds a round (`sluice_proxy::batch`), the
-    // sessions one poll wakes, whose reads a held head write waits for.
+    // `tune.maxpollevents`: how many readiness events one poll hands over (16 by default,
+    // where tokio's is 1024). It also bounds a round (`sluice_proxy::batch`), the sessions
+    // one poll wakes, whose reads a held head write waits for: see DEFAULT_MAXPOLLEVENTS.
     builder.max_io_events_per_tick(process.global.maxpollevents() as usize);
     let runtime = match builder.build() {
         Ok(rt) => rt,
