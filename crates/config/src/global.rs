@@ -1076,9 +1076,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tuning_defaults_are_haproxys_and_configured_values_win() {
+    fn tuning_defaults_hold_until_configured_values_win() {
         let mut conf = GlobalConf::default();
-        // All HAProxy's but `tune.maxpollevents` (see DEFAULT_MAXPOLLEVENTS).
+        // HAProxy's, but for `tune.maxpollevents` (see DEFAULT_MAXPOLLEVENTS).
         assert_eq!(
             (conf.bufsize(), conf.maxrewrite(), conf.maxpollevents()),
             (16384, 1024, 16)

@@ -51,8 +51,8 @@ const LARGEST_ALIGN: usize = PAGE / 2;
 /// the burst between two trims. It must cover what one turn of the event loop frees before
 /// the next takes it again: a loop turn of 200 events (`tune.maxpollevents 200`, HAProxy's
 /// default) over 2,000 kept-alive connections frees about 200 requests' states and buffers
-/// at once, and a cache of 1 MiB a class unmapped,
-/// then mapped again, one and a half blocks per request (proxy CPU per request up by 75%).
+/// at once, and a cache of 1 MiB a class unmapped, then mapped again, one and a half blocks
+/// per request (proxy CPU per request up by 75%).
 const CLASS_CACHE_BYTES: usize = 16 << 20;
 /// Aligned classes: blocks of whole units, each aligned to one unit, for layouts aligned to
 /// more than 16 bytes and up to one unit.
