@@ -2,9 +2,9 @@
 //! (`bind "fd@N"`, how test harnesses and supervisors hand sockets over), owning the
 //! descriptors another process passed in an `SCM_RIGHTS` message (`-x`), ending the
 //! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's),
-//! registering an epoll instance with tokio's event loop, and receiving into a buffer's
+//! registering an epoll instance with tokio's event loop, receiving into a buffer's
 //! uninitialised room (a socket read outside tokio, for connections not yet in its event
-//! loop: see [`crate::stream::LazyTcp`]), and reading what the kernel measures of a TCP
+//! loop: see [`crate::stream::LazyTcp`]; any reader's read appending to a `Vec`), and reading what the kernel measures of a TCP
 //! connection (TCP_INFO, for the `fc_rtt` fetches).
 //!
 //! With the allocator (`sluice-heap`), this is the only code of the project allowed to use
@@ -280,6 +280,27 @@ pub fn recv_into_buf_mut<B: bytes::BufMut>(
     Ok(n)
 }
 
+/// Reads from `reader` into the spare room of `buf`, at most `most` bytes, without zeroing the
+/// room first (a relay taking a pooled buffer per read would otherwise zero 16 KiB each time),
+/// and lengthens `buf` by the bytes read.
+pub fn poll_read_appending<R: tokio::io::AsyncRead + ?Sized>(
+    reader: std::pin::Pin<&mut R>,
+    cx: &mut std::task::Context<'_>,
+    buf: &mut Vec<u8>,
+    most: usize,
+) -> std::task::Poll<io::Result<usize>> {
+    let spare = buf.spare_capacity_mut();
+    let room = most.min(spare.len());
+    let mut read = tokio::io::ReadBuf::uninit(&mut spare[..room]);
+    std::task::ready!(reader.poll_read(cx, &mut read))?;
+    let n = read.filled().len();
+    // SAFETY: a `ReadBuf`'s filled part is initialised (the reader wrote it, or vouched for it
+    // through `ReadBuf`'s own unsafe contract), and it is the start of `buf`'s spare room, so
+    // the first `len + n` bytes of `buf` are initialised and within its capacity.
+    unsafe { buf.set_len(buf.len() + n) };
+    std::task::Poll::Ready(Ok(n))
+}
+
 /// A listening socket registered with the current tokio event loop for readability, so that
 /// connections can be accepted outside tokio's own listeners (tokio's `TcpListener` registers
 /// every accepted socket at once) and a connection's arrival can be awaited without taking it.
@@ -388,6 +409,37 @@ impl DeferredRegistration {
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
+
+    /// Polls one read appending to `buf`, from a reader that is always ready.
+    fn read_appending(reader: &mut &[u8], buf: &mut Vec<u8>, most: usize) -> usize {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match poll_read_appending(std::pin::Pin::new(reader), &mut cx, buf, most) {
+            std::task::Poll::Ready(read) => read.unwrap(),
+            std::task::Poll::Pending => panic!("a slice is always ready"),
+        }
+    }
+
+    #[test]
+    fn a_read_appends_after_the_bytes_held_within_the_room_and_the_limit() {
+        let mut source: &[u8] = b"cdefghijkl";
+        let mut buf = Vec::with_capacity(8);
+        buf.extend_from_slice(b"ab");
+        // At most `most` bytes...
+        assert_eq!(read_appending(&mut source, &mut buf, 3), 3);
+        assert_eq!(buf, b"abcde");
+        // ...and never past the capacity: the buffer is not grown.
+        let capacity = buf.capacity();
+        let room = capacity - buf.len();
+        assert_eq!(read_appending(&mut source, &mut buf, 100), room);
+        assert_eq!(buf.capacity(), capacity);
+        assert_eq!(buf[..], b"abcdefghijkl"[..buf.len()]);
+        // The end of the stream reads nothing and leaves the buffer as it was.
+        let mut ended: &[u8] = b"";
+        let mut buf = Vec::with_capacity(8);
+        buf.extend_from_slice(b"ab");
+        assert_eq!(read_appending(&mut ended, &mut buf, 4), 0);
+        assert_eq!(buf, b"ab");
+    }
 
     #[test]
     fn tcp_measures_read_a_tcp_connection_and_refuse_other_sockets() {

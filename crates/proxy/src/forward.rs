@@ -22,7 +22,9 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::AsyncWrite;
+#[cfg(test)]
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 /// The inactivity limits of one session; `None` means no limit.
@@ -382,16 +384,21 @@ impl LazyPump {
                         return Ok(activity);
                     }
                 }
-                if self.buf.len() < self.size {
-                    if self.buf.capacity() == 0 {
-                        self.buf = take_buffer(self.size);
-                    }
-                    self.buf.resize(self.size, 0);
+                if self.buf.capacity() == 0 {
+                    self.buf = take_buffer(self.size);
                 }
-                let mut rb = ReadBuf::new(&mut self.buf[..self.size]);
-                match Pin::new(&mut *reader).poll_read(cx, &mut rb) {
-                    Poll::Ready(Ok(())) => {
-                        let n = rb.filled().len();
+                // Everything read before was written: the next read starts the buffer over,
+                // into its room as it is (zeroing it first would write 16 KiB per read, and a
+                // pooled buffer is taken for every read that follows a wait).
+                self.buf.clear();
+                let read = sluice_net::fd::poll_read_appending(
+                    Pin::new(&mut *reader),
+                    cx,
+                    &mut self.buf,
+                    self.size,
+                );
+                match read {
+                    Poll::Ready(Ok(n)) => {
                         self.start = 0;
                         self.end = n;
                         self.full_reads = if n == self.size {
