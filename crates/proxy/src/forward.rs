@@ -786,15 +786,22 @@ where
                 let Some(next) = next else {
                     return Poll::Pending;
                 };
-                // Re-arming a timer costs a trip through the timer wheel: only do it when the
-                // deadline moved.
-                if armed_for != Some(next) {
+                // Re-arming a timer costs a trip through the timer wheel, and traffic pushes
+                // the deadline back at every exchange: the timer is set again only for an
+                // earlier deadline (a `client-fin` or `server-fin` taking over). One armed
+                // earlier than the deadline fires, and the loop then sets it for the
+                // deadline as it stands, as HAProxy requeues a task only once it wakes.
+                if armed_for.is_none_or(|armed| next < armed) {
                     timer.as_mut().reset(next);
                     armed_for = Some(next);
                 }
                 match timer.as_mut().poll(cx) {
-                    // The deadline passed while we were computing: loop to report the timeout.
-                    Poll::Ready(()) => continue,
+                    // Fired: the deadline passed (the loop reports the timeout), or traffic
+                    // pushed it back since the timer was set (the loop sets it again).
+                    Poll::Ready(()) => {
+                        armed_for = None;
+                        continue;
+                    }
                     Poll::Pending => return Poll::Pending,
                 }
             }
@@ -896,6 +903,33 @@ mod tests {
         let outcome = relay.await.unwrap();
         assert!(matches!(outcome.finish, Finish::Timeout(_)));
         assert_eq!(start.elapsed(), Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn steady_traffic_keeps_the_relay_and_silence_ends_it_one_timeout_after() {
+        // The timer is not set again at each exchange: it fires at the deadline it was set
+        // for, finds traffic pushed it back, and waits again for the rest.
+        let (mut client_app, mut client_proxy) = duplex(64);
+        let (mut server_proxy, mut server_app) = duplex(64);
+        let timeouts = IdleTimeouts {
+            client: Some(Duration::from_secs(5)),
+            server: Some(Duration::from_secs(5)),
+            ..IdleTimeouts::default()
+        };
+        let start = Instant::now();
+        let relay = tokio::spawn(async move {
+            forward(&mut client_proxy, &mut server_proxy, timeouts, 8).await
+        });
+        let mut one = [0u8; 1];
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            client_app.write_all(b"x").await.unwrap();
+            server_app.read_exact(&mut one).await.unwrap();
+            assert!(!relay.is_finished(), "ended at {:?}", start.elapsed());
+        }
+        let outcome = relay.await.unwrap();
+        assert!(matches!(outcome.finish, Finish::Timeout(_)));
+        assert_eq!(start.elapsed(), Duration::from_secs(35));
     }
 
     #[tokio::test(start_paused = true)]
