@@ -291,6 +291,13 @@ def wrk(path, seconds, connections, extra=()):
     return rate, float(transfer.group(1)) * scale * 8 / 1e9, requests
 
 
+# How long idle connections sit before their proxy's memory is read: past what a proxy keeps
+# of the traffic that brought them. Sluice lets go of buffers and request states unused for a
+# whole second, at its next look (a second later at most): 3 s reads what idle connections
+# hold, not the wave of requests that opened them. HAProxy keeps its pools' memory anyway.
+IDLE_SETTLE = 3.0
+
+
 def idle_memory(pid, count):
     """RSS growth of the proxy while `count` keep-alive connections sit idle through it."""
     before = rss_kib(pid)
@@ -307,7 +314,7 @@ def idle_memory(pid, count):
             s.recv(4096)
         except TimeoutError:
             raise RuntimeError(f"idle connection {n} of {count} not answered in 10 s")
-    time.sleep(1)
+    time.sleep(IDLE_SETTLE)
     after = rss_kib(pid)
     for s in socks:
         s.close()
@@ -341,7 +348,7 @@ def idle_websockets(pid, count):
             raise RuntimeError(f"upgraded connection {n} of {count} not answered in 10 s")
         if not answer.startswith(b"HTTP/1.1 101"):
             raise RuntimeError(f"upgrade refused: {answer[:200]!r}")
-    time.sleep(1)
+    time.sleep(IDLE_SETTLE)
     after = rss_kib(pid)
     for s in socks:
         s.close()
@@ -376,6 +383,11 @@ def fixed_rate_latency(seconds, rate, connections=10):
     return times[int(len(times) * 0.99) - 1], times[len(times) // 2]
 
 
+# `cpu-sparse`: h2load paces each of its connections at 2 requests per second.
+SPARSE_CONNECTIONS = 2000
+SPARSE_RATE = 4000
+
+
 def cpu_at_rate(pid, seconds, rate, connections=50):
     """The proxy's CPU time per request (microseconds, all of it and the user part) while
     requests come at a fixed total `rate`: the same work for every proxy, so the figure is
@@ -400,6 +412,8 @@ SCENARIOS = {
     "latency": ("http", "p99 ms at a fixed total rate over 10 kept-alive connections (p50 in the per-CPU column)"),
     "cpu-at-rate": ("http", "proxy CPU us per request at a fixed total rate over 50 kept-alive connections "
                             "(user part in the per-CPU column; lower is better)"),
+    "cpu-sparse": ("http", "proxy CPU us per request at 4,000 req/s over 2,000 kept-alive connections, "
+                           "2 req/s each (user part in the per-CPU column; lower is better)"),
     "rules": ("http", "req/s with 20 ACLs, rewrites and a map (nginx without rules)"),
     "compression": ("http", "req/s of a 64 KiB HTML page, gzip at level 1 (HAProxy: libslz), 10 kept-alive connections"),
     "idle-memory": ("http", "MiB for N idle connections"),
@@ -422,6 +436,10 @@ def run_once(scenario, kind, work, binary, seconds, idle, latency_rate, cpu_rate
             return (*fixed_rate_latency(max(seconds, LATENCY_SECONDS), latency_rate), None)
         elif scenario == "cpu-at-rate":
             return (*cpu_at_rate(proc.pid, seconds, cpu_rate), None)
+        elif scenario == "cpu-sparse":
+            # Many connections, each mostly idle: what a request costs when the proxy cannot
+            # keep every connection's state hot, and its idle waits end between requests.
+            return (*cpu_at_rate(proc.pid, seconds, SPARSE_RATE, SPARSE_CONNECTIONS), None)
         elif scenario == "http-post":
             rate, _, requests = wrk("/small", seconds, 50, ("-s", POST_SCRIPT))
             value = rate

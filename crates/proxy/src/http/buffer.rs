@@ -59,7 +59,13 @@ const POOL_MAX: usize = 4096;
 
 /// How often a thread looks for buffers its traffic did not need: one that stayed free for
 /// a whole period is let go at the end of the next.
-pub const TRIM_PERIOD: Duration = Duration::from_millis(250);
+///
+/// A second, not less: traffic that comes in waves (clients polling, or paced, at the same
+/// moments) must find the last wave's buffers still there. With 2,000 connections each sending
+/// 2 requests a second in step, a quarter-second period let every wave's buffers and request
+/// states go between two waves, to be mapped again by the next: 1.1 mappings made and undone
+/// per request, 46 µs of proxy CPU per request against 29 for HAProxy (`cpu-sparse`).
+pub const TRIM_PERIOD: Duration = Duration::from_secs(1);
 
 /// Bytes of buffers freed by one look after which the allocator is asked to return its free
 /// pages to the system (a trim walks the allocator's heaps: not worth it for a few buffers).

@@ -40,28 +40,39 @@ fn trim_now(trim: bool, buffers_freed: bool, parked: usize) -> bool {
     trim && (buffers_freed || parked >= PARKS_BEFORE_TRIM)
 }
 
-/// Runs for the life of an event-loop thread, never returning: every
-/// [`buffer::TRIM_PERIOD`], lets go of the input buffers, the spare head buffers and span
-/// lists, and the idle server connections the thread's traffic no longer needs
-/// ([`buffer::trim_idle_buffers`], [`scratch::trim_spares`], [`pool::purge_due`]), has
-/// the allocator return the memory that this and parked connections' tasks left free (unless
-/// `no-memory-trimming`: `trim` false), and samples how busy the loop was (`show info`'s `Idle_pct`, `sluice_runtime::load`).
+/// How often the upkeep runs ([`upkeep`]); its trims of the thread's caches run every
+/// [`buffer::TRIM_PERIOD`].
+const UPKEEP_PERIOD: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Runs for the life of an event-loop thread, never returning: every [`UPKEEP_PERIOD`],
+/// lets go of the idle server connections the thread's traffic no longer needs
+/// ([`pool::purge_due`]), has the allocator return the memory that parked connections' tasks
+/// left free (unless `no-memory-trimming`: `trim` false), and samples how busy the loop was
+/// (`show info`'s `Idle_pct`, `sluice_runtime::load`); every [`buffer::TRIM_PERIOD`], lets go
+/// of the input buffers, the allocator's cached blocks, the spare head buffers and span lists
+/// that went unused since the last time ([`buffer::trim_idle_buffers`],
+/// [`scratch::trim_spares`]), and of the allocator's free pages if that freed a lot.
 /// The period timer also keeps a timer always standing within the next quarter second:
 /// tokio wakes its own poller (an eventfd write, then one more event to read) whenever a
 /// timer is set earlier than every other, which, between connections that leave no wait
 /// behind, the thread's timer task (`sluice_runtime::timers`) would do for the first
 /// timeout of every new connection.
 pub async fn upkeep(trim: bool) -> ! {
-    let mut period = tokio::time::interval(buffer::TRIM_PERIOD);
+    let mut period = tokio::time::interval(UPKEEP_PERIOD);
     period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_trim = tokio::time::Instant::now();
     loop {
-        period.tick().await;
-        // The allocator's cache, then the pool's, whose surplus goes to the system at once
-        // (`sluice_heap::freeing_at_once`).
-        sluice_heap::trim_thread_cache();
-        let buffers_freed = buffer::trim_idle_buffers();
-        scratch::trim_spares();
-        sluice_http::head::trim_spare_span_lists();
+        let now = period.tick().await;
+        let mut buffers_freed = false;
+        if now.duration_since(last_trim) >= buffer::TRIM_PERIOD {
+            last_trim = now;
+            // The allocator's cache, then the pool's, whose surplus goes to the system at
+            // once (`sluice_heap::freeing_at_once`).
+            sluice_heap::trim_thread_cache();
+            buffers_freed = buffer::trim_idle_buffers();
+            scratch::trim_spares();
+            sluice_http::head::trim_spare_span_lists();
+        }
         pool::purge_due();
         sluice_runtime::load::sample_this_loop();
         let parked = crate::park::parked_since_last_look();
