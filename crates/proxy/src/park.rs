@@ -39,7 +39,14 @@ use tokio::sync::{Notify, watch};
 
 /// How long an idle connection waits for its first or next request in its task before it is
 /// parked.
-pub const PARK_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+///
+/// A second: a client that pauses less between its requests (a paced or polling client) would
+/// pay a park and a wake-up for each request, four `epoll_ctl` calls and a new task: with
+/// 2,000 connections sending 2 requests a second each, a tenth of a second made 35.6 µs of
+/// proxy CPU per request, a second 31.0 (HAProxy 29.4; `cpu-sparse`, BENCHMARKS.md,
+/// twenty-eighth session). A connection idle for a second is most often one that stays idle
+/// (a browser's, between pages), which parking is for.
+pub const PARK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How a session waits parked: the wait's start, for the next request's log (as if the task
 /// had waited), when the wait ends (none: it never does), and whether the request awaited is

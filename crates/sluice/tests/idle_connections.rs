@@ -100,7 +100,7 @@ fn a_parked_connection_keeps_its_session_and_serves_its_next_request() {
 
 #[test]
 fn a_parked_connection_closes_at_its_keep_alive_timeout() {
-    let (proxy, addr, _origin) = start("    timeout http-keep-alive 1500ms");
+    let (proxy, addr, _origin) = start("    timeout http-keep-alive 3s");
     let mut client = common::connect(addr);
     assert_eq!(request(&client), "1");
     wait_parked(&proxy, &client);
@@ -138,7 +138,7 @@ fn a_connection_that_has_not_spoken_yet_parks_and_is_served_when_it_does() {
 
 #[test]
 fn a_first_request_that_never_comes_is_a_408_at_timeout_http_request_even_parked() {
-    let (proxy, addr, _origin) = start("    timeout http-request 1500ms");
+    let (proxy, addr, _origin) = start("    timeout http-request 3s");
     let mut client = common::connect(addr);
     wait_parked_silent(&proxy, &client);
     assert_eq!(frontend_stat(&proxy, "ereq"), "0");
@@ -155,7 +155,7 @@ fn a_first_request_that_never_comes_is_a_408_at_timeout_http_request_even_parked
 #[test]
 fn with_http_ignore_probes_a_silent_connection_gets_no_answer_and_no_count() {
     let (proxy, addr, _origin) = start(
-        "    timeout http-request 1500ms
+        "    timeout http-request 3s
     option http-ignore-probes",
     );
     let mut parked = common::connect(addr);
