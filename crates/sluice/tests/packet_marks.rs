@@ -18,12 +18,15 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 
 /// What `ss` says of the proxy's side of the connection `client` (the one socket whose peer
-/// port is the client's port): its `tos:` and, when set, its `fwmark:`.
+/// port is the client's port and whose own port is the proxy's: the tests run side by side,
+/// and another test's client may have the same port towards another proxy): its `tos:` and,
+/// when set, its `fwmark:`.
 fn proxy_side_of(client: &TcpStream) -> String {
     let port = client.local_addr().unwrap().port();
+    let proxy_port = client.peer_addr().unwrap().port();
     let out = Command::new("ss")
         .args(["-tnHOe", "--tos", "state", "established"])
-        .arg(format!("( dport = :{port} )"))
+        .arg(format!("( dport = :{port} and sport = :{proxy_port} )"))
         .output()
         .expect("run ss (package iproute2)");
     assert!(out.status.success(), "ss failed: {out:?}");
