@@ -67,9 +67,10 @@ const POOL_MAX: usize = 4096;
 /// per request, 46 µs of proxy CPU per request against 29 for HAProxy (`cpu-sparse`).
 pub const TRIM_PERIOD: Duration = Duration::from_secs(1);
 
-/// Bytes of buffers freed by one look after which the allocator is asked to return its free
-/// pages to the system (a trim walks the allocator's heaps: not worth it for a few buffers).
-const TRIM_AFTER_BYTES: usize = 256 << 10;
+/// Bytes of buffers (or of the allocator's cached blocks) freed by one look after which the
+/// allocator is asked to return its free pages to the system (a trim walks the allocator's
+/// heaps: not worth it for a few buffers).
+pub(crate) const TRIM_AFTER_BYTES: usize = 256 << 10;
 
 /// A thread's free buffers.
 #[derive(Default)]
