@@ -883,32 +883,9 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(5));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn activity_postpones_the_timeout() {
-        let (mut client_app, mut client_proxy) = duplex(64);
-        let (mut server_proxy, mut server_app) = duplex(64);
-        let timeouts = IdleTimeouts {
-            client: Some(Duration::from_secs(5)),
-            server: Some(Duration::from_secs(5)),
-            ..IdleTimeouts::default()
-        };
-        let start = Instant::now();
-        let relay = tokio::spawn(async move {
-            forward(&mut client_proxy, &mut server_proxy, timeouts, 8).await
-        });
-        tokio::time::sleep(Duration::from_secs(4)).await;
-        client_app.write_all(b"x").await.unwrap();
-        let mut one = [0u8; 1];
-        server_app.read_exact(&mut one).await.unwrap();
-        let outcome = relay.await.unwrap();
-        assert!(matches!(outcome.finish, Finish::Timeout(_)));
-        assert_eq!(start.elapsed(), Duration::from_secs(9));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn steady_traffic_keeps_the_relay_and_silence_ends_it_one_timeout_after() {
-        // The timer is not set again at each exchange: it fires at the deadline it was set
-        // for, finds traffic pushed it back, and waits again for the rest.
+    /// Relays under 5 s idle timeouts, a byte from the client after each of `pauses` (in
+    /// seconds), the relay still going after each; returns when the relay timed out.
+    async fn timed_out_after(pauses: &[u64]) -> Duration {
         let (mut client_app, mut client_proxy) = duplex(64);
         let (mut server_proxy, mut server_app) = duplex(64);
         let timeouts = IdleTimeouts {
@@ -921,15 +898,27 @@ mod tests {
             forward(&mut client_proxy, &mut server_proxy, timeouts, 8).await
         });
         let mut one = [0u8; 1];
-        for _ in 0..10 {
-            tokio::time::sleep(Duration::from_secs(3)).await;
+        for &pause in pauses {
+            tokio::time::sleep(Duration::from_secs(pause)).await;
             client_app.write_all(b"x").await.unwrap();
             server_app.read_exact(&mut one).await.unwrap();
             assert!(!relay.is_finished(), "ended at {:?}", start.elapsed());
         }
         let outcome = relay.await.unwrap();
         assert!(matches!(outcome.finish, Finish::Timeout(_)));
-        assert_eq!(start.elapsed(), Duration::from_secs(35));
+        start.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn activity_postpones_the_timeout() {
+        assert_eq!(timed_out_after(&[4]).await, Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn steady_traffic_keeps_the_relay_and_silence_ends_it_one_timeout_after() {
+        // The timer is not set again at each exchange: it fires at the deadline it was set
+        // for, finds traffic pushed it back, and waits again for the rest.
+        assert_eq!(timed_out_after(&[3; 10]).await, Duration::from_secs(35));
     }
 
     #[tokio::test(start_paused = true)]
