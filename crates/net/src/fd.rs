@@ -4,8 +4,9 @@
 //! process by a signal's default action (a master stopped by SIGINT or SIGTERM, as HAProxy's),
 //! registering an epoll instance with tokio's event loop, receiving into a buffer's
 //! uninitialised room (a socket read outside tokio, for connections not yet in its event
-//! loop: see [`crate::stream::LazyTcp`]; any reader's read appending to a `Vec`), and reading what the kernel measures of a TCP
-//! connection (TCP_INFO, for the `fc_rtt` fetches).
+//! loop: see [`crate::stream::LazyTcp`]; any reader's read appending to a `Vec`), and
+//! reading what the kernel measures of a TCP connection (TCP_INFO, for the `fc_rtt`
+//! fetches).
 //!
 //! With the allocator (`sluice-heap`), this is the only code of the project allowed to use
 //! `unsafe`; each block says why it is sound. Everything else goes through safe wrappers from

@@ -11,10 +11,10 @@
 //! instead of asking the allocator each time. The pool keeps what the thread's traffic keeps
 //! needing and lets go of the rest: each [`TRIM_PERIOD`] the thread's standing timer
 //! ([`super::upkeep`]) calls [`trim_idle_buffers`], which frees the buffers that sat unused
-//! for the whole period (beyond [`POOL_LOW_WATER`]), then asks the C allocator to give free
-//! pages back to the system if that freed a lot. A
-//! steady load takes and returns the same buffers without touching the allocator; the burst
-//! of an idle-connection storm leaves no resident high-water mark behind.
+//! for the whole period (beyond [`POOL_LOW_WATER`]); if that freed a lot, the upkeep then
+//! asks the C allocator to give free pages back to the system. A steady load takes and
+//! returns the same buffers without touching the allocator; the burst of an
+//! idle-connection storm leaves no resident high-water mark behind.
 
 use bytes::BufMut;
 use std::io;
@@ -66,11 +66,6 @@ const POOL_MAX: usize = 4096;
 /// states go between two waves, to be mapped again by the next: 1.1 mappings made and undone
 /// per request, 46 µs of proxy CPU per request against 29 for HAProxy (`cpu-sparse`).
 pub const TRIM_PERIOD: Duration = Duration::from_secs(1);
-
-/// Bytes of buffers (or of the allocator's cached blocks) freed by one look after which the
-/// allocator is asked to return its free pages to the system (a trim walks the allocator's
-/// heaps: not worth it for a few buffers).
-pub(crate) const TRIM_AFTER_BYTES: usize = 256 << 10;
 
 /// A thread's free buffers.
 #[derive(Default)]
@@ -135,11 +130,9 @@ pub(crate) fn give_buffer(mut buffer: Vec<u8>) {
 }
 
 /// Frees the buffers the thread's traffic did not need since the last call (one
-/// [`TRIM_PERIOD`] ago); says whether that freed more than [`TRIM_AFTER_BYTES`], worth asking
-/// the C allocator to return its free pages to the system.
-pub fn trim_idle_buffers() -> bool {
-    let freed = POOL.with(|pool| pool.borrow_mut().let_go_of_unused());
-    freed >= TRIM_AFTER_BYTES
+/// [`TRIM_PERIOD`] ago); returns how many bytes.
+pub fn trim_idle_buffers() -> usize {
+    POOL.with(|pool| pool.borrow_mut().let_go_of_unused())
 }
 
 impl Drop for InBuf {

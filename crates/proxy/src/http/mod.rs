@@ -33,14 +33,19 @@ mod vary;
 /// still in use.
 const PARKS_BEFORE_TRIM: usize = 64;
 
+/// Bytes of buffers, or of the allocator's cached blocks, let go of by one trim after which
+/// the allocator is asked to return its free pages to the system (that walks its heaps: not
+/// worth it for a few buffers).
+const TRIM_AFTER_BYTES: usize = 256 << 10;
+
 /// Whether the allocator is asked to return its free pages after an upkeep round that let
-/// buffers go (`buffers_freed`), let `cache_freed` bytes of the allocator's cached blocks go
-/// (some back to the C allocator: the task cells of connections parked since, 10,000 of which
-/// leave about 5 MiB there) and saw `parked` connections parked: never under
+/// `buffers` bytes of buffers go, and `cached` bytes of the allocator's cached blocks (some
+/// back to the C allocator: the task cells of connections parked since, 10,000 of which leave
+/// about 5 MiB there), and saw `parked` connections parked: never under
 /// `no-memory-trimming` (`trim` false), whose scan of a fragmented heap may hold the loop.
-fn trim_now(trim: bool, (buffers_freed, cache_freed): (bool, usize), parked: usize) -> bool {
-    trim && (buffers_freed
-        || cache_freed >= buffer::TRIM_AFTER_BYTES
+fn trim_now(trim: bool, (buffers, cached): (usize, usize), parked: usize) -> bool {
+    trim && (buffers >= TRIM_AFTER_BYTES
+        || cached >= TRIM_AFTER_BYTES
         || parked >= PARKS_BEFORE_TRIM)
 }
 
@@ -67,13 +72,13 @@ pub async fn upkeep(trim: bool) -> ! {
     let mut last_trim = tokio::time::Instant::now();
     loop {
         let now = period.tick().await;
-        let mut freed = (false, 0);
+        let mut freed = (0, 0);
         if now.duration_since(last_trim) >= buffer::TRIM_PERIOD {
             last_trim = now;
             // The allocator's cache, then the pool's, whose surplus goes to the system at
             // once (`sluice_heap::freeing_at_once`).
-            let cache_freed = sluice_heap::trim_thread_cache();
-            freed = (buffer::trim_idle_buffers(), cache_freed);
+            let cached = sluice_heap::trim_thread_cache();
+            freed = (buffer::trim_idle_buffers(), cached);
             scratch::trim_spares();
             sluice_http::head::trim_spare_span_lists();
         }
@@ -92,18 +97,19 @@ mod tests {
 
     #[test]
     fn no_memory_trimming_never_trims() {
-        assert!(trim_now(true, (true, 0), 0));
-        assert!(trim_now(true, (false, 0), PARKS_BEFORE_TRIM));
-        assert!(!trim_now(true, (false, 0), PARKS_BEFORE_TRIM - 1));
-        assert!(!trim_now(false, (true, 0), PARKS_BEFORE_TRIM));
+        assert!(trim_now(true, (TRIM_AFTER_BYTES, 0), 0));
+        assert!(!trim_now(true, (TRIM_AFTER_BYTES - 1, 0), 0));
+        assert!(trim_now(true, (0, 0), PARKS_BEFORE_TRIM));
+        assert!(!trim_now(true, (0, 0), PARKS_BEFORE_TRIM - 1));
+        assert!(!trim_now(false, (TRIM_AFTER_BYTES, 0), PARKS_BEFORE_TRIM));
     }
 
     #[test]
     fn blocks_the_allocator_cache_let_go_of_are_trimmed_too() {
         // Parked connections' task cells leave the cache a trim period after they parked,
         // when no buffer may be left to free: their pages are returned all the same.
-        assert!(trim_now(true, (false, buffer::TRIM_AFTER_BYTES), 0));
-        assert!(!trim_now(true, (false, buffer::TRIM_AFTER_BYTES - 1), 0));
-        assert!(!trim_now(false, (false, buffer::TRIM_AFTER_BYTES), 0));
+        assert!(trim_now(true, (0, TRIM_AFTER_BYTES), 0));
+        assert!(!trim_now(true, (0, TRIM_AFTER_BYTES - 1), 0));
+        assert!(!trim_now(false, (0, TRIM_AFTER_BYTES), 0));
     }
 }
