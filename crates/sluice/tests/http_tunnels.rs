@@ -6,31 +6,10 @@
 
 mod common;
 
-use common::http::HTTP_DEFAULTS;
+use common::http::{HTTP_DEFAULTS, UPGRADE, read_head, upgrading_backend};
 use common::{Backend, GENEROUS, connect, fd_bind, frontend, sluice};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-
-const UPGRADE: &[u8] = b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
-
-/// A server that switches every request's connection to a tunnel, then echoes.
-fn upgrading_backend() -> Backend {
-    Backend::start(|mut s| {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if s.read(&mut byte).unwrap_or(0) == 0 {
-                return;
-            }
-            head.push(byte[0]);
-        }
-        let answer = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
-        if s.write_all(answer).is_err() {
-            return;
-        }
-        common::echo_handler(s);
-    })
-}
 
 fn start(backend: &Backend) -> (common::Sluice, SocketAddr) {
     let (listener, addr) = frontend();
@@ -51,16 +30,6 @@ fn open_tunnel(addr: SocketAddr) -> TcpStream {
     s.write_all(b"ping").unwrap();
     assert_eq!(common::read_n(&mut s, 4), b"ping");
     s
-}
-
-fn read_head(s: &mut TcpStream) -> String {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut byte).unwrap(), 1, "{head:?}");
-        head.push(byte[0]);
-    }
-    String::from_utf8(head).unwrap()
 }
 
 /// The CSV fields of `show stat` for the row of `be` starting `be,<name>,`.

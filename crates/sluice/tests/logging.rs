@@ -1,8 +1,9 @@
 //! End-to-end logging: lines reach a UDP syslog receiver in the configured format
 //! (`log-format` with fetches and aliases, the minimal "Connect from" line), streams without
-//! data are skipped with `option dontlognull`, normal ones with `option dontlog-normal`, and
-//! `option log-separate-errors` with a level
-//! bound sends only failed streams to an error-only target.
+//! data are skipped with `option dontlognull`, normal ones with `option dontlog-normal`,
+//! `option log-separate-errors` with a level bound sends only failed streams to an error-only
+//! target, and an upgraded connection is logged when its tunnel ends, with the request it
+//! started from.
 //!
 //! The receiver is a UDP socket of the test; ordering (a skipped stream first, a logged one
 //! second) proves what was not sent without waiting for silence.
@@ -10,11 +11,13 @@
 
 mod common;
 
-use common::http::{HTTP_DEFAULTS, http_backend, ok_backend};
+use common::http::{
+    HTTP_DEFAULTS, UPGRADE, http_backend, ok_backend, read_head, upgrading_backend,
+};
 use common::{
     Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice,
 };
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, UdpSocket};
 
 /// A syslog receiver: the UDP socket and its address.
@@ -1048,4 +1051,38 @@ backend b
     read_to_close(&mut s, GENEROUS);
     let line = next_line(&syslog);
     assert!(line.ends_with("banner=11-220\n"), "{line}");
+}
+
+#[test]
+fn an_upgraded_connection_is_logged_when_its_tunnel_ends() {
+    let backend = upgrading_backend();
+    let (syslog, log_addr) = receiver();
+    // The format reads the request's head (a header, the request line) long after the
+    // request's own state is gone: the tunnel keeps them for its line.
+    let config = format!(
+        "{HTTP_DEFAULTS}    timeout tunnel 30s
+frontend www
+    {{bind}}
+    log {log_addr} format raw local0
+    log-format \"%ST %{{+Q}}r %[req.hdr(upgrade)] %U\"
+    default_backend app
+backend app
+    server s1 {}
+",
+        backend.addr()
+    );
+    let (_p, addr) = start(&config);
+    let mut client = connect(addr);
+    client.write_all(UPGRADE).unwrap();
+    assert!(read_head(&mut client).starts_with("HTTP/1.1 101"));
+    client.write_all(b"ping").unwrap();
+    let mut echoed = [0u8; 4];
+    client.read_exact(&mut echoed).unwrap();
+    assert_eq!(&echoed, b"ping");
+    // The line is written when the tunnel ends, with every byte the client sent through it.
+    drop(client);
+    assert_eq!(
+        next_line(&syslog),
+        format!("101 \"GET /ws HTTP/1.1\" websocket {}\n", UPGRADE.len() + 4)
+    );
 }

@@ -293,8 +293,9 @@ pub struct Tunnel<'a> {
     facts: Facts<'a>,
     parts: TunnelParts<'a>,
     status: Option<u16>,
-    request_line: Option<Vec<u8>>,
-    logged_head: Option<LoggedHead>,
+    request_line: Option<Box<[u8]>>,
+    /// Boxed: only a custom log format keeps it, and every idle tunnel would carry its room.
+    logged_head: Option<Box<LoggedHead>>,
     /// The log line is still to be written (logging is on and `logasap` did not write it).
     log_at_end: bool,
 }
@@ -302,33 +303,28 @@ pub struct Tunnel<'a> {
 /// Relays an upgraded connection until either side ends it (or its server is shut down),
 /// then counts its bytes and writes its log line, as the end of its exchange.
 pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
-    // Worked on in place: moving the fields out would copy them all into this future.
-    let Tunnel {
-        ctx,
-        facts,
-        parts,
-        status,
-        request_line,
-        logged_head,
-        log_at_end,
-    } = &mut *tunnel;
-    let s = &ctx.settings;
+    // Worked on in place, through the box alone: moving the fields out would copy them into
+    // this future, and references to each, held across the wait, would cost a word apiece
+    // in every idle tunnel.
+    let s = &tunnel.ctx.settings;
     let timeouts = IdleTimeouts {
         client: s.tunnel.or(s.client),
         server: s.tunnel.or(s.server),
         client_fin: s.client_fin,
         server_fin: s.server_fin,
     };
-    let live = ctx.live_bytes(parts.server);
+    let directions = (
+        forward::Direction::Copy(s.bufsize),
+        forward::Direction::Copy(s.bufsize),
+    );
+    let live = tunnel.ctx.live_bytes(tunnel.parts.server);
     let progress = forward::Progress::new(live.as_ref());
+    let parts = &mut tunnel.parts;
     let relay = forward::forward_streams(
         client,
         &mut parts.server_stream,
         timeouts,
-        (
-            forward::Direction::Copy(s.bufsize),
-            forward::Direction::Copy(s.bufsize),
-        ),
+        directions,
         &progress,
     );
     // `biased`: the kill signal is checked on every wake-up anyway; a fixed order spares the
@@ -339,13 +335,18 @@ pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
         () = parts.killed.wait() => Termination { cause: Cause::Killed, phase: Phase::Data },
     };
     // A killed tunnel's bytes are what moved until then.
-    count_bytes(ctx, Some(parts.server), facts, progress.moved());
+    let server = Some(tunnel.parts.server);
+    count_bytes(&tunnel.ctx, server, &mut tunnel.facts, progress.moved());
+    let tunnel = &*tunnel;
     report_end(
-        ctx,
-        facts,
-        (*status, termination),
-        *log_at_end,
-        (request_line.as_deref(), logged_head.as_ref()),
+        &tunnel.ctx,
+        &tunnel.facts,
+        (tunnel.status, termination),
+        tunnel.log_at_end,
+        (
+            tunnel.request_line.as_deref(),
+            tunnel.logged_head.as_deref(),
+        ),
     );
 }
 
@@ -485,8 +486,8 @@ pub async fn run<'a>(
             facts,
             parts,
             status: ending.status,
-            request_line,
-            logged_head,
+            request_line: request_line.map(Vec::into_boxed_slice),
+            logged_head: logged_head.map(Box::new),
             log_at_end,
         }));
         return Next::Tunnel;

@@ -207,3 +207,36 @@ pub fn gunzip_prefix(compressed: &[u8], plain: &mut Vec<u8>) {
         );
     }
 }
+
+/// A WebSocket upgrade request.
+pub const UPGRADE: &[u8] = b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+
+/// A server that switches every request's connection to a tunnel, then echoes.
+pub fn upgrading_backend() -> Backend {
+    Backend::start(|mut s| {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let answer = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+        if s.write_all(answer).is_err() {
+            return;
+        }
+        super::echo_handler(s);
+    })
+}
+
+/// Reads a message head, byte by byte so that nothing after it is taken.
+pub fn read_head(s: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "{head:?}");
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
