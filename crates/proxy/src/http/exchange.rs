@@ -78,9 +78,28 @@ pub struct Attached {
     private: bool,
 }
 
-/// Everything an exchange needs besides the connections.
-#[derive(Clone)]
+/// Everything an exchange needs besides the connections: where it stands, and the HTTP
+/// settings it runs with. It reads as its [`Situation`] (`ctx.frontend`...).
 pub struct Context<'a> {
+    /// Where the exchange stands.
+    pub situation: Situation<'a>,
+    /// Combined HTTP settings, with this request's `set-timeout` values.
+    pub settings: HttpSettings<'a>,
+}
+
+impl<'a> std::ops::Deref for Context<'a> {
+    type Target = Situation<'a>;
+
+    fn deref(&self) -> &Situation<'a> {
+        &self.situation
+    }
+}
+
+/// Where an exchange stands: the process, the proxies on both sides, the session and its
+/// client, and when the request came. An upgraded connection keeps this, not the settings,
+/// until its tunnel ends, for its log line and statistics.
+#[derive(Clone)]
+pub struct Situation<'a> {
     /// The process (for its stream log).
     pub process: &'a Process,
     /// When the session started waiting for this request.
@@ -93,8 +112,6 @@ pub struct Context<'a> {
     pub frontend: &'a Frontend,
     /// The proxy holding the servers.
     pub backend: &'a Backend,
-    /// Combined HTTP settings (a copy: the context may outlive the request's own state).
-    pub settings: HttpSettings<'a>,
     /// The client's addresses.
     pub endpoints: Endpoints,
     /// True for the first request of the client connection.
@@ -106,7 +123,7 @@ pub struct Context<'a> {
     pub live_counted: Cell<(u64, u64)>,
 }
 
-impl<'a> Context<'a> {
+impl<'a> Situation<'a> {
     /// Under `option contstats`, what counts the bytes of bodies and tunnels relayed with
     /// `server` as they move.
     fn live_bytes(&'a self, server: &'a Server) -> Option<LiveBytes<'a>> {
@@ -289,7 +306,11 @@ struct TunnelParts<'a> {
 /// handling state, sized for a whole exchange, is dropped before the relay starts: an idle
 /// tunnel costs this and the relay only.
 pub struct Tunnel<'a> {
-    ctx: Context<'a>,
+    situation: Situation<'a>,
+    /// The relay's inactivity limits (`timeout tunnel`...) and buffer size, from the
+    /// exchange's settings, which the tunnel does not keep.
+    timeouts: IdleTimeouts,
+    bufsize: usize,
     facts: Facts<'a>,
     parts: TunnelParts<'a>,
     status: Option<u16>,
@@ -306,24 +327,17 @@ pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
     // Worked on in place, through the box alone: moving the fields out would copy them into
     // this future, and references to each, held across the wait, would cost a word apiece
     // in every idle tunnel.
-    let s = &tunnel.ctx.settings;
-    let timeouts = IdleTimeouts {
-        client: s.tunnel.or(s.client),
-        server: s.tunnel.or(s.server),
-        client_fin: s.client_fin,
-        server_fin: s.server_fin,
-    };
     let directions = (
-        forward::Direction::Copy(s.bufsize),
-        forward::Direction::Copy(s.bufsize),
+        forward::Direction::Copy(tunnel.bufsize),
+        forward::Direction::Copy(tunnel.bufsize),
     );
-    let live = tunnel.ctx.live_bytes(tunnel.parts.server);
+    let live = tunnel.situation.live_bytes(tunnel.parts.server);
     let progress = forward::Progress::new(live.as_ref());
     let parts = &mut tunnel.parts;
     let relay = forward::forward_streams(
         client,
         &mut parts.server_stream,
-        timeouts,
+        tunnel.timeouts,
         directions,
         &progress,
     );
@@ -336,10 +350,15 @@ pub async fn relay_tunnel(mut tunnel: Box<Tunnel<'_>>, client: &mut Stream) {
     };
     // A killed tunnel's bytes are what moved until then.
     let server = Some(tunnel.parts.server);
-    count_bytes(&tunnel.ctx, server, &mut tunnel.facts, progress.moved());
+    count_bytes(
+        &tunnel.situation,
+        server,
+        &mut tunnel.facts,
+        progress.moved(),
+    );
     let tunnel = &*tunnel;
     report_end(
-        &tunnel.ctx,
+        &tunnel.situation,
         &tunnel.facts,
         (tunnel.status, termination),
         tunnel.log_at_end,
@@ -356,7 +375,7 @@ type LoggedHead = (Vec<u8>, RequestHead);
 /// The end of an exchange: the `show stat` time averages of the server it took, and its log
 /// line when one is still to be written.
 fn report_end(
-    ctx: &Context<'_>,
+    ctx: &Situation<'_>,
     facts: &Facts<'_>,
     (status, termination): (Option<u16>, Termination),
     log: bool,
@@ -481,8 +500,16 @@ pub async fn run<'a>(
     }
     let log_at_end = logged && !logged_early.get();
     if let Some(parts) = upgraded {
+        let s = &ctx.settings;
         *tunnel = Some(Box::new(Tunnel {
-            ctx: ctx.clone(),
+            situation: ctx.situation.clone(),
+            timeouts: IdleTimeouts {
+                client: s.tunnel.or(s.client),
+                server: s.tunnel.or(s.server),
+                client_fin: s.client_fin,
+                server_fin: s.server_fin,
+            },
+            bufsize: s.bufsize,
             facts,
             parts,
             status: ending.status,
@@ -516,7 +543,7 @@ struct Outcome {
 }
 
 /// The exchange's times until now, the response head's arrival being `response_head`.
-fn timers(ctx: &Context<'_>, facts: &Facts<'_>, response_head: Option<Instant>) -> Timers {
+fn timers(ctx: &Situation<'_>, facts: &Facts<'_>, response_head: Option<Instant>) -> Timers {
     Timers {
         request: Some(ctx.head_at.duration_since(ctx.request_start)),
         queue: facts.queue,
@@ -531,7 +558,7 @@ fn timers(ctx: &Context<'_>, facts: &Facts<'_>, response_head: Option<Instant>) 
 
 /// Writes the exchange's log line (and the `-d` debug line).
 fn log_exchange(
-    ctx: &Context<'_>,
+    ctx: &Situation<'_>,
     facts: &Facts<'_>,
     outcome: &Outcome,
     request_line: Option<&[u8]>,
@@ -2290,7 +2317,7 @@ async fn read_response_head<R: tokio::io::AsyncRead + Unpin>(
 /// Counts bytes on every level that reports them (`bin`/`bout` in `show stat`: the frontend,
 /// the backend, the server when one was chosen) and in the stream's log record.
 fn count_bytes(
-    ctx: &Context<'_>,
+    ctx: &Situation<'_>,
     server: Option<&Server>,
     facts: &mut Facts<'_>,
     (up, down): (u64, u64),

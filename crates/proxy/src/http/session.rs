@@ -582,17 +582,19 @@ impl<'s> Session<'_, 's> {
             exchange_settings.tunnel = Some(time);
         }
         let ctx = exchange::Context {
-            process,
-            request_start,
-            request_start_at,
-            head_at: clock::now_std(),
-            frontend,
-            backend,
+            situation: exchange::Situation {
+                process,
+                request_start,
+                request_start_at,
+                head_at: clock::now_std(),
+                frontend,
+                backend,
+                endpoints: scope.addresses(),
+                first,
+                scope,
+                live_counted: Cell::new((0, 0)),
+            },
             settings: exchange_settings,
-            endpoints: scope.addresses(),
-            first,
-            scope,
-            live_counted: Cell::new((0, 0)),
         };
         let next = exchange::run(&ctx, client, input, (head, framing), (attached, tunnel)).await;
         match next {
