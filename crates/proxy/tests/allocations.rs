@@ -4,7 +4,8 @@
 //! `LocalSet`), in front of an origin thread, and only the allocations of that event-loop
 //! thread are counted. Two request paths: the plain keep-alive exchange, and the `rules`
 //! scenario of `bench/run.py` (20 ACLs, header rewrites, a variable, a 200-line `map_beg`).
-//! Each figure has a budget that a regression breaks; `bench/callgrind.py --allocs` reports
+//! Also the largest block a request takes (its handling state). Each figure has a budget that
+//! a regression breaks; `bench/callgrind.py --allocs` reports
 //! the allocations for the release binary, `bench/run.py idle-memory` the resident memory.
 #![allow(clippy::unwrap_used)]
 
@@ -56,11 +57,16 @@ fn count() {
     }
 }
 
+/// The largest block each proxy's thread asked for since it was last reset, data buffers
+/// aside.
+static LARGEST: [AtomicUsize; PROXIES] = [const { AtomicUsize::new(0) }; PROXIES];
+
 fn grow(bytes: usize) {
     if bytes < BUFFER_BYTES
         && let Some(slot) = COUNTED.with(Cell::get)
     {
         LIVE_BYTES[slot].fetch_add(bytes, Ordering::Relaxed);
+        LARGEST[slot].fetch_max(bytes, Ordering::Relaxed);
     }
 }
 
@@ -156,6 +162,11 @@ impl Proxy {
 
     fn live_bytes(&self) -> usize {
         LIVE_BYTES[self.slot].load(Ordering::Relaxed)
+    }
+
+    /// The largest block asked for since the last call.
+    fn take_largest(&self) -> usize {
+        LARGEST[self.slot].swap(0, Ordering::Relaxed)
     }
 }
 
@@ -335,6 +346,33 @@ fn requests_in_progress_together_cost_no_allocation() {
         "64 connections together: {per_request:.2} per request"
     );
 }
+
+#[test]
+fn a_request_in_progress_holds_its_state_in_two_pages() {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let origin = origin();
+    let proxy = proxy(&config(origin, ""));
+    let mut warm = TcpStream::connect(("127.0.0.1", proxy.port)).unwrap();
+    requests(&mut warm, 10);
+    proxy.take_largest();
+    // A new connection's first request boxes the state of its handling, the largest block
+    // a request takes.
+    let mut client = TcpStream::connect(("127.0.0.1", proxy.port)).unwrap();
+    requests(&mut client, 10);
+    let largest = proxy.take_largest();
+    println!("largest block of a request: {largest} bytes");
+    assert!(largest > 0, "no request state was allocated");
+    assert!(
+        largest <= REQUEST_STATE_BUDGET,
+        "a request's state takes {largest} bytes"
+    );
+}
+
+/// A request's state (`http::session::serve`, the exchange with both directions in flight) is
+/// one mapped block of whole pages (`sluice_heap`): two pages, not three, so that a wave of
+/// new requests touches and keeps a page less each. The body relays of requests that have a
+/// body, compression and the cache's copy are boxed apart to keep it so.
+const REQUEST_STATE_BUDGET: usize = 8192;
 
 /// What one kept-alive request may cost: nothing. Requests that follow each other closely
 /// reuse the box of the request's handling (`http::session` keeps it a few milliseconds after
