@@ -673,12 +673,17 @@ async fn supervise(
     if let Some((cli, level)) = cli {
         let listener = cli.into_async()?;
         let master = Rc::clone(&master);
+        let reloads = Rc::new(CliReloads {
+            reload_tx,
+            pending: std::cell::Cell::new(0),
+            done: tokio::sync::Notify::new(),
+        });
         tokio::task::spawn_local(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let master = Rc::clone(&master);
-                let reload_tx = reload_tx.clone();
+                let reloads = Rc::clone(&reloads);
                 tokio::task::spawn_local(async move {
-                    let _ = master_session(&master, stream, level, &reload_tx).await;
+                    let _ = master_session(&master, stream, level, &reloads).await;
                 });
             }
         });
@@ -786,13 +791,50 @@ The following commands are valid at this level:
   quit                                    : disconnect
 ";
 
+/// The master CLI's reloads: how its sessions ask the loop for one, and those asked and not
+/// done yet.
+struct CliReloads {
+    reload_tx: mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
+    pending: std::cell::Cell<u32>,
+    /// Told when a reload asked here is done.
+    done: tokio::sync::Notify,
+}
+
+impl CliReloads {
+    /// Asks the loop for a reload and waits until it is done.
+    async fn reload(&self) {
+        let (done, finished) = tokio::sync::oneshot::channel();
+        self.pending.set(self.pending.get() + 1);
+        if self.reload_tx.send(done).is_ok() {
+            let _ = finished.await;
+        }
+        self.pending.set(self.pending.get() - 1);
+        self.done.notify_waiters();
+    }
+
+    /// Waits until no reload asked on the CLI is pending. A command read after a `reload`
+    /// then sees its outcome (`show proc`, `@1`), as HAProxy's master, which re-executes
+    /// itself at once, answers it: sessions whose lines came together run in one turn of
+    /// the loop, before the loop itself runs the reload.
+    async fn settled(&self) {
+        loop {
+            // Created before the check: `notify_waiters` reaches it from then on.
+            let done = self.done.notified();
+            if self.pending.get() == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
+}
+
 /// One connection to the master CLI: lines until `quit`, or one line without `prompt`. Below
 /// level admin, `reload` is refused and commands reach the workers at the socket's level.
 async fn master_session(
     master: &RefCell<Master>,
     stream: sluice_net::stream::Stream,
     level: CliLevel,
-    reload_tx: &mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
+    reloads: &CliReloads,
 ) -> io::Result<()> {
     let (reader, mut writer) = tokio::io::split(stream);
     let mut reader = BufReader::new(reader);
@@ -815,6 +857,7 @@ async fn master_session(
         if words.len() > 1 && ["@master", "@0", master_pid.as_str()].contains(&words[0]) {
             words.remove(0);
         }
+        reloads.settled().await;
         let mut out = String::new();
         match words.as_slice() {
             [] => {}
@@ -832,12 +875,7 @@ async fn master_session(
                 let _ = writeln!(out, "{}\n", env!("CARGO_PKG_VERSION"));
             }
             ["reload"] if level < CliLevel::Admin => out.push_str("Permission denied\n\n"),
-            ["reload"] => {
-                let (done, finished) = tokio::sync::oneshot::channel();
-                if reload_tx.send(done).is_ok() {
-                    let _ = finished.await;
-                }
-            }
+            ["reload"] => reloads.reload().await,
             [target, command @ ..] if target.starts_with('@') && !command.is_empty() => {
                 let cli = {
                     let m = master.borrow();

@@ -272,6 +272,33 @@ fn reload_replaces_the_worker_without_refusing_a_connection() {
     p.assert_alive();
 }
 
+#[test]
+fn a_command_read_together_with_a_reload_sees_it_done() {
+    let echo = Backend::echo();
+    let (listener, _addr) = frontend();
+    let builder = sluice(&echo_config(&listener, &echo));
+    let (mut p, master_sock) = start_master(builder.inherit(listener));
+    let first = ready_worker(&master_sock);
+    // With the master stopped, both connections and their lines wait for it, and its loop
+    // then reads them in the same turn, the `reload` first.
+    p.signal(Signal::SIGSTOP);
+    let mut reload = std::os::unix::net::UnixStream::connect(&master_sock).unwrap();
+    reload.write_all(b"reload\n").unwrap();
+    let mut show = std::os::unix::net::UnixStream::connect(&master_sock).unwrap();
+    show.write_all(b"show proc\n").unwrap();
+    p.signal(Signal::SIGCONT);
+    show.set_read_timeout(Some(GENEROUS)).unwrap();
+    let mut answer = String::new();
+    show.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.contains(" master          1 [failed: 0]"),
+        "{answer}"
+    );
+    let workers = pids_in(&answer, "# workers");
+    assert!(!workers.is_empty() && !workers.contains(&first), "{answer}");
+    p.assert_alive();
+}
+
 /// `mworker-max-reloads 1`: a worker kept alive by a session outlives one reload, and gets
 /// SIGTERM at the second, which ends its session.
 #[test]
