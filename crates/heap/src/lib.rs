@@ -1,8 +1,8 @@
 //! The process's heap: the C allocator, with mid-size blocks mapped apart and cached per
 //! event-loop thread, as HAProxy allocates its per-request objects from per-thread pools.
 //!
-//! A block of 3 to 16 KiB (a request's handling state is about 6 KiB, an input buffer 16 KiB)
-//! is a mapping of its own, of whole pages ([`MappedClass`]), never carved from the C
+//! A block of 3 to 16 KiB (a request's handling state, just under 8 KiB; an input buffer,
+//! 16 KiB) is a mapping of its own, of whole pages ([`MappedClass`]), never carved from the C
 //! allocator's heap: a burst of such short-lived blocks would otherwise leave, once freed,
 //! holes among the small blocks that live as long as their connections (tasks, registrations,
 //! relays), which the heap can neither fill with them nor give back. 9,000 WebSocket
