@@ -803,13 +803,20 @@ struct CliReloads {
 impl CliReloads {
     /// Asks the loop for a reload and waits until it is done.
     async fn reload(&self) {
-        let (done, finished) = tokio::sync::oneshot::channel();
+        /// Counts the reload pending while it lives, whatever ends the wait.
+        struct Pending<'r>(&'r CliReloads);
+        impl Drop for Pending<'_> {
+            fn drop(&mut self) {
+                self.0.pending.set(self.0.pending.get() - 1);
+                self.0.done.notify_waiters();
+            }
+        }
         self.pending.set(self.pending.get() + 1);
+        let _pending = Pending(self);
+        let (done, finished) = tokio::sync::oneshot::channel();
         if self.reload_tx.send(done).is_ok() {
             let _ = finished.await;
         }
-        self.pending.set(self.pending.get() - 1);
-        self.done.notify_waiters();
     }
 
     /// Waits until no reload asked on the CLI is pending. A command read after a `reload`
