@@ -57,10 +57,11 @@ fn coding_bit(name: &[u8], any_case: bool) -> Option<u16> {
     CODINGS.iter().find(|(n, _)| is(n)).map(|(_, bit)| *bit)
 }
 
-/// The items of every `name` field of a message, split on commas and trimmed.
+/// The items of every `name` field of a message, split on the commas outside quoted
+/// strings (`cacheability::list_items`, as HAProxy reads lists) and trimmed.
 fn items<'b>(fields: impl Iterator<Item = &'b [u8]>) -> impl Iterator<Item = &'b [u8]> {
     fields
-        .flat_map(|value| value.split(|&b| b == b','))
+        .flat_map(super::cacheability::list_items)
         .map(<[u8]>::trim_ascii)
 }
 
@@ -182,6 +183,15 @@ mod tests {
     fn accepted(fields: &str) -> Option<u16> {
         let (buf, head) = request(fields);
         accepted_codings(&buf, &head)
+    }
+
+    #[test]
+    fn a_comma_in_a_quoted_parameter_separates_no_coding() {
+        // Split on every comma, `"b"` would read as a coding of its own, an unknown one.
+        assert_eq!(
+            accepted("Accept-Encoding: gzip;ext=\"a,b\", br\r\n"),
+            Some(0x1 | 0x4 | IDENTITY)
+        );
     }
 
     #[test]
