@@ -6,10 +6,10 @@
 
 mod common;
 
-use common::http::{HTTP_DEFAULTS, UPGRADE, read_head, upgrading_backend};
+use common::http::{HTTP_DEFAULTS, UPGRADE, open_tunnel, read_head, upgrading_backend};
 use common::{Backend, GENEROUS, connect, fd_bind, frontend, sluice};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 
 fn start(backend: &Backend) -> (common::Sluice, SocketAddr) {
     let (listener, addr) = frontend();
@@ -19,17 +19,6 @@ fn start(backend: &Backend) -> (common::Sluice, SocketAddr) {
         backend.addr()
     );
     (sluice(&config).inherit(listener).start(), addr)
-}
-
-/// Opens a tunnel through the proxy: the 101 is read, then one echo round trip.
-fn open_tunnel(addr: SocketAddr) -> TcpStream {
-    let mut s = connect(addr);
-    s.write_all(UPGRADE).unwrap();
-    let head = read_head(&mut s);
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    s.write_all(b"ping").unwrap();
-    assert_eq!(common::read_n(&mut s, 4), b"ping");
-    s
 }
 
 /// The CSV fields of `show stat` for the row of `be` starting `be,<name>,`.

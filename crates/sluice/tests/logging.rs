@@ -12,12 +12,12 @@
 mod common;
 
 use common::http::{
-    HTTP_DEFAULTS, UPGRADE, http_backend, ok_backend, read_head, upgrading_backend,
+    HTTP_DEFAULTS, UPGRADE, http_backend, ok_backend, open_tunnel, upgrading_backend,
 };
 use common::{
     Backend, Closed, GENEROUS, TCP_DEFAULTS, connect, fd_bind, frontend, read_to_close, sluice,
 };
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 
 /// A syslog receiver: the UDP socket and its address.
@@ -1072,13 +1072,7 @@ backend app
         backend.addr()
     );
     let (_p, addr) = start(&config);
-    let mut client = connect(addr);
-    client.write_all(UPGRADE).unwrap();
-    assert!(read_head(&mut client).starts_with("HTTP/1.1 101"));
-    client.write_all(b"ping").unwrap();
-    let mut echoed = [0u8; 4];
-    client.read_exact(&mut echoed).unwrap();
-    assert_eq!(&echoed, b"ping");
+    let client = open_tunnel(addr);
     // The line is written when the tunnel ends, with every byte the client sent through it.
     drop(client);
     assert_eq!(

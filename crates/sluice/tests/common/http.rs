@@ -240,3 +240,14 @@ pub fn read_head(s: &mut TcpStream) -> String {
     }
     String::from_utf8(head).unwrap()
 }
+
+/// Opens a tunnel through the proxy: the 101 is read, then one echo round trip.
+pub fn open_tunnel(addr: SocketAddr) -> TcpStream {
+    let mut s = connect(addr);
+    s.write_all(UPGRADE).unwrap();
+    let head = read_head(&mut s);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    s.write_all(b"ping").unwrap();
+    assert_eq!(super::read_n(&mut s, 4), b"ping");
+    s
+}
