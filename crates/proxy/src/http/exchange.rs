@@ -266,8 +266,8 @@ struct Facts<'a> {
     server: Option<&'a str>,
     /// The server that answered, for its statistics.
     chosen: Option<&'a sluice_runtime::proxy::Server>,
-    /// The status of the server's own response, if it gave one (the server's `hrsp_*`
-    /// count these only, not the proxy's answers in its place, as in HAProxy).
+    /// The status of the server's own final response, if it gave one (what
+    /// `http_fail_cnt` judges, not the proxy's answer in its place, as in HAProxy).
     server_status: Option<u16>,
     connect: Option<Duration>,
     request_sent: Option<Instant>,
@@ -488,9 +488,6 @@ pub async fn run<'a>(
         }
         ctx.frontend.stats.count_response(status);
         ctx.backend.stats.count_response(status);
-    }
-    if let (Some(server), Some(status)) = (facts.chosen, facts.server_status) {
-        server.stats.count_response(status);
     }
     // A transfer cut short, not an error the proxy answered (a broken request body's 400).
     if let Some(server) = facts.chosen
@@ -1717,6 +1714,10 @@ where
         if shape.retry_status && ctx.backend.plan.retry_on.retries_status(head.status) {
             return Err(ResponseFailure::RetryStatus(head.status));
         }
+        // The server's `hrsp_*` (and so its `req_tot`) count each head it sends, interim ones
+        // included, as it comes and whatever the rules then do with it, as HAProxy counts
+        // them; the frontend and backend count the final answer at the exchange's end.
+        chosen.stats.count_response(received_status);
         // The body's framing comes from the head as the server sent it, before any rule
         // rewrites it: rules change fields, never how the body is delimited.
         let framing = if interim {
