@@ -29,6 +29,11 @@ PROXY_CPU = "0"
 # The shortest `latency` run, whatever `--seconds` says.
 LATENCY_SECONDS = 10
 LOAD_CPU = "1"
+# How long an idle CPU of a KVM guest polls before it halts (cpuidle-haltpoll). A halted CPU
+# must be woken by an inter-processor interrupt, which costs the waker's CPU a VM exit: on a
+# 2-core machine, the load CPU pays for each wake-up of a proxy that went idle (BENCHMARKS.md,
+# thirtieth session). `--halt-poll-ns` sets it for the run, as a host could be set up.
+HALT_POLL = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
 
 
 def need(tool, package):
@@ -496,6 +501,9 @@ def main():
     parser.add_argument("--proxies", default="sluice,haproxy,nginx")
     parser.add_argument("--busy-polling", action="store_true",
                         help="Sluice and HAProxy never sleep in the poller (nginx has no such setting)")
+    parser.add_argument("--halt-poll-ns", type=int,
+                        help="idle CPUs poll this long before halting (KVM guests with cpuidle-haltpoll; "
+                             "needs root; the host's value is restored at the end)")
     parser.add_argument("scenarios", nargs="*", default=list(SCENARIOS))
     args = parser.parse_args()
     for tool, package in (("wrk", "wrk"), ("h2load", "nghttp2-client"), ("nginx", "nginx libnginx-mod-stream"),
@@ -508,6 +516,33 @@ def main():
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     proxies = args.proxies.split(",")
+    host_halt_poll = read_halt_poll()
+    if args.halt_poll_ns is not None:
+        if host_halt_poll is None:
+            sys.exit(f"bench: --halt-poll-ns needs the cpuidle-haltpoll driver ({HALT_POLL} missing)")
+        write_halt_poll(args.halt_poll_ns)
+    try:
+        run_scenarios(args, proxies)
+    finally:
+        if args.halt_poll_ns is not None:
+            write_halt_poll(host_halt_poll)
+
+
+def read_halt_poll():
+    """The guest's idle poll time in ns, or None on a host without cpuidle-haltpoll."""
+    try:
+        with open(HALT_POLL) as f:
+            return int(f.read())
+    except OSError:
+        return None
+
+
+def write_halt_poll(ns):
+    with open(HALT_POLL, "w") as f:
+        f.write(str(ns))
+
+
+def run_scenarios(args, proxies):
     work = tempfile.mkdtemp(prefix="sluice-bench-")
     # nginx workers run as an unprivileged user: the origin's files must be readable by it.
     os.chmod(work, 0o755)
@@ -516,6 +551,10 @@ def main():
                                   os.path.join(ROOT, "bench", "ws_origin.py"), str(WS_ORIGIN_PORT)])
     wait_port(WS_ORIGIN_PORT)
     try:
+        halt_poll = read_halt_poll()
+        if halt_poll is not None:
+            # It moves the rates of scenarios where a proxy sleeps between events: say it.
+            print(f"# idle CPUs poll {halt_poll} ns before halting ({HALT_POLL})")
         print(f"{'scenario':<16} {'proxy':<8} {'value (median [min-max])':<34} {'per proxy CPU-s':<26} "
               f"{'ratio':<6} load CPU µs per request/object")
         for scenario in args.scenarios:
