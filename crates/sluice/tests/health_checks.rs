@@ -831,6 +831,32 @@ fn observe_layer7_counts_server_errors_against_the_server() {
 }
 
 #[test]
+fn observe_layer7_judges_the_status_the_server_sent_before_the_rules_changed_it() {
+    let (failing, _) = http_server(500, "Internal Server Error", "oops");
+    let health = Backend::start(|_| {});
+    let (fe, addr) = frontend();
+    // The client sees a 200: the server's 500s count against it all the same, as in HAProxy.
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    http-response set-status 200\n    server s1 {} check port {} inter 10s observe layer7 error-limit 2\n",
+        fd_bind(&fe),
+        failing.addr(),
+        health.addr().port()
+    );
+    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let mut stderr = String::new();
+    let down = wait_until(TRANSITION, || {
+        assert_eq!(get(addr).0, 200);
+        stderr = proxy.stderr();
+        stderr.contains("Server app/s1 is DOWN")
+    });
+    assert!(down, "{stderr}");
+    assert!(
+        stderr.contains("reason: Health analyze, info: \"Detected 2 consecutive errors, last one was: Wrong http response\""),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn on_marked_down_shutdown_sessions_ends_http_exchanges_too() {
     // The server reads the request and never answers: the exchange waits on it.
     let silent = Backend::silent();

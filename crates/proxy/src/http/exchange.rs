@@ -154,6 +154,17 @@ fn shareable(settings: &HttpSettings<'_>, conn: &Attached) -> bool {
         && !conn.private
 }
 
+/// What the exchange learns of the server's response as it comes, read after the transfer
+/// whatever its outcome.
+#[derive(Default)]
+struct ResponseSeen {
+    /// When the client got a response head, its status and version (what the log shows).
+    sent: Cell<Option<(Instant, u16, Version)>>,
+    /// The status of the server's final response head as it came, before any rule: counted
+    /// then in the server's `hrsp_*` and the stick counters, as HAProxy counts it.
+    received: Cell<Option<u16>>,
+}
+
 /// How the response side ended.
 struct ResponseDone {
     /// The client connection must close after this response.
@@ -167,9 +178,9 @@ struct ResponseDone {
     /// Response bytes (heads and body) sent to the client.
     bytes_down: u64,
     /// The proxy answered in the server's place (a response rule, `option checkcache`): why,
-    /// a denial (`P`) or an answer of its own (`L`), and the status the server had answered
-    /// (what `observe layer7` judges). As in HAProxy, the log then shows no response time.
-    replaced: Option<(Cause, u16)>,
+    /// a denial (`P`) or an answer of its own (`L`). As in HAProxy, the log then shows no
+    /// response time.
+    replaced: Option<Cause>,
     /// The body went to the client compressed with this.
     compressed: Option<Algo>,
 }
@@ -266,8 +277,8 @@ struct Facts<'a> {
     server: Option<&'a str>,
     /// The server that answered, for its statistics.
     chosen: Option<&'a sluice_runtime::proxy::Server>,
-    /// The status of the server's own final response, if it gave one (what
-    /// `http_fail_cnt` judges, not the proxy's answer in its place, as in HAProxy).
+    /// The status of the server's final response head as it came, if a valid one came
+    /// (what `observe layer7` judges, whatever the rules then answered).
     server_status: Option<u16>,
     connect: Option<Duration>,
     request_sent: Option<Instant>,
@@ -473,17 +484,18 @@ pub async fn run<'a>(
         let chosen = facts.chosen;
         count_bytes(ctx, chosen, &mut facts, (up, ending.answer_bytes));
     }
-    // `http_fail_cnt`: a server's 5xx but 501 and 505, or a server that failed to answer (a
-    // response that is invalid, a 502, or late, a 504), as HAProxy counts them.
-    let server_failed = match facts.server_status {
-        Some(status) => (500..600).contains(&status) && status != 501 && status != 505,
-        None => facts.chosen.is_some() && matches!(ending.status, Some(502 | 504)),
-    };
+    // `http_fail_cnt` and `http_err_cnt` when no valid head came from a server (one that
+    // did was counted as it came, `count_server_head`), as HAProxy counts them: a server
+    // that failed to answer (a response that is invalid, a 502, or late, a 504); an error of
+    // the proxy's own (a broken request body).
+    let server_failed = facts.server_status.is_none()
+        && facts.chosen.is_some()
+        && matches!(ending.status, Some(502 | 504));
     if server_failed {
         ctx.scope.vars.trackers.http_failure();
     }
     if let Some(status) = ending.status {
-        if (400..500).contains(&status) {
+        if facts.server_status.is_none() && (400..500).contains(&status) {
             ctx.scope.vars.trackers.http_error();
         }
         ctx.frontend.stats.count_response(status);
@@ -930,7 +942,7 @@ async fn exchange<'a>(
         facts.reused = was_reused;
         facts.server_ends = crate::report::server_ends(ctx.frontend, &server_stream);
         facts.request_sent = Some(connected);
-        let response_head = Cell::new(None);
+        let seen = ResponseSeen::default();
         let sent_facts: &Facts<'_> = facts;
         let head_sent = |status: u16, bytes: u64| {
             if let Some(log) = on_head {
@@ -963,7 +975,7 @@ async fn exchange<'a>(
                 compress,
                 cacheable_method,
             },
-            &response_head,
+            &seen,
         );
         // `biased`: the kill signal is checked on every wake-up anyway; a fixed order spares
         // the random draw an unbiased `select!` makes on each poll.
@@ -971,23 +983,17 @@ async fn exchange<'a>(
             biased;
             outcome = transferring => outcome,
             () = killed.wait() => {
-                let status = response_head.get().map(|(_, status, _)| status);
+                let status = seen.sent.get().map(|(_, status, _)| status);
                 return Ending::close(status, Cause::Killed, Phase::Data);
             }
         };
-        let answered = response_head.get();
+        let answered = seen.sent.get();
         facts.response_head = answered.map(|(at, _, _)| at);
         facts.response_version = answered.map(|(_, _, version)| version.as_bytes());
         let status = answered.map(|(_, status, _)| status);
         // `observe layer7`: the health checks learn how the server answered (not how the
-        // proxy answered in its place).
-        let observed = match &outcome {
-            Ok(ResponseDone {
-                replaced: Some((_, server_status)),
-                ..
-            }) => Some(*server_status),
-            _ => status,
-        };
+        // rules or the proxy answered in its place).
+        let observed = seen.received.get();
         facts.server_status = observed;
         facts.compressed = outcome.as_ref().ok().and_then(|done| done.compressed);
         if let Some(verdict) = layer7_verdict(&outcome, observed) {
@@ -1073,7 +1079,7 @@ async fn exchange<'a>(
                     Next::KeepAlive
                 };
                 let (cause, phase) = match done.replaced {
-                    Some((reason, _)) => {
+                    Some(reason) => {
                         facts.response_head = None;
                         (reason, Phase::Headers)
                     }
@@ -1117,8 +1123,10 @@ async fn exchange<'a>(
             }
             // `http-response wait-for-body` waited in vain for the body of a response the
             // server did answer: a 504, logged as a server timeout in the data phase, with
-            // no response error counted (as in HAProxy) and no retry.
+            // no response error counted (as in HAProxy) and no retry. The server failed all
+            // the same (`http_fail_cnt`).
             Err(ResponseFailure::BodyTimeout) => {
+                ctx.scope.vars.trackers.http_failure();
                 let page = ctx.after(s.server_error(504, &kept_view(ctx, kept)));
                 let keep = (s.client, keep_after_error());
                 let ending = (504, Cause::ServerTimeout, Phase::Data);
@@ -1171,9 +1179,7 @@ fn layer7_verdict<T>(
 ) -> Option<Result<(), sluice_runtime::health::Observed>> {
     use sluice_runtime::health::Observed;
     match (outcome, status) {
-        (_, Some(code)) if (500..600).contains(&code) && code != 501 && code != 505 => {
-            Some(Err(Observed::WrongStatus))
-        }
+        (_, Some(code)) if server_failed_with(code) => Some(Err(Observed::WrongStatus)),
         (Ok(_), Some(_)) => Some(Ok(())),
         (Err(ResponseFailure::ClosedBeforeAnswer), None) => Some(Err(Observed::InvalidResponse)),
         (Err(ResponseFailure::Status(504)), None) => Some(Err(Observed::Timeout)),
@@ -1520,7 +1526,7 @@ async fn transfer(
     server: &mut Stream,
     outgoing: Outgoing<'_>,
     shape: TransferShape,
-    response_head: &Cell<Option<(Instant, u16, Version)>>,
+    seen: &ResponseSeen,
 ) -> Result<ResponseDone, ResponseFailure> {
     let s = &ctx.settings;
     let framing = shape.framing;
@@ -1602,7 +1608,7 @@ async fn transfer(
             live,
         ),
         shape,
-        response_head,
+        seen,
     );
 
     tokio::pin!(upload, download);
@@ -1618,7 +1624,7 @@ async fn transfer(
                     // The client went away or sent a broken body: nothing more to do here.
                     Err(UploadFailure::Client) => return Err(ResponseFailure::Broken(Cause::ClientAbort, 0)),
                     Err(UploadFailure::Invalid(status)) => {
-                        return Err(if response_head.get().is_some() {
+                        return Err(if seen.sent.get().is_some() {
                             ResponseFailure::Broken(Cause::ClientAbort, 0)
                         } else {
                             ResponseFailure::Status(status)
@@ -1639,7 +1645,7 @@ async fn transfer(
         let pending =
             std::future::poll_fn(|cx| std::task::Poll::Ready(upload.as_mut().poll(cx))).await;
         if let std::task::Poll::Ready(Err(UploadFailure::Invalid(status))) = pending
-            && response_head.get().is_none()
+            && seen.sent.get().is_none()
         {
             return Err(ResponseFailure::Status(status));
         }
@@ -1664,6 +1670,30 @@ enum UploadFailure {
     Invalid(u16),
 }
 
+/// What a valid response head from the server counts as it comes, before any rule sees it,
+/// as HAProxy counts it: the server's `hrsp_*` (and so its `req_tot`), interim heads
+/// included; for a final head, the stick counters' `http_err_cnt` on a 4xx and
+/// `http_fail_cnt` on a 5xx but 501 and 505 (those two a client asks for). The frontend and
+/// backend count the answer the client got, at the exchange's end.
+fn count_server_head(ctx: &Context<'_>, chosen: &Server, status: u16, interim: bool) {
+    chosen.stats.count_response(status);
+    if interim {
+        return;
+    }
+    let trackers = &ctx.scope.vars.trackers;
+    if (400..500).contains(&status) {
+        trackers.http_error();
+    } else if server_failed_with(status) {
+        trackers.http_failure();
+    }
+}
+
+/// A server's status that says it failed: a 5xx but 501 and 505 (HAProxy's `http_fail_cnt`,
+/// and what `observe layer7` takes for an error).
+fn server_failed_with(status: u16) -> bool {
+    (500..600).contains(&status) && status != 501 && status != 505
+}
+
 /// What the response side works with: the request as rules may read it, the server, what
 /// persistence learned, the `option logasap` call and the `option contstats` counting.
 type ResponseSide<'r> = (
@@ -1682,7 +1712,7 @@ async fn relay_response<R, W>(
     client: &mut W,
     (kept, chosen, persist_state, head_sent, live): ResponseSide<'_>,
     shape: TransferShape,
-    started: &Cell<Option<(Instant, u16, Version)>>,
+    seen: &ResponseSeen,
 ) -> Result<ResponseDone, ResponseFailure>
 where
     R: tokio::io::AsyncRead + SpliceEnd + Unpin,
@@ -1714,10 +1744,6 @@ where
         if shape.retry_status && ctx.backend.plan.retry_on.retries_status(head.status) {
             return Err(ResponseFailure::RetryStatus(head.status));
         }
-        // The server's `hrsp_*` (and so its `req_tot`) count each head it sends, interim ones
-        // included, as it comes and whatever the rules then do with it, as HAProxy counts
-        // them; the frontend and backend count the final answer at the exchange's end.
-        chosen.stats.count_response(received_status);
         // The body's framing comes from the head as the server sent it, before any rule
         // rewrites it: rules change fields, never how the body is delimited.
         let framing = if interim {
@@ -1726,6 +1752,10 @@ where
             response_framing(input.filled(), &head, shape.is_head, shape.is_connect)
                 .map_err(|e| ResponseFailure::Status(e.status()))?
         };
+        count_server_head(ctx, chosen, received_status, interim);
+        if !interim {
+            seen.received.set(Some(received_status));
+        }
         if !interim {
             let mut resume = None;
             let verdict = loop {
@@ -1789,7 +1819,8 @@ where
                 }
                 ResponseVerdict::Drop => {
                     // The log shows the server's status, as HAProxy's does.
-                    started.set(Some((arrived, received_status, head.version)));
+                    seen.sent
+                        .set(Some((arrived, received_status, head.version)));
                     return Err(ResponseFailure::Dropped);
                 }
                 ResponseVerdict::Replace(reply) => {
@@ -1816,7 +1847,8 @@ where
                 // connections alive and the answer frames itself (the caller still closes
                 // it if the request's body did not all come); otherwise the answer says it
                 // ends.
-                started.set(Some((clock::now_std(), status, Version::Http11)));
+                seen.sent
+                    .set(Some((clock::now_std(), status, Version::Http11)));
                 let keep = shape.client_wants_keepalive
                     && s.conn_mode != HttpConnMode::Close
                     && !ctx.process.ends_kept_alive();
@@ -1837,7 +1869,7 @@ where
                     tunnel: false,
                     bytes_up: 0,
                     bytes_down: sent_heads + bytes.len() as u64,
-                    replaced: Some((reason, received_status)),
+                    replaced: Some(reason),
                     compressed: None,
                 });
             }
@@ -1858,7 +1890,8 @@ where
                 body::write(client, &out, s.client)
                     .await
                     .map_err(client_write_failure)?;
-                started.set(Some((clock::now_std(), head.status, head.version)));
+                seen.sent
+                    .set(Some((clock::now_std(), head.status, head.version)));
                 sent_heads += out.len() as u64;
             }
             let len = head.head_len;
@@ -1969,7 +2002,7 @@ where
             let body = out[out.len() - length as usize..].to_vec();
             super::cache::finish_store(ctx.scope, pending, body);
         }
-        started.set(Some((arrived, head.status, head.version)));
+        seen.sent.set(Some((arrived, head.status, head.version)));
         // The head leaves with the round's other sends, after the round's reads; an emptied
         // buffer goes back to the pool for the wait, as the request's does.
         input.release_if_empty();
