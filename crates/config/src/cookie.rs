@@ -238,9 +238,9 @@ fn parse_persist_rule(
         return;
     }
     match Condition::parse(words, acls) {
-        Ok(cond) => {
+        Ok(mut cond) => {
             // The rules run once the backend is known, before a server is chosen.
-            if let Some(warning) = cond.conflict(Stages::USE_SERVER, d.keyword.as_str()) {
+            if let Some(warning) = cond.confine(Stages::USE_SERVER, None) {
                 diags.push(d.warning(warning));
             }
             conf.rules.push(Rule {

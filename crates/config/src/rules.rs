@@ -690,9 +690,6 @@ impl Place {
             _ => front | back,
         }
     }
-    fn name(self) -> &'static str {
-        self.kind.keyword()
-    }
 }
 
 /// Parses a rule keyword line into `rules`. Returns false if the first word is not a rule
@@ -764,13 +761,9 @@ pub(crate) fn parse_rule_line(
             warnings.extend(lacks(kind, Side::Frontend));
             Ok(())
         }
-        "monitor fail" => Condition::parse(&line.words[2..], acls).map(|c| {
-            check_cond(
-                &c,
-                place.stages(Stages::FE_HTTP_REQ, Stages::NONE),
-                place,
-                &mut warnings,
-            );
+        "monitor fail" => Condition::parse(&line.words[2..], acls).map(|mut c| {
+            let stages = place.stages(Stages::FE_HTTP_REQ, Stages::NONE);
+            check_cond(&mut c, stages, None, &mut warnings);
             rules.monitor_fail.push(c);
         }),
         "use_backend" if lacks(kind, Side::Frontend).is_some() => {
@@ -778,7 +771,7 @@ pub(crate) fn parse_rule_line(
             Ok(())
         }
         "use_backend" => (|| {
-            let (args, cond) = split_condition(&line.words[1..], acls)?;
+            let (args, mut cond) = split_condition(&line.words[1..], acls)?;
             let target = match args {
                 [name] if name.contains("%[") => {
                     let mut fmt = LogFormat::parse(name, maps)?;
@@ -789,8 +782,8 @@ pub(crate) fn parse_rule_line(
                 [] => return Err("expects a backend name".to_owned()),
                 [_, extra, ..] => return Err(format!("unexpected argument '{extra}'")),
             };
-            if let Some(c) = &cond {
-                check_cond(c, Stages::USE_BACKEND, place, &mut warnings);
+            if let Some(c) = &mut cond {
+                check_cond(c, Stages::USE_BACKEND, None, &mut warnings);
             }
             rules.use_backend.push(rule(target, cond, d.span));
             Ok(())
@@ -804,15 +797,15 @@ pub(crate) fn parse_rule_line(
                 [] => return Err("expects a server name".to_owned()),
                 [_, extra, ..] => return Err(format!("unexpected argument '{extra}'")),
             };
-            let Some(cond) = cond else {
+            let Some(mut cond) = cond else {
                 return Err("expects 'if' or 'unless' and a condition".to_owned());
             };
-            check_cond(&cond, Stages::USE_SERVER, place, &mut warnings);
+            check_cond(&mut cond, Stages::USE_SERVER, None, &mut warnings);
             rules.use_server.push(rule(name, Some(cond), d.span));
             Ok(())
         }),
         "redirect" => {
-            let (args, cond) = match split_condition(&line.words[1..], acls) {
+            let (args, mut cond) = match split_condition(&line.words[1..], acls) {
                 Ok(v) => v,
                 Err(e) => {
                     diags.push(d.alert(e));
@@ -821,22 +814,22 @@ pub(crate) fn parse_rule_line(
             };
             let stages = place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ);
             parse_redirect(args, maps, stages, false).map(|r| {
-                if let Some(c) = &cond {
-                    check_cond(c, stages, place, &mut warnings);
+                if let Some(c) = &mut cond {
+                    check_cond(c, stages, None, &mut warnings);
                 }
                 rules.redirects.push(rule(r, cond, d.span));
             })
         }
         "http-after-response" => {
             let stages = place.stages(Stages::FE_HTTP_RES, Stages::BE_HTTP_RES);
-            split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
+            split_condition(&line.words[1..], acls).and_then(|(args, mut cond)| {
                 let action = if args.first().is_some_and(|a| a == "capture") {
                     parse_capture_action(args, rules, kind, maps, stages, true)?
                 } else {
                     parse_after_response_action(args, maps, stages, &mut warnings)?
                 };
-                if let Some(c) = &cond {
-                    check_cond(c, stages, place, &mut warnings);
+                if let Some(c) = &mut cond {
+                    check_cond(c, stages, None, &mut warnings);
                 }
                 let previous = rules.http_after_response.last();
                 warnings.extend(unreachable_after(previous, ends_http_rules));
@@ -851,7 +844,7 @@ pub(crate) fn parse_rule_line(
             } else {
                 place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ)
             };
-            let parsed = split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
+            let parsed = split_condition(&line.words[1..], acls).and_then(|(args, mut cond)| {
                 let mut action = if args.first().is_some_and(|a| a == "capture") {
                     parse_capture_action(args, rules, kind, maps, stages, response)?
                 } else {
@@ -862,8 +855,8 @@ pub(crate) fn parse_rule_line(
                     parse_http_action(args, maps, stages, response, &mut warnings)?
                 };
                 warnings.extend(drop_idle_content_type(&mut action));
-                if let Some(c) = &cond {
-                    check_cond(c, stages, place, &mut warnings);
+                if let Some(c) = &mut cond {
+                    check_cond(c, stages, None, &mut warnings);
                 }
                 Ok((action, cond))
             });
@@ -884,15 +877,15 @@ pub(crate) fn parse_rule_line(
             Ok(())
         }
         "stick on" | "stick match" | "stick store-request" | "stick store-response" => {
-            split_condition(&line.words[1..], acls).and_then(|(args, cond)| {
+            split_condition(&line.words[1..], acls).and_then(|(args, mut cond)| {
                 let stick = crate::stick::parse_stick_rule(args, maps)?;
-                if let Some(c) = &cond {
+                if let Some(c) = &mut cond {
                     let stages = if stick.kind == crate::stick::StickKind::StoreResponse {
                         Stages::HTTP_RES | Stages::TCP_RES_CONTENT
                     } else {
                         Stages::USE_SERVER
                     };
-                    check_cond(c, stages, place, &mut warnings);
+                    check_cond(c, stages, None, &mut warnings);
                 }
                 rules.stick_rules.push(rule(stick, cond, d.span));
                 Ok(())
@@ -911,11 +904,11 @@ pub(crate) fn parse_rule_line(
         }),
         "tcp-response content" => backend_only(kind)
             .and_then(|()| split_condition(&line.words[2..], acls))
-            .and_then(|(args, cond)| {
+            .and_then(|(args, mut cond)| {
                 let stages = Stages::TCP_RES_CONTENT;
                 let action = parse_tcp_action(args, maps, stages)?;
-                if let Some(c) = &cond {
-                    check_cond(c, stages, place, &mut warnings);
+                if let Some(c) = &mut cond {
+                    check_cond(c, stages, Some(d.keyword.as_str()), &mut warnings);
                 }
                 rules.tcp_response.push(rule(action, cond, d.span));
                 Ok(())
@@ -932,14 +925,14 @@ pub(crate) fn parse_rule_line(
             let checked = if content { Ok(()) } else { frontend_only(kind) };
             checked
                 .and_then(|()| split_condition(&line.words[2..], acls))
-                .and_then(|(args, cond)| {
+                .and_then(|(args, mut cond)| {
                     let action = if args.first().is_some_and(|a| a == "capture") {
                         parse_tcp_capture(args, rules, kind, maps, stages, content)?
                     } else {
                         parse_tcp_action(args, maps, stages)?
                     };
-                    if let Some(c) = &cond {
-                        check_cond(c, stages, place, &mut warnings);
+                    if let Some(c) = &mut cond {
+                        check_cond(c, stages, Some(d.keyword.as_str()), &mut warnings);
                     }
                     let list = match d.keyword.as_str() {
                         "tcp-request content" => &mut rules.tcp_content,
@@ -1408,7 +1401,7 @@ pub(crate) fn parse_stats_rule(
     span: &Span,
     warnings: &mut Vec<String>,
 ) -> Result<Rule<HttpAction>, String> {
-    let (args, cond) = split_condition(words, acls)?;
+    let (args, mut cond) = split_condition(words, acls)?;
     match args.first().map(String::as_str) {
         Some("allow" | "deny" | "auth") => {}
         Some(other) => {
@@ -1422,16 +1415,22 @@ pub(crate) fn parse_stats_rule(
     let place = Place { kind };
     let stages = place.stages(Stages::FE_HTTP_REQ, Stages::BE_HTTP_REQ);
     let action = parse_http_action(args, maps, stages, false, warnings)?;
-    if let Some(c) = &cond {
-        check_cond(c, stages, place, warnings);
+    if let Some(c) = &mut cond {
+        check_cond(c, stages, None, warnings);
     }
     Ok(rule(action, cond, span))
 }
 
-/// An ACL that can never match where its rule runs is a warning, as in HAProxy (the rule
-/// stays, it just never applies).
-fn check_cond(cond: &Condition, stages: Stages, place: Place, warnings: &mut Vec<String>) {
-    warnings.extend(cond.conflict(stages, place.name()));
+/// An ACL that can never match where its rule runs is a warning, as in HAProxy, and never
+/// matches (the rule stays; HAProxy's fetch finds nothing there). `rule` names a content
+/// inspection rule, which HAProxy's warning names too.
+fn check_cond(
+    cond: &mut Condition,
+    stages: Stages,
+    rule: Option<&str>,
+    warnings: &mut Vec<String>,
+) {
+    warnings.extend(cond.confine(stages, rule));
 }
 
 fn fmt_arg(text: &str, maps: &MapStore, stages: Stages) -> Result<LogFormat, String> {

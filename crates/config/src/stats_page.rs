@@ -200,8 +200,8 @@ pub(crate) fn parse_stats_line(
             }
             let acls = acls.get_or_insert_with(|| AclSet::new(maps.clone()));
             match Condition::parse(args, acls) {
-                Ok(cond) => {
-                    if let Some(warning) = cond.conflict(Stages::FE_HTTP_REQ, kind.keyword()) {
+                Ok(mut cond) => {
+                    if let Some(warning) = cond.confine(Stages::FE_HTTP_REQ, None) {
                         diags.push(d.warning(warning));
                     }
                     conf.admin = Some(cond);

@@ -6,8 +6,8 @@
 //! and `}` (each brace its own word), `!` in front of a term (repeated `!` toggle; a lone
 //! `!` applies to the next term), and `or`/`||` starting a new group. The result is the
 //! disjunctive form of §7.2: `a b or c` is `(a and b) or c`. [`Condition::eval`] evaluates
-//! left to right and stops as soon as the answer is known. [`Condition::conflict`] tells the
-//! configuration checker when an ACL can never match at the rule's stages (HAProxy warns).
+//! left to right and stops as soon as the answer is known. [`Condition::confine`] makes an
+//! ACL that can never match at the rule's stages never match, and words HAProxy's warning.
 //! Read [`Condition::parse`] first.
 
 use std::fmt;
@@ -21,6 +21,24 @@ use crate::stages::Stages;
 struct Term {
     acl: Acl,
     negate: bool,
+    /// None of the ACL's fetches finds data where the rule runs ([`Condition::confine`]):
+    /// the ACL never matches, as a fetch that finds nothing (its negation always does).
+    out_of_reach: bool,
+}
+
+impl Term {
+    fn eval(&self, ctx: &dyn Context) -> bool {
+        (!self.out_of_reach && self.acl.eval(ctx)) != self.negate
+    }
+
+    fn decide(&self, ctx: &dyn Context) -> Option<bool> {
+        let matched = if self.out_of_reach {
+            Some(false)
+        } else {
+            self.acl.decide(ctx)
+        };
+        matched.map(|m| m != self.negate)
+    }
 }
 
 /// A compiled `if`/`unless` condition.
@@ -93,7 +111,11 @@ impl Condition {
                 acls.get(word)
                     .ok_or_else(|| format!("no such ACL : '{word}'"))?
             };
-            current.push(Term { acl, negate });
+            current.push(Term {
+                acl,
+                negate,
+                out_of_reach: false,
+            });
             negate = false;
         }
         if current.is_empty() {
@@ -117,7 +139,7 @@ impl Condition {
         let matched = self
             .groups
             .iter()
-            .any(|group| group.iter().all(|t| t.acl.eval(ctx) != t.negate));
+            .any(|group| group.iter().all(|t| t.eval(ctx)));
         matched != self.unless
     }
 
@@ -131,12 +153,12 @@ impl Condition {
             let mut group_missing = false;
             let mut group_false = false;
             for t in group {
-                match t.acl.decide(ctx) {
-                    Some(v) if v == t.negate => {
+                match t.decide(ctx) {
+                    Some(false) => {
                         group_false = true;
                         break;
                     }
-                    Some(_) => {}
+                    Some(true) => {}
                     None => group_missing = true,
                 }
             }
@@ -176,19 +198,33 @@ impl Condition {
         self.groups.iter().flatten()
     }
 
-    /// The first ACL that can never match at `where_` (none of its keywords finds data
-    /// there), as HAProxy's warning words it with `where_name` naming the rule ("acl 'x'
-    /// will never match because it only involves keywords that are incompatible with
-    /// 'frontend http-request header rule'"); `None` when every ACL may match.
-    pub fn conflict(&self, where_: Stages, where_name: &str) -> Option<String> {
-        let term = self.terms().find(|t| !t.acl.stages().intersects(where_))?;
-        Some(match term.acl.name() {
+    /// Confines the condition to a rule running at `where_`: an ACL none of whose keywords
+    /// finds data there never matches, as in HAProxy, where such a fetch finds nothing (the
+    /// proxy keeps the request for the response side, but a response rule must not see
+    /// what HAProxy's does not). Returns HAProxy's warning about the first such ACL, the
+    /// rule named by [`Stages::checkpoint_name`] and, for content inspection, `rule` ("acl
+    /// 'x' will never match in 'tcp-request content' because it only involves keywords
+    /// that are incompatible with 'frontend tcp-request content rule'"); `None` when every
+    /// ACL may match.
+    pub fn confine(&mut self, where_: Stages, rule: Option<&str>) -> Option<String> {
+        let mut first = None;
+        for term in self.groups.iter_mut().flatten() {
+            if term.acl.stages().intersects(where_) {
+                continue;
+            }
+            term.out_of_reach = true;
+            first.get_or_insert_with(|| (term.acl.name().map(str::to_owned), term.acl.clone()));
+        }
+        let (name, acl) = first?;
+        let place = where_.checkpoint_name();
+        let within = rule.map(|r| format!(" in '{r}'")).unwrap_or_default();
+        Some(match name {
             Some(name) => format!(
-                "acl '{name}' will never match because it only involves keywords that are incompatible with '{where_name}'"
+                "acl '{name}' will never match{within} because it only involves keywords that are incompatible with '{place}'"
             ),
             None => format!(
-                "anonymous acl will never match because it uses keyword '{}' which is incompatible with '{where_name}'",
-                term.acl.first_keyword()
+                "anonymous acl will never match{within} because it uses keyword '{}' which is incompatible with '{place}'",
+                acl.first_keyword()
             ),
         })
     }

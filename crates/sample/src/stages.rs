@@ -7,7 +7,7 @@
 //! processed; the response status exists in response rules and in the log. The
 //! configuration checker passes the stages where a rule runs (for a `listen` section, both
 //! its frontend and backend checkpoints) and asks [`Expr::check_stages`](crate::Expr) or
-//! [`Condition::conflict`](crate::Condition::conflict) whether the rule can ever see its
+//! [`Condition::confine`](crate::Condition::confine) whether the rule can ever see its
 //! data; HAProxy's rule is that one common stage is enough. Read [`Source::stages`] first.
 
 use std::fmt;
@@ -72,6 +72,30 @@ impl Stages {
     /// True if the set is empty.
     pub fn is_empty(self) -> bool {
         self.0 == 0
+    }
+
+    /// How HAProxy's diagnostics name the rule running at these stages: its first
+    /// checkpoint in the stream's order ("frontend http-request header rule"; for a
+    /// `listen` section's response rules, the backend's, which run first).
+    pub fn checkpoint_name(self) -> &'static str {
+        const NAMES: [&str; 12] = [
+            "frontend tcp-request connection rule",
+            "frontend tcp-request session rule",
+            "frontend tcp-request content rule",
+            "frontend http-request header rule",
+            "frontend use-backend rule",
+            "backend tcp-request content rule",
+            "backend http-request header rule",
+            "backend use-server, balance or stick-match rule",
+            "backend tcp-response content rule",
+            "backend http-response header rule",
+            "frontend http-response header rule",
+            "logs",
+        ];
+        NAMES
+            .get(self.0.trailing_zeros() as usize)
+            .copied()
+            .unwrap_or("no rule")
     }
 }
 

@@ -192,26 +192,57 @@ fn stages_and_conflicts() {
     set.add(&words("is_ok status 200")).unwrap();
     set.add(&words("is_png path_end .png")).unwrap();
     let parse = |text: &str| Condition::parse(&words(text), &set).unwrap();
-    let where_ = "frontend http-request header rule";
+    let confine = |text: &str, where_: Stages| parse(text).confine(where_, None);
     assert_eq!(
-        parse("if is_ok")
-            .conflict(Stages::FE_HTTP_REQ, where_)
-            .unwrap(),
+        confine("if is_ok", Stages::FE_HTTP_REQ).unwrap(),
         "acl 'is_ok' will never match because it only involves keywords that are incompatible with 'frontend http-request header rule'"
     );
     assert_eq!(
-        parse("if t { status 200 }")
-            .conflict(Stages::FE_HTTP_REQ, where_)
-            .unwrap(),
+        confine("if t { status 200 }", Stages::FE_HTTP_REQ).unwrap(),
         "anonymous acl will never match because it uses keyword 'status' which is incompatible with 'frontend http-request header rule'"
     );
-    assert_eq!(parse("if is_ok").conflict(Stages::HTTP_RES, "x"), None);
-    assert_eq!(parse("if is_png t").conflict(Stages::HTTP_REQ, "x"), None);
-    assert!(parse("if is_png").conflict(Stages::HTTP_RES, "x").is_some());
-    assert!(parse("if METH_GET").conflict(Stages::LOG, "x").is_none());
+    // A `listen` section's response rules: the backend's run first, and name the place.
+    assert_eq!(
+        confine("if is_png", Stages::HTTP_RES).unwrap(),
+        "acl 'is_png' will never match because it only involves keywords that are incompatible with 'backend http-response header rule'"
+    );
+    assert_eq!(
+        parse("if { status 200 }")
+            .confine(Stages::FE_TCP_REQ_CONTENT, Some("tcp-request content"))
+            .unwrap(),
+        "anonymous acl will never match in 'tcp-request content' because it uses keyword 'status' which is incompatible with 'frontend tcp-request content rule'"
+    );
+    assert_eq!(confine("if is_ok", Stages::HTTP_RES), None);
+    assert_eq!(confine("if is_png t", Stages::HTTP_REQ), None);
+    assert!(confine("if METH_GET", Stages::LOG).is_none());
     let both = parse("if is_png or is_ok");
     assert!(both.stages().intersects(Stages::HTTP_REQ));
     assert!(both.stages().intersects(Stages::HTTP_RES));
     assert!(!both.stages().intersects(Stages::TCP_REQ_CONN));
     assert_eq!(parse("if t").stages(), Stages::ALL);
+}
+
+#[test]
+fn an_acl_out_of_reach_never_matches_and_its_negation_always_does() {
+    let mut set = set();
+    set.add(&words("is_png path_end .png")).unwrap();
+    // The test context keeps the request for the response side, as the proxy does: what
+    // confines the condition is the rule's stage, not what the context could answer.
+    let ctx = TestCtx::request(GET).response("HTTP/1.1 200 OK\r\n\r\n");
+    let confined = |text: &str| {
+        let mut cond = Condition::parse(&words(text), &set).unwrap();
+        assert!(cond.confine(Stages::HTTP_RES, None).is_some());
+        cond
+    };
+    assert!(
+        Condition::parse(&words("if is_png"), &set)
+            .unwrap()
+            .eval(&ctx)
+    );
+    assert!(!confined("if is_png").eval(&ctx));
+    assert!(confined("if !is_png").eval(&ctx));
+    assert!(confined("if is_png or t").eval(&ctx));
+    assert!(!confined("if { status 200 } is_png").eval(&ctx));
+    assert_eq!(confined("if is_png").decide(&ctx), Some(false));
+    assert_eq!(confined("unless is_png").decide(&ctx), Some(true));
 }
