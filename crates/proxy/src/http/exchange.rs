@@ -1117,6 +1117,13 @@ async fn exchange<'a>(
                 return Ending::answered_or_kept(client, &page, keep, (status, cause, phase)).await;
             }
             Err(ResponseFailure::Broken(cause, sent)) => {
+                // A response the server broke off (closed early, or framed wrong) is a
+                // response error (`eresp`), as HAProxy counts it; one it was late to send
+                // is not.
+                if cause == Cause::ServerAbort {
+                    ctx.backend.response_errors.incr();
+                    server.response_errors.incr();
+                }
                 // The log counts what the client got, as HAProxy's does.
                 count_bytes(ctx, Some(server), facts, (0, sent));
                 return Ending::close(status, cause, Phase::Data);
