@@ -3,7 +3,8 @@
 //!
 //! A [`Rate`] counts the events of the current second and keeps the count of the previous one;
 //! the rate read at a moment is the current count plus the previous one weighted by how much of
-//! the current second is still to come, the sliding estimate HAProxy's frequency counters give.
+//! the current second is still to come, the sliding estimate HAProxy's frequency counters give
+//! (`read_freq_ctr`, rounded as it rounds); its maximum is the most events one second counted.
 //! One atomic word holds the second and its count, so counting is one `fetch_add` on the hot
 //! path (a compare-and-swap once per second when the second turns) and threads share it
 //! without a lock; the only event loop of a process counts with plain loads and stores
@@ -69,17 +70,20 @@ impl Rate {
     fn add_at(&self, ms: u64, n: u32) {
         let n = n.min(MAX_PER_SECOND);
         let second = (ms / 1000) as u32;
-        if crate::counters::alone() {
+        // The events counted in this second so far, this one included.
+        let counted = if crate::counters::alone() {
             // The only event loop counts alone: no locked instruction (`counters`).
             let seen = self.current.load(Ordering::Relaxed);
             let (at, count) = split(seen);
             if at == second {
                 let count = count.saturating_add(n).min(MAX_PER_SECOND);
                 self.current.store(join(second, count), Ordering::Relaxed);
+                count
             } else {
                 self.current.store(join(second, n), Ordering::Relaxed);
                 self.previous
                     .store(count_before(at, second, count), Ordering::Relaxed);
+                n
             }
         } else {
             let mut seen = self.current.load(Ordering::Relaxed);
@@ -89,19 +93,19 @@ impl Rate {
                 // below it, even by every thread at once, cannot carry into the second's
                 // half. A batch, or a count at the limit, goes through the exchange below.
                 if at == second && n == 1 && count < MAX_PER_SECOND {
-                    self.current.fetch_add(1, Ordering::Relaxed);
-                    break;
+                    let (_, before) = split(self.current.fetch_add(1, Ordering::Relaxed));
+                    break before.saturating_add(1);
                 }
                 // The same second, or a new one: then the count of the one just ended
                 // becomes the previous one.
-                let turned = if at == second {
-                    join(second, count.saturating_add(n).min(MAX_PER_SECOND))
+                let now = if at == second {
+                    count.saturating_add(n).min(MAX_PER_SECOND)
                 } else {
-                    join(second, n)
+                    n
                 };
                 match self.current.compare_exchange_weak(
                     seen,
-                    turned,
+                    join(second, now),
                     Ordering::Relaxed,
                     Ordering::Relaxed,
                 ) {
@@ -110,27 +114,37 @@ impl Rate {
                             self.previous
                                 .store(count_before(at, second, count), Ordering::Relaxed);
                         }
-                        break;
+                        break now;
                     }
                     Err(now) => seen = now,
                 }
             }
-        }
-        crate::counters::raise_max(&self.max, u64::from(self.get_at(ms)));
+        };
+        // HAProxy's maximum is that of the events counted in one second, not of the
+        // sliding estimate `get` reads.
+        crate::counters::raise_max(&self.max, u64::from(counted));
     }
 
+    /// HAProxy's `read_freq_ctr`: the events of this second plus those of the second before
+    /// weighted by the share of this second still to come (rounded down, 999 parts of 1000
+    /// at its first millisecond); a rate of at most one event a second, with none yet in
+    /// this one, reads as the previous second's count, so that it does not flap to 0.
     fn get_at(&self, ms: u64) -> u32 {
         let second = (ms / 1000) as u32;
         let (at, count) = split(self.current.load(Ordering::Relaxed));
-        let previous = u64::from(self.previous.load(Ordering::Relaxed));
-        let (count, previous) = match second.wrapping_sub(at) {
-            0 => (u64::from(count), previous),
+        let (current, previous) = match second.wrapping_sub(at) {
+            0 => (count, self.previous.load(Ordering::Relaxed)),
             // No event yet in this second: the last counted second is the previous one.
-            1 => (0, u64::from(count)),
+            1 => (0, count),
             _ => (0, 0),
         };
-        let left = 1000 - ms % 1000;
-        u32::try_from(count + (previous * left).div_ceil(1000)).unwrap_or(u32::MAX)
+        if previous <= 1 && current == 0 {
+            return previous;
+        }
+        // The share left, as a fraction of 2^32 (HAProxy's `ms_left_scaled`).
+        let left = (999 - ms % 1000) * 4_294_971;
+        let weighted = (u64::from(previous) * left) >> 32;
+        current.saturating_add(u32::try_from(weighted).unwrap_or(u32::MAX))
     }
 }
 
@@ -215,17 +229,18 @@ mod tests {
             r.add_at(6_000, 1);
             assert_eq!(
                 r.get_at(6_000),
-                11,
-                "the whole previous second still counts"
+                1 + 9,
+                "999 parts of 1000 of the previous second still count, rounded down"
             );
-            assert_eq!(r.get_at(6_500), 6, "half of it half-way through");
+            assert_eq!(r.get_at(6_500), 1 + 4, "half of it half-way through");
             assert_eq!(
                 r.get_at(7_000),
                 1,
                 "the second with one event is the previous one now"
             );
+            assert_eq!(r.get_at(7_999), 1, "one event a second does not flap to 0");
             assert_eq!(r.get_at(8_000), 0, "nothing for two seconds");
-            assert_eq!(r.max(), 11);
+            assert_eq!(r.max(), 10, "the most events one second counted");
         });
     }
 
@@ -239,9 +254,10 @@ mod tests {
             r.add_at(4_000, 50);
             assert_eq!(
                 r.get_at(4_000),
-                1050,
-                "the previous second whole, and the new one"
+                50 + 999,
+                "the previous second almost whole, and the new one"
             );
+            assert_eq!(r.max(), 1000);
             r.add_at(4_100, u32::MAX);
             r.add_at(4_200, 1);
             let (second, count) = split(r.current.load(Ordering::Relaxed));
@@ -270,6 +286,18 @@ mod tests {
             );
             a.reset_max();
             assert_eq!(a.max(), 0);
+        });
+    }
+
+    #[test]
+    fn events_a_second_and_a_half_apart_read_as_one_per_second() {
+        crate::counters::on_both_paths(|| {
+            let r = Rate::default();
+            r.add_at(10_000, 1);
+            r.add_at(11_500, 1);
+            // HAProxy reads 1 + 1 * 499/1000, rounded down.
+            assert_eq!(r.get_at(11_500), 1);
+            assert_eq!(r.max(), 1);
         });
     }
 
