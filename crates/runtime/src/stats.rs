@@ -742,7 +742,9 @@ pub fn server_status(server: &Server, health: &HealthState) -> String {
         return "no check".into();
     }
     let c = &server.conf.checks;
-    match server.stats.check_health() {
+    // Before its first check, a server is up at the bottom of the range, as HAProxy starts
+    // it: "UP 1/3" with the default `rise 2 fall 3`.
+    match server.stats.check_health().or(checked.then(|| c.rise())) {
         Some(h) if checked && h < c.rise() + c.fall() - 1 && h >= c.rise() => {
             format!("UP {}/{}", h - c.rise() + 1, c.fall())
         }
@@ -835,20 +837,26 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
         row.set(Field::tracked, format_args!("{backend}/{}", track.server));
     }
     // Under `disable health` the check columns are empty, as in HAProxy; a check running now
-    // marks the last status with `* ` (management.txt §9.1, `check_status`).
-    if c.check
-        && s.stats.checks_enabled()
-        && let Some(last) = &health.last_check
-    {
+    // marks the last status with `* ` (management.txt §9.1, `check_status`), and before the
+    // first one ends the status is HAProxy's `INI`.
+    if c.check && s.stats.checks_enabled() {
         let prefix = if s.stats.check_running() { "* " } else { "" };
-        row.set(Field::check_status, format_args!("{prefix}{}", last.status));
-        row.set(Field::check_desc, last.description);
-        if let Some(code) = last.code {
-            row.set(Field::check_code, code);
-        }
-        row.set(Field::check_duration, last.duration_ms);
-        if let Some(info) = &last.info {
-            row.set(Field::last_chk, info);
+        match &health.last_check {
+            Some(last) => {
+                row.set(Field::check_status, format_args!("{prefix}{}", last.status));
+                row.set(Field::check_desc, last.description);
+                if let Some(code) = last.code {
+                    row.set(Field::check_code, code);
+                }
+                row.set(Field::check_duration, last.duration_ms);
+                if let Some(info) = &last.info {
+                    row.set(Field::last_chk, info);
+                }
+            }
+            None => {
+                row.set(Field::check_status, format_args!("{prefix}INI"));
+                row.set(Field::check_desc, "Initializing");
+            }
         }
     }
     if b.plan.mode == Mode::Http {
@@ -860,7 +868,11 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     if c.check {
         row.set(Field::check_rise, c.rise());
         row.set(Field::check_fall, c.fall());
-        row.set(Field::check_health, s.stats.check_health().unwrap_or(0));
+        // The check's counter starts at `rise`, where a server starts up.
+        row.set(
+            Field::check_health,
+            s.stats.check_health().unwrap_or(c.rise()),
+        );
     }
     if c.agent {
         row.set(Field::agent_rise, 1);
