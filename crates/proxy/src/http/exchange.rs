@@ -1760,6 +1760,13 @@ where
                 .map_err(|e| ResponseFailure::Status(e.status()))?
         };
         count_server_head(ctx, chosen, received_status, interim);
+        // A protocol switch the request did not ask for, or that the response does not name
+        // in its Connection field, is an invalid response (502), as HAProxy takes it.
+        if head.status == 101
+            && !(shape.upgrade && encode::connection_tokens(input.filled(), &head).upgrade)
+        {
+            return Err(ResponseFailure::Status(502));
+        }
         if !interim {
             seen.received.set(Some(received_status));
         }
@@ -1944,7 +1951,14 @@ where
             || (shape.client_version == Version::Http10 && !length_only)
             || ctx.process.ends_kept_alive();
         let upgrading = tunnel && head.status == 101;
-        let mut remove: &[&str] = &[];
+        // A 204 has no body, nor any field saying how long one is (RFC 9110 §8.6, §15.3.5):
+        // a client trusting a server's Content-Length there would wait for a body that never
+        // comes. A HEAD's answer and a 304 keep theirs, which describe the resource.
+        let mut remove: &[&str] = if head.status == 204 {
+            &["content-length", "transfer-encoding"]
+        } else {
+            &[]
+        };
         let mut length = Decimal::default();
         let mut add = AddedFields::default();
         if framing != BodyFraming::None {
