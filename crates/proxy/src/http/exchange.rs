@@ -700,7 +700,7 @@ async fn exchange<'a>(
     let judges_cache =
         s.check_cache || (ctx.backend.plan.persistence.cookie.as_ref()).is_some_and(|c| c.nocache);
     let cacheable_method = judges_cache.then(|| cacheability::is_safe_method(buf, &head));
-    // After a 503 or a 504 of its own, the connection goes on as after any answer: when
+    // After a 502, 503 or 504 of its own, the connection goes on as after any answer: when
     // nothing of the request is left to skip and the client, the proxy and the process keep
     // connections (HTTP/1.1 clients: the page says nothing of keep-alive).
     // (Asked when the page goes: a soft stop may have begun meanwhile.)
@@ -1096,7 +1096,8 @@ async fn exchange<'a>(
                 server.response_errors.incr();
                 let page = ctx.after(s.server_error(502, &kept_view(ctx, kept)));
                 let ending = (502, Cause::ServerAbort, Phase::Headers);
-                return Ending::answered(client, &page, s.client, ending).await;
+                let keep = (s.client, keep_after_error());
+                return Ending::answered_or_kept(client, &page, keep, ending).await;
             }
             Err(ResponseFailure::Status(status)) => {
                 ctx.backend.response_errors.incr();
@@ -1112,8 +1113,9 @@ async fn exchange<'a>(
                     Phase::Data
                 };
                 let page = ctx.after(s.server_error(status, &kept_view(ctx, kept)));
-                // HAProxy 2.6 closes after a 502, and keeps the connection after a 504.
-                let keep = (s.client, status == 504 && keep_after_error());
+                // After a server that failed to answer (a 502 or a 504), the connection goes
+                // on, as in HAProxy 2.6; after a broken request body (a 4xx) it ends.
+                let keep = (s.client, status >= 500 && keep_after_error());
                 return Ending::answered_or_kept(client, &page, keep, (status, cause, phase)).await;
             }
             Err(ResponseFailure::Broken(cause, sent)) => {
