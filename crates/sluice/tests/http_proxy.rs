@@ -721,9 +721,9 @@ fn expect_100_continue_is_relayed() {
     assert_eq!(fin.body, b"hello");
 }
 
-#[test]
-fn early_answer_before_the_body_ends_is_delivered_and_the_client_closed() {
-    let backend = Backend::start(|s| {
+/// A backend that answers 413 as soon as it has read a request's head, body or not.
+fn early_413_backend() -> Backend {
+    Backend::start(|s| {
         let mut writer = s.try_clone().unwrap();
         let mut reader = BufReader::new(s);
         let mut line = String::new();
@@ -733,11 +733,43 @@ fn early_answer_before_the_body_ends_is_delivered_and_the_client_closed() {
         let _ = writer.write_all(
             b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         );
-    });
+    })
+}
+
+#[test]
+fn an_early_answer_is_delivered_and_the_rest_of_the_body_dropped_before_the_next_request() {
+    let backend = early_413_backend();
     let (_p, addr) = proxy(backend.addr(), "");
     let mut s = connect(addr);
-    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nsome")
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nsome")
         .unwrap();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let early = read_message(&mut reader).unwrap();
+    assert!(early.head.starts_with("HTTP/1.1 413"), "{}", early.head);
+    assert_eq!(early.header("connection"), None, "{}", early.head);
+    // The rest of the body, then the next request on the same connection.
+    s.write_all(b"thing!GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let next = read_message(&mut reader).unwrap();
+    assert!(next.head.starts_with("HTTP/1.1 413"), "{}", next.head);
+    assert_eq!(
+        next.header("connection").as_deref(),
+        Some("close"),
+        "{}",
+        next.head
+    );
+}
+
+#[test]
+fn an_early_answer_to_a_client_waiting_for_100_continue_closes_its_connection() {
+    // The client may never send the body it was not told to send.
+    let backend = early_413_backend();
+    let (_p, addr) = proxy(backend.addr(), "");
+    let mut s = connect(addr);
+    s.write_all(
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .unwrap();
     let got = read_to_close(&mut s, GENEROUS);
     assert_eq!(status_of(got.data()), 413);
     assert!(got.is_closed());

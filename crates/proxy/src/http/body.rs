@@ -177,6 +177,95 @@ impl BodyOutput for sluice_net::stream::WriteSide<'_> {
     }
 }
 
+/// A request body's way to the server that can turn into a sink: once the server's response
+/// is complete while the client is still sending its body, the rest of that body is read and
+/// dropped, so that the client's connection can carry its next request (as HAProxy drains
+/// it), whether or not the server still reads.
+pub struct Discardable<'d, W: ?Sized> {
+    inner: &'d mut W,
+    discard: &'d std::cell::Cell<bool>,
+}
+
+impl<'d, W: ?Sized> Discardable<'d, W> {
+    /// Writes to `inner` until `discard` is set, then drops what it is given.
+    pub fn new(inner: &'d mut W, discard: &'d std::cell::Cell<bool>) -> Self {
+        Discardable { inner, discard }
+    }
+}
+
+fn total_len(bufs: &[io::IoSlice<'_>]) -> usize {
+    bufs.iter().map(|b| b.len()).sum()
+}
+
+impl<W: AsyncWrite + Unpin + ?Sized> AsyncWrite for Discardable<'_, W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        if self.discard.get() {
+            return std::task::Poll::Ready(Ok(buf.len()));
+        }
+        std::pin::Pin::new(&mut *self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> std::task::Poll<io::Result<usize>> {
+        if self.discard.get() {
+            return std::task::Poll::Ready(Ok(total_len(bufs)));
+        }
+        std::pin::Pin::new(&mut *self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        if self.discard.get() {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut *self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        if self.discard.get() {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut *self.inner).poll_shutdown(cx)
+    }
+}
+
+impl<W: BodyOutput + ?Sized> BodyOutput for Discardable<'_, W> {
+    fn poll_write_held(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+        more: bool,
+    ) -> std::task::Poll<io::Result<usize>> {
+        if self.discard.get() {
+            return std::task::Poll::Ready(Ok(total_len(bufs)));
+        }
+        self.inner.poll_write_held(cx, bufs, more)
+    }
+
+    fn push(&mut self) -> io::Result<()> {
+        if self.discard.get() {
+            return Ok(());
+        }
+        self.inner.push()
+    }
+}
+
 /// A body's output and whether it holds bytes back (see [`BodyOutput`]).
 struct Out<'o, W: ?Sized> {
     writer: &'o mut W,

@@ -692,6 +692,9 @@ async fn exchange<'a>(
     }
     let is_head = head.is_method(buf, "HEAD");
     let is_connect = head.is_method(buf, "CONNECT");
+    let expects_continue = head
+        .header_values(buf, "expect")
+        .any(|v| v.eq_ignore_ascii_case(b"100-continue"));
     let client_version = head.version;
     let compression = Compression::of(ctx);
     let compress = compress::negotiate(buf, &head, compression.algos);
@@ -974,6 +977,7 @@ async fn exchange<'a>(
                 upgrade,
                 compress,
                 cacheable_method,
+                expects_continue,
             },
             &seen,
         );
@@ -1480,6 +1484,9 @@ struct TransferShape {
     /// Whether the method lets a cache answer (GET, HEAD, OPTIONS, TRACE), when the
     /// backend judges the response's cacheability (`option checkcache`, `cookie ... nocache`).
     cacheable_method: Option<bool>,
+    /// The client waits for a `100 Continue` before it sends its body: after an early final
+    /// answer it may never send it, so the rest of the body is not waited for.
+    expects_continue: bool,
 }
 
 /// The compression settings in force for an exchange: the backend's lists when it has
@@ -1547,6 +1554,11 @@ async fn transfer(
         BodyFraming::Chunked => OutFraming::Chunked,
         _ => OutFraming::Raw,
     };
+    // Set once the response is complete while the request body is not: the rest of the body
+    // is read and dropped (`body::Discardable`), not sent.
+    let draining = Cell::new(false);
+    // Whether the body relay can drain (the spliced one moves bytes the proxy never reads).
+    let can_drain = Cell::new(false);
 
     let upload = async {
         // The head leaves with the round's other sends, after the round's reads, and with
@@ -1580,10 +1592,11 @@ async fn transfer(
             ))
             .await
         } else {
+            can_drain.set(true);
             Box::pin(body::forward_body(
                 input,
                 &mut client_read,
-                &mut server_write,
+                &mut body::Discardable::new(&mut server_write, &draining),
                 BodySpec {
                     framing,
                     out: request_out,
@@ -1660,10 +1673,21 @@ async fn transfer(
         }
     }
     let mut done = response?;
+    // The response ended before the request body did (a server answering early, a 401 or a
+    // 413, say): the server's connection cannot be reused. The client's goes on once the rest
+    // of the body is read and dropped, as HAProxy drains it, unless the answer closes it, the
+    // client waits for a `100 Continue` it did not get (it may never send the body), or the
+    // body is spliced.
+    if uploaded.is_none() && !done.close_client && !shape.expects_continue && can_drain.get() {
+        draining.set(true);
+        uploaded = Some(upload.await);
+    }
     match uploaded {
-        Some(Ok(sent)) => done.bytes_up = sent,
-        // The response ended before the request body did: the rest of the body is still on
-        // the client connection, so neither connection can be reused.
+        Some(Ok(sent)) if !draining.get() => done.bytes_up = sent,
+        Some(Ok(sent)) => {
+            done.bytes_up = sent;
+            done.server_reusable = false;
+        }
         _ => {
             done.close_client = true;
             done.server_reusable = false;
