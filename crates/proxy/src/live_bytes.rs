@@ -5,7 +5,9 @@
 //! counter, but a graph of long downloads or tunnels then jumps when they finish. Under
 //! `option contstats` the relays hand what they moved to a [`LiveBytes`] each time they
 //! wait for the network (as HAProxy updates its counters at each wake-up of the stream), and
-//! the final count adds only the rest (what the shared `counted` cell holds).
+//! the final count adds only the rest (what the shared `counted` cell holds). Without it, an
+//! HTTP transfer still tallies what its bodies moved ([`LiveBytes::tally`]), so that one that
+//! breaks off counts the bytes that went through, as HAProxy's do.
 
 use crate::track::Trackers;
 use sluice_runtime::counters::Traffic;
@@ -14,7 +16,7 @@ use std::cell::Cell;
 /// The counters a stream's bytes go to, and how many it gave them along the way.
 pub struct LiveBytes<'a> {
     traffic: [Option<&'a Traffic>; 4],
-    trackers: &'a Trackers,
+    trackers: Option<&'a Trackers>,
     counted: &'a Cell<(u64, u64)>,
 }
 
@@ -37,9 +39,24 @@ impl<'a> LiveBytes<'a> {
     ) -> Self {
         LiveBytes {
             traffic,
-            trackers,
+            trackers: Some(trackers),
             counted,
         }
+    }
+
+    /// Counts into no counter, only adds to `tally` what moved (from the client, to the
+    /// client).
+    pub fn tally(tally: &'a Cell<(u64, u64)>) -> Self {
+        LiveBytes {
+            traffic: [None; 4],
+            trackers: None,
+            counted: tally,
+        }
+    }
+
+    /// What it counted or tallied so far (from the client, to the client).
+    pub fn counted(&self) -> (u64, u64) {
+        self.counted.get()
     }
 
     /// Counts `up` more bytes from the client and `down` more to it.
@@ -51,7 +68,9 @@ impl<'a> LiveBytes<'a> {
             traffic.bytes_in.add(up);
             traffic.bytes_out.add(down);
         }
-        self.trackers.bytes(up, down);
+        if let Some(trackers) = self.trackers {
+            trackers.bytes(up, down);
+        }
         let (counted_up, counted_down) = self.counted.get();
         self.counted.set((counted_up + up, counted_down + down));
     }

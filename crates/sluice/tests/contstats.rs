@@ -129,3 +129,48 @@ fn http_response_bodies_count_their_bytes_while_they_move_under_contstats() {
     }
     assert_eq!(stat(&proxy, "live,FRONTEND,", "bout"), answer.len() as u64);
 }
+
+#[test]
+fn a_response_the_server_breaks_off_counts_what_went_through_with_or_without_contstats() {
+    const SENT: usize = 30_000;
+    // The server announces twice what it sends, then closes: what the request brought to it
+    // goes back on a channel.
+    let (heads, received) = mpsc::channel::<usize>();
+    let heads = Arc::new(Mutex::new(heads));
+    let backend = Backend::start(move |mut s| {
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        let (mut line, mut head) = (String::new(), 0);
+        while reader.read_line(&mut line).unwrap() > 2 {
+            head += line.len();
+            line.clear();
+        }
+        heads.lock().unwrap().send(head + line.len()).unwrap();
+        let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", 2 * SENT);
+        s.write_all(answer.as_bytes()).unwrap();
+        s.write_all(&[b'a'; SENT]).unwrap();
+    });
+    let (proxy, [live_addr, plain_addr]) = two_frontends(HTTP_DEFAULTS, backend.addr());
+    for (addr, row, server) in [
+        (live_addr, "live,FRONTEND,", "be_live,s1,"),
+        (plain_addr, "plain,FRONTEND,", "be_plain,s1,"),
+    ] {
+        let mut client = connect(addr);
+        client
+            .write_all(b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n")
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = client.read_to_end(&mut answer);
+        assert!(
+            answer.ends_with(&[b'a'; SENT]),
+            "{row}: {} bytes",
+            answer.len()
+        );
+        let request = received.recv().unwrap() as u64;
+        let ended = || stat(&proxy, row, "scur");
+        assert!(wait_until(GENEROUS, || ended() == 0));
+        for row in [row, server] {
+            let counted = (stat(&proxy, row, "bin"), stat(&proxy, row, "bout"));
+            assert_eq!(counted, (request, answer.len() as u64), "{row}");
+        }
+    }
+}

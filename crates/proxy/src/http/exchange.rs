@@ -163,6 +163,9 @@ struct ResponseSeen {
     /// The status of the server's final response head as it came, before any rule: counted
     /// then in the server's `hrsp_*` and the stick counters, as HAProxy counts it.
     received: Cell<Option<u16>>,
+    /// What a transfer that broke off had moved (to the server, to the client), counted in
+    /// the statistics and the log as HAProxy counts what went through.
+    moved: Cell<Option<(u64, u64)>>,
 }
 
 /// How the response side ended.
@@ -192,8 +195,8 @@ enum ResponseFailure {
     /// The server closed a reused connection before answering: the request may be retried.
     ClosedBeforeAnswer,
     /// The transfer broke after the head was sent: just close. Names who broke it, and how
-    /// many bytes of the response the client got before (the response's heads; what part of
-    /// a body got through is not counted).
+    /// many bytes of the response's heads the client got before (what the bodies moved is
+    /// tallied apart, see `ResponseSeen::moved`).
     Broken(Cause, u64),
     /// The response's status is one `retry-on` retries; nothing was sent to the client.
     RetryStatus(u16),
@@ -1130,8 +1133,10 @@ async fn exchange<'a>(
                     ctx.backend.response_errors.incr();
                     server.response_errors.incr();
                 }
-                // The log counts what the client got, as HAProxy's does.
-                count_bytes(ctx, Some(server), facts, (0, sent));
+                // The statistics and the log count what went through before the break, as
+                // HAProxy's do.
+                let moved = seen.moved.get().unwrap_or((0, sent));
+                count_bytes(ctx, Some(server), facts, moved);
                 return Ending::close(status, cause, Phase::Data);
             }
             // `http-response wait-for-body` waited in vain for the body of a response the
@@ -1548,8 +1553,14 @@ async fn transfer(
     let framing = shape.framing;
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
-    let live = ctx.live_bytes(outgoing.server);
-    let live = live.as_ref();
+    // Without `option contstats`, the bodies' bytes are only tallied, for a transfer that
+    // breaks off: it counts them at its end (`ResponseSeen::moved`).
+    let tally = Cell::new((0, 0));
+    let live = ctx
+        .live_bytes(outgoing.server)
+        .unwrap_or_else(|| LiveBytes::tally(&tally));
+    let live = Some(&live);
+    let head_len = outgoing.head.len();
     let request_out = match framing {
         BodyFraming::Chunked => OutFraming::Chunked,
         _ => OutFraming::Raw,
@@ -1644,13 +1655,16 @@ async fn transfer(
                 match up {
                     Ok(n) => uploaded = Some(Ok(n)),
                     // The client went away or sent a broken body: nothing more to do here.
-                    Err(UploadFailure::Client) => return Err(ResponseFailure::Broken(Cause::ClientAbort, 0)),
+                    Err(UploadFailure::Client) => {
+                        record_broken(seen, live, None, head_len, 0);
+                        return Err(ResponseFailure::Broken(Cause::ClientAbort, 0));
+                    }
                     Err(UploadFailure::Invalid(status)) => {
-                        return Err(if seen.sent.get().is_some() {
-                            ResponseFailure::Broken(Cause::ClientAbort, 0)
-                        } else {
-                            ResponseFailure::Status(status)
-                        });
+                        if seen.sent.get().is_none() {
+                            return Err(ResponseFailure::Status(status));
+                        }
+                        record_broken(seen, live, None, head_len, 0);
+                        return Err(ResponseFailure::Broken(Cause::ClientAbort, 0));
                     }
                     // The server stopped reading; its response (maybe an early error) may
                     // still come, so keep relaying it.
@@ -1671,6 +1685,13 @@ async fn transfer(
         {
             return Err(ResponseFailure::Status(status));
         }
+    }
+    if let Err(ResponseFailure::Broken(_, heads)) = &response {
+        let sent_up = match &uploaded {
+            Some(Ok(sent)) => Some(*sent),
+            _ => None,
+        };
+        record_broken(seen, live, sent_up, head_len, *heads);
     }
     let mut done = response?;
     // The response ended before the request body did (a server answering early, a 401 or a
@@ -1694,6 +1715,21 @@ async fn transfer(
         }
     }
     Ok(done)
+}
+
+/// Records what a transfer that broke off had moved (`ResponseSeen::moved`): the request,
+/// whole if its upload ended (`sent_up`), else its head (`head_len` bytes) and the body bytes
+/// that went; the response's heads (`heads` bytes) and the body bytes that went.
+fn record_broken(
+    seen: &ResponseSeen,
+    live: Option<&LiveBytes<'_>>,
+    sent_up: Option<u64>,
+    head_len: usize,
+    heads: u64,
+) {
+    let (body_up, body_down) = live.map_or((0, 0), LiveBytes::counted);
+    let up = sent_up.unwrap_or(head_len as u64 + body_up);
+    seen.moved.set(Some((up, heads + body_down)));
 }
 
 /// Why the request side failed.
