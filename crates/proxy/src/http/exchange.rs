@@ -154,8 +154,8 @@ fn shareable(settings: &HttpSettings<'_>, conn: &Attached) -> bool {
         && !conn.private
 }
 
-/// What the exchange learns of the server's response as it comes, read after the transfer
-/// whatever its outcome.
+/// What the exchange learns as its transfer goes (of the response, and of what moved),
+/// read after the transfer whatever its outcome.
 #[derive(Default)]
 struct ResponseSeen {
     /// When the client got a response head, its status and version (what the log shows).
