@@ -878,29 +878,6 @@ impl AsyncWrite for Stream {
     }
 }
 
-impl Stream {
-    /// Writes `buf` as `poll_write` does, but with `more` holds it for the next write as
-    /// [`WriteSide::poll_write_vectored_more`] does (the relay of a fast TCP stream).
-    pub fn poll_write_more(
-        &mut self,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-        more: bool,
-    ) -> Poll<io::Result<usize>> {
-        if !more {
-            return Pin::new(self).poll_write(cx, buf);
-        }
-        let (_, mut writing) = self.split();
-        writing.poll_write_vectored_more(cx, &[io::IoSlice::new(buf)], true)
-    }
-
-    /// Sends at once what writes with `more` left held ([`Stream::poll_write_more`]), as
-    /// [`WriteSide::push`] does.
-    pub fn push(&mut self) -> io::Result<()> {
-        self.split().1.push()
-    }
-}
-
 /// One `send` with MSG_MORE (the socket is non-blocking).
 pub(crate) fn send_more(socket: socket2::SockRef<'_>, buf: &[u8]) -> io::Result<usize> {
     socket.send_with_flags(buf, libc::MSG_MORE | libc::MSG_NOSIGNAL)

@@ -270,9 +270,6 @@ struct LazyPump {
     /// Stop moving as soon as the direction may go on through a pipe (`splice-auto`): the
     /// caller switches, then polls the pipe.
     stop_when_streaming: bool,
-    /// Bytes written with "more follows" that the kernel may still hold
-    /// ([`Stream::poll_write_more`]): pushed before the pump waits.
-    held: bool,
 }
 
 impl LazyPump {
@@ -287,7 +284,6 @@ impl LazyPump {
             copied: 0,
             full_reads: 0,
             stop_when_streaming: false,
-            held: false,
         }
     }
 
@@ -324,12 +320,7 @@ impl Mover<Stream, Stream> for LazyPump {
         reader: &mut Stream,
         writer: &mut Stream,
     ) -> Result<Activity, PumpError> {
-        let moved = self.move_until_blocked(cx, reader, writer);
-        // Whatever stopped the pump, nothing may stay held while it waits.
-        if std::mem::take(&mut self.held) {
-            writer.push().map_err(PumpError::Write)?;
-        }
-        moved
+        self.move_until_blocked(cx, reader, writer)
     }
 
     fn shut(&self) -> bool {
@@ -352,17 +343,16 @@ impl LazyPump {
         let mut activity = Activity::default();
         loop {
             if self.start < self.end {
-                // A read that filled the buffer means the sender outpaces us and more is
-                // likely queued: let the kernel join this write with the next.
-                let more = self.end == self.size;
-                match writer.poll_write_more(cx, &self.buf[self.start..self.end], more) {
+                // Each read leaves at once, as HAProxy writes it: holding a full read for the
+                // next one (MSG_MORE) made fewer segments but cost more CPU per byte, on both
+                // sides of loopback (BENCHMARKS.md, thirtieth session).
+                match Pin::new(&mut *writer).poll_write(cx, &self.buf[self.start..self.end]) {
                     Poll::Ready(Ok(0)) => {
                         return Err(PumpError::Write(io::ErrorKind::WriteZero.into()));
                     }
                     Poll::Ready(Ok(n)) => {
                         self.start += n;
                         self.copied += n as u64;
-                        self.held = more;
                         activity.wrote = true;
                         continue;
                     }
@@ -963,10 +953,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn bytes_written_with_more_to_follow_leave_before_the_pump_waits() {
-        // A read that fills the buffer is written with MSG_MORE, which lets the kernel hold
-        // it for the next write. Here nothing follows: the bytes must be on their way once
-        // the pump waits, not held until the kernel's 200 ms corking limit.
+    async fn bytes_a_full_read_brings_leave_before_the_pump_waits() {
+        // A read that fills the buffer is followed by nothing here: its bytes must be on their
+        // way once the pump waits, not held for a write that never comes (the kernel's
+        // corking limit is 200 ms).
         fn loopback_pair() -> (std::net::TcpStream, Stream) {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let app = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
