@@ -798,22 +798,28 @@ fn ready_made_check_failures_are_reported_as_haproxy_reports_them() {
     }
 }
 
-#[test]
-fn observe_layer7_counts_server_errors_against_the_server() {
-    let (failing, _) = http_server(500, "Internal Server Error", "oops");
-    let (good, _) = http_server(200, "OK", "good");
+/// A `listen` section whose s1 (`failing`) is checked every 10 s on a port that answers, so
+/// only what `observe layer7 error-limit 2` makes of its answers can take it down; `rules`
+/// come before the servers, `others` after s1. The health port's backend must outlive the
+/// proxy: it is returned too.
+fn observing_proxy(
+    rules: &str,
+    failing: std::net::SocketAddr,
+    others: &str,
+) -> (common::Sluice, std::net::SocketAddr, Backend) {
     let health = Backend::start(|_| {});
     let (fe, addr) = frontend();
-    // Checks (every 10s, to a port that answers) keep s1 up: only its 500s can take it down,
-    // through the default on-error (fail-check).
     let cfg = format!(
-        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    server s1 {} check port {} inter 10s observe layer7 error-limit 2\n    server s2 {}\n",
+        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n{rules}    server s1 {failing} check port {} inter 10s observe layer7 error-limit 2\n{others}",
         fd_bind(&fe),
-        failing.addr(),
         health.addr().port(),
-        good.addr()
     );
-    let proxy = common::sluice(&cfg).inherit(fe).start();
+    (common::sluice(&cfg).inherit(fe).start(), addr, health)
+}
+
+/// Sends requests until the log says s1 went down (its answers then change: only the log
+/// tells when); returns the log.
+fn wait_for_observed_down(proxy: &common::Sluice, addr: std::net::SocketAddr) -> String {
     let mut stderr = String::new();
     let down = wait_until(TRANSITION, || {
         let _ = get(addr);
@@ -821,6 +827,17 @@ fn observe_layer7_counts_server_errors_against_the_server() {
         stderr.contains("Server app/s1 is DOWN")
     });
     assert!(down, "{stderr}");
+    stderr
+}
+
+#[test]
+fn observe_layer7_counts_server_errors_against_the_server() {
+    let (failing, _) = http_server(500, "Internal Server Error", "oops");
+    let (good, _) = http_server(200, "OK", "good");
+    // The default on-error (fail-check) takes s1 down.
+    let others = format!("    server s2 {}\n", good.addr());
+    let (proxy, addr, _health) = observing_proxy("", failing.addr(), &others);
+    let stderr = wait_for_observed_down(&proxy, addr);
     assert!(
         stderr.contains("Server app/s1 is DOWN, reason: Health analyze, info: \"Detected 2 consecutive errors, last one was: Wrong http response\". 1 active and 0 backup servers left."),
         "{stderr}"
@@ -833,25 +850,11 @@ fn observe_layer7_counts_server_errors_against_the_server() {
 #[test]
 fn observe_layer7_judges_the_status_the_server_sent_before_the_rules_changed_it() {
     let (failing, _) = http_server(500, "Internal Server Error", "oops");
-    let health = Backend::start(|_| {});
-    let (fe, addr) = frontend();
     // The client sees a 200: the server's 500s count against it all the same, as in HAProxy.
-    let cfg = format!(
-        "{HTTP_DEFAULTS}\nlisten app\n    bind {}\n    http-response set-status 200\n    server s1 {} check port {} inter 10s observe layer7 error-limit 2\n",
-        fd_bind(&fe),
-        failing.addr(),
-        health.addr().port()
-    );
-    let proxy = common::sluice(&cfg).inherit(fe).start();
+    let (proxy, addr, _health) =
+        observing_proxy("    http-response set-status 200\n", failing.addr(), "");
     assert_eq!(get(addr).0, 200);
-    let mut stderr = String::new();
-    // Once the server is down, the answers are 503s: only the log tells when.
-    let down = wait_until(TRANSITION, || {
-        let _ = get(addr);
-        stderr = proxy.stderr();
-        stderr.contains("Server app/s1 is DOWN")
-    });
-    assert!(down, "{stderr}");
+    let stderr = wait_for_observed_down(&proxy, addr);
     assert!(
         stderr.contains("reason: Health analyze, info: \"Detected 2 consecutive errors, last one was: Wrong http response\""),
         "{stderr}"
