@@ -39,21 +39,31 @@ pub fn buffered(buf: &[u8], head_len: usize, framing: BodyFraming) -> (Cow<'_, [
             )
         }
         BodyFraming::Chunked => {
-            let mut decoder = ChunkedDecoder::new();
-            let (mut data, mut input) = (Vec::new(), rest);
-            loop {
-                match decoder.decode(input) {
-                    Ok(step) => {
-                        data.extend_from_slice(&input[step.data.clone()]);
-                        if step.done || step.consumed == 0 {
-                            return (Cow::Owned(data), step.done);
-                        }
-                        input = &input[step.consumed..];
-                    }
-                    Err(_) => return (Cow::Owned(data), false),
-                }
-            }
+            let mut data = Vec::new();
+            let whole = decode_chunks(rest, |part| data.extend_from_slice(part));
+            (Cow::Owned(data), whole == Ok(true))
         }
+    }
+}
+
+/// Whether the part of a chunked body in `bytes` (which may stop short of its end) is well
+/// formed: a request whose body is already malformed is refused before a server is reached,
+/// as HAProxy's parser refuses it while reading the request.
+pub fn chunks_so_far_valid(bytes: &[u8]) -> bool {
+    decode_chunks(bytes, |_| {}).is_ok()
+}
+
+/// Decodes the chunks in `input`, handing each part of their data to `each`; whether the
+/// body ended there, or `Err` at the first malformed byte.
+fn decode_chunks(mut input: &[u8], mut each: impl FnMut(&[u8])) -> Result<bool, ()> {
+    let mut decoder = ChunkedDecoder::new();
+    loop {
+        let step = decoder.decode(input).map_err(|_| ())?;
+        each(&input[step.data.clone()]);
+        if step.done || step.consumed == 0 {
+            return Ok(step.done);
+        }
+        input = &input[step.consumed..];
     }
 }
 

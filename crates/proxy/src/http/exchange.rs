@@ -1107,8 +1107,14 @@ async fn exchange<'a>(
                 return Ending::answered_or_kept(client, &page, keep, ending).await;
             }
             Err(ResponseFailure::Status(status)) => {
-                ctx.backend.response_errors.incr();
-                server.response_errors.incr();
+                if status >= 500 {
+                    ctx.backend.response_errors.incr();
+                    server.response_errors.incr();
+                } else {
+                    // A request body the client broke: a request error (`ereq`), not the
+                    // server's, as HAProxy counts it.
+                    sluice_runtime::proxy::count_request_error(ctx.scope.front());
+                }
                 let cause = match status {
                     504 => Cause::ServerTimeout,
                     502 => Cause::Proxy,

@@ -963,6 +963,17 @@ async fn read_head(
                         return Err(HeadEnd::Answer(413, Cause::Proxy));
                     }
                     return match framing {
+                        // A chunked body already malformed in what came with the head is
+                        // refused with it, before any rule or server, as HAProxy's parser
+                        // refuses it while it reads the request (no server connection is
+                        // opened only to be closed unused).
+                        Ok(BodyFraming::Chunked)
+                            if !super::body::chunks_so_far_valid(
+                                input.filled().get(head.head_len..).unwrap_or(&[]),
+                            ) =>
+                        {
+                            Err(HeadEnd::Answer(400, Cause::Proxy))
+                        }
                         Ok(framing) => Ok((head, framing)),
                         Err(err) => Err(HeadEnd::Answer(err.status(), Cause::Proxy)),
                     };
