@@ -211,7 +211,7 @@ fn server_state_line(b: &Backend, s: &Server, out: &mut String) {
             0
         }
     } else {
-        s.stats.check_health().unwrap_or(c.rise())
+        s.check_health()
     };
     // CHK_ST_CONFIGURED 0x2, CHK_ST_ENABLED 0x4, CHK_ST_PAUSED 0x8.
     let paused = if maint { 8 } else { 0 };

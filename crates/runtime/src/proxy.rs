@@ -1162,6 +1162,13 @@ impl Server {
         }
     }
 
+    /// The health check's counter: where the last check left it, or `rise` before the first
+    /// one, where a checked server starts (up, at the bottom of the up range), as HAProxy
+    /// starts it.
+    pub fn check_health(&self) -> u32 {
+        self.stats.check_health().unwrap_or(self.conf.checks.rise())
+    }
+
     /// The server's name.
     pub fn name(&self) -> &str {
         &self.conf.name

@@ -742,10 +742,10 @@ pub fn server_status(server: &Server, health: &HealthState) -> String {
         return "no check".into();
     }
     let c = &server.conf.checks;
-    // Before its first check, a server is up at the bottom of the range, as HAProxy starts
-    // it: "UP 1/3" with the default `rise 2 fall 3`.
-    match server.stats.check_health().or(checked.then(|| c.rise())) {
-        Some(h) if checked && h < c.rise() + c.fall() - 1 && h >= c.rise() => {
+    // Before its first check, a server is up at the bottom of the range: "UP 1/3" with the
+    // default `rise 2 fall 3`.
+    match checked.then(|| server.check_health()) {
+        Some(h) if h < c.rise() + c.fall() - 1 && h >= c.rise() => {
             format!("UP {}/{}", h - c.rise() + 1, c.fall())
         }
         _ => "UP".into(),
@@ -868,11 +868,7 @@ fn server_row(b: &Backend, index: usize, s: &Server) -> Row {
     if c.check {
         row.set(Field::check_rise, c.rise());
         row.set(Field::check_fall, c.fall());
-        // The check's counter starts at `rise`, where a server starts up.
-        row.set(
-            Field::check_health,
-            s.stats.check_health().unwrap_or(c.rise()),
-        );
+        row.set(Field::check_health, s.check_health());
     }
     if c.agent {
         row.set(Field::agent_rise, 1);
