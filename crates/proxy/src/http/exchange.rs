@@ -695,9 +695,7 @@ async fn exchange<'a>(
     }
     let is_head = head.is_method(buf, "HEAD");
     let is_connect = head.is_method(buf, "CONNECT");
-    let expects_continue = head
-        .header_values(buf, "expect")
-        .any(|v| v.eq_ignore_ascii_case(b"100-continue"));
+    let expects_continue = super::session::expects_continue(buf, &head);
     let client_version = head.version;
     let compression = Compression::of(ctx);
     let compress = compress::negotiate(buf, &head, compression.algos);

@@ -651,6 +651,14 @@ struct BodyNeed {
     at_least: usize,
 }
 
+/// Whether the client waits for a `100 Continue` before it sends its body (an HTTP/1.1
+/// request's `Expect: 100-continue`; HTTP/1.0 knows no such wait).
+pub(super) fn expects_continue(buf: &[u8], head: &RequestHead) -> bool {
+    head.version == Version::Http11
+        && header_values(buf, &head.headers, "expect")
+            .any(|v| v.eq_ignore_ascii_case(b"100-continue"))
+}
+
 /// Reads the request body into `input` until it is whole, `need.at_least` bytes of it came,
 /// or `input` holds the most a head may (`tune.bufsize` less `tune.maxrewrite`, the room
 /// rewrites need), or the client stops sending (the exchange then finds out); false if the
@@ -672,10 +680,7 @@ async fn wait_for_body(
     if complete(input, head) {
         return true;
     }
-    let expects_continue = head.version == Version::Http11
-        && header_values(input.filled(), &head.headers, "expect")
-            .any(|v| v.eq_ignore_ascii_case(b"100-continue"));
-    if expects_continue {
+    if expects_continue(input.filled(), head) {
         let expect = NameMatch::Str("expect".to_owned());
         let dropped = super::rewrite::edit_request(
             input,
