@@ -213,12 +213,12 @@ impl Condition {
                 continue;
             }
             term.out_of_reach = true;
-            first.get_or_insert_with(|| (term.acl.name().map(str::to_owned), term.acl.clone()));
+            first.get_or_insert_with(|| term.acl.clone());
         }
-        let (name, acl) = first?;
+        let acl = first?;
         let place = where_.checkpoint_name();
         let within = rule.map(|r| format!(" in '{r}'")).unwrap_or_default();
-        Some(match name {
+        Some(match acl.name() {
             Some(name) => format!(
                 "acl '{name}' will never match{within} because it only involves keywords that are incompatible with '{place}'"
             ),
